@@ -1,0 +1,265 @@
+//! The event loop. Address-space events go to the OS model; accesses go to the MMU model; a
+//! last-level TLB miss walks the page table the OS owns; a non-present page is a fault the
+//! policy serves. Simulated cycles come from the machine's cost model (stats::cycles).
+//!
+//! The per-access path (`run_accesses`) allocates nothing and calls no Python: it walks a flat
+//! slice of decoded records and probes TLB arrays. Misses and faults leave it through
+//! out-of-line functions.
+
+use crate::error::{Error, Result};
+use crate::mmu::machine::Machine;
+use crate::mmu::Mmu;
+use crate::os::{MapOutcome, Os};
+use crate::policy::{FaultInfo, Policy};
+use crate::stats::{Results, Sample};
+use crate::trace::{Access, AccessKind, Chunk, Event};
+use crate::units::Bytes;
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Simulated physical memory.
+    pub memory: Bytes,
+    /// Take a time-series sample every this many accesses (0 = only at the end).
+    pub sample_every: u64,
+    /// Run the OS invariant validator after every event and chunk (slow; for tests).
+    pub validate: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { memory: Bytes(64 << 30), sample_every: 1 << 20, validate: false }
+    }
+}
+
+pub struct Engine {
+    pub mmu: Mmu,
+    pub os: Os,
+    pub policy: Box<dyn Policy>,
+    pub cfg: EngineConfig,
+    cur_pi: usize,
+    cur_asid: u16,
+    cur_live: bool,
+    pub accesses: u64,
+    pub by_kind: [u64; 4],
+    pub records: u64,
+    pub instructions: u64,
+    pub events: u64,
+    pub series: Vec<Sample>,
+    next_sample: u64,
+    started: bool,
+}
+
+impl Engine {
+    pub fn new(machine: Machine, policy: Box<dyn Policy>, cfg: EngineConfig) -> Result<Engine> {
+        if cfg.memory.0 < machine.largest_page().bytes().min(64 << 20) {
+            return Err(Error::usage(format!("--memory {} is too small for this machine", cfg.memory)));
+        }
+        let mmu = Mmu::new(machine);
+        let os = Os::new(&mmu, cfg.memory);
+        let next_sample = cfg.sample_every;
+        let mut e = Engine {
+            mmu,
+            os,
+            policy,
+            cfg,
+            cur_pi: 0,
+            cur_asid: 1,
+            cur_live: true,
+            accesses: 0,
+            by_kind: [0; 4],
+            records: 0,
+            instructions: 0,
+            events: 0,
+            series: Vec::new(),
+            next_sample,
+            started: false,
+        };
+        e.switch_to(1);
+        Ok(e)
+    }
+
+    fn switch_to(&mut self, pid: u32) {
+        self.cur_pi = self.os.proc_index(pid);
+        let p = &self.os.procs[self.cur_pi];
+        self.cur_asid = p.asid;
+        self.cur_live = p.alive && p.killed.is_none();
+    }
+
+    /// Run one decoded chunk.
+    pub fn run_chunk(&mut self, c: &Chunk) -> Result<()> {
+        if !self.started {
+            self.started = true;
+            self.sample();
+        }
+        let n = c.accesses.len();
+        let mut ev = 0usize;
+        let mut i = 0usize;
+        while i < n {
+            while ev < c.events.len() && c.events[ev].0 as usize <= i {
+                self.event(&c.events[ev].1)?;
+                ev += 1;
+            }
+            let next_ev = c.events.get(ev).map_or(n, |e| e.0 as usize);
+            let end = next_ev.min(i + 65536).min(n);
+            self.run_accesses(&c.accesses[i..end])?;
+            i = end;
+            if self.cfg.sample_every > 0 && self.accesses >= self.next_sample {
+                self.sample();
+                while self.next_sample <= self.accesses {
+                    self.next_sample += self.cfg.sample_every;
+                }
+            }
+        }
+        for (_, e) in &c.events[ev..] {
+            self.event(e)?;
+        }
+        if self.cfg.validate {
+            self.os.validate().map_err(|m| Error::Sim(format!("invariant broken: {m}")))?;
+        }
+        Ok(())
+    }
+
+    /// The hot loop.
+    #[inline]
+    fn run_accesses(&mut self, acc: &[Access]) -> Result<()> {
+        if !self.cur_live {
+            let dropped: u64 = acc.iter().map(|a| a.count as u64).sum();
+            self.os.counters.accesses_dropped += dropped;
+            return Ok(());
+        }
+        self.records += acc.len() as u64;
+        let asid = self.cur_asid;
+        for a in acc {
+            let fetch = a.kind.is_fetch();
+            self.accesses += a.count as u64;
+            self.by_kind[a.kind as usize] += a.count as u64;
+            match self.mmu.lookup(a.addr, asid, fetch) {
+                Some((_, si)) => {
+                    if a.count > 1 {
+                        self.repeat_hits(fetch, si, a.count - 1);
+                    }
+                }
+                None => {
+                    self.miss(a)?;
+                    if !self.cur_live {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The rest of a same-page run hits in the first structure that holds the page's size.
+    #[inline(always)]
+    fn repeat_hits(&mut self, fetch: bool, si: u32, n: u32) {
+        if let Some(t) = self.mmu.first_holder[fetch as usize][si as usize] {
+            self.mmu.counters[t].hits[si as usize] += n as u64;
+        }
+    }
+
+    #[inline(never)]
+    fn miss(&mut self, a: &Access) -> Result<()> {
+        let pi = self.cur_pi;
+        let fetch = a.kind.is_fetch();
+        let t = match self.os.procs[pi].pt.lookup(a.addr) {
+            Some(t) => t,
+            None => {
+                self.fault(a)?;
+                match self.os.procs[pi].pt.lookup(a.addr) {
+                    Some(t) => t,
+                    None => return Ok(()), // the process died (segfault)
+                }
+            }
+        };
+        self.mmu.fill_after_walk(a.addr, self.cur_asid, fetch, t.size_idx);
+        self.policy.on_tlb_miss(a.addr, t.size_idx);
+        if a.count > 1 {
+            self.repeat_hits(fetch, t.size_idx, a.count - 1);
+        }
+        Ok(())
+    }
+
+    #[inline(never)]
+    fn fault(&mut self, a: &Access) -> Result<()> {
+        let pi = self.cur_pi;
+        let va = a.addr;
+        let vma = match self.os.procs[pi].find_vma(va) {
+            Some(v) => v.clone(),
+            None => {
+                if self.os.procs[pi].has_layout_events {
+                    self.os.segfault(pi, va);
+                    self.cur_live = false;
+                    return Ok(());
+                }
+                self.os.infer_vma(pi, va)
+            }
+        };
+        let d = self.policy.on_fault(&FaultInfo {
+            va,
+            write: a.kind.writes(),
+            fetch: a.kind == AccessKind::Fetch,
+            vma: &vma,
+            sizes: &self.os.sizes,
+        });
+        let mut si = d.size_idx.min(self.os.sizes.len() as u32 - 1);
+        loop {
+            let size = self.os.sizes[si as usize];
+            let start = va & !size.mask();
+            let within = if d.within_vma { Some((vma.start, vma.end)) } else { None };
+            match self.os.map_page(pi, start, si, within) {
+                MapOutcome::Mapped => break,
+                MapOutcome::NoContiguousExtent => {
+                    self.policy.on_alloc_failure(si);
+                    if si == 0 {
+                        return Err(self.os.oom(self.os.procs[pi].pid));
+                    }
+                }
+                MapOutcome::OverlapsMapping | MapOutcome::CrossesVma => {
+                    if si == 0 {
+                        return Err(Error::Sim(format!("internal: base page at {va:#x} cannot be mapped")));
+                    }
+                }
+            }
+            si -= 1;
+        }
+        self.os.counters.faults += 1;
+        self.os.counters.faults_by_size[si as usize] += 1;
+        self.mmu.live_sizes |= 1 << si;
+        Ok(())
+    }
+
+    fn event(&mut self, e: &Event) -> Result<()> {
+        self.events += 1;
+        match e {
+            Event::Context { pid, .. } => self.switch_to(*pid),
+            Event::Insns { count } => self.instructions += count,
+            _ => {
+                if !self.os.procs[self.cur_pi].alive {
+                    return Ok(());
+                }
+                self.os.apply(self.cur_pi, e, &mut self.mmu)?;
+                if let Event::Exit { .. } = e {
+                    self.cur_live = false;
+                }
+            }
+        }
+        if self.cfg.validate {
+            self.os.validate().map_err(|m| Error::Sim(format!("invariant broken after {}: {m}", e.name())))?;
+        }
+        Ok(())
+    }
+
+    pub fn sample(&mut self) {
+        let s = Sample::take(self);
+        self.series.push(s);
+    }
+
+    /// Final results. Takes a last sample first.
+    pub fn results(&mut self) -> Results {
+        if self.series.last().map_or(true, |s| s.accesses != self.accesses) {
+            self.sample();
+        }
+        Results::collect(self)
+    }
+}

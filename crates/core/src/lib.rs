@@ -1,0 +1,20 @@
+//! superpager-core: a trace-driven model of the OS memory manager and the MMU, for studying
+//! superpage (huge page) policies. See DESIGN.md (../shared/DESIGN.md) and docs/.
+//!
+//! Layout: `units` (typed quantities), `trace` (the .spt format, importers, generators), `mmu`
+//! (TLBs, walker, machines), `os` (address spaces, page tables, frames, mechanisms), `policy`
+//! (one module per system), `engine` (the event loop), `stats` (counters, cost model, time
+//! series), `mrc` (one-pass miss-ratio curves), `sim` (driving a run from a file).
+
+pub mod engine;
+pub mod error;
+pub mod mmu;
+pub mod mrc;
+pub mod os;
+pub mod policy;
+pub mod sim;
+pub mod stats;
+pub mod trace;
+pub mod units;
+
+pub use error::{Error, Result};

@@ -1,0 +1,478 @@
+//! Machine descriptions: TLB hierarchy, page-table walker, page-walk caches, cost constants.
+//! Loaded from TOML (presets ship in `crates/core/src/machines/`, each constant with its source).
+//! Every error names the file and the key.
+
+use super::tlb::Replacement;
+use crate::error::{Error, Result};
+use crate::units::PageSize;
+use serde::Deserialize;
+
+/// Which accesses a structure serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    Data,
+    Instruction,
+    Unified,
+}
+
+impl Stream {
+    #[inline(always)]
+    pub fn serves(self, fetch: bool) -> bool {
+        match self {
+            Stream::Unified => true,
+            Stream::Data => !fetch,
+            Stream::Instruction => fetch,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct TlbSpec {
+    pub name: String,
+    pub level: u8,
+    pub stream: Stream,
+    pub entries: u32,
+    pub ways: u32,
+    /// Indices into `Machine::page_sizes`.
+    pub sizes: Vec<u32>,
+    pub replacement: Replacement,
+    /// Cycles a hit in this structure costs beyond a first-level hit.
+    pub hit_cycles: f64,
+}
+
+#[derive(Clone, Debug)]
+pub struct PwcSpec {
+    /// Page-table level whose entries it caches (2 = PDE on x86, 3 = PDPTE, 4 = PML4E).
+    pub level: u8,
+    pub sets: u32,
+    pub ways: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct NestedSpec {
+    pub host_levels: u8,
+    pub host_page_size: PageSize,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Coalescing {
+    None,
+    /// AMD PTE coalescing: aligned, physically contiguous groups of `pages` base PTEs share one
+    /// TLB entry (16KB or 32KB with 4KB pages).
+    Amd { max_pages: u32 },
+    /// ARM contiguous bit: `pages` aligned contiguous PTEs marked by the OS form one entry.
+    ArmContiguous { pages: u32 },
+}
+
+#[derive(Clone, Debug)]
+pub struct Machine {
+    pub name: String,
+    pub description: String,
+    pub base_page: PageSize,
+    /// Ascending; index 0 is the base page.
+    pub page_sizes: Vec<PageSize>,
+    pub tlbs: Vec<TlbSpec>,
+    pub walk_levels: u8,
+    pub bits_per_level: u8,
+    pub pwc: Vec<PwcSpec>,
+    pub nested: Option<NestedSpec>,
+    /// Some(cycles) for a software-managed TLB: every last-level miss runs a handler.
+    pub software_handler_cycles: Option<f64>,
+    pub walk_ref_cycles: f64,
+    pub cycles_per_access: f64,
+    pub fault_cycles: f64,
+    pub zero_cycles_per_kib: f64,
+    pub coalescing: Coalescing,
+    pub seed: u64,
+    /// Where this machine came from (preset name or file path).
+    pub origin: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MachineFile {
+    name: String,
+    #[serde(default)]
+    description: String,
+    base_page: String,
+    page_sizes: Vec<String>,
+    tlb: Vec<TlbFile>,
+    walker: WalkerFile,
+    cost: CostFile,
+    coalescing: Option<CoalescingFile>,
+    #[serde(default)]
+    seed: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TlbFile {
+    name: String,
+    level: u8,
+    #[serde(default = "unified")]
+    stream: String,
+    entries: u32,
+    ways: u32,
+    page_sizes: Vec<String>,
+    #[serde(default = "lru")]
+    replacement: String,
+    #[serde(default)]
+    hit_cycles: f64,
+}
+
+fn unified() -> String {
+    "unified".into()
+}
+fn lru() -> String {
+    "lru".into()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WalkerFile {
+    levels: u8,
+    bits_per_level: u8,
+    ref_cycles: f64,
+    #[serde(default)]
+    pwc: Vec<PwcFile>,
+    nested: Option<NestedFile>,
+    software_handler_cycles: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PwcFile {
+    level: u8,
+    sets: u32,
+    ways: u32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NestedFile {
+    host_levels: u8,
+    host_page_size: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CostFile {
+    cycles_per_access: f64,
+    fault_cycles: f64,
+    zero_cycles_per_kib: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CoalescingFile {
+    kind: String,
+    pages: u32,
+}
+
+/// Presets compiled into the library: (name, one-line summary, TOML).
+pub const PRESETS: [(&str, &str); 7] = [
+    ("alpha21264", include_str!("../machines/alpha21264.toml")),
+    ("romer95", include_str!("../machines/romer95.toml")),
+    ("skylake", include_str!("../machines/skylake.toml")),
+    ("zen3", include_str!("../machines/zen3.toml")),
+    ("neoverse-n1", include_str!("../machines/neoverse-n1.toml")),
+    ("amsqm09", include_str!("../machines/amsqm09.toml")),
+    ("host", include_str!("../machines/host.toml")),
+];
+
+pub fn preset_names() -> Vec<&'static str> {
+    PRESETS.iter().map(|p| p.0).collect()
+}
+
+/// The key on the line a TOML error points at, for a one-line message.
+fn key_at(src: &str, span: Option<std::ops::Range<usize>>) -> (usize, String) {
+    let Some(sp) = span else { return (0, "?".into()) };
+    let start = sp.start.min(src.len());
+    let line_no = src[..start].matches('\n').count() + 1;
+    let line_start = src[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = src[start..].find('\n').map_or(src.len(), |i| start + i);
+    let line = &src[line_start..line_end];
+    let key = match line.split_once('=') {
+        Some((k, _)) => k.trim().to_string(),
+        None => line.trim().trim_matches(|c| c == '[' || c == ']').to_string(),
+    };
+    (line_no, key)
+}
+
+fn toml_error(file: &str, src: &str, e: &toml::de::Error) -> Error {
+    let (line, key) = key_at(src, e.span());
+    let msg = e.message().replace('\n', " ");
+    Error::config(file, &key, format!("line {line}: {msg}"))
+}
+
+impl Machine {
+    /// A preset by name, or a TOML file by path.
+    pub fn load(name_or_path: &str) -> Result<Machine> {
+        if let Some((_, src)) = PRESETS.iter().find(|p| p.0 == name_or_path) {
+            return Machine::from_toml(src, &format!("preset {name_or_path}"));
+        }
+        if name_or_path.ends_with(".toml") || std::path::Path::new(name_or_path).exists() {
+            let src = std::fs::read_to_string(name_or_path).map_err(|e| Error::io(name_or_path, &e))?;
+            return Machine::from_toml(&src, name_or_path);
+        }
+        Err(Error::usage(format!(
+            "unknown machine '{name_or_path}'; presets: {} (or give a path to a .toml file)",
+            preset_names().join(", ")
+        )))
+    }
+
+    pub fn from_toml(src: &str, file: &str) -> Result<Machine> {
+        let f: MachineFile = toml::from_str(src).map_err(|e| toml_error(file, src, &e))?;
+        let cfg = |key: &str, msg: String| Error::config(file, key, msg);
+        let base = PageSize::parse(&f.base_page).map_err(|m| cfg("base_page", m))?;
+        let mut sizes = Vec::new();
+        for (i, s) in f.page_sizes.iter().enumerate() {
+            let p = PageSize::parse(s).map_err(|m| cfg(&format!("page_sizes[{i}]"), m))?;
+            if p < base {
+                return Err(cfg(&format!("page_sizes[{i}]"), format!("{p} is smaller than base_page {base}")));
+            }
+            sizes.push(p);
+        }
+        if !sizes.contains(&base) {
+            sizes.push(base);
+        }
+        sizes.sort();
+        sizes.dedup();
+        if sizes.len() > 16 {
+            return Err(cfg("page_sizes", "at most 16 page sizes".into()));
+        }
+        if f.tlb.is_empty() {
+            return Err(cfg("tlb", "a machine needs at least one [[tlb]]".into()));
+        }
+        let mut tlbs = Vec::new();
+        for (i, t) in f.tlb.iter().enumerate() {
+            let k = |field: &str| format!("tlb[{i}].{field}");
+            if t.entries == 0 || t.ways == 0 || t.entries % t.ways != 0 {
+                return Err(cfg(&k("ways"), format!("{} ways must divide {} entries", t.ways, t.entries)));
+            }
+            let sets = t.entries / t.ways;
+            if !sets.is_power_of_two() {
+                return Err(cfg(&k("entries"), format!("entries/ways = {sets} sets, not a power of two")));
+            }
+            if t.ways > 4096 {
+                return Err(cfg(&k("ways"), "at most 4096 ways".into()));
+            }
+            let replacement = Replacement::parse(&t.replacement)
+                .ok_or_else(|| cfg(&k("replacement"), format!("'{}' is not one of lru, plru, random", t.replacement)))?;
+            if replacement == Replacement::Plru && (!t.ways.is_power_of_two() || t.ways > 64) {
+                return Err(cfg(&k("replacement"), format!("tree pseudo-LRU needs a power-of-two number of ways up to 64, not {}", t.ways)));
+            }
+            let stream = match t.stream.as_str() {
+                "data" => Stream::Data,
+                "instruction" => Stream::Instruction,
+                "unified" => Stream::Unified,
+                o => return Err(cfg(&k("stream"), format!("'{o}' is not one of data, instruction, unified"))),
+            };
+            if t.level == 0 {
+                return Err(cfg(&k("level"), "levels count from 1".into()));
+            }
+            let mut idx = Vec::new();
+            for (j, s) in t.page_sizes.iter().enumerate() {
+                let p = PageSize::parse(s).map_err(|m| cfg(&format!("tlb[{i}].page_sizes[{j}]"), m))?;
+                let pos = sizes
+                    .iter()
+                    .position(|&q| q == p)
+                    .ok_or_else(|| cfg(&format!("tlb[{i}].page_sizes[{j}]"), format!("{p} is not one of the machine's page_sizes")))?;
+                idx.push(pos as u32);
+            }
+            if idx.is_empty() {
+                return Err(cfg(&k("page_sizes"), "a TLB must hold at least one page size".into()));
+            }
+            if tlbs.iter().any(|x: &TlbSpec| x.name == t.name) {
+                return Err(cfg(&k("name"), format!("duplicate structure name '{}'", t.name)));
+            }
+            tlbs.push(TlbSpec {
+                name: t.name.clone(),
+                level: t.level,
+                stream,
+                entries: t.entries,
+                ways: t.ways,
+                sizes: idx,
+                replacement,
+                hit_cycles: t.hit_cycles,
+            });
+        }
+        let w = &f.walker;
+        if w.levels == 0 || w.levels > 6 {
+            return Err(cfg("walker.levels", "between 1 and 6".into()));
+        }
+        if w.bits_per_level == 0 || w.bits_per_level > 16 {
+            return Err(cfg("walker.bits_per_level", "between 1 and 16".into()));
+        }
+        let mut pwc = Vec::new();
+        for (i, p) in w.pwc.iter().enumerate() {
+            if p.level < 2 || p.level > w.levels {
+                return Err(cfg(&format!("walker.pwc[{i}].level"), format!("must be between 2 and walker.levels ({})", w.levels)));
+            }
+            if p.sets == 0 || !p.sets.is_power_of_two() || p.ways == 0 {
+                return Err(cfg(&format!("walker.pwc[{i}].sets"), "sets must be a power of two and ways positive".into()));
+            }
+            pwc.push(PwcSpec { level: p.level, sets: p.sets, ways: p.ways });
+        }
+        let nested = match &w.nested {
+            None => None,
+            Some(n) => Some(NestedSpec {
+                host_levels: n.host_levels,
+                host_page_size: PageSize::parse(&n.host_page_size).map_err(|m| cfg("walker.nested.host_page_size", m))?,
+            }),
+        };
+        let coalescing = match &f.coalescing {
+            None => Coalescing::None,
+            Some(c) => {
+                if !c.pages.is_power_of_two() || c.pages < 2 {
+                    return Err(cfg("coalescing.pages", "a power of two of at least 2".into()));
+                }
+                match c.kind.as_str() {
+                    "none" => Coalescing::None,
+                    "amd" => Coalescing::Amd { max_pages: c.pages },
+                    "arm-contiguous" => Coalescing::ArmContiguous { pages: c.pages },
+                    o => return Err(cfg("coalescing.kind", format!("'{o}' is not one of none, amd, arm-contiguous"))),
+                }
+            }
+        };
+        for (key, v) in [
+            ("walker.ref_cycles", w.ref_cycles),
+            ("cost.cycles_per_access", f.cost.cycles_per_access),
+            ("cost.fault_cycles", f.cost.fault_cycles),
+            ("cost.zero_cycles_per_kib", f.cost.zero_cycles_per_kib),
+        ] {
+            if !(v >= 0.0) || !v.is_finite() {
+                return Err(cfg(key, format!("must be a non-negative number, not {v}")));
+            }
+        }
+        Ok(Machine {
+            name: f.name,
+            description: f.description,
+            base_page: base,
+            page_sizes: sizes,
+            tlbs,
+            walk_levels: w.levels,
+            bits_per_level: w.bits_per_level,
+            pwc,
+            nested,
+            software_handler_cycles: w.software_handler_cycles,
+            walk_ref_cycles: w.ref_cycles,
+            cycles_per_access: f.cost.cycles_per_access,
+            fault_cycles: f.cost.fault_cycles,
+            zero_cycles_per_kib: f.cost.zero_cycles_per_kib,
+            coalescing,
+            seed: f.seed,
+            origin: file.to_string(),
+        })
+    }
+
+    /// `--tlb ENTRIES:WAYS[:PAGESIZE]`: one LRU structure named L1, one page size.
+    pub fn adhoc_tlb(spec: &str) -> Result<Machine> {
+        let parts: Vec<&str> = spec.split(':').collect();
+        let bad = |m: &str| Error::usage(format!("--tlb {spec}: {m} (form: ENTRIES:WAYS[:PAGESIZE], e.g. 64:4 or 32:32:8KiB)"));
+        if parts.len() < 2 || parts.len() > 3 {
+            return Err(bad("expected two or three fields"));
+        }
+        let entries: u32 = parts[0].parse().map_err(|_| bad("ENTRIES is not a number"))?;
+        let ways: u32 = parts[1].parse().map_err(|_| bad("WAYS is not a number"))?;
+        let page = parts.get(2).copied().unwrap_or("4KiB");
+        PageSize::parse(page).map_err(|m| bad(&m))?;
+        let src = format!(
+            r#"name = "tlb-{entries}x{ways}-{page}"
+description = "ad-hoc: one {entries}-entry {ways}-way LRU TLB of {page} pages"
+base_page = "{page}"
+page_sizes = ["{page}"]
+[[tlb]]
+name = "L1"
+level = 1
+entries = {entries}
+ways = {ways}
+page_sizes = ["{page}"]
+[walker]
+levels = 4
+bits_per_level = 9
+ref_cycles = 0
+[cost]
+cycles_per_access = 0
+fault_cycles = 0
+zero_cycles_per_kib = 0
+"#
+        );
+        Machine::from_toml(&src, &format!("--tlb {spec}")).map_err(|e| match e {
+            Error::Config { msg, .. } => bad(&msg),
+            o => o,
+        })
+    }
+
+    pub fn size_index(&self, p: PageSize) -> Option<u32> {
+        self.page_sizes.iter().position(|&q| q == p).map(|i| i as u32)
+    }
+
+    /// Radix level (1 = leaf table) whose entries map a page of size `p`: the deepest level
+    /// whose span is at most `p`. Sizes between level spans are stored replicated there.
+    pub fn leaf_level(&self, p: PageSize) -> u8 {
+        let mut level = 1u8;
+        while level < self.walk_levels {
+            let next_span = self.base_page.shift() + self.bits_per_level as u32 * level as u32;
+            if next_span > p.shift() {
+                break;
+            }
+            level += 1;
+        }
+        level
+    }
+
+    pub fn largest_page(&self) -> PageSize {
+        *self.page_sizes.last().unwrap()
+    }
+
+    pub fn summary(&self) -> String {
+        let sizes: Vec<String> = self.page_sizes.iter().map(|p| p.to_string()).collect();
+        let tl: Vec<String> = self.tlbs.iter().map(|t| format!("{} {}x{}", t.name, t.entries, t.ways)).collect();
+        format!("{} [{}]", sizes.join("/"), tl.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_preset_loads() {
+        for (name, _) in PRESETS {
+            let m = Machine::load(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(!m.tlbs.is_empty());
+        }
+    }
+
+    #[test]
+    fn adhoc_tlb_builds_one_structure() {
+        let m = Machine::adhoc_tlb("64:4").unwrap();
+        assert_eq!(m.tlbs.len(), 1);
+        assert_eq!(m.tlbs[0].name, "L1");
+        assert_eq!(m.tlbs[0].entries / m.tlbs[0].ways, 16);
+        assert!(Machine::adhoc_tlb("64:5").is_err());
+        assert!(Machine::adhoc_tlb("64").is_err());
+        assert_eq!(Machine::adhoc_tlb("32:32:8KiB").unwrap().base_page, PageSize::K8);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let bad = include_str!("../machines/skylake.toml").replace("entries = 1536", "entries = \"many\"");
+        let e = Machine::from_toml(&bad, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("x.toml") && e.contains("entries"), "{e}");
+        let bad = include_str!("../machines/skylake.toml").replace("ways = 12", "wayz = 12");
+        let e = Machine::from_toml(&bad, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("wayz"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn x86_leaf_levels() {
+        let m = Machine::load("skylake").unwrap();
+        assert_eq!(m.leaf_level(PageSize::K4), 1);
+        assert_eq!(m.leaf_level(PageSize::M2), 2);
+        assert_eq!(m.leaf_level(PageSize::G1), 3);
+        assert_eq!(m.leaf_level(PageSize::K64), 1);
+    }
+}

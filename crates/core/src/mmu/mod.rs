@@ -1,0 +1,303 @@
+//! The MMU model: a TLB hierarchy built from a machine description, page-walk caches, and the
+//! cost of a walk (native radix, nested 2D, or a software miss handler).
+//!
+//! Lookup order: level 1 structures serving the access's stream, then level 2, and so on. A
+//! structure is probed once per page size it holds that is currently mapped somewhere
+//! (`live_sizes`), so a base-pages-only run probes each structure once. When a level hits,
+//! every earlier-level structure that holds that page size records a miss and is filled; when
+//! all levels miss, the walker runs and every structure holding the size records a miss and is
+//! filled. Misses are therefore attributed only to structures that could have held the
+//! translation.
+
+pub mod machine;
+pub mod tlb;
+
+use machine::{Machine, Stream};
+use tlb::{make_tag, Replacement, Tlb};
+
+pub const MAX_SIZES: usize = 16;
+
+/// Per-structure counters, split by page-size index.
+#[derive(Clone, Debug, Default)]
+pub struct TlbCounters {
+    pub hits: [u64; MAX_SIZES],
+    pub misses: [u64; MAX_SIZES],
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct WalkCounters {
+    pub walks: [u64; MAX_SIZES],
+    pub refs: u64,
+    pub pwc_hits: u64,
+    pub pwc_misses: u64,
+}
+
+pub struct Mmu {
+    pub machine: Machine,
+    pub tlbs: Vec<Tlb>,
+    pub counters: Vec<TlbCounters>,
+    pub walk: WalkCounters,
+    /// route[stream][level] = structures probed at that level (stream 0 data, 1 fetch).
+    route: [Vec<Vec<usize>>; 2],
+    /// Bitmask of size indices each structure holds.
+    holds: Vec<u32>,
+    /// For each stream and size: the first structure (in lookup order) that holds it.
+    pub first_holder: [[Option<usize>; MAX_SIZES]; 2],
+    shifts: [u32; MAX_SIZES],
+    /// Bitmask of page sizes mapped anywhere right now; sizes outside it are not probed.
+    pub live_sizes: u32,
+    pwcs: Vec<(u8, Tlb)>,
+    leaf_level: [u8; MAX_SIZES],
+    nested_host_refs: Option<u64>,
+}
+
+impl Mmu {
+    pub fn new(machine: Machine) -> Mmu {
+        let mut tlbs = Vec::new();
+        let mut holds = Vec::new();
+        for (i, t) in machine.tlbs.iter().enumerate() {
+            tlbs.push(Tlb::new(t.entries, t.ways, t.replacement, machine.seed.wrapping_add(i as u64 * 7919)));
+            holds.push(t.sizes.iter().fold(0u32, |m, &s| m | 1 << s));
+        }
+        let max_level = machine.tlbs.iter().map(|t| t.level).max().unwrap_or(1);
+        let mut route: [Vec<Vec<usize>>; 2] = [Vec::new(), Vec::new()];
+        for (si, fetch) in [(0usize, false), (1usize, true)] {
+            for level in 1..=max_level {
+                let v: Vec<usize> = machine
+                    .tlbs
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, t)| t.level == level && t.stream.serves(fetch))
+                    .map(|(i, _)| i)
+                    .collect();
+                if !v.is_empty() {
+                    route[si].push(v);
+                }
+            }
+        }
+        let mut first_holder = [[None; MAX_SIZES]; 2];
+        for s in 0..2 {
+            for size in 0..machine.page_sizes.len() {
+                first_holder[s][size] = route[s].iter().flatten().copied().find(|&t| holds[t] & (1 << size) != 0);
+            }
+        }
+        let mut shifts = [0u32; MAX_SIZES];
+        let mut leaf_level = [1u8; MAX_SIZES];
+        for (i, p) in machine.page_sizes.iter().enumerate() {
+            shifts[i] = p.shift();
+            leaf_level[i] = machine.leaf_level(*p);
+        }
+        let pwcs = machine
+            .pwc
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.level, Tlb::new(p.sets * p.ways, p.ways, Replacement::Lru, 31 + i as u64)))
+            .collect();
+        let nested_host_refs = machine.nested.as_ref().map(|n| {
+            // Host levels walked for one guest-physical reference: down to the host page's leaf.
+            let mut leaf = 1u8;
+            while leaf < n.host_levels
+                && machine.base_page.shift() + machine.bits_per_level as u32 * leaf as u32 <= n.host_page_size.shift()
+            {
+                leaf += 1;
+            }
+            (n.host_levels - leaf + 1) as u64
+        });
+        let n = tlbs.len();
+        Mmu {
+            machine,
+            tlbs,
+            counters: vec![TlbCounters::default(); n],
+            walk: WalkCounters::default(),
+            route,
+            holds,
+            first_holder,
+            shifts,
+            live_sizes: 1,
+            pwcs,
+            leaf_level,
+            nested_host_refs,
+        }
+    }
+
+    pub fn stream_of(fetch: bool) -> usize {
+        fetch as usize
+    }
+
+    /// Probe the hierarchy. On a hit returns (level index, size index) and has already counted
+    /// the hit and the earlier-level misses and fills. On a miss returns None and changes
+    /// nothing: the caller resolves the size (page table) and calls `fill_after_walk`.
+    #[inline(always)]
+    pub fn lookup(&mut self, va: u64, asid: u16, fetch: bool) -> Option<(usize, u32)> {
+        let stream = fetch as usize;
+        let live = self.live_sizes;
+        for li in 0..self.route[stream].len() {
+            for k in 0..self.route[stream][li].len() {
+                let ti = self.route[stream][li][k];
+                let mut m = self.holds[ti] & live;
+                while m != 0 {
+                    let si = m.trailing_zeros();
+                    m &= m - 1;
+                    let vpn = va >> self.shifts[si as usize];
+                    if self.tlbs[ti].probe(vpn, make_tag(asid, vpn, si)) {
+                        self.counters[ti].hits[si as usize] += 1;
+                        if li > 0 {
+                            self.miss_and_fill(stream, li, va, asid, si);
+                        }
+                        return Some((li, si));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Record misses in, and fill, every structure before level `upto` (exclusive) that holds
+    /// size `si` for this stream.
+    #[inline]
+    fn miss_and_fill(&mut self, stream: usize, upto: usize, va: u64, asid: u16, si: u32) -> u32 {
+        let vpn = va >> self.shifts[si as usize];
+        let tag = make_tag(asid, vpn, si);
+        let mut evictions = 0;
+        for li in 0..upto {
+            for k in 0..self.route[stream][li].len() {
+                let ti = self.route[stream][li][k];
+                if self.holds[ti] & (1 << si) != 0 {
+                    self.counters[ti].misses[si as usize] += 1;
+                    if self.tlbs[ti].fill(vpn, tag).is_some() {
+                        evictions += 1;
+                    }
+                }
+            }
+        }
+        evictions
+    }
+
+    /// After a walk found a translation of size `si`: count the misses, fill every level, and
+    /// return the walk's memory references (page-walk caches applied).
+    #[inline]
+    pub fn fill_after_walk(&mut self, va: u64, asid: u16, fetch: bool, si: u32) -> u64 {
+        let stream = fetch as usize;
+        let levels = self.route[stream].len();
+        self.miss_and_fill(stream, levels, va, asid, si);
+        self.walk.walks[si as usize] += 1;
+        let refs = self.walk_refs(va, asid, si);
+        self.walk.refs += refs;
+        refs
+    }
+
+    /// Memory references of a native (or nested) radix walk to a leaf for size `si`.
+    fn walk_refs(&mut self, va: u64, asid: u16, si: u32) -> u64 {
+        let top = self.machine.walk_levels;
+        let leaf = self.leaf_level[si as usize];
+        let base = self.machine.base_page.shift();
+        let bits = self.machine.bits_per_level as u32;
+        // The deepest cached upper-level entry decides where the walk starts.
+        let mut start = top; // level of the first entry that must be read
+        for (lvl, pwc) in self.pwcs.iter_mut() {
+            let lvl = *lvl;
+            if lvl <= leaf {
+                continue;
+            }
+            let key = va >> (base + bits * (lvl as u32 - 1));
+            let tag = make_tag(asid, key, 0);
+            if pwc.probe(key, tag) {
+                self.walk.pwc_hits += 1;
+                start = start.min(lvl - 1);
+            } else {
+                self.walk.pwc_misses += 1;
+                pwc.fill(key, tag);
+            }
+        }
+        let guest = (start - leaf + 1) as u64;
+        match self.nested_host_refs {
+            None => guest,
+            // Each guest reference (and the final guest-physical address) is itself translated
+            // by a host walk: (g+1)(h+1)-1 references (Bhargava et al., ASPLOS 2008).
+            Some(h) => (guest + 1) * (h + 1) - 1,
+        }
+    }
+
+    /// Drop a translation from every structure (a shootdown).
+    pub fn invalidate(&mut self, va: u64, asid: u16, si: u32) {
+        let vpn = va >> self.shifts[si as usize];
+        let tag = make_tag(asid, vpn, si);
+        for (ti, t) in self.tlbs.iter_mut().enumerate() {
+            if self.holds[ti] & (1 << si) != 0 {
+                t.invalidate(vpn, tag);
+            }
+        }
+    }
+
+    /// Drop everything cached for the page-table structure (after unmapping page tables).
+    pub fn flush_pwc(&mut self) {
+        for (_, p) in self.pwcs.iter_mut() {
+            p.flush();
+        }
+    }
+
+    pub fn structure_names(&self) -> Vec<String> {
+        self.machine.tlbs.iter().map(|t| t.name.clone()).collect()
+    }
+
+    pub fn is_software(&self) -> bool {
+        self.machine.software_handler_cycles.is_some()
+    }
+
+    pub fn stream_kinds(&self) -> Vec<Stream> {
+        self.machine.tlbs.iter().map(|t| t.stream).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn l2_hit_refills_l1_and_counts_l1_miss() {
+        let m = Machine::load("skylake").unwrap();
+        let mut mmu = Mmu::new(m);
+        let va = 0x7f00_0000_1000;
+        assert_eq!(mmu.lookup(va, 1, false), None);
+        let refs = mmu.fill_after_walk(va, 1, false, 0);
+        assert_eq!(refs, 4, "cold walk of a 4KB page reads 4 levels");
+        assert_eq!(mmu.lookup(va, 1, false), Some((0, 0)));
+        // Evict from L1d-4K (4-way, 16 sets): 4 more pages in the same set.
+        for i in 1..=4u64 {
+            let v = va + i * 16 * 4096;
+            assert!(mmu.lookup(v, 1, false).is_none());
+            mmu.fill_after_walk(v, 1, false, 0);
+        }
+        assert_eq!(mmu.lookup(va, 1, false), Some((1, 0)), "should hit in the STLB");
+        assert_eq!(mmu.lookup(va, 1, false), Some((0, 0)), "and be back in L1");
+    }
+
+    #[test]
+    fn page_walk_caches_shorten_walks() {
+        let mut mmu = Mmu::new(Machine::load("skylake").unwrap());
+        let va = 0x7f00_0000_0000;
+        mmu.fill_after_walk(va, 1, false, 0);
+        // Same 2MB region: the PDE cache holds the level-2 entry, only the PTE is read.
+        assert_eq!(mmu.fill_after_walk(va + 4096, 1, false, 0), 1);
+        // 2MB page in the same 1GB region: PDPTE cached, one read (the PDE leaf).
+        assert_eq!(mmu.fill_after_walk(va + (2 << 20), 1, false, 1), 1);
+        // New 1GB region in the same 512GB: PML4E cached, PDPTE+PDE+PTE read.
+        assert_eq!(mmu.fill_after_walk(va + (1 << 30), 1, false, 0), 3);
+    }
+
+    #[test]
+    fn nested_walk_costs_two_dimensions() {
+        let src = include_str!("../machines/skylake.toml")
+            .replace("pwc = [\n  { level = 4, sets = 1, ways = 4 },\n  { level = 3, sets = 2, ways = 4 },\n  { level = 2, sets = 4, ways = 8 },\n]", "nested = { host_levels = 4, host_page_size = \"4KiB\" }");
+        let mut mmu = Mmu::new(Machine::from_toml(&src, "t").unwrap());
+        assert_eq!(mmu.fill_after_walk(0x1000, 1, false, 0), 24);
+    }
+
+    #[test]
+    fn asids_do_not_share_entries() {
+        let mut mmu = Mmu::new(Machine::adhoc_tlb("64:4").unwrap());
+        mmu.fill_after_walk(0x1000, 1, false, 0);
+        assert!(mmu.lookup(0x1000, 1, false).is_some());
+        assert!(mmu.lookup(0x1000, 2, false).is_none());
+    }
+}

@@ -1,0 +1,497 @@
+//! The OS side of the simulation: processes, their address spaces (VMAs) and page tables,
+//! physical frames, and the mechanisms policies use (map a page, unmap, free, zero).
+//!
+//! This is the minimal OS model: demand paging of anonymous memory, enough for the `base` and
+//! `fixed` policies. What it simplifies, each documented in docs/MODEL.md:
+//! - fork gives the child the parent's VMAs but no pages (no copy-on-write sharing yet);
+//! - mremap moves the pages that stay aligned and drops the others (they fault again);
+//! - unmapping part of a superpage removes the whole superpage;
+//! - frames come from a non-fragmenting allocator, and there is no reclaim.
+//! The OS memory manager (buddy allocator, page cache, COW, reclaim, compaction) replaces these
+//! behind the same interfaces.
+
+pub mod pagetable;
+pub mod phys;
+
+use crate::error::{Error, Result};
+use crate::mmu::{Mmu, MAX_SIZES};
+use crate::trace::*;
+use crate::units::{Bytes, Order, PageSize};
+use pagetable::{PageTable, Translation};
+use phys::{BumpAllocator, FrameAllocator};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VmaKind {
+    Anon,
+    File,
+    Heap,
+    Stack,
+    /// Created by the engine for a trace without address-space events (docs/MODEL.md).
+    Inferred,
+}
+
+#[derive(Clone, Debug)]
+pub struct Vma {
+    pub start: u64,
+    pub end: u64,
+    pub prot: u8,
+    pub flags: u32,
+    pub kind: VmaKind,
+    /// MADV_HUGEPAGE (Some(true)) / MADV_NOHUGEPAGE (Some(false)).
+    pub thp_advice: Option<bool>,
+}
+
+impl Vma {
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+}
+
+pub struct Process {
+    pub pid: u32,
+    pub asid: u16,
+    /// Keyed by start address; VMAs never overlap.
+    pub vmas: BTreeMap<u64, Vma>,
+    pub pt: PageTable,
+    pub alive: bool,
+    /// Why the process died abnormally (e.g. "SIGSEGV at 0x...").
+    pub killed: Option<String>,
+    /// Whether the trace has told us this process's layout (mmap/brk events). If not, VMAs are
+    /// inferred from accesses.
+    pub has_layout_events: bool,
+    pub heap_start: Option<u64>,
+    pub brk: u64,
+    /// Resident pages per size index.
+    pub resident: [u64; MAX_SIZES],
+}
+
+impl Process {
+    pub fn find_vma(&self, va: u64) -> Option<&Vma> {
+        self.vmas.range(..=va).next_back().map(|(_, v)| v).filter(|v| va < v.end)
+    }
+}
+
+/// Why a request to map a page did or did not succeed (every outcome is counted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapOutcome {
+    Mapped,
+    /// No free aligned extent of that size.
+    NoContiguousExtent,
+    /// Part of the aligned range is already mapped with smaller pages.
+    OverlapsMapping,
+    /// The aligned page would reach outside the VMA.
+    CrossesVma,
+}
+
+impl MapOutcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            MapOutcome::Mapped => "mapped",
+            MapOutcome::NoContiguousExtent => "no_contiguous_extent",
+            MapOutcome::OverlapsMapping => "overlaps_mapping",
+            MapOutcome::CrossesVma => "crosses_vma",
+        }
+    }
+    pub const ALL: [MapOutcome; 4] =
+        [MapOutcome::Mapped, MapOutcome::NoContiguousExtent, MapOutcome::OverlapsMapping, MapOutcome::CrossesVma];
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct OsCounters {
+    pub faults: u64,
+    pub faults_by_size: [u64; MAX_SIZES],
+    pub zeroed_bytes: u64,
+    /// map attempts by (size index, outcome index).
+    pub map_outcomes: [[u64; 4]; MAX_SIZES],
+    pub segv: u64,
+    pub accesses_dropped: u64,
+    pub vmas_inferred: u64,
+    pub pages_freed: u64,
+    pub pages_moved: u64,
+    pub forks: u64,
+    pub exits: u64,
+}
+
+pub struct Os {
+    pub sizes: Vec<PageSize>,
+    pub base: PageSize,
+    pub memory: Bytes,
+    pub procs: Vec<Process>,
+    pub phys: Box<dyn FrameAllocator>,
+    pub counters: OsCounters,
+    levels: u8,
+    bits: u8,
+    next_asid: u16,
+    scratch: Vec<Translation>,
+    /// Resident bytes per size at the end of each process, summed (for page_size_mix).
+    pub final_resident: [u64; MAX_SIZES],
+    /// Segmentation faults: (pid, address).
+    pub segv_log: Vec<(u32, u64)>,
+}
+
+impl Os {
+    pub fn new(mmu: &Mmu, memory: Bytes) -> Os {
+        let m = &mmu.machine;
+        let frames = memory.0 >> m.base_page.shift();
+        let max_order = (m.largest_page().shift() - m.base_page.shift()) as u8;
+        Os {
+            sizes: m.page_sizes.clone(),
+            base: m.base_page,
+            memory,
+            procs: Vec::new(),
+            phys: Box::new(BumpAllocator::new(frames, max_order)),
+            counters: OsCounters::default(),
+            levels: m.walk_levels,
+            bits: m.bits_per_level,
+            next_asid: 1,
+            scratch: Vec::new(),
+            final_resident: [0; MAX_SIZES],
+            segv_log: Vec::new(),
+        }
+    }
+
+    /// The process with this pid, created on first sight.
+    pub fn proc_index(&mut self, pid: u32) -> usize {
+        if let Some(i) = self.procs.iter().position(|p| p.pid == pid) {
+            return i;
+        }
+        let asid = self.next_asid;
+        self.next_asid = self.next_asid.wrapping_add(1).max(1);
+        self.procs.push(Process {
+            pid,
+            asid,
+            vmas: BTreeMap::new(),
+            pt: PageTable::new(self.levels, self.bits, self.base, self.sizes.clone()),
+            alive: true,
+            killed: None,
+            has_layout_events: false,
+            heap_start: None,
+            brk: 0,
+            resident: [0; MAX_SIZES],
+        });
+        self.procs.len() - 1
+    }
+
+    fn order_of(&self, si: u32) -> Order {
+        Order((self.sizes[si as usize].shift() - self.base.shift()) as u8)
+    }
+
+    /// Mechanism: map a page of size `si` at aligned `start` in process `pi`, taking and zeroing
+    /// fresh frames. Counted by outcome.
+    pub fn map_page(&mut self, pi: usize, start: u64, si: u32, within: Option<(u64, u64)>) -> MapOutcome {
+        let size = self.sizes[si as usize];
+        let out = (|| {
+            if let Some((lo, hi)) = within {
+                if start < lo || start + size.bytes() > hi {
+                    return MapOutcome::CrossesVma;
+                }
+            }
+            let Some(pfn) = self.phys.alloc(self.order_of(si)) else {
+                return MapOutcome::NoContiguousExtent;
+            };
+            if !self.procs[pi].pt.map(start, si, pfn) {
+                self.phys.free(pfn, self.order_of(si));
+                return MapOutcome::OverlapsMapping;
+            }
+            self.procs[pi].resident[si as usize] += 1;
+            self.counters.zeroed_bytes += size.bytes();
+            MapOutcome::Mapped
+        })();
+        self.counters.map_outcomes[si as usize][MapOutcome::ALL.iter().position(|&o| o == out).unwrap()] += 1;
+        out
+    }
+
+    /// Mechanism: unmap every page overlapping the range, free its frames, shoot down its TLB
+    /// entries.
+    pub fn unmap_range(&mut self, pi: usize, start: u64, len: u64, mmu: &mut Mmu) {
+        let mut removed = std::mem::take(&mut self.scratch);
+        removed.clear();
+        self.procs[pi].pt.unmap_range(start, len, &mut removed);
+        let asid = self.procs[pi].asid;
+        for t in &removed {
+            mmu.invalidate(t.start, asid, t.size_idx);
+            self.procs[pi].resident[t.size_idx as usize] -= 1;
+            self.phys.free(t.pfn, self.order_of(t.size_idx));
+            self.counters.pages_freed += 1;
+        }
+        if !removed.is_empty() {
+            mmu.flush_pwc();
+        }
+        self.scratch = removed;
+    }
+
+    /// Insert a VMA, replacing whatever it overlaps (MAP_FIXED semantics).
+    fn insert_vma(&mut self, pi: usize, v: Vma, mmu: &mut Mmu) {
+        self.remove_vmas(pi, v.start, v.end, mmu);
+        self.procs[pi].vmas.insert(v.start, v);
+    }
+
+    /// Split VMAs so that `at` is a boundary.
+    fn split_at(&mut self, pi: usize, at: u64) {
+        let p = &mut self.procs[pi];
+        let hit = p.vmas.range(..at).next_back().map(|(_, v)| v.clone());
+        if let Some(v) = hit {
+            if v.start < at && at < v.end {
+                let mut right = v.clone();
+                right.start = at;
+                p.vmas.get_mut(&v.start).unwrap().end = at;
+                p.vmas.insert(at, right);
+            }
+        }
+    }
+
+    fn remove_vmas(&mut self, pi: usize, start: u64, end: u64, mmu: &mut Mmu) {
+        self.split_at(pi, start);
+        self.split_at(pi, end);
+        let keys: Vec<u64> = self.procs[pi].vmas.range(start..end).map(|(k, _)| *k).collect();
+        for k in keys {
+            self.procs[pi].vmas.remove(&k);
+        }
+        self.unmap_range(pi, start, end - start, mmu);
+    }
+
+    /// Modify the VMAs inside [start, end) with `f`, splitting at the edges.
+    fn modify_vmas(&mut self, pi: usize, start: u64, end: u64, f: impl Fn(&mut Vma)) {
+        self.split_at(pi, start);
+        self.split_at(pi, end);
+        for (_, v) in self.procs[pi].vmas.range_mut(start..end) {
+            f(v);
+        }
+    }
+
+    /// Infer an anonymous VMA around `va` for a process whose trace has no layout events: the
+    /// naturally aligned block of the machine's largest page size, clipped to its neighbours.
+    pub fn infer_vma(&mut self, pi: usize, va: u64) -> Vma {
+        let big = self.sizes.last().unwrap().bytes();
+        let p = &self.procs[pi];
+        let mut start = va & !(big - 1);
+        let mut end = start.saturating_add(big);
+        if let Some((_, prev)) = p.vmas.range(..=va).next_back() {
+            start = start.max(prev.end);
+        }
+        if let Some((_, next)) = p.vmas.range(va + 1..).next() {
+            end = end.min(next.start);
+        }
+        let v = Vma { start, end, prot: PROT_READ | PROT_WRITE, flags: MAP_PRIVATE | MAP_ANONYMOUS, kind: VmaKind::Inferred, thp_advice: None };
+        self.procs[pi].vmas.insert(start, v.clone());
+        self.counters.vmas_inferred += 1;
+        v
+    }
+
+    /// Record a segmentation fault: the process is killed, its later accesses dropped.
+    pub fn segfault(&mut self, pi: usize, va: u64) {
+        let p = &mut self.procs[pi];
+        if p.killed.is_none() {
+            p.killed = Some(format!("SIGSEGV at {va:#x}"));
+            self.counters.segv += 1;
+            self.segv_log.push((p.pid, va));
+        }
+    }
+
+    /// Apply an address-space event of process `pi`.
+    pub fn apply(&mut self, pi: usize, e: &Event, mmu: &mut Mmu) -> Result<()> {
+        let page = self.base.bytes();
+        let up = |x: u64| x.saturating_add(page - 1) & !(page - 1);
+        match *e {
+            Event::Mmap { addr, len, prot, flags, .. } => {
+                self.procs[pi].has_layout_events = true;
+                if len == 0 {
+                    return Ok(());
+                }
+                let kind = if flags & MAP_ANONYMOUS != 0 {
+                    if flags & MAP_GROWSDOWN != 0 {
+                        VmaKind::Stack
+                    } else {
+                        VmaKind::Anon
+                    }
+                } else {
+                    VmaKind::File
+                };
+                let v = Vma { start: addr, end: addr + up(len), prot, flags, kind, thp_advice: None };
+                self.insert_vma(pi, v, mmu);
+            }
+            Event::Munmap { addr, len } => {
+                self.remove_vmas(pi, addr, addr + up(len), mmu);
+            }
+            Event::Mremap { old_addr, old_len, new_addr, new_len } => {
+                self.procs[pi].has_layout_events = true;
+                self.mremap(pi, old_addr, up(old_len), new_addr, up(new_len), mmu);
+            }
+            Event::Mprotect { addr, len, prot } => {
+                self.modify_vmas(pi, addr, addr + up(len), |v| v.prot = prot);
+            }
+            Event::Brk { addr } => {
+                self.procs[pi].has_layout_events = true;
+                let p = &mut self.procs[pi];
+                match p.heap_start {
+                    None => {
+                        p.heap_start = Some(up(addr));
+                        p.brk = up(addr);
+                    }
+                    Some(h) => {
+                        let new = up(addr).max(h);
+                        let old = p.brk;
+                        p.brk = new;
+                        if new > old {
+                            // Grow the heap VMA (or create it).
+                            let v = Vma { start: h, end: new, prot: PROT_READ | PROT_WRITE, flags: MAP_PRIVATE | MAP_ANONYMOUS, kind: VmaKind::Heap, thp_advice: None };
+                            let keep = self.procs[pi].vmas.get(&h).and_then(|x| x.thp_advice);
+                            self.procs[pi].vmas.remove(&h);
+                            self.remove_vmas(pi, old.max(h), new, mmu);
+                            self.procs[pi].vmas.insert(h, Vma { thp_advice: keep, ..v });
+                        } else if new < old {
+                            self.remove_vmas(pi, new, old, mmu);
+                            if new > h {
+                                if let Some(v) = self.procs[pi].vmas.get_mut(&h) {
+                                    v.end = new;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            Event::Madvise { addr, len, advice } => match advice {
+                MADV_DONTNEED => self.unmap_range(pi, addr, up(len), mmu),
+                MADV_HUGEPAGE => self.modify_vmas(pi, addr, addr + up(len), |v| v.thp_advice = Some(true)),
+                MADV_NOHUGEPAGE => self.modify_vmas(pi, addr, addr + up(len), |v| v.thp_advice = Some(false)),
+                _ => {}
+            },
+            Event::Fork { child } => {
+                let ci = self.proc_index(child);
+                let vmas = self.procs[pi].vmas.clone();
+                let (hs, brk, layout) = (self.procs[pi].heap_start, self.procs[pi].brk, self.procs[pi].has_layout_events);
+                let c = &mut self.procs[ci];
+                c.vmas = vmas;
+                c.heap_start = hs;
+                c.brk = brk;
+                c.has_layout_events = layout;
+                self.counters.forks += 1;
+            }
+            Event::Exit { .. } => self.exit(pi, mmu),
+            Event::Context { .. }
+            | Event::FileOpen { .. }
+            | Event::FileClose { .. }
+            | Event::FileRead { .. }
+            | Event::Insns { .. } => {}
+        }
+        Ok(())
+    }
+
+    fn mremap(&mut self, pi: usize, old: u64, old_len: u64, new: u64, new_len: u64, mmu: &mut Mmu) {
+        let Some(v) = self.procs[pi].find_vma(old).cloned() else { return };
+        let mut moved = Vec::new();
+        self.procs[pi].pt.unmap_range(old, old_len, &mut moved);
+        let asid = self.procs[pi].asid;
+        for t in &moved {
+            mmu.invalidate(t.start, asid, t.size_idx);
+        }
+        mmu.flush_pwc();
+        self.remove_vmas(pi, old, old + old_len, mmu);
+        let nv = Vma { start: new, end: new + new_len, ..v };
+        self.insert_vma(pi, nv, mmu);
+        for t in moved {
+            let size = self.sizes[t.size_idx as usize].bytes();
+            let to = new.wrapping_add(t.start.wrapping_sub(old));
+            let keep = t.start >= old && to & (size - 1) == 0 && to + size <= new + new_len;
+            if keep && self.procs[pi].pt.map(to, t.size_idx, t.pfn) {
+                self.counters.pages_moved += 1;
+            } else {
+                self.procs[pi].resident[t.size_idx as usize] -= 1;
+                self.phys.free(t.pfn, self.order_of(t.size_idx));
+                self.counters.pages_freed += 1;
+            }
+        }
+    }
+
+    /// Mechanism: process exit frees everything it had.
+    pub fn exit(&mut self, pi: usize, mmu: &mut Mmu) {
+        if !self.procs[pi].alive {
+            return;
+        }
+        for (s, n) in self.procs[pi].resident.iter().enumerate() {
+            if s < self.sizes.len() {
+                self.final_resident[s] += n * self.sizes[s].bytes();
+            }
+        }
+        self.unmap_range(pi, 0, u64::MAX, mmu);
+        let p = &mut self.procs[pi];
+        p.vmas.clear();
+        p.alive = false;
+        self.counters.exits += 1;
+    }
+
+    /// Resident bytes per size: processes still alive, plus those that exited (at exit time).
+    pub fn end_resident(&self) -> Vec<u64> {
+        let mut r = self.final_resident;
+        for p in self.procs.iter().filter(|p| p.alive) {
+            for (s, n) in p.resident.iter().enumerate() {
+                if s < self.sizes.len() {
+                    r[s] += n * self.sizes[s].bytes();
+                }
+            }
+        }
+        r[..self.sizes.len()].to_vec()
+    }
+
+    pub fn resident_now(&self) -> Vec<u64> {
+        let mut r = vec![0u64; self.sizes.len()];
+        for p in self.procs.iter().filter(|p| p.alive) {
+            for s in 0..self.sizes.len() {
+                r[s] += p.resident[s] * self.sizes[s].bytes();
+            }
+        }
+        r
+    }
+
+    pub fn oom(&self, pid: u32) -> Error {
+        Error::Sim(format!(
+            "out of simulated memory: {} is exhausted (process {pid}); this OS model has no page reclaim yet, so give --memory a larger size",
+            self.memory
+        ))
+    }
+
+    /// Sanity checks of the bookkeeping (run by tests after every event).
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        let mut used = 0u64;
+        for p in &self.procs {
+            let pages = p.pt.pages();
+            let mut per = [0u64; MAX_SIZES];
+            let mut last_end = 0u64;
+            for t in &pages {
+                per[t.size_idx as usize] += 1;
+                if t.start < last_end {
+                    return Err(format!("pid {}: overlapping pages at {:#x}", p.pid, t.start));
+                }
+                last_end = t.start + self.sizes[t.size_idx as usize].bytes();
+                used += 1u64 << self.order_of(t.size_idx).0;
+            }
+            if per != p.resident {
+                return Err(format!("pid {}: resident counters {:?} disagree with the page table {:?}", p.pid, &p.resident[..4], &per[..4]));
+            }
+            let mut prev_end = 0;
+            for (k, v) in &p.vmas {
+                if *k != v.start || v.start >= v.end || v.start < prev_end {
+                    return Err(format!("pid {}: bad VMA [{:#x},{:#x})", p.pid, v.start, v.end));
+                }
+                prev_end = v.end;
+            }
+        }
+        if used + self.phys.free_frames() != self.phys.total_frames() {
+            return Err(format!(
+                "frames not conserved: {} mapped + {} free != {} total",
+                used,
+                self.phys.free_frames(),
+                self.phys.total_frames()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Convenience for policies: the aligned start of the `si` page containing `va`.
+#[inline]
+pub fn align(va: u64, size: PageSize) -> u64 {
+    va & !size.mask()
+}
+

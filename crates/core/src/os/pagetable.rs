@@ -1,0 +1,286 @@
+//! A radix page table with mixed mapping sizes, shaped by the machine (levels, bits per level,
+//! base page). A page whose size equals a level's span is one leaf entry at that level (x86
+//! 2MB/1GB); a size between spans is stored as replicated leaf entries at the deepest level
+//! whose span is at most the size (ARM's contiguous bit, Alpha's PTE replication).
+//!
+//! Invariants: an entry is either empty, a leaf (present, with its size index and first frame),
+//! or a pointer to a child node; every leaf of a replicated page holds the same size index and
+//! first frame; nodes are only created on the way to a leaf.
+
+use crate::units::{PageSize, Pfn};
+
+const PRESENT: u64 = 1;
+const LEAF: u64 = 2;
+const SIZE_SHIFT: u32 = 2; // 4 bits of size index
+const PAYLOAD_SHIFT: u32 = 8; // pfn or child node index
+
+/// One resolved translation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Translation {
+    pub size_idx: u32,
+    /// First frame of the page (in base frames).
+    pub pfn: Pfn,
+    /// Virtual address where the page starts.
+    pub start: u64,
+}
+
+pub struct PageTable {
+    levels: u8,
+    bits: u32,
+    base_shift: u32,
+    sizes: Vec<PageSize>,
+    nodes: Vec<Box<[u64]>>,
+    free_nodes: Vec<u32>,
+    /// Nodes in use (each would take one page-table frame in a kernel).
+    pub live_nodes: u64,
+}
+
+impl PageTable {
+    pub fn new(levels: u8, bits: u8, base: PageSize, sizes: Vec<PageSize>) -> PageTable {
+        let mut pt = PageTable {
+            levels,
+            bits: bits as u32,
+            base_shift: base.shift(),
+            sizes,
+            nodes: Vec::new(),
+            free_nodes: Vec::new(),
+            live_nodes: 0,
+        };
+        pt.new_node(); // the root
+        pt
+    }
+
+    fn new_node(&mut self) -> u32 {
+        self.live_nodes += 1;
+        if let Some(i) = self.free_nodes.pop() {
+            return i;
+        }
+        self.nodes.push(vec![0u64; 1 << self.bits].into_boxed_slice());
+        (self.nodes.len() - 1) as u32
+    }
+
+    /// Shift of the span one entry at `level` covers.
+    #[inline(always)]
+    fn span_shift(&self, level: u8) -> u32 {
+        self.base_shift + self.bits * (level as u32 - 1)
+    }
+
+    #[inline(always)]
+    fn index(&self, va: u64, level: u8) -> usize {
+        ((va >> self.span_shift(level)) & ((1u64 << self.bits) - 1)) as usize
+    }
+
+    pub fn leaf_level(&self, p: PageSize) -> u8 {
+        let mut level = 1u8;
+        while level < self.levels && self.span_shift(level + 1) <= p.shift() {
+            level += 1;
+        }
+        level
+    }
+
+    /// Resolve `va`.
+    #[inline]
+    pub fn lookup(&self, va: u64) -> Option<Translation> {
+        let mut node = 0usize;
+        let mut level = self.levels;
+        loop {
+            let e = self.nodes[node][self.index(va, level)];
+            if e & PRESENT == 0 {
+                return None;
+            }
+            if e & LEAF != 0 {
+                let size_idx = ((e >> SIZE_SHIFT) & 0xf) as u32;
+                let size = self.sizes[size_idx as usize];
+                return Some(Translation { size_idx, pfn: Pfn(e >> PAYLOAD_SHIFT), start: va & !size.mask() });
+            }
+            if level == 1 {
+                return None;
+            }
+            node = (e >> PAYLOAD_SHIFT) as usize;
+            level -= 1;
+        }
+    }
+
+    /// Map the page of size index `si` starting at `start` (aligned) to frames from `pfn`.
+    /// Returns false, changing nothing, if any part of the range is already mapped.
+    pub fn map(&mut self, start: u64, si: u32, pfn: Pfn) -> bool {
+        let size = self.sizes[si as usize];
+        debug_assert_eq!(start & size.mask(), 0, "unaligned map");
+        if self.any_mapped(start, size.bytes()) {
+            return false;
+        }
+        let leaf = self.leaf_level(size);
+        let reps = 1u64 << (size.shift() - self.span_shift(leaf));
+        let entry = PRESENT | LEAF | ((si as u64) << SIZE_SHIFT) | (pfn.0 << PAYLOAD_SHIFT);
+        for r in 0..reps {
+            let va = start + (r << self.span_shift(leaf));
+            let node = self.walk_create(va, leaf);
+            let idx = self.index(va, leaf);
+            let old = self.nodes[node][idx];
+            if old & PRESENT != 0 && old & LEAF == 0 {
+                // An empty lower table (nothing was mapped in range): reclaim it.
+                self.free_subtree((old >> PAYLOAD_SHIFT) as u32, leaf - 1);
+            }
+            self.nodes[node][idx] = entry;
+        }
+        true
+    }
+
+    fn walk_create(&mut self, va: u64, leaf: u8) -> usize {
+        let mut node = 0usize;
+        let mut level = self.levels;
+        while level > leaf {
+            let idx = self.index(va, level);
+            let e = self.nodes[node][idx];
+            node = if e & PRESENT == 0 {
+                let child = self.new_node();
+                self.nodes[node][idx] = PRESENT | ((child as u64) << PAYLOAD_SHIFT);
+                child as usize
+            } else {
+                debug_assert!(e & LEAF == 0, "walk_create through a leaf");
+                (e >> PAYLOAD_SHIFT) as usize
+            };
+            level -= 1;
+        }
+        node
+    }
+
+    fn free_subtree(&mut self, node: u32, level: u8) {
+        if level > 1 {
+            for i in 0..self.nodes[node as usize].len() {
+                let e = self.nodes[node as usize][i];
+                if e & PRESENT != 0 && e & LEAF == 0 {
+                    self.free_subtree((e >> PAYLOAD_SHIFT) as u32, level - 1);
+                }
+            }
+        }
+        self.nodes[node as usize].fill(0);
+        self.free_nodes.push(node);
+        self.live_nodes -= 1;
+    }
+
+    fn any_mapped(&self, start: u64, len: u64) -> bool {
+        let mut va = start;
+        while va < start + len {
+            match self.lookup(va) {
+                Some(_) => return true,
+                None => va = self.next_boundary(va),
+            }
+        }
+        false
+    }
+
+    /// The next address worth probing after an unmapped `va`: the end of the largest empty
+    /// span found on the way down.
+    fn next_boundary(&self, va: u64) -> u64 {
+        let mut node = 0usize;
+        let mut level = self.levels;
+        loop {
+            let e = self.nodes[node][self.index(va, level)];
+            if e & PRESENT == 0 || level == 1 {
+                let s = self.span_shift(level);
+                return ((va >> s) + 1) << s;
+            }
+            node = (e >> PAYLOAD_SHIFT) as usize;
+            level -= 1;
+        }
+    }
+
+    /// Remove every page that overlaps [start, start+len). Returns the pages removed (whole
+    /// pages: a superpage partly inside the range is removed whole).
+    pub fn unmap_range(&mut self, start: u64, len: u64, out: &mut Vec<Translation>) {
+        let end = start.saturating_add(len);
+        let mut va = start;
+        while va < end {
+            match self.lookup(va) {
+                Some(t) => {
+                    self.clear_page(t);
+                    out.push(t);
+                    va = t.start + self.sizes[t.size_idx as usize].bytes();
+                }
+                None => va = self.next_boundary(va),
+            }
+        }
+    }
+
+    fn clear_page(&mut self, t: Translation) {
+        let size = self.sizes[t.size_idx as usize];
+        let leaf = self.leaf_level(size);
+        let reps = 1u64 << (size.shift() - self.span_shift(leaf));
+        for r in 0..reps {
+            let va = t.start + (r << self.span_shift(leaf));
+            let mut node = 0usize;
+            let mut level = self.levels;
+            while level > leaf {
+                let e = self.nodes[node][self.index(va, level)];
+                node = (e >> PAYLOAD_SHIFT) as usize;
+                level -= 1;
+            }
+            let idx = self.index(va, leaf);
+            self.nodes[node][idx] = 0;
+        }
+    }
+
+    /// Every mapped page, in address order.
+    pub fn pages(&self) -> Vec<Translation> {
+        let mut out = Vec::new();
+        self.collect(0, self.levels, 0, &mut out);
+        out.dedup_by(|a, b| a.start == b.start);
+        out
+    }
+
+    fn collect(&self, node: usize, level: u8, prefix: u64, out: &mut Vec<Translation>) {
+        for (i, &e) in self.nodes[node].iter().enumerate() {
+            if e & PRESENT == 0 {
+                continue;
+            }
+            let va = prefix | ((i as u64) << self.span_shift(level));
+            if e & LEAF != 0 {
+                let si = ((e >> SIZE_SHIFT) & 0xf) as u32;
+                let size = self.sizes[si as usize];
+                out.push(Translation { size_idx: si, pfn: Pfn(e >> PAYLOAD_SHIFT), start: va & !size.mask() });
+            } else if level > 1 {
+                self.collect((e >> PAYLOAD_SHIFT) as usize, level - 1, va, out);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn x86() -> PageTable {
+        PageTable::new(4, 9, PageSize::K4, vec![PageSize::K4, PageSize::K64, PageSize::M2, PageSize::G1])
+    }
+
+    #[test]
+    fn maps_and_finds_each_size() {
+        let mut pt = x86();
+        assert!(pt.map(0x1000, 0, Pfn(7)));
+        assert!(pt.map(0x20_0000, 2, Pfn(512)));
+        assert!(pt.map(0x4000_0000, 3, Pfn(1 << 18)));
+        assert!(pt.map(0x1_0000, 1, Pfn(16)));
+        assert_eq!(pt.lookup(0x1abc).unwrap().pfn, Pfn(7));
+        assert_eq!(pt.lookup(0x2f_ffff).unwrap(), Translation { size_idx: 2, pfn: Pfn(512), start: 0x20_0000 });
+        assert_eq!(pt.lookup(0x7fff_ffff).unwrap().size_idx, 3);
+        assert_eq!(pt.lookup(0x1_f000).unwrap().start, 0x1_0000, "replicated 64KB entry");
+        assert!(pt.lookup(0x2000).is_none());
+        assert_eq!(pt.pages().len(), 4);
+    }
+
+    #[test]
+    fn refuses_overlap_and_unmaps_whole_pages() {
+        let mut pt = x86();
+        assert!(pt.map(0x20_0000, 0, Pfn(1)));
+        assert!(!pt.map(0x20_0000, 2, Pfn(512)), "2MB over a mapped 4KB page");
+        let mut out = Vec::new();
+        pt.unmap_range(0x20_0000, 0x1000, &mut out);
+        assert_eq!(out.len(), 1);
+        assert!(pt.lookup(0x20_0000).is_none());
+        let before = pt.live_nodes;
+        assert!(pt.map(0x20_0000, 2, Pfn(512)), "the empty level-1 table gives way");
+        assert_eq!(pt.live_nodes, before - 1);
+        assert_eq!(pt.lookup(0x20_1000).unwrap().size_idx, 2);
+    }
+}

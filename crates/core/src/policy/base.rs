@@ -1,0 +1,21 @@
+//! `base`: base pages only. The baseline every superpage policy is measured against.
+
+use super::{check_params, FaultDecision, FaultInfo, Params, Policy};
+use crate::error::Result;
+use crate::units::PageSize;
+
+pub struct Base;
+
+pub fn build(params: &Params, _sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
+    check_params("base", params, &[])?;
+    Ok(Box::new(Base))
+}
+
+impl Policy for Base {
+    fn name(&self) -> String {
+        "base".into()
+    }
+    fn on_fault(&mut self, _f: &FaultInfo) -> FaultDecision {
+        FaultDecision { size_idx: 0, within_vma: true }
+    }
+}

@@ -1,0 +1,147 @@
+//! Superpage policies. A policy decides, at hooks the engine calls, which page size maps a
+//! faulting address (and, in later policies, when to promote, demote, reserve, compact and
+//! evict). Mechanisms live in the OS model; policies only decide, and every decision is
+//! counted with its reason.
+//!
+//! Adding a policy means adding one module here and one entry in `REGISTRY`.
+
+pub mod base;
+pub mod fixed;
+pub mod replacement;
+
+use crate::error::{Error, Result};
+use crate::os::Vma;
+use crate::units::{Cycles, PageSize};
+use std::collections::BTreeMap;
+
+/// What the engine knows about a fault when it asks the policy.
+pub struct FaultInfo<'a> {
+    pub va: u64,
+    pub write: bool,
+    pub fetch: bool,
+    pub vma: &'a Vma,
+    /// The machine's page sizes, ascending (index 0 is the base page).
+    pub sizes: &'a [PageSize],
+}
+
+/// A policy's answer to a fault: map the page of this size index that contains the address.
+/// If it cannot be mapped, the engine tries the next smaller size, and counts why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultDecision {
+    pub size_idx: u32,
+    /// Require the page to lie inside the VMA (otherwise it may reach past it, as Romer's
+    /// FIXED does).
+    pub within_vma: bool,
+}
+
+/// Parameters given on the command line as `NAME:key=value,...`.
+pub type Params = BTreeMap<String, String>;
+
+pub trait Policy: Send {
+    fn name(&self) -> String;
+    /// A page fault on an unmapped address inside a VMA.
+    fn on_fault(&mut self, f: &FaultInfo) -> FaultDecision;
+    /// A last-level TLB miss that found a valid translation of size index `size_idx`.
+    fn on_tlb_miss(&mut self, _va: u64, _size_idx: u32) {}
+    /// A sampled access (for policies that watch access patterns).
+    fn on_access_sampled(&mut self, _va: u64, _write: bool) {}
+    /// The first write to a clean page.
+    fn on_write_to_clean(&mut self, _va: u64) {}
+    /// mprotect changed a range.
+    fn on_protection_change(&mut self, _start: u64, _end: u64) {}
+    /// Free memory fell below the low watermark.
+    fn on_memory_pressure(&mut self) {}
+    /// A frame allocation failed for the page size index.
+    fn on_alloc_failure(&mut self, _size_idx: u32) {}
+    /// Periodic work (daemons) at simulated time `now`.
+    fn tick(&mut self, _now: Cycles) {}
+    /// The policy's own counters (decision reasons), as name/value pairs.
+    fn counters(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+}
+
+pub struct PolicyInfo {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub params: &'static str,
+    pub build: fn(&Params, &[PageSize]) -> Result<Box<dyn Policy>>,
+}
+
+pub const REGISTRY: [PolicyInfo; 2] = [
+    PolicyInfo {
+        name: "base",
+        summary: "base pages only: every fault maps one base page",
+        params: "(none)",
+        build: base::build,
+    },
+    PolicyInfo {
+        name: "fixed",
+        summary: "Romer et al.'s FIXED: every fault maps the aligned page of one size (fixed:SIZE, e.g. fixed:64KiB)",
+        params: "size=SIZE (or fixed:SIZE); fit=vma to fall back to smaller pages where SIZE would cross the VMA",
+        build: fixed::build,
+    },
+];
+
+/// Parse `NAME[:key=value,...]` (a bare `NAME:VALUE` sets the policy's main parameter).
+pub fn parse_spec(spec: &str) -> Result<(String, Params)> {
+    let (name, rest) = match spec.split_once(':') {
+        Some((n, r)) => (n.trim(), r),
+        None => (spec.trim(), ""),
+    };
+    let mut params = Params::new();
+    for part in rest.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('=') {
+            Some((k, v)) => params.insert(k.trim().to_string(), v.trim().to_string()),
+            None => params.insert("_".to_string(), part.to_string()),
+        };
+    }
+    Ok((name.to_string(), params))
+}
+
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|p| p.name).collect()
+}
+
+/// Build a policy from `NAME[:params]` or a TOML file (`name = "fixed"` plus parameter keys).
+pub fn build(spec: &str, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
+    let (name, params) = if spec.ends_with(".toml") {
+        let src = std::fs::read_to_string(spec).map_err(|e| Error::io(spec, &e))?;
+        let table: toml::Table = src
+            .parse()
+            .map_err(|e: toml::de::Error| Error::config(spec, "?", e.message().replace('\n', " ")))?;
+        let name = table
+            .get("name")
+            .and_then(|v| v.as_str())
+            .ok_or_else(|| Error::config(spec, "name", "a policy file needs name = \"POLICY\""))?
+            .to_string();
+        let mut params = Params::new();
+        for (k, v) in table.iter().filter(|(k, _)| k.as_str() != "name") {
+            let s = match v {
+                toml::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            params.insert(k.clone(), s);
+        }
+        (name, params)
+    } else {
+        parse_spec(spec)?
+    };
+    let info = REGISTRY.iter().find(|p| p.name == name).ok_or_else(|| {
+        Error::usage(format!("unknown policy '{name}'; available: {} (see `superpager policies`)", names().join(", ")))
+    })?;
+    (info.build)(&params, sizes)
+}
+
+/// Reject parameters a policy does not know.
+pub fn check_params(policy: &str, params: &Params, known: &[&str]) -> Result<()> {
+    for k in params.keys() {
+        if !known.contains(&k.as_str()) {
+            return Err(Error::usage(format!(
+                "policy {policy}: unknown parameter '{k}' (known: {})",
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            )));
+        }
+    }
+    Ok(())
+}

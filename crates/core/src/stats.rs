@@ -1,0 +1,179 @@
+//! Results: named counters (like FreeBSD's vm.reserv.* sysctls), the cycle breakdown of the cost
+//! model, the page-size mix, and a sampled time series. Everything is in sorted maps so the
+//! JSON is byte-identical for the same inputs.
+
+use crate::engine::Engine;
+use crate::os::MapOutcome;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One time-series sample.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Sample {
+    pub accesses: u64,
+    pub cycles: u64,
+    pub walks: u64,
+    pub faults: u64,
+    /// Resident bytes per page-size name.
+    pub resident: BTreeMap<String, u64>,
+}
+
+impl Sample {
+    pub fn take(e: &Engine) -> Sample {
+        let resident = e
+            .os
+            .resident_now()
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| (e.os.sizes[i].name(), b))
+            .collect();
+        Sample {
+            accesses: e.accesses,
+            cycles: cycles(e).get("cycles.total").copied().unwrap_or(0),
+            walks: e.mmu.walk.walks.iter().sum(),
+            faults: e.os.counters.faults,
+            resident,
+        }
+    }
+}
+
+/// The cost model: cycles = accesses x base + deeper-level TLB hits x their latency + walk
+/// references x reference latency (or misses x handler cost, for software-managed TLBs) +
+/// faults x fault cost + zeroed KiB x zeroing cost.
+pub fn cycles(e: &Engine) -> BTreeMap<String, u64> {
+    let m = &e.mmu.machine;
+    let access = e.accesses as f64 * m.cycles_per_access;
+    let mut tlb = 0.0;
+    for (i, t) in m.tlbs.iter().enumerate() {
+        let hits: u64 = e.mmu.counters[i].hits.iter().sum();
+        tlb += hits as f64 * t.hit_cycles;
+    }
+    let walks: u64 = e.mmu.walk.walks.iter().sum();
+    let walk = match m.software_handler_cycles {
+        Some(h) => walks as f64 * h,
+        None => e.mmu.walk.refs as f64 * m.walk_ref_cycles,
+    };
+    let fault = e.os.counters.faults as f64 * m.fault_cycles;
+    let zero = (e.os.counters.zeroed_bytes as f64 / 1024.0) * m.zero_cycles_per_kib;
+    let total = access + tlb + walk + fault + zero;
+    let mut out = BTreeMap::new();
+    for (k, v) in [
+        ("cycles.access", access),
+        ("cycles.tlb", tlb),
+        ("cycles.walk", walk),
+        ("cycles.fault", fault),
+        ("cycles.zero", zero),
+        ("cycles.total", total),
+    ] {
+        out.insert(k.to_string(), v.round() as u64);
+    }
+    out
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Results {
+    pub machine: String,
+    pub policy: String,
+    pub memory: String,
+    pub counters: BTreeMap<String, u64>,
+    /// Fraction of the resident footprint mapped by each page size at the end of the trace
+    /// (each process counted just before it exited).
+    pub page_size_mix: BTreeMap<String, f64>,
+    /// Derived figures (rates), for reading; everything here follows from `counters`.
+    pub derived: BTreeMap<String, f64>,
+    /// Processes killed by the simulated OS: pid and reason.
+    pub killed: BTreeMap<String, String>,
+    pub series: Vec<Sample>,
+}
+
+impl Results {
+    pub fn collect(e: &Engine) -> Results {
+        let mut c = BTreeMap::new();
+        let sizes = &e.os.sizes;
+        c.insert("accesses".into(), e.accesses);
+        for (k, name) in ["load", "store", "modify", "fetch"].iter().enumerate() {
+            c.insert(format!("accesses.{name}"), e.by_kind[k]);
+        }
+        c.insert("records".into(), e.records);
+        c.insert("events".into(), e.events);
+        c.insert("instructions".into(), e.instructions);
+        for (i, t) in e.mmu.machine.tlbs.iter().enumerate() {
+            let k = &e.mmu.counters[i];
+            c.insert(format!("tlb.{}.hits", t.name), k.hits.iter().sum());
+            c.insert(format!("tlb.{}.misses", t.name), k.misses.iter().sum());
+            for &s in &t.sizes {
+                let n = sizes[s as usize].name();
+                c.insert(format!("tlb.{}.hits.{n}", t.name), k.hits[s as usize]);
+                c.insert(format!("tlb.{}.misses.{n}", t.name), k.misses[s as usize]);
+            }
+        }
+        let walks: u64 = e.mmu.walk.walks.iter().sum();
+        c.insert("walks".into(), walks);
+        c.insert("walk.refs".into(), e.mmu.walk.refs);
+        c.insert("pwc.hits".into(), e.mmu.walk.pwc_hits);
+        c.insert("pwc.misses".into(), e.mmu.walk.pwc_misses);
+        let oc = &e.os.counters;
+        c.insert("faults".into(), oc.faults);
+        for (i, s) in sizes.iter().enumerate() {
+            let n = s.name();
+            c.insert(format!("walks.{n}"), e.mmu.walk.walks[i]);
+            c.insert(format!("faults.{n}"), oc.faults_by_size[i]);
+            for (k, o) in MapOutcome::ALL.iter().enumerate() {
+                let v = oc.map_outcomes[i][k];
+                if v > 0 || *o == MapOutcome::Mapped {
+                    c.insert(format!("map.{n}.{}", o.name()), v);
+                }
+            }
+        }
+        c.insert("os.zeroed_bytes".into(), oc.zeroed_bytes);
+        c.insert("os.segv".into(), oc.segv);
+        c.insert("os.accesses_dropped".into(), oc.accesses_dropped);
+        c.insert("os.vmas_inferred".into(), oc.vmas_inferred);
+        c.insert("os.pages_freed".into(), oc.pages_freed);
+        c.insert("os.pages_moved".into(), oc.pages_moved);
+        c.insert("os.forks".into(), oc.forks);
+        c.insert("os.exits".into(), oc.exits);
+        c.insert("os.page_table_nodes".into(), e.os.procs.iter().map(|p| p.pt.live_nodes).sum());
+        for (k, v) in e.policy.counters() {
+            c.insert(format!("policy.{k}"), v);
+        }
+        c.extend(cycles(e));
+
+        let end = e.os.end_resident();
+        let total: u64 = end.iter().sum();
+        let mut mix = BTreeMap::new();
+        for (i, s) in sizes.iter().enumerate() {
+            mix.insert(s.name(), if total > 0 { end[i] as f64 / total as f64 } else { 0.0 });
+            c.insert(format!("footprint.bytes.{}", s.name()), end[i]);
+        }
+        c.insert("footprint.bytes".into(), total);
+
+        let mut d = BTreeMap::new();
+        let per = |x: u64| if e.accesses > 0 { x as f64 / e.accesses as f64 } else { 0.0 };
+        d.insert("walks_per_access".into(), per(walks));
+        d.insert("cycles_per_access".into(), per(c["cycles.total"]));
+        if e.instructions > 0 {
+            d.insert("walks_per_kilo_instruction".into(), walks as f64 * 1000.0 / e.instructions as f64);
+        }
+        let killed = e
+            .os
+            .procs
+            .iter()
+            .filter_map(|p| p.killed.as_ref().map(|k| (p.pid.to_string(), k.clone())))
+            .collect();
+        Results {
+            machine: e.mmu.machine.name.clone(),
+            policy: e.policy.name(),
+            memory: e.os.memory.to_string(),
+            counters: c,
+            page_size_mix: mix,
+            derived: d,
+            killed,
+            series: e.series.clone(),
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("results serialise")
+    }
+}

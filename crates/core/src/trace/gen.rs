@@ -1,0 +1,442 @@
+//! Synthetic workload generators. Each writes a complete trace: a context, the mmap (or brk)
+//! events that create its regions, the accesses, and an exit. Deterministic for a given seed.
+
+use super::*;
+use crate::error::{Error, Result};
+
+/// SplitMix64: a small, fast, well-mixed generator; seeds are expanded through it.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
+    }
+    #[inline(always)]
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, n) (Lemire's multiply-shift; bias below 2^-64 * n, irrelevant here).
+    #[inline(always)]
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+    #[inline(always)]
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+}
+
+/// Zipf sampler over ranks 1..=n by rejection-inversion (Hörmann and Derflinger, "Rejection-
+/// inversion to generate variates from monotone discrete distributions", 1996). O(1) per sample.
+pub struct Zipf {
+    n: f64,
+    s: f64,
+    h_x1: f64,
+    h_n: f64,
+    cut: f64,
+}
+
+impl Zipf {
+    pub fn new(n: u64, exponent: f64) -> Zipf {
+        let mut z = Zipf { n: n as f64, s: exponent, h_x1: 0.0, h_n: 0.0, cut: 0.0 };
+        z.h_x1 = z.h_int(1.5) - 1.0;
+        z.h_n = z.h_int(z.n + 0.5);
+        z.cut = 2.0 - z.h_int_inv(z.h_int(2.5) - z.h(2.0));
+        z
+    }
+    fn h(&self, x: f64) -> f64 {
+        (-self.s * x.ln()).exp()
+    }
+    fn h_int(&self, x: f64) -> f64 {
+        let lx = x.ln();
+        expm1_over_x((1.0 - self.s) * lx) * lx
+    }
+    fn h_int_inv(&self, x: f64) -> f64 {
+        let mut t = x * (1.0 - self.s);
+        if t < -1.0 {
+            t = -1.0;
+        }
+        (log1p_over_x(t) * x).exp()
+    }
+    pub fn sample(&self, rng: &mut Rng) -> u64 {
+        loop {
+            let u = self.h_n + rng.unit() * (self.h_x1 - self.h_n);
+            let x = self.h_int_inv(u);
+            let k = (x + 0.5).floor().clamp(1.0, self.n);
+            if k - x <= self.cut || u >= self.h_int(k + 0.5) - self.h(k) {
+                return k as u64;
+            }
+        }
+    }
+}
+
+fn expm1_over_x(x: f64) -> f64 {
+    if x.abs() > 1e-8 {
+        x.exp_m1() / x
+    } else {
+        1.0 + x * 0.5 * (1.0 + x / 3.0 * (1.0 + 0.25 * x))
+    }
+}
+fn log1p_over_x(x: f64) -> f64 {
+    if x.abs() > 1e-8 {
+        x.ln_1p() / x
+    } else {
+        1.0 - x * (0.5 - x * (1.0 / 3.0 - 0.25 * x))
+    }
+}
+
+/// A bijection on [0, n) that scatters neighbours (for Zipf ranks and node placement):
+/// multiply by a large odd constant modulo the next power of two, cycle-walking back into range.
+pub struct Scatter {
+    n: u64,
+    mask: u64,
+}
+
+impl Scatter {
+    pub fn new(n: u64) -> Scatter {
+        Scatter { n, mask: n.next_power_of_two() - 1 }
+    }
+    #[inline]
+    pub fn map(&self, mut x: u64) -> u64 {
+        loop {
+            x = (x.wrapping_mul(0x9E37_79B9_7F4A_7C15 | 1).wrapping_add(0x632B_E59B_D9B4_E019)) & self.mask;
+            x ^= x >> 7;
+            x &= self.mask;
+            if x < self.n {
+                return x;
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct GenParams {
+    pub kind: String,
+    /// Footprint of the main region in bytes.
+    pub size: u64,
+    /// Number of accesses (0 = the kind's default).
+    pub accesses: u64,
+    pub seed: u64,
+    pub stride: u64,
+    pub elem: u64,
+    pub alpha: f64,
+    pub base: u64,
+    pub passes: u64,
+}
+
+impl Default for GenParams {
+    fn default() -> Self {
+        GenParams {
+            kind: "gups".into(),
+            size: 64 << 20,
+            accesses: 0,
+            seed: 1,
+            stride: 4096,
+            elem: 8,
+            alpha: 0.99,
+            base: 0x7f00_0000_0000,
+            passes: 1,
+        }
+    }
+}
+
+pub const KINDS: [(&str, &str); 7] = [
+    ("seq", "sequential sweep: read every element of the region, --passes times"),
+    ("stride", "strided reads: every --stride bytes, wrapping around the region"),
+    ("gups", "uniform random read-modify-write updates (HPCC RandomAccess / GUPS)"),
+    ("zipf", "Zipf-distributed reads over elements (--alpha), popular elements scattered"),
+    ("chase", "dependent pointer chase around one random cycle of 64-byte elements"),
+    ("transpose", "non-blocked matrix transpose B[j][i] = A[i][j] of two --size matrices"),
+    ("rbtree", "red-black-tree-like: many small brk-allocated nodes, inserts then lookups"),
+];
+
+fn anon_mmap(addr: u64, len: u64) -> Event {
+    Event::Mmap { addr, len, prot: PROT_READ | PROT_WRITE, flags: MAP_PRIVATE | MAP_ANONYMOUS, fd: -1, offset: 0 }
+}
+
+/// Round up to 2MiB so regions look like what a large malloc gets from mmap.
+fn round_2m(x: u64) -> u64 {
+    (x + (2 << 20) - 1) & !((2 << 20) - 1)
+}
+
+/// Generate a workload into a sink. `progress` is called now and then with the fraction done.
+pub fn generate<S: RecordSink>(p: &GenParams, sink: &mut S, progress: &mut dyn FnMut(f64)) -> Result<u64> {
+    if p.size < 4096 {
+        return Err(Error::usage(format!("--size must be at least 4KiB, got {}", p.size)));
+    }
+    if p.elem == 0 || p.elem > 255 {
+        return Err(Error::usage("--elem must be between 1 and 255 bytes"));
+    }
+    let mut rng = Rng::new(p.seed);
+    let elems = (p.size / p.elem).max(1);
+    let region = round_2m(p.size);
+    sink.event(Event::Context { pid: 1, tid: 1 })?;
+    let sz = p.elem as u8;
+    let mut emitted = 0u64;
+    let tick = |i: u64, n: u64, progress: &mut dyn FnMut(f64)| {
+        if i & 0xFFFFF == 0 {
+            progress(i as f64 / n.max(1) as f64)
+        }
+    };
+    match p.kind.as_str() {
+        "seq" => {
+            sink.event(anon_mmap(p.base, region))?;
+            let n = if p.accesses > 0 { p.accesses } else { elems * p.passes.max(1) };
+            for i in 0..n {
+                tick(i, n, progress);
+                sink.access(Access::new(p.base + (i % elems) * p.elem, AccessKind::Load, sz))?;
+            }
+            emitted = n;
+        }
+        "stride" => {
+            if p.stride == 0 {
+                return Err(Error::usage("--stride must be positive"));
+            }
+            sink.event(anon_mmap(p.base, region))?;
+            let per_pass = (p.size / p.stride).max(1);
+            let n = if p.accesses > 0 { p.accesses } else { per_pass * p.passes.max(1) };
+            // Each pass starts one element later, so passes touch new bytes (not new pages).
+            for i in 0..n {
+                tick(i, n, progress);
+                let pass = i / per_pass;
+                let off = ((i % per_pass) * p.stride + (pass * p.elem) % p.stride) % p.size;
+                sink.access(Access::new(p.base + off, AccessKind::Load, sz))?;
+            }
+            emitted = n;
+        }
+        "gups" => {
+            sink.event(anon_mmap(p.base, region))?;
+            let n = if p.accesses > 0 { p.accesses } else { 4 << 20 };
+            for i in 0..n {
+                tick(i, n, progress);
+                let a = p.base + rng.below(elems) * p.elem;
+                sink.access(Access::new(a, AccessKind::Load, sz))?;
+                sink.access(Access::new(a, AccessKind::Store, sz))?;
+            }
+            emitted = 2 * n;
+        }
+        "zipf" => {
+            if !(p.alpha > 0.0) || p.alpha.is_infinite() {
+                return Err(Error::usage("--alpha must be a positive number"));
+            }
+            sink.event(anon_mmap(p.base, region))?;
+            let n = if p.accesses > 0 { p.accesses } else { 4 << 20 };
+            let z = Zipf::new(elems, p.alpha);
+            let sc = Scatter::new(elems);
+            for i in 0..n {
+                tick(i, n, progress);
+                let rank = z.sample(&mut rng) - 1;
+                sink.access(Access::new(p.base + sc.map(rank) * p.elem, AccessKind::Load, sz))?;
+            }
+            emitted = n;
+        }
+        "chase" => {
+            sink.event(anon_mmap(p.base, region))?;
+            let line = 64u64;
+            let nodes = (p.size / line).max(2);
+            let n = if p.accesses > 0 { p.accesses } else { 4 << 20 };
+            // A full-period LCG on the next power of two (Hull-Dobell: a = 1 mod 4, c odd) is one
+            // cycle through every index; skipping indices >= nodes keeps it one cycle on [0,nodes).
+            let m = nodes.next_power_of_two() - 1;
+            let a = (rng.next_u64() & !3) | 5;
+            let c = rng.next_u64() | 1;
+            let mut x = rng.below(nodes);
+            for i in 0..n {
+                tick(i, n, progress);
+                sink.access(Access::new(p.base + x * line, AccessKind::Load, 8))?;
+                loop {
+                    x = (x.wrapping_mul(a).wrapping_add(c)) & m;
+                    if x < nodes {
+                        break;
+                    }
+                }
+            }
+            emitted = n;
+        }
+        "transpose" => {
+            let dim = ((p.size / 8) as f64).sqrt() as u64;
+            if dim < 2 {
+                return Err(Error::usage("--size too small for a matrix"));
+            }
+            let bytes = dim * dim * 8;
+            let a_base = p.base;
+            let b_base = p.base + ((round_2m(bytes) + (1 << 30)) & !((1u64 << 30) - 1));
+            sink.event(anon_mmap(a_base, round_2m(bytes)))?;
+            sink.event(anon_mmap(b_base, round_2m(bytes)))?;
+            let total = dim * dim;
+            let n = if p.accesses > 0 { p.accesses.min(total * 2) / 2 } else { total };
+            for k in 0..n {
+                tick(k, n, progress);
+                let (i, j) = (k / dim, k % dim);
+                sink.access(Access::new(a_base + (i * dim + j) * 8, AccessKind::Load, 8))?;
+                sink.access(Access::new(b_base + (j * dim + i) * 8, AccessKind::Store, 8))?;
+            }
+            emitted = 2 * n;
+        }
+        "rbtree" => {
+            // Nodes of 48 bytes (three pointers, colour, key, value) from a brk heap grown in
+            // 128KiB steps, as glibc malloc grows its main arena by default (M_TOP_PAD).
+            const NODE: u64 = 48;
+            const GROW: u64 = 128 << 10;
+            let nodes = (p.size / NODE).max(2);
+            let heap = 0x5555_5600_0000u64;
+            let mut brk = heap;
+            sink.event(Event::Brk { addr: brk })?;
+            if nodes > u32::MAX as u64 {
+                return Err(Error::usage("rbtree: --size too large (at most 2^32 nodes)"));
+            }
+            // Keys are inserted in a scattered order; the i-th inserted key gets the i-th node.
+            let order = Scatter::new(nodes);
+            let mut slot_of_key = vec![0u32; nodes as usize];
+            for i in 0..nodes {
+                slot_of_key[order.map(i) as usize] = i as u32;
+            }
+            let depth = 64 - nodes.leading_zeros() as u64;
+            let lookups = if p.accesses > 0 { p.accesses / depth.max(1) } else { nodes.min(1 << 20) };
+            let total = nodes + lookups;
+            let mut step = 0u64;
+            // Walk down a balanced search tree over the keys, touching the nodes already
+            // inserted (slot < upto), and the target's own node.
+            let descend = |sink: &mut S, key: u64, upto: u64, write_leaf: bool| -> Result<u64> {
+                let (mut lo, mut hi) = (0u64, nodes);
+                let mut touched = 0;
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    let slot = slot_of_key[mid as usize] as u64;
+                    if slot < upto || mid == key {
+                        let kind = if mid == key && write_leaf { AccessKind::Store } else { AccessKind::Load };
+                        sink.access(Access::new(heap + slot * NODE, kind, 8))?;
+                        touched += 1;
+                    }
+                    if mid == key {
+                        break;
+                    }
+                    if key < mid {
+                        hi = mid;
+                    } else {
+                        lo = mid + 1;
+                    }
+                }
+                Ok(touched)
+            };
+            for slot in 0..nodes {
+                tick(step, total, progress);
+                step += 1;
+                let end = heap + (slot + 1) * NODE;
+                while end > brk {
+                    brk += GROW;
+                    sink.event(Event::Brk { addr: brk })?;
+                }
+                emitted += descend(sink, order.map(slot), slot, true)?;
+            }
+            for _ in 0..lookups {
+                tick(step, total, progress);
+                step += 1;
+                let key = rng.below(nodes);
+                emitted += descend(sink, key, nodes, false)?;
+            }
+        }
+        other => {
+            let names: Vec<&str> = KINDS.iter().map(|k| k.0).collect();
+            return Err(Error::usage(format!("unknown workload kind '{other}'; choose one of: {}", names.join(", "))));
+        }
+    }
+    sink.event(Event::Exit { code: 0 })?;
+    progress(1.0);
+    Ok(emitted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Collect(Vec<Access>, Vec<Event>);
+    impl RecordSink for Collect {
+        fn access(&mut self, a: Access) -> Result<()> {
+            self.0.push(a);
+            Ok(())
+        }
+        fn event(&mut self, e: Event) -> Result<()> {
+            self.1.push(e);
+            Ok(())
+        }
+    }
+
+    fn run(kind: &str, size: u64, accesses: u64, seed: u64) -> Collect {
+        let p = GenParams { kind: kind.into(), size, accesses, seed, ..Default::default() };
+        let mut c = Collect(vec![], vec![]);
+        generate(&p, &mut c, &mut |_| {}).unwrap();
+        c
+    }
+
+    #[test]
+    fn every_kind_stays_inside_its_regions_and_is_deterministic() {
+        for (k, _) in KINDS {
+            let a = run(k, 1 << 20, 5000, 7);
+            let b = run(k, 1 << 20, 5000, 7);
+            assert_eq!(a.0, b.0, "{k} not deterministic");
+            assert!(!a.0.is_empty(), "{k} emitted nothing");
+            let regions: Vec<(u64, u64)> = a
+                .1
+                .iter()
+                .filter_map(|e| if let Event::Mmap { addr, len, .. } = e { Some((*addr, *len)) } else { None })
+                .collect();
+            let brk_top = a.1.iter().filter_map(|e| if let Event::Brk { addr } = e { Some(*addr) } else { None }).max();
+            for x in &a.0 {
+                let inside = regions.iter().any(|(s, l)| x.addr >= *s && x.addr + x.size as u64 <= s + l)
+                    || brk_top.map_or(false, |t| x.addr >= 0x5555_5600_0000 && x.addr < t);
+                assert!(inside, "{k}: access {:#x} outside every region", x.addr);
+            }
+        }
+    }
+
+    #[test]
+    fn seeds_change_random_kinds() {
+        assert_ne!(run("gups", 1 << 20, 1000, 1).0, run("gups", 1 << 20, 1000, 2).0);
+    }
+
+    #[test]
+    fn chase_visits_distinct_nodes_until_the_cycle_closes() {
+        let c = run("chase", 64 * 1024, 1024, 3);
+        let mut seen = std::collections::HashSet::new();
+        for a in &c.0 {
+            assert!(seen.insert(a.addr), "chase revisited a node before the cycle closed");
+        }
+    }
+
+    #[test]
+    fn zipf_prefers_low_ranks() {
+        let z = Zipf::new(1000, 1.0);
+        let mut rng = Rng::new(1);
+        let mut ones = 0;
+        let mut tail = 0;
+        for _ in 0..100_000 {
+            let k = z.sample(&mut rng);
+            assert!((1..=1000).contains(&k));
+            if k == 1 {
+                ones += 1;
+            }
+            if k > 500 {
+                tail += 1;
+            }
+        }
+        // P(1) = 1/H(1000) ~ 0.1336; P(k>500) ~ ln2/H ~ 0.0926.
+        assert!((12_000..15_000).contains(&ones), "{ones}");
+        assert!((8_000..10_500).contains(&tail), "{tail}");
+    }
+
+    #[test]
+    fn scatter_is_a_bijection() {
+        for n in [1u64, 7, 64, 1000] {
+            let s = Scatter::new(n);
+            let mut v: Vec<u64> = (0..n).map(|x| s.map(x)).collect();
+            v.sort();
+            assert_eq!(v, (0..n).collect::<Vec<_>>());
+        }
+    }
+}
