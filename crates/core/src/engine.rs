@@ -184,6 +184,12 @@ impl Engine {
     fn fault(&mut self, a: &Access) -> Result<()> {
         let pi = self.cur_pi;
         let va = a.addr;
+        if va >= self.os.procs[pi].pt.va_limit() {
+            // Beyond what the machine's page table can map: no VMA can hold it.
+            self.os.segfault(pi, va);
+            self.cur_live = false;
+            return Ok(());
+        }
         let vma = match self.os.procs[pi].find_vma(va) {
             Some(v) => v.clone(),
             None => {

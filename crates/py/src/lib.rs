@@ -1,1 +1,519 @@
+//! PyO3 bindings: a thin layer that converts arguments and errors. All logic lives in
+//! superpager-core; Python holds the CLI and orchestration. Long calls release the GIL.
 
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::io::BufReader;
+use superpager_core as core;
+use superpager_core::engine::EngineConfig;
+use superpager_core::mmu::machine::{self, Machine};
+use superpager_core::trace::spt::{SptReader, SptWriter};
+use superpager_core::trace::{self as tr, Chunk, Event, RecordSink};
+use superpager_core::units::{Bytes, PageSize};
+
+create_exception!(_core, SuperpagerError, PyException, "A superpager error: bad input, configuration or simulation state.");
+
+fn err(e: core::Error) -> PyErr {
+    SuperpagerError::new_err(e.to_string())
+}
+
+fn usage(m: String) -> PyErr {
+    SuperpagerError::new_err(m)
+}
+
+/// A machine from a spec: a preset name, a TOML path, or `tlb:ENTRIES:WAYS[:PAGESIZE]`.
+fn load_machine(spec: &str) -> PyResult<Machine> {
+    match spec.strip_prefix("tlb:") {
+        Some(t) => Machine::adhoc_tlb(t).map_err(err),
+        None => Machine::load(spec).map_err(err),
+    }
+}
+
+fn parse_bytes(s: &str, what: &str) -> PyResult<Bytes> {
+    Bytes::parse(s).map_err(|m| usage(format!("{what}: {m}")))
+}
+
+/// Preset machines: list of (name, description, summary).
+#[pyfunction]
+fn machines() -> PyResult<Vec<(String, String, String)>> {
+    let mut out = Vec::new();
+    for name in machine::preset_names() {
+        let m = Machine::load(name).map_err(err)?;
+        out.push((name.to_string(), m.description.clone(), m.summary()));
+    }
+    Ok(out)
+}
+
+/// Details of one machine as a dict.
+#[pyfunction]
+fn machine_info(py: Python<'_>, spec: &str) -> PyResult<PyObject> {
+    let m = load_machine(spec)?;
+    let d = PyDict::new(py);
+    d.set_item("name", &m.name)?;
+    d.set_item("description", &m.description)?;
+    d.set_item("origin", &m.origin)?;
+    d.set_item("base_page", m.base_page.to_string())?;
+    d.set_item("page_sizes", m.page_sizes.iter().map(|p| p.to_string()).collect::<Vec<_>>())?;
+    let tl = PyList::empty(py);
+    for t in &m.tlbs {
+        let x = PyDict::new(py);
+        x.set_item("name", &t.name)?;
+        x.set_item("level", t.level)?;
+        x.set_item("stream", format!("{:?}", t.stream).to_lowercase())?;
+        x.set_item("entries", t.entries)?;
+        x.set_item("ways", t.ways)?;
+        x.set_item("page_sizes", t.sizes.iter().map(|&s| m.page_sizes[s as usize].to_string()).collect::<Vec<_>>())?;
+        x.set_item("replacement", t.replacement.name())?;
+        x.set_item("hit_cycles", t.hit_cycles)?;
+        tl.append(x)?;
+    }
+    d.set_item("tlbs", tl)?;
+    d.set_item("walk_levels", m.walk_levels)?;
+    d.set_item("walk_ref_cycles", m.walk_ref_cycles)?;
+    d.set_item("software_handler_cycles", m.software_handler_cycles)?;
+    d.set_item("page_walk_caches", m.pwc.iter().map(|p| (p.level, p.sets, p.ways)).collect::<Vec<_>>())?;
+    d.set_item("nested", m.nested.is_some())?;
+    d.set_item("coalescing", format!("{:?}", m.coalescing))?;
+    Ok(d.into())
+}
+
+/// Policies: list of (name, summary, parameters).
+#[pyfunction]
+fn policies() -> Vec<(String, String, String)> {
+    core::policy::REGISTRY.iter().map(|p| (p.name.to_string(), p.summary.to_string(), p.params.to_string())).collect()
+}
+
+/// Check a policy spec against a machine without running anything.
+#[pyfunction]
+fn check_policy(policy: &str, machine: &str) -> PyResult<String> {
+    let m = load_machine(machine)?;
+    let p = core::policy::build(policy, &m.page_sizes).map_err(err)?;
+    Ok(p.name())
+}
+
+/// A simulation of one trace under one or more (machine, policy) runs, stepped from Python so
+/// it can show progress; each step releases the GIL.
+#[pyclass(unsendable)]
+struct Simulation {
+    inner: core::sim::Simulation,
+}
+
+#[pymethods]
+impl Simulation {
+    #[new]
+    #[pyo3(signature = (trace, runs, memory="64GiB", sample_every=1<<20, allow_truncated=false, validate=false))]
+    fn new(trace: &str, runs: Vec<(String, String)>, memory: &str, sample_every: u64, allow_truncated: bool, validate: bool) -> PyResult<Self> {
+        let mut rs = Vec::new();
+        for (m, p) in runs {
+            rs.push((load_machine(&m)?, p));
+        }
+        let cfg = EngineConfig { memory: parse_bytes(memory, "--memory")?, sample_every, validate };
+        let inner = core::sim::Simulation::open(trace, rs, cfg, allow_truncated).map_err(err)?;
+        Ok(Simulation { inner })
+    }
+
+    /// Process up to `chunks` chunks; False when the trace is done.
+    #[pyo3(signature = (chunks=4))]
+    fn step(&mut self, py: Python<'_>, chunks: usize) -> PyResult<bool> {
+        let inner = &mut self.inner;
+        py.allow_threads(|| inner.step(chunks)).map_err(err)
+    }
+
+    fn progress(&self) -> f64 {
+        self.inner.progress()
+    }
+
+    fn truncated(&self) -> bool {
+        self.inner.meta().truncated()
+    }
+
+    /// Results of every run, as JSON strings.
+    fn results_json(&mut self) -> Vec<String> {
+        self.inner.results().iter().map(|r| r.to_json()).collect()
+    }
+}
+
+fn provenance(py_meta: BTreeMap<String, String>) -> tr::Provenance {
+    let mut p = tr::Provenance::new();
+    p.insert("format".into(), "superpager .spt v1".into());
+    p.insert("producer".into(), format!("superpager {}", env!("CARGO_PKG_VERSION")).into());
+    for (k, v) in py_meta {
+        p.insert(k, v.into());
+    }
+    p
+}
+
+fn summary_dict(py: Python<'_>, s: &tr::spt::WriteSummary, path: &str) -> PyResult<PyObject> {
+    let d = PyDict::new(py);
+    d.set_item("path", path)?;
+    d.set_item("records", s.records)?;
+    d.set_item("accesses", s.accesses)?;
+    d.set_item("chunks", s.chunks)?;
+    d.set_item("bytes", s.bytes)?;
+    Ok(d.into())
+}
+
+/// Generate a synthetic workload into an .spt file.
+#[pyfunction]
+#[pyo3(signature = (kind, out, size="64MiB", accesses=0, seed=1, stride="4KiB", elem=8, alpha=0.99, base=0x7f00_0000_0000u64, passes=1, progress=None))]
+#[allow(clippy::too_many_arguments)]
+fn gen(
+    py: Python<'_>,
+    kind: &str,
+    out: &str,
+    size: &str,
+    accesses: u64,
+    seed: u64,
+    stride: &str,
+    elem: u64,
+    alpha: f64,
+    base: u64,
+    passes: u64,
+    progress: Option<PyObject>,
+) -> PyResult<PyObject> {
+    let p = tr::gen::GenParams {
+        kind: kind.to_string(),
+        size: parse_bytes(size, "--size")?.0,
+        accesses,
+        seed,
+        stride: parse_bytes(stride, "--stride")?.0,
+        elem,
+        alpha,
+        base,
+        passes,
+    };
+    let mut meta = BTreeMap::new();
+    meta.insert("source".to_string(), format!("superpager gen {kind}"));
+    meta.insert(
+        "params".to_string(),
+        format!("size={size} accesses={accesses} seed={seed} stride={stride} elem={elem} alpha={alpha} base={base:#x} passes={passes}"),
+    );
+    let tmp = format!("{out}.partial");
+    let mut w = SptWriter::create(&tmp, &provenance(meta)).map_err(err)?;
+    let mut cb_err: Option<PyErr> = None;
+    let mut report = |f: f64| {
+        if cb_err.is_some() {
+            return;
+        }
+        if let Err(e) = py.check_signals() {
+            cb_err = Some(e);
+            return;
+        }
+        if let Some(cb) = &progress {
+            if let Err(e) = cb.call1(py, (f,)) {
+                cb_err = Some(e);
+            }
+        }
+    };
+    let r = tr::gen::generate(&p, &mut w, &mut report);
+    if let Some(e) = cb_err {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    if let Err(e) = r {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(err(e));
+    }
+    let s = w.finish().map_err(err)?;
+    std::fs::rename(&tmp, out).map_err(|e| err(core::Error::io(out, &e)))?;
+    summary_dict(py, &s, out)
+}
+
+/// Convert a foreign trace (lackey, champsim, text) into .spt.
+#[pyfunction]
+#[pyo3(signature = (src, fmt, out, fetches=true, collapse=true))]
+fn trace_import(py: Python<'_>, src: &str, fmt: &str, out: &str, fetches: bool, collapse: bool) -> PyResult<PyObject> {
+    let mut meta = BTreeMap::new();
+    meta.insert("source".to_string(), format!("imported from {fmt}"));
+    meta.insert(
+        "original".to_string(),
+        std::path::Path::new(src).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+    );
+    let tmp = format!("{out}.partial");
+    let s = py
+        .allow_threads(|| -> core::Result<tr::spt::WriteSummary> {
+            let mut w = SptWriter::create(&tmp, &provenance(meta))?;
+            w.set_collapse(collapse);
+            let open = || std::fs::File::open(src).map_err(|e| core::Error::io(src, &e));
+            match fmt {
+                "lackey" => {
+                    let r = BufReader::with_capacity(1 << 20, open()?);
+                    let mut f = FetchFilter { inner: &mut w, fetches };
+                    tr::lackey::import(r, src, &mut f)?;
+                }
+                "champsim" => {
+                    tr::champsim::import(src, fetches, &mut w)?;
+                }
+                "text" => {
+                    let r = BufReader::new(open()?);
+                    tr::text::import(r, src, &mut w)?;
+                }
+                other => return Err(core::Error::usage(format!("unknown import format '{other}'; use lackey, champsim or text"))),
+            }
+            w.finish()
+        })
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            err(e)
+        })?;
+    std::fs::rename(&tmp, out).map_err(|e| err(core::Error::io(out, &e)))?;
+    summary_dict(py, &s, out)
+}
+
+struct FetchFilter<'a, S: RecordSink> {
+    inner: &'a mut S,
+    fetches: bool,
+}
+
+impl<'a, S: RecordSink> RecordSink for FetchFilter<'a, S> {
+    fn access(&mut self, a: tr::Access) -> core::Result<()> {
+        if a.kind.is_fetch() && !self.fetches {
+            return Ok(());
+        }
+        self.inner.access(a)
+    }
+    fn event(&mut self, e: Event) -> core::Result<()> {
+        self.inner.event(e)
+    }
+}
+
+/// Summary of a trace: header, record counts, accesses by kind, footprint per page size, VMAs.
+#[pyfunction]
+#[pyo3(signature = (path, page_sizes=vec!["4KiB".to_string(), "2MiB".to_string(), "1GiB".to_string()], allow_truncated=false))]
+fn trace_info(py: Python<'_>, path: &str, page_sizes: Vec<String>, allow_truncated: bool) -> PyResult<PyObject> {
+    let sizes: Vec<PageSize> = page_sizes
+        .iter()
+        .map(|s| PageSize::parse(s).map_err(|m| usage(format!("page size: {m}"))))
+        .collect::<PyResult<_>>()?;
+    struct Info {
+        events: BTreeMap<String, u64>,
+        kinds: [u64; 4],
+        records: u64,
+        pages: Vec<HashSet<(u32, u64)>>,
+        pids: BTreeSet<u32>,
+        vmas: Vec<(u32, String)>,
+        chunks: u64,
+    }
+    let mut reader = SptReader::open(path).map_err(err)?;
+    reader.allow_truncated(allow_truncated);
+    let meta = reader.meta.clone();
+    let info = py
+        .allow_threads(|| -> core::Result<Info> {
+            let mut inf = Info {
+                events: BTreeMap::new(),
+                kinds: [0; 4],
+                records: 0,
+                pages: vec![HashSet::new(); sizes.len()],
+                pids: BTreeSet::new(),
+                vmas: Vec::new(),
+                chunks: 0,
+            };
+            let mut c = Chunk::default();
+            let mut pid = 0u32;
+            while reader.next_chunk(&mut c)? {
+                inf.chunks += 1;
+                let mut ev = c.events.iter().peekable();
+                for (i, a) in c.accesses.iter().enumerate() {
+                    while let Some((p, e)) = ev.peek() {
+                        if *p as usize > i {
+                            break;
+                        }
+                        note_event(&mut inf.events, &mut inf.vmas, &mut pid, &mut inf.pids, e);
+                        ev.next();
+                    }
+                    inf.records += 1;
+                    inf.kinds[a.kind as usize] += a.count as u64;
+                    for (k, s) in sizes.iter().enumerate() {
+                        inf.pages[k].insert((pid, a.addr >> s.shift()));
+                    }
+                }
+                for (_, e) in ev {
+                    note_event(&mut inf.events, &mut inf.vmas, &mut pid, &mut inf.pids, e);
+                }
+            }
+            Ok(inf)
+        })
+        .map_err(err)?;
+    fn note_event(events: &mut BTreeMap<String, u64>, vmas: &mut Vec<(u32, String)>, pid: &mut u32, pids: &mut BTreeSet<u32>, e: &Event) {
+        *events.entry(e.name().to_string()).or_default() += 1;
+        match e {
+            Event::Context { pid: p, .. } => {
+                *pid = *p;
+                pids.insert(*p);
+            }
+            Event::Mmap { .. } | Event::Munmap { .. } | Event::Mremap { .. } | Event::Brk { .. } | Event::Mprotect { .. } | Event::Madvise { .. } => {
+                if vmas.len() < 10_000 {
+                    vmas.push((*pid, tr::text::format_event(e)));
+                }
+            }
+            _ => {}
+        }
+    }
+    let d = PyDict::new(py);
+    d.set_item("path", path)?;
+    d.set_item("truncated", meta.truncated())?;
+    d.set_item("provenance", serde_json::to_string(&meta.provenance).unwrap_or_default())?;
+    d.set_item("bytes", meta.file_len)?;
+    d.set_item("chunks", info.chunks)?;
+    d.set_item("records", info.records)?;
+    let k = PyDict::new(py);
+    for (i, n) in ["load", "store", "modify", "fetch"].iter().enumerate() {
+        k.set_item(*n, info.kinds[i])?;
+    }
+    let total: u64 = info.kinds.iter().sum();
+    d.set_item("accesses", total)?;
+    d.set_item("accesses_by_kind", k)?;
+    d.set_item("events", info.events.into_iter().collect::<Vec<_>>())?;
+    let fp = PyDict::new(py);
+    for (i, s) in sizes.iter().enumerate() {
+        fp.set_item(s.to_string(), info.pages[i].len())?;
+    }
+    d.set_item("footprint_pages", fp)?;
+    d.set_item("processes", info.pids.into_iter().collect::<Vec<_>>())?;
+    d.set_item("address_space_events", info.vmas)?;
+    Ok(d.into())
+}
+
+/// Streams a trace as text lines.
+#[pyclass(unsendable)]
+struct TraceDumper {
+    reader: SptReader,
+    chunk: Chunk,
+    ai: usize,
+    ei: usize,
+    done: bool,
+}
+
+#[pymethods]
+impl TraceDumper {
+    #[new]
+    #[pyo3(signature = (path, allow_truncated=false))]
+    fn new(path: &str, allow_truncated: bool) -> PyResult<Self> {
+        let mut reader = SptReader::open(path).map_err(err)?;
+        reader.allow_truncated(allow_truncated);
+        Ok(TraceDumper { reader, chunk: Chunk::default(), ai: 0, ei: 0, done: false })
+    }
+
+    fn header(&self) -> String {
+        serde_json::to_string(&self.reader.meta.provenance).unwrap_or_default()
+    }
+
+    /// Up to n more lines (an empty list at the end).
+    fn lines(&mut self, n: usize) -> PyResult<Vec<String>> {
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n && !self.done {
+            let c = &self.chunk;
+            if self.ei < c.events.len() && c.events[self.ei].0 as usize <= self.ai {
+                out.push(tr::text::format_event(&c.events[self.ei].1));
+                self.ei += 1;
+            } else if self.ai < c.accesses.len() {
+                out.push(tr::text::format_access(&c.accesses[self.ai]));
+                self.ai += 1;
+            } else if self.ei < c.events.len() {
+                out.push(tr::text::format_event(&c.events[self.ei].1));
+                self.ei += 1;
+            } else {
+                self.ai = 0;
+                self.ei = 0;
+                if !self.reader.next_chunk(&mut self.chunk).map_err(err)? {
+                    self.done = true;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Misses of a fully associative LRU TLB for every size 1..=max_entries, in one pass.
+#[pyfunction]
+#[pyo3(signature = (path, page_size="4KiB", max_entries=1536, stream="all"))]
+fn mrc(py: Python<'_>, path: &str, page_size: &str, max_entries: usize, stream: &str) -> PyResult<(u64, u64, Vec<u64>)> {
+    let ps = PageSize::parse(page_size).map_err(|m| usage(format!("--page-size: {m}")))?;
+    if max_entries == 0 || max_entries > 1 << 24 {
+        return Err(usage("--max-entries must be between 1 and 16777216".into()));
+    }
+    let want: fn(&tr::Access) -> bool = match stream {
+        "all" => |_| true,
+        "data" => |a| !a.kind.is_fetch(),
+        "instruction" => |a| a.kind.is_fetch(),
+        o => return Err(usage(format!("--stream {o}: use all, data or instruction"))),
+    };
+    let mut reader = SptReader::open(path).map_err(err)?;
+    py.allow_threads(|| -> core::Result<(u64, u64, Vec<u64>)> {
+        let mut sd = core::mrc::StackDistance::new(ps.shift(), max_entries);
+        let mut c = Chunk::default();
+        while reader.next_chunk(&mut c)? {
+            for a in c.accesses.iter().filter(|a| want(a)) {
+                sd.access(a);
+            }
+        }
+        Ok((sd.accesses, sd.cold, sd.curve()))
+    })
+    .map_err(err)
+}
+
+/// Every access address (run counts expanded), little-endian u64, up to `limit` (0 = all).
+#[pyfunction]
+#[pyo3(signature = (path, limit=0, data_only=false))]
+fn read_addresses<'py>(py: Python<'py>, path: &str, limit: u64, data_only: bool) -> PyResult<Bound<'py, PyBytes>> {
+    let mut reader = SptReader::open(path).map_err(err)?;
+    let v = py
+        .allow_threads(|| -> core::Result<Vec<u8>> {
+            let mut out = Vec::new();
+            let mut c = Chunk::default();
+            let mut n = 0u64;
+            'outer: while reader.next_chunk(&mut c)? {
+                for a in &c.accesses {
+                    if data_only && a.kind.is_fetch() {
+                        continue;
+                    }
+                    for _ in 0..a.count {
+                        if limit > 0 && n >= limit {
+                            break 'outer;
+                        }
+                        out.extend_from_slice(&a.addr.to_le_bytes());
+                        n += 1;
+                    }
+                }
+            }
+            Ok(out)
+        })
+        .map_err(err)?;
+    Ok(PyBytes::new(py, &v))
+}
+
+/// Time the one-structure TLB model on a buffer of u64 addresses. Returns (hits, misses, seconds).
+#[pyfunction]
+#[pyo3(signature = (addresses, entries=64, ways=4, page_size="4KiB"))]
+fn tlb_only(py: Python<'_>, addresses: &[u8], entries: u32, ways: u32, page_size: &str) -> PyResult<(u64, u64, f64)> {
+    let ps = PageSize::parse(page_size).map_err(|m| usage(format!("page size: {m}")))?;
+    Machine::adhoc_tlb(&format!("{entries}:{ways}:{page_size}")).map_err(err)?;
+    let addrs: Vec<u64> = addresses.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap())).collect();
+    Ok(py.allow_threads(|| {
+        let t0 = std::time::Instant::now();
+        let (h, m) = core::sim::tlb_only(&addrs, entries, ways, ps.shift());
+        (h, m, t0.elapsed().as_secs_f64())
+    }))
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("SuperpagerError", m.py().get_type::<SuperpagerError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(machines, m)?)?;
+    m.add_function(wrap_pyfunction!(machine_info, m)?)?;
+    m.add_function(wrap_pyfunction!(policies, m)?)?;
+    m.add_function(wrap_pyfunction!(check_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(gen, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_import, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_info, m)?)?;
+    m.add_function(wrap_pyfunction!(mrc, m)?)?;
+    m.add_function(wrap_pyfunction!(read_addresses, m)?)?;
+    m.add_function(wrap_pyfunction!(tlb_only, m)?)?;
+    m.add_class::<Simulation>()?;
+    m.add_class::<TraceDumper>()?;
+    Ok(())
+}

@@ -81,6 +81,9 @@ impl PageTable {
     /// Resolve `va`.
     #[inline]
     pub fn lookup(&self, va: u64) -> Option<Translation> {
+        if va >= self.va_limit() {
+            return None;
+        }
         let mut node = 0usize;
         let mut level = self.levels;
         loop {
@@ -159,9 +162,15 @@ impl PageTable {
         self.live_nodes -= 1;
     }
 
+    /// One past the highest address the table can map.
+    pub fn va_limit(&self) -> u64 {
+        1u64.checked_shl(self.span_shift(self.levels) + self.bits).unwrap_or(u64::MAX)
+    }
+
     fn any_mapped(&self, start: u64, len: u64) -> bool {
         let mut va = start;
-        while va < start + len {
+        let end = start.saturating_add(len).min(self.va_limit());
+        while va < end {
             match self.lookup(va) {
                 Some(_) => return true,
                 None => va = self.next_boundary(va),
@@ -179,7 +188,7 @@ impl PageTable {
             let e = self.nodes[node][self.index(va, level)];
             if e & PRESENT == 0 || level == 1 {
                 let s = self.span_shift(level);
-                return ((va >> s) + 1) << s;
+                return ((va >> s) + 1).checked_shl(s).unwrap_or(u64::MAX);
             }
             node = (e >> PAYLOAD_SHIFT) as usize;
             level -= 1;
@@ -189,7 +198,7 @@ impl PageTable {
     /// Remove every page that overlaps [start, start+len). Returns the pages removed (whole
     /// pages: a superpage partly inside the range is removed whole).
     pub fn unmap_range(&mut self, start: u64, len: u64, out: &mut Vec<Translation>) {
-        let end = start.saturating_add(len);
+        let end = start.saturating_add(len).min(self.va_limit());
         let mut va = start;
         while va < end {
             match self.lookup(va) {
@@ -282,5 +291,8 @@ mod tests {
         assert!(pt.map(0x20_0000, 2, Pfn(512)), "the empty level-1 table gives way");
         assert_eq!(pt.live_nodes, before - 1);
         assert_eq!(pt.lookup(0x20_1000).unwrap().size_idx, 2);
+        let mut all = Vec::new();
+        pt.unmap_range(0, u64::MAX, &mut all);
+        assert_eq!(all.len(), 1, "unmapping everything terminates and finds the page");
     }
 }

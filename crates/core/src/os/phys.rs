@@ -10,7 +10,7 @@
 
 use crate::units::{Order, Pfn};
 
-pub trait FrameAllocator {
+pub trait FrameAllocator: Send {
     /// An aligned extent of 2^order frames, or None when no such extent exists.
     fn alloc(&mut self, order: Order) -> Option<Pfn>;
     /// Return an extent (it may be a piece of a larger allocation).

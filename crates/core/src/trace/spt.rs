@@ -660,15 +660,17 @@ impl SptReader {
         if crc32fast::hash(&self.comp) != crc {
             return Err(Error::trace(&path, start, "corrupt chunk: checksum mismatch"));
         }
-        self.raw.clear();
-        self.raw.reserve(raw_len as usize);
-        let got = zstd::bulk::decompress_to_buffer(&self.comp, &mut self.raw)
+        // Keep the buffer at its high-water length: no allocation or clearing per chunk.
+        if self.raw.len() < raw_len as usize {
+            self.raw.resize(raw_len as usize, 0);
+        }
+        let got = zstd::bulk::decompress_to_buffer(&self.comp, &mut self.raw[..raw_len as usize])
             .map_err(|e| Error::trace(&path, start + CHUNK_HEADER_LEN, format!("corrupt chunk: zstd: {e}")))?;
         if got != raw_len as usize {
             return Err(Error::trace(&path, start, format!("corrupt chunk: decompressed to {got} bytes, header says {raw_len}")));
         }
         out.file_offset = start;
-        decode_payload(&self.raw, n_records, n_accesses, &path, start, out)?;
+        decode_payload(&self.raw[..raw_len as usize], n_records, n_accesses, &path, start, out)?;
         self.pos = start + CHUNK_HEADER_LEN + comp_len as u64;
         out.end_offset = self.pos;
         self.chunk_no += 1;

@@ -1,0 +1,36 @@
+"""superpager: superpage (huge page) management systems to study, compare and use.
+
+The simulator core is Rust (superpager._core); this package holds the API and the CLI.
+"""
+from ._core import SuperpagerError, __version__
+from .api import (
+    Result,
+    ResultSet,
+    compare,
+    gen,
+    machines,
+    mrc,
+    policies,
+    run,
+    simulate,
+    trace_import,
+    trace_info,
+    write_results,
+)
+
+__all__ = [
+    "SuperpagerError",
+    "__version__",
+    "Result",
+    "ResultSet",
+    "compare",
+    "gen",
+    "machines",
+    "mrc",
+    "policies",
+    "run",
+    "simulate",
+    "trace_import",
+    "trace_info",
+    "write_results",
+]

@@ -1,0 +1,220 @@
+"""The Python API: the same power as the CLI, returning objects that convert to DataFrames.
+
+    >>> import superpager as sp
+    >>> sp.gen("gups", "gups.spt", size="256MiB", accesses=1_000_000)
+    >>> r = sp.simulate("gups.spt", machine="skylake", policy="fixed:2MiB")
+    >>> r["walks"], r.page_size_mix["2MiB"]
+    >>> sp.compare("gups.spt", machines=["skylake", "zen3"], policies=["base", "fixed:2MiB"]).to_pandas()
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Optional, Sequence
+
+from . import _core
+from .progress import Progress
+
+
+@dataclass
+class Result:
+    """One simulated run: a machine, a policy, a trace."""
+
+    machine: str
+    policy: str
+    memory: str
+    counters: dict[str, int]
+    page_size_mix: dict[str, float]
+    derived: dict[str, float]
+    killed: dict[str, str]
+    series: list[dict] = field(repr=False)
+    trace: str = ""
+
+    @classmethod
+    def from_json(cls, text: str, trace: str = "") -> "Result":
+        d = json.loads(text)
+        return cls(trace=trace, **d)
+
+    def __getitem__(self, key: str) -> int:
+        return self.counters[key]
+
+    def to_dict(self) -> dict:
+        return {
+            "trace": self.trace,
+            "machine": self.machine,
+            "policy": self.policy,
+            "memory": self.memory,
+            "counters": self.counters,
+            "page_size_mix": self.page_size_mix,
+            "derived": self.derived,
+            "killed": self.killed,
+            "series": self.series,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    def row(self) -> dict:
+        """A flat record: identity columns, then every counter, mix share and derived figure."""
+        r = {"trace": self.trace, "machine": self.machine, "policy": self.policy, "memory": self.memory}
+        r.update(self.counters)
+        r.update({f"mix.{k}": v for k, v in self.page_size_mix.items()})
+        r.update({f"derived.{k}": v for k, v in self.derived.items()})
+        return r
+
+    def to_pandas(self):
+        """One-row DataFrame of every counter."""
+        import pandas as pd
+
+        return pd.DataFrame([self.row()])
+
+    def series_rows(self) -> list[dict]:
+        out = []
+        for s in self.series:
+            r = {"machine": self.machine, "policy": self.policy}
+            r.update({k: v for k, v in s.items() if k != "resident"})
+            r.update({f"resident.{k}": v for k, v in s["resident"].items()})
+            out.append(r)
+        return out
+
+    def series_frame(self):
+        """The sampled time series as a DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self.series_rows())
+
+
+class ResultSet(list):
+    """Several runs over one trace (what `compare` returns)."""
+
+    def to_pandas(self):
+        import pandas as pd
+
+        return pd.DataFrame([r.row() for r in self])
+
+    def series_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame([row for r in self for row in r.series_rows()])
+
+
+def machine_spec(machine: str | None, tlb: str | None) -> str:
+    """`--tlb ENTRIES:WAYS[:PAGESIZE]` becomes an ad-hoc one-structure machine."""
+    if tlb:
+        return f"tlb:{tlb}"
+    return machine or "skylake"
+
+
+def run(
+    trace: str,
+    runs: Sequence[tuple[str, str]],
+    memory: str = "64GiB",
+    sample_every: int = 1 << 20,
+    allow_truncated: bool = False,
+    validate: bool = False,
+    progress: Optional[bool] = None,
+    label: str = "simulating",
+) -> ResultSet:
+    """Simulate `trace` once for every (machine, policy) pair, decoding it once."""
+    if not os.path.exists(trace):
+        raise _core.SuperpagerError(f"{trace}: no such file")
+    sim = _core.Simulation(trace, list(runs), memory, sample_every, allow_truncated, validate)
+    bar = Progress(label, enabled=progress)
+    try:
+        while sim.step(4):
+            bar.update(sim.progress())
+    finally:
+        bar.close()
+    return ResultSet(Result.from_json(j, trace=trace) for j in sim.results_json())
+
+
+def simulate(
+    trace: str,
+    machine: str = "skylake",
+    policy: str = "base",
+    memory: str = "64GiB",
+    tlb: str | None = None,
+    sample_every: int = 1 << 20,
+    allow_truncated: bool = False,
+    validate: bool = False,
+    progress: Optional[bool] = None,
+) -> Result:
+    """Simulate one trace on one machine under one policy."""
+    return run(trace, [(machine_spec(machine, tlb), policy)], memory, sample_every, allow_truncated, validate, progress)[0]
+
+
+def compare(
+    trace: str,
+    machines: Iterable[str] = ("skylake",),
+    policies: Iterable[str] = ("base",),
+    memory: str = "64GiB",
+    sample_every: int = 1 << 20,
+    allow_truncated: bool = False,
+    progress: Optional[bool] = None,
+) -> ResultSet:
+    """Every machine x every policy, side by side, in one pass over the trace."""
+    runs = [(m, p) for m in machines for p in policies]
+    return run(trace, runs, memory, sample_every, allow_truncated, False, progress, label="comparing")
+
+
+def gen(kind: str, out: str, size: str = "64MiB", accesses: int = 0, seed: int = 1, stride: str = "4KiB",
+        elem: int = 8, alpha: float = 0.99, base: int = 0x7F0000000000, passes: int = 1,
+        progress: Optional[bool] = None) -> dict:
+    """Generate a synthetic workload trace (see `superpager gen --help` for the kinds)."""
+    bar = Progress(f"gen {kind}", enabled=progress)
+    try:
+        return _core.gen(kind, out, size, accesses, seed, stride, elem, alpha, base, passes, bar.update)
+    finally:
+        bar.close()
+
+
+def mrc(trace: str, page_size: str = "4KiB", max_entries: int = 1536, stream: str = "all") -> dict:
+    """Misses of a fully associative LRU TLB for 1..max_entries entries, from one pass."""
+    accesses, cold, curve = _core.mrc(trace, page_size, max_entries, stream)
+    return {"accesses": accesses, "cold_misses": cold, "page_size": page_size, "misses": curve}
+
+
+def trace_info(trace: str, page_sizes: Sequence[str] = ("4KiB", "2MiB", "1GiB"), allow_truncated: bool = False) -> dict:
+    return _core.trace_info(trace, list(page_sizes), allow_truncated)
+
+
+def trace_import(src: str, fmt: str, out: str, fetches: bool = True, collapse: bool = True) -> dict:
+    return _core.trace_import(src, fmt, out, fetches, collapse)
+
+
+def machines() -> list[tuple[str, str, str]]:
+    return _core.machines()
+
+
+def policies() -> list[tuple[str, str, str]]:
+    return _core.policies()
+
+
+def write_results(results: Sequence[Result], out_dir: str) -> list[str]:
+    """Write results.json, counters.parquet (a row per run) and series.parquet (a row per
+    sample). Deterministic: same results, same bytes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    p = os.path.join(out_dir, "results.json")
+    with open(p, "w") as f:
+        json.dump([r.to_dict() for r in results], f, indent=2, sort_keys=True)
+        f.write("\n")
+    paths.append(p)
+    rows = [r.row() for r in results]
+    cols = sorted({k for r in rows for k in r} - {"trace", "machine", "policy", "memory"})
+    cols = ["trace", "machine", "policy", "memory"] + cols
+    table = pa.table({c: [r.get(c) for r in rows] for c in cols})
+    p = os.path.join(out_dir, "counters.parquet")
+    pq.write_table(table, p, compression="zstd")
+    paths.append(p)
+    srows = [row for r in results for row in r.series_rows()]
+    if srows:
+        scols = list(dict.fromkeys(k for r in srows for k in r))
+        p = os.path.join(out_dir, "series.parquet")
+        pq.write_table(pa.table({c: [r.get(c) for r in srows] for c in scols}), p, compression="zstd")
+        paths.append(p)
+    return paths

@@ -1,0 +1,156 @@
+"""`superpager bench`: throughput measured in one run, against pycachesim as the peer.
+
+1. The one-structure TLB model (64 entries, 4-way, LRU, 4KiB pages) and pycachesim set up as the
+   same cache (16 sets x 4 ways of 4096-byte lines), on the same in-memory addresses. Both
+   report misses, which must agree.
+2. The full `skylake` preset with `base`, streaming and decoding the compressed .spt file.
+
+The machines are noisy: every figure is the median of --repeats runs, and ratios are computed
+within the run.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import _core, api
+from .cli import human
+
+TRACES = [
+    # name, gen kind, size, options
+    ("random (GUPS, 1GiB)", "gups", "1GiB", {}),
+    ("strided (4KiB stride, 1GiB)", "stride", "1GiB", {}),
+    ("sequential (8-byte elements, 256MiB)", "seq", "256MiB", {}),
+]
+
+
+def median_time(fn, repeats: int) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def pycachesim_run(addrs: list[int]):
+    from cachesim import Cache, CacheSimulator, MainMemory
+
+    mem = MainMemory()
+    c = Cache("L1", 16, 4, 4096, "LRU")
+    mem.load_to(c)
+    mem.store_from(c)
+    CacheSimulator(c, mem)
+    c.backend.iterload(addrs, 1)
+    return c.backend.MISS_count
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main(a) -> int:
+    try:
+        import cachesim  # noqa: F401
+        have_peer = True
+    except ImportError:
+        have_peer = False
+        print("note: pycachesim is not installed (pip install pycachesim); the peer column stays empty", file=sys.stderr)
+    work = a.workdir or tempfile.mkdtemp(prefix="superpager-bench-")
+    os.makedirs(work, exist_ok=True)
+    n = a.accesses
+    rows_tlb, rows_full = [], []
+    for name, kind, size, opts in TRACES:
+        path = os.path.join(work, f"bench-{kind}.spt")
+        accesses = n // 2 if kind == "gups" else n  # GUPS emits a load and a store per update
+        api.gen(kind, path, size=size, accesses=accesses, seed=42, **opts)
+        raw = _core.read_addresses(path)
+        count = len(raw) // 8
+        ours = []
+        misses = None
+        for _ in range(a.repeats):
+            h, m, secs = _core.tlb_only(raw, 64, 4, "4KiB")
+            ours.append(secs)
+            misses = m
+        t_ours = statistics.median(ours)
+        peer_rate = peer_misses = None
+        if have_peer:
+            import array
+
+            addrs = array.array("Q", raw).tolist()
+            t_peer, peer_misses = median_time(lambda: pycachesim_run(addrs), a.repeats)
+            peer_rate = count / t_peer
+        rows_tlb.append((name, count, count / t_ours, peer_rate, misses, peer_misses))
+        t_full, r = median_time(lambda: api.simulate(path, machine="skylake", policy="base", progress=False), max(1, a.repeats // 2 + 1))
+        rows_full.append((name, r["accesses"], r["accesses"] / t_full, os.path.getsize(path), r["walks"]))
+        print(f"  {name}: TLB model {human(count / t_ours)} refs/s"
+              + (f", pycachesim {human(peer_rate)} refs/s" if peer_rate else "")
+              + f"; full skylake {human(r['accesses'] / t_full)} refs/s", file=sys.stderr)
+
+    lines = []
+    lines.append("| trace | refs | superpager TLB model (refs/s) | pycachesim (refs/s) | ratio | misses (ours / pycachesim) |")
+    lines.append("|---|---:|---:|---:|---:|---|")
+    for name, count, ours, peer, m, pm in rows_tlb:
+        ratio = f"{ours / peer:.1f}x" if peer else "-"
+        agree = "" if pm is None else (" (agree)" if pm == m else " (DIFFER)")
+        lines.append(f"| {name} | {human(count)} | {human(ours)} | {human(peer) if peer else '-'} | {ratio} | {m} / {pm if pm is not None else '-'}{agree} |")
+    lines.append("")
+    lines.append("| trace | refs | full `skylake` + `base`, streaming .spt (refs/s) | trace bytes per access | walks |")
+    lines.append("|---|---:|---:|---:|---:|")
+    for name, count, rate, size, walks in rows_full:
+        lines.append(f"| {name} | {human(count)} | {human(rate)} | {size / count:.2f} | {human(walks)} |")
+    table = "\n".join(lines)
+    print(table)
+    if a.out:
+        write_report(a, table)
+        print(f"\nwrote {a.out}", file=sys.stderr)
+    return 0
+
+
+def write_report(a, table: str) -> None:
+    commit = ""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5).stdout.strip()
+    except Exception:
+        pass
+    header = f"""# Performance record
+
+Produced by `superpager bench --accesses {a.accesses} --repeats {a.repeats} --out {a.out}`
+(`make bench`) on {cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()},
+superpager {_core.__version__}{f' at {commit}' if commit else ''}. Single core for superpager's
+simulation loop (the full-machine runs also use a second thread to decompress and decode chunks).
+Figures are medians of {a.repeats} runs measured in the same process; compare ratios, not absolute
+rates across runs (these VMs are noisy, +-10-20%).
+
+## Targets (issue 2)
+
+- one-structure TLB (64 entries, 4-way, LRU): at least 100M refs/s (Dinero IV does about 18M/s here)
+- full `skylake` preset with `base`, streaming from a compressed .spt: at least 30M refs/s
+
+## Results
+
+{table}
+
+How each number is measured:
+- *TLB model*: `_core.tlb_only` over the trace's addresses already in memory (a `Vec<u64>`),
+  timed inside Rust; pycachesim gets the same addresses as a Python list through
+  `Cache.backend.iterload` (its fastest interface), timed around the call.
+- *full skylake*: `superpager.simulate(trace, machine="skylake", policy="base")`, wall time of
+  the whole call: open, decompress and decode every chunk, the OS model (faults, page tables),
+  five TLB structures, page-walk caches and walk costs.
+"""
+    os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+    with open(a.out, "w") as f:
+        f.write(header)

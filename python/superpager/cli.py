@@ -1,0 +1,419 @@
+"""The `superpager` command line. Every subcommand has --help with examples.
+
+Errors print one line, `superpager: error: ...`, naming the file and byte offset (traces) or
+the file and key (configurations), and exit with status 2 (bad input) or 1 (simulation stopped).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from . import _core
+from . import api
+from .progress import Progress
+
+EPILOG_SIMULATE = """examples:
+  superpager gen gups --size 1GiB --accesses 4M -o gups.spt
+  superpager simulate gups.spt --machine skylake --policy base
+  superpager simulate gups.spt --machine skylake --policy fixed:2MiB --json
+  superpager simulate gups.spt --tlb 64:4 --json          # one 64-entry 4-way LRU TLB named L1
+  superpager simulate gups.spt --machine my-machine.toml --policy my-policy.toml --out results/
+
+a policy is NAME[:key=value,...] (see `superpager policies`) or a TOML file with name = "...";
+a machine is a preset (see `superpager machines`) or a TOML file.
+"""
+
+
+def count(s: str) -> int:
+    """Parse 4M, 10k, 1_000_000, 2G as counts (decimal)."""
+    t = s.strip().replace("_", "").lower()
+    mult = 1
+    for suffix, m in (("k", 10**3), ("m", 10**6), ("g", 10**9)):
+        if t.endswith(suffix):
+            t, mult = t[:-1], m
+            break
+    try:
+        v = float(t) * mult
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a count: '{s}' (examples: 1000, 4M, 10k)")
+    if v < 0 or v != int(v):
+        raise argparse.ArgumentTypeError(f"not a whole non-negative count: '{s}'")
+    return int(v)
+
+
+def human(n: float) -> str:
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= div:
+            return f"{n / div:.2f}{unit}"
+    return f"{n:.0f}" if float(n).is_integer() else f"{n:.3g}"
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    fmt = lambda r: "  ".join(str(x).rjust(w) if i > 1 else str(x).ljust(w) for i, (x, w) in enumerate(zip(r, widths)))
+    lines = [fmt(header), "  ".join("-" * w for w in widths)]
+    lines += [fmt(r) for r in rows]
+    return "\n".join(lines)
+
+
+def mix_str(mix: dict[str, float]) -> str:
+    parts = [f"{k} {v * 100:.1f}%" for k, v in mix.items() if v > 0]
+    return ", ".join(parts) if parts else "-"
+
+
+def print_result(r: api.Result) -> None:
+    c = r.counters
+    acc = max(c["accesses"], 1)
+    print(f"trace    {r.trace}")
+    print(f"machine  {r.machine}    policy {r.policy}    memory {r.memory}")
+    print(f"accesses {human(c['accesses'])}  (loads {human(c['accesses.load'])}, stores {human(c['accesses.store'])}, "
+          f"modify {human(c['accesses.modify'])}, fetches {human(c['accesses.fetch'])})")
+    info = _core.machine_info(r.machine) if r.machine in {m[0] for m in _core.machines()} else None
+    names = [t["name"] for t in info["tlbs"]] if info else sorted({k.split(".")[1] for k in c if k.startswith("tlb.")})
+    rows = []
+    for n in names:
+        h, m = c.get(f"tlb.{n}.hits", 0), c.get(f"tlb.{n}.misses", 0)
+        rate = m / (h + m) if h + m else 0.0
+        rows.append([n, "", human(h), human(m), f"{rate * 100:.2f}%"])
+    print()
+    print(table(rows, ["TLB", "", "hits", "misses", "miss rate"]))
+    print()
+    print(f"walks    {human(c['walks'])} ({c['walks'] / acc * 1000:.2f} per 1000 accesses), "
+          f"{human(c['walk.refs'])} memory references, page-walk-cache hits {human(c['pwc.hits'])}")
+    print(f"faults   {human(c['faults'])}    zeroed {human(c['os.zeroed_bytes'])}B")
+    if c.get("os.vmas_inferred"):
+        print(f"note     the trace has no address-space events: {c['os.vmas_inferred']} anonymous regions were inferred")
+    for pid, why in r.killed.items():
+        print(f"killed   process {pid}: {why}")
+    parts = ", ".join(f"{k.split('.')[1]} {human(c[k])}" for k in ("cycles.access", "cycles.tlb", "cycles.walk", "cycles.fault", "cycles.zero"))
+    print(f"cycles   {human(c['cycles.total'])} ({c['cycles.total'] / acc:.2f} per access): {parts}")
+    print(f"pages    {mix_str(r.page_size_mix)} of {human(c['footprint.bytes'])}B resident at the end")
+
+
+def cmd_simulate(a) -> int:
+    if a.tlb and a.machine:
+        raise _core.SuperpagerError("give either --machine or --tlb, not both")
+    r = api.simulate(a.trace, machine=a.machine or "skylake", policy=a.policy, memory=a.memory, tlb=a.tlb,
+                     sample_every=a.sample_every, allow_truncated=a.allow_truncated)
+    if a.out:
+        api.write_results([r], a.out)
+    if a.json:
+        print(r.to_json())
+    else:
+        print_result(r)
+        if a.out:
+            print(f"\nwrote {a.out}/results.json, counters.parquet, series.parquet")
+    return 0
+
+
+def cmd_compare(a) -> int:
+    machines = [m for m in a.machines.split(",") if m]
+    if a.tlb:
+        machines = [f"tlb:{t}" for t in a.tlb.split(",")] + ([] if a.machines == "skylake" else machines)
+    policies = [p for p in a.policies.split(",") if p]
+    rs = api.compare(a.trace, machines, policies, memory=a.memory, sample_every=a.sample_every,
+                     allow_truncated=a.allow_truncated)
+    if a.out:
+        api.write_results(rs, a.out)
+    if a.json:
+        print(json.dumps([r.to_dict() for r in rs], indent=2, sort_keys=True))
+        return 0
+    print(compare_table(rs))
+    if a.out:
+        print(f"\nwrote {a.out}/results.json, counters.parquet, series.parquet")
+    return 0
+
+
+def compare_table(rs) -> str:
+    rows = []
+    base = {}
+    for r in rs:
+        base.setdefault(r.machine, r)
+    for r in rs:
+        c = r.counters
+        acc = max(c["accesses"], 1)
+        b = base[r.machine].counters
+        red = (1 - c["walks"] / b["walks"]) * 100 if b["walks"] else 0.0
+        rows.append([
+            r.machine, r.policy, human(c["accesses"]), human(c["walks"]),
+            f"{c['walks'] / acc * 1000:.2f}", f"{red:+.1f}%" if r is not base[r.machine] else "",
+            f"{c['cycles.total'] / acc:.2f}", human(c["faults"]), mix_str(r.page_size_mix),
+        ])
+    return table(rows, ["machine", "policy", "accesses", "walks", "walks/1k", "vs first", "cycles/acc", "faults", "page sizes at end"])
+
+
+def cmd_machines(a) -> int:
+    if a.name:
+        info = _core.machine_info(a.name)
+        if a.json:
+            print(json.dumps(info, indent=2))
+            return 0
+        print(f"{info['name']}: {info['description']}")
+        print(f"  from {info['origin']}; base page {info['base_page']}; page sizes {', '.join(info['page_sizes'])}")
+        rows = [[t["name"], t["stream"], str(t["level"]), str(t["entries"]), str(t["ways"]), " ".join(t["page_sizes"]),
+                 t["replacement"], f"{t['hit_cycles']:g}"] for t in info["tlbs"]]
+        print(table(rows, ["TLB", "stream", "level", "entries", "ways", "page sizes", "repl", "hit cyc"]))
+        walk = (f"software handler, {info['software_handler_cycles']:g} cycles per miss" if info["software_handler_cycles"] is not None
+                else f"{info['walk_levels']}-level radix walk, {info['walk_ref_cycles']:g} cycles per reference"
+                     + (", nested (2D)" if info["nested"] else ""))
+        print(f"  walker: {walk}; page-walk caches (level, sets, ways): {info['page_walk_caches'] or 'none'}")
+        print(f"  coalescing: {info['coalescing']}")
+        return 0
+    ms = _core.machines()
+    if a.json:
+        print(json.dumps([{"name": n, "description": d, "summary": s} for n, d, s in ms], indent=2))
+        return 0
+    print(table([[n, s] for n, _, s in ms], ["machine", "page sizes [TLB structures entries x ways]"]))
+    print("\nshow one: superpager machines NAME;  any machine may also be a TOML file path.")
+    return 0
+
+
+def cmd_policies(a) -> int:
+    ps = _core.policies()
+    if a.json:
+        print(json.dumps([{"name": n, "summary": s, "params": p} for n, s, p in ps], indent=2))
+        return 0
+    for n, s, p in ps:
+        print(f"{n}\n    {s}\n    parameters: {p}")
+    print("\nuse NAME or NAME:key=value,... (e.g. fixed:2MiB, fixed:size=64KiB,fit=vma), or a TOML file.")
+    return 0
+
+
+def cmd_gen(a) -> int:
+    s = api.gen(a.kind, a.out, size=a.size, accesses=a.accesses, seed=a.seed, stride=a.stride, elem=a.elem,
+                alpha=a.alpha, base=int(a.base, 0), passes=a.passes)
+    print(f"wrote {s['path']}: {human(s['accesses'])} accesses in {human(s['records'])} records, "
+          f"{human(s['bytes'])}B ({s['bytes'] / max(s['accesses'], 1):.2f} bytes per access)")
+    return 0
+
+
+def cmd_trace_import(a) -> int:
+    s = api.trace_import(a.file, a.fmt, a.out, fetches=not a.no_fetches, collapse=not a.no_collapse)
+    print(f"wrote {s['path']}: {human(s['accesses'])} accesses in {human(s['records'])} records, {human(s['bytes'])}B")
+    return 0
+
+
+def cmd_trace_info(a) -> int:
+    info = api.trace_info(a.file, a.page_sizes.split(","), a.allow_truncated)
+    if a.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"{info['path']}: {human(info['bytes'])}B, {info['chunks']} chunks, {human(info['records'])} records"
+          + ("  [TRUNCATED]" if info["truncated"] else ""))
+    print(f"header     {info['provenance']}")
+    k = info["accesses_by_kind"]
+    print(f"accesses   {human(info['accesses'])}: loads {human(k['load'])}, stores {human(k['store'])}, "
+          f"modify {human(k['modify'])}, fetches {human(k['fetch'])}")
+    print("events     " + (", ".join(f"{n} {c}" for n, c in info["events"]) or "none"))
+    print("footprint  " + ", ".join(f"{n} {c} pages" for n, c in info["footprint_pages"].items()))
+    print(f"processes  {', '.join(map(str, info['processes'])) or '-'}")
+    ev = info["address_space_events"]
+    if ev:
+        print(f"VMAs       {len(ev)} address-space events:")
+        for pid, line in ev[: a.vmas]:
+            print(f"  pid {pid}: {line}")
+        if len(ev) > a.vmas:
+            print(f"  ... {len(ev) - a.vmas} more (--vmas N to show more)")
+    else:
+        print("VMAs       none recorded (the simulator infers anonymous regions from the accesses)")
+    return 0
+
+
+def cmd_trace_dump(a) -> int:
+    d = _core.TraceDumper(a.file, a.allow_truncated)
+    out = sys.stdout
+    out.write(f"# superpager text trace v1\n# header {d.header()}\n")
+    left = a.limit if a.limit else None
+    while left is None or left > 0:
+        n = 65536 if left is None else min(left, 65536)
+        lines = d.lines(n)
+        if not lines:
+            break
+        out.write("\n".join(lines) + "\n")
+        if left is not None:
+            left -= len(lines)
+    return 0
+
+
+def cmd_mrc(a) -> int:
+    r = api.mrc(a.trace, a.page_size, a.max_entries, a.stream)
+    if a.json:
+        print(json.dumps(r))
+        return 0
+    acc = max(r["accesses"], 1)
+    curve = r["misses"]
+    sizes = sorted({n for n in [1, 2, 4, 8, 16, 32, 48, 64, 128, 256, 512, 1024, 1536, 2048, 4096, 8192] if n <= len(curve)} | {len(curve)})
+    rows = [[str(n), human(curve[n - 1]), f"{curve[n - 1] / acc * 100:.3f}%"] for n in sizes]
+    print(f"{a.trace}: fully associative LRU TLB of {a.page_size} pages, {human(r['accesses'])} accesses, "
+          f"{human(r['cold_misses'])} cold misses")
+    print(table(rows, ["entries", "misses", "miss ratio"]))
+    return 0
+
+
+def cmd_bench(a) -> int:
+    from . import bench
+
+    return bench.main(a)
+
+
+def cmd_demo(a) -> int:
+    from . import demo
+
+    return demo.main(a)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="superpager",
+        description="Superpage (huge page) management: simulate OS superpage policies on memory traces.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="start with:  superpager demo    (or: make demo)\nthen:        superpager gen --help, superpager simulate --help",
+    )
+    p.add_argument("--version", action="version", version=f"superpager {_core.__version__}")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+    raw = argparse.RawDescriptionHelpFormatter
+
+    s = sub.add_parser("simulate", help="replay a trace on one machine under one policy", epilog=EPILOG_SIMULATE, formatter_class=raw)
+    s.add_argument("trace", help=".spt trace file (make one with `superpager gen` or `superpager trace import`)")
+    s.add_argument("--machine", "-m", help="machine preset or TOML file (default: skylake)")
+    s.add_argument("--tlb", metavar="ENTRIES:WAYS[:PAGESIZE]", help="instead of --machine: one LRU TLB named L1 (ways = entries: fully associative)")
+    s.add_argument("--policy", "-p", default="base", help="policy NAME[:key=value,...] or TOML file (default: base)")
+    add_run_options(s)
+    s.add_argument("--json", action="store_true", help="print one JSON object (counters, page_size_mix, series)")
+    s.set_defaults(fn=cmd_simulate)
+
+    c = sub.add_parser("compare", help="several machines x policies side by side, one pass over the trace",
+                       formatter_class=raw,
+                       epilog="example:\n  superpager compare gups.spt --machines skylake,zen3 --policies base,fixed:2MiB\n\n"
+                              "'vs first' is the change in walks against the first policy on the same machine.")
+    c.add_argument("trace")
+    c.add_argument("--machines", default="skylake", help="comma-separated machines (default: skylake)")
+    c.add_argument("--tlb", help="comma-separated ad-hoc TLBs ENTRIES:WAYS[:PAGESIZE], added to --machines")
+    c.add_argument("--policies", default="base", help="comma-separated policies (default: base)")
+    add_run_options(c)
+    c.add_argument("--json", action="store_true", help="print a JSON list of results")
+    c.set_defaults(fn=cmd_compare)
+
+    m = sub.add_parser("machines", help="list machine presets, or show one")
+    m.add_argument("name", nargs="?", help="a preset name or a TOML file")
+    m.add_argument("--json", action="store_true")
+    m.set_defaults(fn=cmd_machines)
+
+    po = sub.add_parser("policies", help="list policies and their parameters")
+    po.add_argument("--json", action="store_true")
+    po.set_defaults(fn=cmd_policies)
+
+    kinds = "\n".join(f"  {k:10s} {d}" for k, d in GEN_KINDS)
+    g = sub.add_parser("gen", help="generate a synthetic workload trace", formatter_class=raw,
+                       epilog=f"kinds:\n{kinds}\n\nexamples:\n  superpager gen gups --size 4GiB --accesses 10M -o gups.spt\n"
+                              "  superpager gen stride --size 1GiB --stride 4KiB -o stride.spt\n"
+                              "  superpager gen zipf --size 2GiB --alpha 1.1 --seed 7 -o zipf.spt")
+    g.add_argument("kind", choices=[k for k, _ in GEN_KINDS], metavar="KIND")
+    g.add_argument("-o", "--out", required=True, help="output .spt file")
+    g.add_argument("--size", default="64MiB", help="footprint, e.g. 256MiB, 4GiB (default 64MiB)")
+    g.add_argument("--accesses", type=count, default=0, help="number of accesses, e.g. 4M (default: one pass, or 4M for random kinds)")
+    g.add_argument("--seed", type=int, default=1)
+    g.add_argument("--stride", default="4KiB", help="stride for `stride` (default 4KiB)")
+    g.add_argument("--elem", type=int, default=8, help="element size in bytes (default 8)")
+    g.add_argument("--alpha", type=float, default=0.99, help="Zipf exponent (default 0.99)")
+    g.add_argument("--passes", type=int, default=1, help="passes for seq/stride (default 1)")
+    g.add_argument("--base", default="0x7f0000000000", help="start address of the main region")
+    g.set_defaults(fn=cmd_gen)
+
+    t = sub.add_parser("trace", help="import, inspect and dump traces")
+    tsub = t.add_subparsers(dest="tcmd", metavar="SUBCOMMAND")
+    ti = tsub.add_parser("import", help="convert lackey, ChampSim or text traces to .spt", formatter_class=raw,
+                         epilog="examples:\n  valgrind --tool=lackey --trace-mem=yes ls 2> ls.lackey\n"
+                                "  superpager trace import ls.lackey --from lackey -o ls.spt\n"
+                                "  superpager trace import 600.perlbench.champsimtrace.xz --from champsim -o perl.spt\n"
+                                "  superpager trace import hand.txt --from text -o hand.spt")
+    ti.add_argument("file")
+    ti.add_argument("--from", dest="fmt", required=True, choices=["lackey", "champsim", "text"])
+    ti.add_argument("-o", "--out", required=True)
+    ti.add_argument("--no-fetches", action="store_true", help="drop instruction fetches")
+    ti.add_argument("--no-collapse", action="store_true", help="keep every access as its own record")
+    ti.set_defaults(fn=cmd_trace_import)
+    tn = tsub.add_parser("info", help="events, accesses by kind, footprint per page size, VMAs")
+    tn.add_argument("file")
+    tn.add_argument("--page-sizes", default="4KiB,2MiB,1GiB", help="page sizes to count the footprint in")
+    tn.add_argument("--vmas", type=int, default=20, help="address-space events to list (default 20)")
+    tn.add_argument("--allow-truncated", action="store_true")
+    tn.add_argument("--json", action="store_true")
+    tn.set_defaults(fn=cmd_trace_info)
+    td = tsub.add_parser("dump", help="print records in the text form")
+    td.add_argument("file")
+    td.add_argument("--limit", type=count, default=0, help="at most N records (default: all)")
+    td.add_argument("--allow-truncated", action="store_true")
+    td.set_defaults(fn=cmd_trace_dump)
+    t.set_defaults(fn=lambda a: (t.print_help(), 2)[1])
+
+    r = sub.add_parser("mrc", help="miss-ratio curve of a fully associative LRU TLB, every size in one pass")
+    r.add_argument("trace")
+    r.add_argument("--page-size", default="4KiB")
+    r.add_argument("--max-entries", type=int, default=1536)
+    r.add_argument("--stream", default="all", choices=["all", "data", "instruction"])
+    r.add_argument("--json", action="store_true", help="print {accesses, cold_misses, misses: [N=1..max]}")
+    r.set_defaults(fn=cmd_mrc)
+
+    b = sub.add_parser("bench", help="measure throughput against pycachesim (writes a markdown report)")
+    b.add_argument("--accesses", type=count, default=4_000_000, help="trace length (default 4M)")
+    b.add_argument("--repeats", type=int, default=5, help="runs per measurement; the median is reported")
+    b.add_argument("--out", help="write the markdown report here (e.g. docs/PERFORMANCE.md)")
+    b.add_argument("--workdir", default=None, help="where traces go (default: a temporary directory)")
+    b.set_defaults(fn=cmd_bench)
+
+    d = sub.add_parser("demo", help="make a few workloads, compare policies on two machines, write results")
+    d.add_argument("--out", default="demo-out", help="directory for traces and results (default demo-out)")
+    d.add_argument("--size", default="512MiB", help="footprint of each workload (default 512MiB)")
+    d.set_defaults(fn=cmd_demo)
+    return p
+
+
+GEN_KINDS = [
+    ("seq", "sequential sweep: read every element of the region, --passes times"),
+    ("stride", "strided reads: every --stride bytes, wrapping around the region"),
+    ("gups", "uniform random read-modify-write updates (HPCC RandomAccess / GUPS)"),
+    ("zipf", "Zipf-distributed reads over elements (--alpha), popular elements scattered"),
+    ("chase", "dependent pointer chase around one random cycle of 64-byte elements"),
+    ("transpose", "non-blocked matrix transpose B[j][i] = A[i][j] of two --size matrices"),
+    ("rbtree", "red-black-tree-like: many small brk-allocated nodes, inserts then lookups"),
+]
+
+
+def add_run_options(s) -> None:
+    s.add_argument("--memory", default="64GiB", help="simulated physical memory (default 64GiB)")
+    s.add_argument("--out", help="directory for results.json, counters.parquet, series.parquet")
+    s.add_argument("--sample-every", type=count, default=1 << 20, help="time-series sample every N accesses (default 1048576)")
+    s.add_argument("--allow-truncated", action="store_true", help="read a cut-short trace up to its last complete chunk")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    if not getattr(a, "fn", None):
+        parser.print_help()
+        return 2
+    try:
+        return a.fn(a) or 0
+    except _core.SuperpagerError as e:
+        msg = str(e)
+        print(f"superpager: error: {msg}", file=sys.stderr)
+        return 1 if msg.startswith("simulation stopped") else 2
+    except KeyboardInterrupt:
+        print("superpager: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+    except OSError as e:
+        print(f"superpager: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
