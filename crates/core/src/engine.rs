@@ -129,7 +129,7 @@ impl Engine {
         }
         self.records += acc.len() as u64;
         let asid = self.cur_asid;
-        for a in acc {
+        for (i, a) in acc.iter().enumerate() {
             let fetch = a.kind.is_fetch();
             self.accesses += a.count as u64;
             self.by_kind[a.kind as usize] += a.count as u64;
@@ -142,6 +142,11 @@ impl Engine {
                 None => {
                     self.miss(a)?;
                     if !self.cur_live {
+                        // Killed by this access: it and the rest of the run are dropped.
+                        self.accesses -= a.count as u64;
+                        self.by_kind[a.kind as usize] -= a.count as u64;
+                        let rest: u64 = acc[i..].iter().map(|a| a.count as u64).sum();
+                        self.os.counters.accesses_dropped += rest;
                         return Ok(());
                     }
                 }

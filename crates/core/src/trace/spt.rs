@@ -405,6 +405,9 @@ pub fn open_meta(path: &str) -> Result<(TraceMeta, BufReader<File>)> {
     let mut magic = [0u8; 12];
     let n = (file_len as usize).min(12);
     read_exact_at(&mut r, &mut magic[..n], path, 0, "file header")?;
+    if n < 8 && magic[..n] == FILE_MAGIC[..n] {
+        return Err(Error::trace(path, n as u64, format!("truncated: file ends inside the header ({n} bytes present)")));
+    }
     if n < 8 || &magic[..8] != FILE_MAGIC {
         return Err(Error::trace(path, 0, format!("not a superpager .spt trace: {}", sniff(&magic[..n]))));
     }

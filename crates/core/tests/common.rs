@@ -1,0 +1,54 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use superpager_core::trace::spt::SptWriter;
+use superpager_core::trace::{Access, Chunk, Event, Provenance, RecordSink};
+
+pub fn tmp(name: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("superpager-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name).to_string_lossy().into_owned()
+}
+
+pub enum Rec {
+    A(Access),
+    E(Event),
+}
+
+/// Write records to an .spt file, optionally small chunks and without collapsing.
+pub fn write(path: &str, recs: &[Rec], chunk_records: u32, collapse: bool) {
+    let mut w = SptWriter::create(path, &Provenance::new()).unwrap();
+    w.set_chunk_records(chunk_records);
+    w.set_collapse(collapse);
+    for r in recs {
+        match r {
+            Rec::A(a) => w.access(*a).unwrap(),
+            Rec::E(e) => w.event(e.clone()).unwrap(),
+        }
+    }
+    w.finish().unwrap();
+}
+
+/// All records of a file, in order.
+pub fn read_all(path: &str) -> superpager_core::Result<Vec<Rec>> {
+    let mut r = superpager_core::trace::spt::SptReader::open(path)?;
+    let mut out = Vec::new();
+    let mut c = Chunk::default();
+    while r.next_chunk(&mut c)? {
+        let mut ev = c.events.iter().peekable();
+        for (i, a) in c.accesses.iter().enumerate() {
+            while let Some((p, e)) = ev.peek() {
+                if *p as usize > i {
+                    break;
+                }
+                out.push(Rec::E(e.clone()));
+                ev.next();
+            }
+            out.push(Rec::A(*a));
+        }
+        for (_, e) in ev {
+            out.push(Rec::E(e.clone()));
+        }
+    }
+    Ok(out)
+}
