@@ -56,7 +56,8 @@ impl Engine {
         }
         let mmu = Mmu::new(machine);
         let os = Os::new(&mmu, cfg.memory);
-        let next_sample = cfg.sample_every;
+        // No periodic samples when sample_every is 0: the first sample point is never reached.
+        let next_sample = if cfg.sample_every == 0 { u64::MAX } else { cfg.sample_every };
         let mut e = Engine {
             mmu,
             os,
@@ -100,15 +101,8 @@ impl Engine {
                 ev += 1;
             }
             let next_ev = c.events.get(ev).map_or(n, |e| e.0 as usize);
-            let end = next_ev.min(i + 65536).min(n);
-            self.run_accesses(&c.accesses[i..end])?;
-            i = end;
-            if self.cfg.sample_every > 0 && self.accesses >= self.next_sample {
-                self.sample();
-                while self.next_sample <= self.accesses {
-                    self.next_sample += self.cfg.sample_every;
-                }
-            }
+            self.run_accesses(&c.accesses[i..next_ev])?;
+            i = next_ev;
         }
         for (_, e) in &c.events[ev..] {
             self.event(e)?;
@@ -151,8 +145,19 @@ impl Engine {
                     }
                 }
             }
+            if self.accesses >= self.next_sample {
+                self.sample_due();
+            }
         }
         Ok(())
+    }
+
+    #[inline(never)]
+    fn sample_due(&mut self) {
+        self.sample();
+        while self.next_sample <= self.accesses {
+            self.next_sample += self.cfg.sample_every;
+        }
     }
 
     /// The rest of a same-page run hits in the first structure that holds the page's size.
