@@ -172,33 +172,32 @@ impl Engine {
     fn miss(&mut self, a: &Access) -> Result<()> {
         let pi = self.cur_pi;
         let fetch = a.kind.is_fetch();
-        let t = match self.os.procs[pi].pt.lookup(a.addr) {
-            Some(t) => t,
-            None => {
-                self.fault(a)?;
-                match self.os.procs[pi].pt.lookup(a.addr) {
-                    Some(t) => t,
-                    None => return Ok(()), // the process died (segfault)
-                }
-            }
+        let si = match self.os.procs[pi].pt.size_at(a.addr) {
+            Some(si) => si,
+            None => match self.fault(a)? {
+                Some(si) => si,
+                None => return Ok(()), // the process died (segfault)
+            },
         };
-        self.mmu.fill_after_walk(a.addr, self.cur_asid, fetch, t.size_idx);
-        self.policy.on_tlb_miss(a.addr, t.size_idx);
+        self.mmu.fill_after_walk(a.addr, self.cur_asid, fetch, si);
+        self.policy.on_tlb_miss(a.addr, si);
         if a.count > 1 {
-            self.repeat_hits(fetch, t.size_idx, a.count - 1);
+            self.repeat_hits(fetch, si, a.count - 1);
         }
         Ok(())
     }
 
+    /// Serve a page fault; returns the size index of the page now mapping the address, or None
+    /// if the process was killed.
     #[inline(never)]
-    fn fault(&mut self, a: &Access) -> Result<()> {
+    fn fault(&mut self, a: &Access) -> Result<Option<u32>> {
         let pi = self.cur_pi;
         let va = a.addr;
         if va >= self.os.procs[pi].pt.va_limit() {
             // Beyond what the machine's page table can map: no VMA can hold it.
             self.os.segfault(pi, va);
             self.cur_live = false;
-            return Ok(());
+            return Ok(None);
         }
         let vma = match self.os.procs[pi].find_vma(va) {
             Some(v) => v.clone(),
@@ -206,7 +205,7 @@ impl Engine {
                 if self.os.procs[pi].has_layout_events {
                     self.os.segfault(pi, va);
                     self.cur_live = false;
-                    return Ok(());
+                    return Ok(None);
                 }
                 self.os.infer_vma(pi, va)
             }
@@ -242,7 +241,7 @@ impl Engine {
         self.os.counters.faults += 1;
         self.os.counters.faults_by_size[si as usize] += 1;
         self.mmu.live_sizes |= 1 << si;
-        Ok(())
+        Ok(Some(si))
     }
 
     fn event(&mut self, e: &Event) -> Result<()> {

@@ -39,6 +39,8 @@ pub struct Mmu {
     pub walk: WalkCounters,
     /// route[stream][level] = structures probed at that level (stream 0 data, 1 fetch).
     route: [Vec<Vec<usize>>; 2],
+    /// The same, flattened in lookup order: (structure, level index) per stream.
+    probes: [Vec<(usize, usize)>; 2],
     /// Bitmask of size indices each structure holds.
     holds: Vec<u32>,
     /// For each stream and size: the first structure (in lookup order) that holds it.
@@ -104,7 +106,12 @@ impl Mmu {
             (n.host_levels - leaf + 1) as u64
         });
         let n = tlbs.len();
+        let flat = |r: &Vec<Vec<usize>>| -> Vec<(usize, usize)> {
+            r.iter().enumerate().flat_map(|(li, v)| v.iter().map(move |&t| (t, li))).collect()
+        };
+        let probes = [flat(&route[0]), flat(&route[1])];
         Mmu {
+            probes,
             machine,
             tlbs,
             counters: vec![TlbCounters::default(); n],
@@ -131,21 +138,19 @@ impl Mmu {
     pub fn lookup(&mut self, va: u64, asid: u16, fetch: bool) -> Option<(usize, u32)> {
         let stream = fetch as usize;
         let live = self.live_sizes;
-        for li in 0..self.route[stream].len() {
-            for k in 0..self.route[stream][li].len() {
-                let ti = self.route[stream][li][k];
-                let mut m = self.holds[ti] & live;
-                while m != 0 {
-                    let si = m.trailing_zeros();
-                    m &= m - 1;
-                    let vpn = va >> self.shifts[si as usize];
-                    if self.tlbs[ti].probe(vpn, make_tag(asid, vpn, si)) {
-                        self.counters[ti].hits[si as usize] += 1;
-                        if li > 0 {
-                            self.miss_and_fill(stream, li, va, asid, si);
-                        }
-                        return Some((li, si));
+        for k in 0..self.probes[stream].len() {
+            let (ti, li) = self.probes[stream][k];
+            let mut m = self.holds[ti] & live;
+            while m != 0 {
+                let si = m.trailing_zeros();
+                m &= m - 1;
+                let vpn = va >> self.shifts[si as usize & (MAX_SIZES - 1)];
+                if self.tlbs[ti].probe(vpn, make_tag(asid, vpn, si)) {
+                    self.counters[ti].hits[si as usize & (MAX_SIZES - 1)] += 1;
+                    if li > 0 {
+                        self.miss_and_fill(stream, li, va, asid, si);
                     }
+                    return Some((li, si));
                 }
             }
         }
@@ -155,22 +160,19 @@ impl Mmu {
     /// Record misses in, and fill, every structure before level `upto` (exclusive) that holds
     /// size `si` for this stream.
     #[inline]
-    fn miss_and_fill(&mut self, stream: usize, upto: usize, va: u64, asid: u16, si: u32) -> u32 {
+    fn miss_and_fill(&mut self, stream: usize, upto: usize, va: u64, asid: u16, si: u32) {
         let vpn = va >> self.shifts[si as usize];
         let tag = make_tag(asid, vpn, si);
-        let mut evictions = 0;
-        for li in 0..upto {
-            for k in 0..self.route[stream][li].len() {
-                let ti = self.route[stream][li][k];
-                if self.holds[ti] & (1 << si) != 0 {
-                    self.counters[ti].misses[si as usize] += 1;
-                    if self.tlbs[ti].fill(vpn, tag).is_some() {
-                        evictions += 1;
-                    }
-                }
+        for k in 0..self.probes[stream].len() {
+            let (ti, li) = self.probes[stream][k];
+            if li >= upto {
+                break;
+            }
+            if self.holds[ti] & (1 << si) != 0 {
+                self.counters[ti].misses[si as usize] += 1;
+                self.tlbs[ti].fill(vpn, tag);
             }
         }
-        evictions
     }
 
     /// After a walk found a translation of size `si`: count the misses, fill every level, and

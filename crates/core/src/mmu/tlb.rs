@@ -91,12 +91,18 @@ impl Tlb {
                     return true;
                 }
                 for k in 1..set.len() {
-                    if set[k] == tag {
-                        set.copy_within(0..k, 1);
+                    let t = set[k];
+                    if t == tag {
+                        // Move to front with a plain loop (no library call for a few words).
+                        let mut j = k;
+                        while j > 0 {
+                            set[j] = set[j - 1];
+                            j -= 1;
+                        }
                         set[0] = tag;
                         return true;
                     }
-                    if set[k] == EMPTY {
+                    if t == EMPTY {
                         return false;
                     }
                 }
@@ -125,10 +131,17 @@ impl Tlb {
         let set = &mut self.tags[s..e];
         match self.repl {
             Replacement::Lru => {
-                let victim = set[set.len() - 1];
-                set.copy_within(0..set.len() - 1, 1);
-                set[0] = tag;
-                (victim != EMPTY).then_some(victim)
+                // Shift right by one from the front, stopping at the first empty slot.
+                let mut carry = tag;
+                for slot in set.iter_mut() {
+                    let t = *slot;
+                    *slot = carry;
+                    if t == EMPTY {
+                        return None;
+                    }
+                    carry = t;
+                }
+                Some(carry)
             }
             Replacement::Plru => {
                 let k = match set.iter().position(|&t| t == EMPTY) {

@@ -13,6 +13,9 @@ const PRESENT: u64 = 1;
 const LEAF: u64 = 2;
 const SIZE_SHIFT: u32 = 2; // 4 bits of size index
 const PAYLOAD_SHIFT: u32 = 8; // pfn or child node index
+const META_COUNT: u32 = 0x1_ffff;
+const META_SIZE_SHIFT: u32 = 20;
+const META_MIXED: u32 = 1 << 24;
 
 /// One resolved translation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,7 +32,17 @@ pub struct PageTable {
     bits: u32,
     base_shift: u32,
     sizes: Vec<PageSize>,
-    nodes: Vec<Box<[u64]>>,
+    /// All nodes in one flat array: node i holds entries [i << bits, (i+1) << bits).
+    nodes: Vec<u64>,
+    /// Per node: how many of its entries are leaves (bits 0-16), the size index of its first
+    /// leaf (bits 20-23), and whether leaves of another size were added since it was empty
+    /// (bit 24). A node full of leaves of one size answers "what size maps this address"
+    /// without reading the leaf itself: the hot path of a walk touches only upper levels.
+    meta: Vec<u32>,
+    /// Per node, a bit per entry that holds a leaf. With `meta`, answers "is this address
+    /// mapped, and by what size" from 64 bytes per node instead of the 4KB node itself.
+    leaf_bits: Vec<u64>,
+    words_per_node: usize,
     free_nodes: Vec<u32>,
     /// Nodes in use (each would take one page-table frame in a kernel).
     pub live_nodes: u64,
@@ -43,6 +56,9 @@ impl PageTable {
             base_shift: base.shift(),
             sizes,
             nodes: Vec::new(),
+            meta: Vec::new(),
+            leaf_bits: Vec::new(),
+            words_per_node: ((1usize << bits) + 63) / 64,
             free_nodes: Vec::new(),
             live_nodes: 0,
         };
@@ -55,8 +71,16 @@ impl PageTable {
         if let Some(i) = self.free_nodes.pop() {
             return i;
         }
-        self.nodes.push(vec![0u64; 1 << self.bits].into_boxed_slice());
-        (self.nodes.len() - 1) as u32
+        let n = (self.nodes.len() >> self.bits) as u32;
+        self.nodes.resize(self.nodes.len() + (1 << self.bits), 0);
+        self.meta.push(0);
+        self.leaf_bits.resize(self.leaf_bits.len() + self.words_per_node, 0);
+        n
+    }
+
+    #[inline(always)]
+    fn slot(&self, node: usize, idx: usize) -> usize {
+        (node << self.bits) | idx
     }
 
     /// Shift of the span one entry at `level` covers.
@@ -87,7 +111,7 @@ impl PageTable {
         let mut node = 0usize;
         let mut level = self.levels;
         loop {
-            let e = self.nodes[node][self.index(va, level)];
+            let e = self.nodes[self.slot(node, self.index(va, level))];
             if e & PRESENT == 0 {
                 return None;
             }
@@ -102,6 +126,60 @@ impl PageTable {
             node = (e >> PAYLOAD_SHIFT) as usize;
             level -= 1;
         }
+    }
+
+    /// The size index of the page mapping `va`, if any: `lookup` without reading a leaf that a
+    /// full, uniform node summarises.
+    #[inline]
+    pub fn size_at(&self, va: u64) -> Option<u32> {
+        if va >= self.va_limit() {
+            return None;
+        }
+        let mut node = 0usize;
+        let mut level = self.levels;
+        loop {
+            let idx = self.index(va, level);
+            if level == 1 {
+                // A last-level node holds only leaves: its bitmap and summary suffice unless
+                // it mixes page sizes.
+                let m = self.meta[node];
+                if m & META_MIXED == 0 {
+                    let w = self.leaf_bits[node * self.words_per_node + idx / 64];
+                    return (w >> (idx % 64) & 1 != 0).then_some((m >> META_SIZE_SHIFT) & 0xf);
+                }
+            }
+            let e = self.nodes[self.slot(node, idx)];
+            if e & PRESENT == 0 {
+                return None;
+            }
+            if e & LEAF != 0 {
+                return Some(((e >> SIZE_SHIFT) & 0xf) as u32);
+            }
+            if level == 1 {
+                return None;
+            }
+            node = (e >> PAYLOAD_SHIFT) as usize;
+            level -= 1;
+        }
+    }
+
+    fn note_leaf_added(&mut self, node: usize, idx: usize, si: u32) {
+        self.leaf_bits[node * self.words_per_node + idx / 64] |= 1u64 << (idx % 64);
+        let m = self.meta[node];
+        let count = m & META_COUNT;
+        self.meta[node] = if count == 0 {
+            1 | (si << META_SIZE_SHIFT)
+        } else if (m >> META_SIZE_SHIFT) & 0xf != si {
+            (m + 1) | META_MIXED
+        } else {
+            m + 1
+        };
+    }
+
+    fn note_leaf_removed(&mut self, node: usize, idx: usize) {
+        self.leaf_bits[node * self.words_per_node + idx / 64] &= !(1u64 << (idx % 64));
+        let m = self.meta[node] - 1;
+        self.meta[node] = if m & META_COUNT == 0 { 0 } else { m };
     }
 
     /// Map the page of size index `si` starting at `start` (aligned) to frames from `pfn`.
@@ -119,12 +197,14 @@ impl PageTable {
             let va = start + (r << self.span_shift(leaf));
             let node = self.walk_create(va, leaf);
             let idx = self.index(va, leaf);
-            let old = self.nodes[node][idx];
+            let old = self.nodes[self.slot(node, idx)];
             if old & PRESENT != 0 && old & LEAF == 0 {
                 // An empty lower table (nothing was mapped in range): reclaim it.
                 self.free_subtree((old >> PAYLOAD_SHIFT) as u32, leaf - 1);
             }
-            self.nodes[node][idx] = entry;
+            let at = self.slot(node, idx);
+            self.nodes[at] = entry;
+            self.note_leaf_added(node, idx, si);
         }
         true
     }
@@ -134,10 +214,11 @@ impl PageTable {
         let mut level = self.levels;
         while level > leaf {
             let idx = self.index(va, level);
-            let e = self.nodes[node][idx];
+            let e = self.nodes[self.slot(node, idx)];
             node = if e & PRESENT == 0 {
                 let child = self.new_node();
-                self.nodes[node][idx] = PRESENT | ((child as u64) << PAYLOAD_SHIFT);
+                let at = self.slot(node, idx);
+                self.nodes[at] = PRESENT | ((child as u64) << PAYLOAD_SHIFT);
                 child as usize
             } else {
                 debug_assert!(e & LEAF == 0, "walk_create through a leaf");
@@ -150,14 +231,18 @@ impl PageTable {
 
     fn free_subtree(&mut self, node: u32, level: u8) {
         if level > 1 {
-            for i in 0..self.nodes[node as usize].len() {
-                let e = self.nodes[node as usize][i];
+            for i in 0..1usize << self.bits {
+                let e = self.nodes[self.slot(node as usize, i)];
                 if e & PRESENT != 0 && e & LEAF == 0 {
                     self.free_subtree((e >> PAYLOAD_SHIFT) as u32, level - 1);
                 }
             }
         }
-        self.nodes[node as usize].fill(0);
+        let s = self.slot(node as usize, 0);
+        self.nodes[s..s + (1 << self.bits)].fill(0);
+        self.meta[node as usize] = 0;
+        let w = node as usize * self.words_per_node;
+        self.leaf_bits[w..w + self.words_per_node].fill(0);
         self.free_nodes.push(node);
         self.live_nodes -= 1;
     }
@@ -185,7 +270,7 @@ impl PageTable {
         let mut node = 0usize;
         let mut level = self.levels;
         loop {
-            let e = self.nodes[node][self.index(va, level)];
+            let e = self.nodes[self.slot(node, self.index(va, level))];
             if e & PRESENT == 0 || level == 1 {
                 let s = self.span_shift(level);
                 return ((va >> s) + 1).checked_shl(s).unwrap_or(u64::MAX);
@@ -221,12 +306,14 @@ impl PageTable {
             let mut node = 0usize;
             let mut level = self.levels;
             while level > leaf {
-                let e = self.nodes[node][self.index(va, level)];
+                let e = self.nodes[self.slot(node, self.index(va, level))];
                 node = (e >> PAYLOAD_SHIFT) as usize;
                 level -= 1;
             }
             let idx = self.index(va, leaf);
-            self.nodes[node][idx] = 0;
+            let at = self.slot(node, idx);
+            self.nodes[at] = 0;
+            self.note_leaf_removed(node, idx);
         }
     }
 
@@ -239,7 +326,8 @@ impl PageTable {
     }
 
     fn collect(&self, node: usize, level: u8, prefix: u64, out: &mut Vec<Translation>) {
-        for (i, &e) in self.nodes[node].iter().enumerate() {
+        let base = self.slot(node, 0);
+        for (i, &e) in self.nodes[base..base + (1 << self.bits)].iter().enumerate() {
             if e & PRESENT == 0 {
                 continue;
             }
@@ -276,6 +364,27 @@ mod tests {
         assert_eq!(pt.lookup(0x1_f000).unwrap().start, 0x1_0000, "replicated 64KB entry");
         assert!(pt.lookup(0x2000).is_none());
         assert_eq!(pt.pages().len(), 4);
+        for va in [0x1abcu64, 0x2f_ffff, 0x7fff_ffff, 0x1_f000, 0x2000] {
+            assert_eq!(pt.size_at(va), pt.lookup(va).map(|t| t.size_idx), "{va:#x}");
+        }
+    }
+
+    #[test]
+    fn leaf_bitmaps_answer_like_the_leaves() {
+        let mut pt = x86();
+        for i in 0..512u64 {
+            assert!(pt.map(0x40_0000 + i * 4096, 0, Pfn(i)));
+        }
+        assert_eq!(pt.size_at(0x40_0000 + 77 * 4096), Some(0));
+        let mut out = Vec::new();
+        pt.unmap_range(0x40_0000 + 5 * 4096, 4096, &mut out);
+        assert_eq!(pt.size_at(0x40_0000 + 5 * 4096), None);
+        assert_eq!(pt.size_at(0x40_0000 + 6 * 4096), Some(0));
+        assert!(pt.map(0x40_0000, 1, Pfn(1 << 20)) == false, "64KB over mapped base pages is refused");
+        pt.unmap_range(0x40_0000, 0x1_0000, &mut out);
+        assert!(pt.map(0x40_0000, 1, Pfn(1 << 20)));
+        assert_eq!(pt.size_at(0x40_0000 + 3 * 4096), Some(1), "mixed node: read the leaf");
+        assert_eq!(pt.size_at(0x40_0000 + 200 * 4096), Some(0));
     }
 
     #[test]
