@@ -1,8 +1,9 @@
 # superpager: the two commands a new user runs are `make demo` and `make test`.
-# Both install what they need first (idempotent): Debian packages, Python packages, the build.
+# Both install what they need first (idempotent): Debian packages, a virtual environment at
+# .venv with the Python packages, and the build of the Rust core.
 
-PYTHON ?= python3
-PIP ?= $(PYTHON) -m pip
+VENV ?= .venv
+PY := $(VENV)/bin/python
 
 .PHONY: demo test setup install dev bench clean
 
@@ -10,15 +11,15 @@ setup:
 	@bash scripts/setup.sh
 
 install: setup
-	$(PIP) install --no-build-isolation .
+	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation .
 
 demo: install
-	superpager demo
+	$(VENV)/bin/superpager demo
 
 test: setup
-	$(PIP) install --no-build-isolation -e '.[test]'
+	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation -e .
 	cargo test --release --workspace --exclude superpager-py
-	$(PYTHON) -m pytest -q tests
+	$(PY) -m pytest -q tests
 
 # Fast rebuild of the extension in place (after `make test` made an editable install).
 dev:
@@ -26,7 +27,7 @@ dev:
 	cp target/release/lib_core.so python/superpager/_core.abi3.so
 
 bench: install
-	superpager bench --out docs/PERFORMANCE.md
+	$(VENV)/bin/superpager bench --out docs/PERFORMANCE.md
 
 clean:
 	rm -rf target build dist demo-out python/superpager/_core*.so

@@ -26,6 +26,8 @@ TRACES = [
     ("random (GUPS, 1GiB)", "gups", "1GiB", {}),
     ("strided (4KiB stride, 1GiB)", "stride", "1GiB", {}),
     ("sequential (8-byte elements, 256MiB)", "seq", "256MiB", {}),
+    ("Zipf 0.99 (1GiB)", "zipf", "1GiB", {}),
+    ("red-black-tree-like (8MiB of 48-byte nodes)", "rbtree", "8MiB", {}),
 ]
 
 
@@ -94,7 +96,7 @@ def main(a) -> int:
             peer_rate = count / t_peer
         rows_tlb.append((name, count, count / t_ours, peer_rate, misses, peer_misses))
         t_full, r = median_time(lambda: api.simulate(path, machine="skylake", policy="base", progress=False), max(1, a.repeats // 2 + 1))
-        rows_full.append((name, r["accesses"], r["accesses"] / t_full, os.path.getsize(path), r["walks"]))
+        rows_full.append((name, r["accesses"], r["accesses"] / t_full, r["records"] / t_full, os.path.getsize(path), r["walks"]))
         print(f"  {name}: TLB model {human(count / t_ours)} refs/s"
               + (f", pycachesim {human(peer_rate)} refs/s" if peer_rate else "")
               + f"; full skylake {human(r['accesses'] / t_full)} refs/s", file=sys.stderr)
@@ -107,10 +109,10 @@ def main(a) -> int:
         agree = "" if pm is None else (" (agree)" if pm == m else " (DIFFER)")
         lines.append(f"| {name} | {human(count)} | {human(ours)} | {human(peer) if peer else '-'} | {ratio} | {m} / {pm if pm is not None else '-'}{agree} |")
     lines.append("")
-    lines.append("| trace | refs | full `skylake` + `base`, streaming .spt (refs/s) | trace bytes per access | walks |")
-    lines.append("|---|---:|---:|---:|---:|")
-    for name, count, rate, size, walks in rows_full:
-        lines.append(f"| {name} | {human(count)} | {human(rate)} | {size / count:.2f} | {human(walks)} |")
+    lines.append("| trace | refs | full `skylake` + `base`, streaming .spt (refs/s) | records/s | walks per ref | trace bytes per ref |")
+    lines.append("|---|---:|---:|---:|---:|---:|")
+    for name, count, rate, rrate, size, walks in rows_full:
+        lines.append(f"| {name} | {human(count)} | {human(rate)} | {human(rrate)} | {walks / count:.3f} | {size / count:.3f} |")
     table = "\n".join(lines)
     print(table)
     if a.out:

@@ -256,7 +256,7 @@ impl PageTable {
         let mut va = start;
         let end = start.saturating_add(len).min(self.va_limit());
         while va < end {
-            match self.lookup(va) {
+            match self.size_at(va) {
                 Some(_) => return true,
                 None => va = self.next_boundary(va),
             }
