@@ -169,18 +169,31 @@ def gen(kind: str, out: str, size: str = "64MiB", accesses: int = 0, seed: int =
         bar.close()
 
 
-def mrc(trace: str, page_size: str = "4KiB", max_entries: int = 1536, stream: str = "all") -> dict:
+def _with_progress(label: str, progress: Optional[bool], fn):
+    bar = Progress(label, enabled=progress)
+    try:
+        return fn(bar.update)
+    finally:
+        bar.close()
+
+
+def mrc(trace: str, page_size: str = "4KiB", max_entries: int = 1536, stream: str = "all",
+        progress: Optional[bool] = None) -> dict:
     """Misses of a fully associative LRU TLB for 1..max_entries entries, from one pass."""
-    accesses, cold, curve = _core.mrc(trace, page_size, max_entries, stream)
+    accesses, cold, curve = _with_progress("mrc", progress, lambda cb: _core.mrc(trace, page_size, max_entries, stream, cb))
     return {"accesses": accesses, "cold_misses": cold, "page_size": page_size, "misses": curve}
 
 
-def trace_info(trace: str, page_sizes: Sequence[str] = ("4KiB", "2MiB", "1GiB"), allow_truncated: bool = False) -> dict:
-    return _core.trace_info(trace, list(page_sizes), allow_truncated)
+def trace_info(trace: str, page_sizes: Sequence[str] = ("4KiB", "2MiB", "1GiB"), allow_truncated: bool = False,
+               progress: Optional[bool] = None) -> dict:
+    """Records, accesses by kind, events, footprint in pages of each size, VMAs."""
+    return _with_progress("reading", progress, lambda cb: _core.trace_info(trace, list(page_sizes), allow_truncated, cb))
 
 
-def trace_import(src: str, fmt: str, out: str, fetches: bool = True, collapse: bool = True) -> dict:
-    return _core.trace_import(src, fmt, out, fetches, collapse)
+def trace_import(src: str, fmt: str, out: str, fetches: bool = True, collapse: bool = True,
+                 progress: Optional[bool] = None) -> dict:
+    """Convert a lackey, ChampSim or text trace into .spt."""
+    return _with_progress(f"importing {fmt}", progress, lambda cb: _core.trace_import(src, fmt, out, fetches, collapse, cb))
 
 
 def machines() -> list[tuple[str, str, str]]:

@@ -224,8 +224,10 @@ fn gen(
 
 /// Convert a foreign trace (lackey, champsim, text) into .spt.
 #[pyfunction]
-#[pyo3(signature = (src, fmt, out, fetches=true, collapse=true))]
-fn trace_import(py: Python<'_>, src: &str, fmt: &str, out: &str, fetches: bool, collapse: bool) -> PyResult<PyObject> {
+#[pyo3(signature = (src, fmt, out, fetches=true, collapse=true, progress=None))]
+fn trace_import(py: Python<'_>, src: &str, fmt: &str, out: &str, fetches: bool, collapse: bool, progress: Option<PyObject>) -> PyResult<PyObject> {
+    let total = std::fs::metadata(src).map(|m| m.len()).unwrap_or(1).max(1);
+    let mut report = |done: u64| -> bool { report_progress(&progress, done as f64 / total as f64) };
     let mut meta = BTreeMap::new();
     meta.insert("source".to_string(), format!("imported from {fmt}"));
     meta.insert(
@@ -242,14 +244,14 @@ fn trace_import(py: Python<'_>, src: &str, fmt: &str, out: &str, fetches: bool, 
                 "lackey" => {
                     let r = BufReader::with_capacity(1 << 20, open()?);
                     let mut f = FetchFilter { inner: &mut w, fetches };
-                    tr::lackey::import(r, src, &mut f)?;
+                    tr::lackey::import(r, src, &mut f, &mut report)?;
                 }
                 "champsim" => {
-                    tr::champsim::import(src, fetches, &mut w)?;
+                    tr::champsim::import(src, fetches, &mut w, &mut report)?;
                 }
                 "text" => {
                     let r = BufReader::new(open()?);
-                    tr::text::import(r, src, &mut w)?;
+                    tr::text::import(r, src, &mut w, &mut report)?;
                 }
                 other => return Err(core::Error::usage(format!("unknown import format '{other}'; use lackey, champsim or text"))),
             }
@@ -261,6 +263,20 @@ fn trace_import(py: Python<'_>, src: &str, fmt: &str, out: &str, fetches: bool, 
         })?;
     std::fs::rename(&tmp, out).map_err(|e| err(core::Error::io(out, &e)))?;
     summary_dict(py, &s, out)
+}
+
+/// Call a Python progress callback from a thread without the GIL; false if the user pressed
+/// Ctrl-C (or the callback failed), to stop the work.
+fn report_progress(cb: &Option<PyObject>, fraction: f64) -> bool {
+    Python::with_gil(|py| {
+        if py.check_signals().is_err() {
+            return false;
+        }
+        match cb {
+            Some(cb) => cb.call1(py, (fraction,)).is_ok(),
+            None => true,
+        }
+    })
 }
 
 struct FetchFilter<'a, S: RecordSink> {
@@ -282,8 +298,8 @@ impl<'a, S: RecordSink> RecordSink for FetchFilter<'a, S> {
 
 /// Summary of a trace: header, record counts, accesses by kind, footprint per page size, VMAs.
 #[pyfunction]
-#[pyo3(signature = (path, page_sizes=vec!["4KiB".to_string(), "2MiB".to_string(), "1GiB".to_string()], allow_truncated=false))]
-fn trace_info(py: Python<'_>, path: &str, page_sizes: Vec<String>, allow_truncated: bool) -> PyResult<PyObject> {
+#[pyo3(signature = (path, page_sizes=vec!["4KiB".to_string(), "2MiB".to_string(), "1GiB".to_string()], allow_truncated=false, progress=None))]
+fn trace_info(py: Python<'_>, path: &str, page_sizes: Vec<String>, allow_truncated: bool, progress: Option<PyObject>) -> PyResult<PyObject> {
     let sizes: Vec<PageSize> = page_sizes
         .iter()
         .map(|s| PageSize::parse(s).map_err(|m| usage(format!("page size: {m}"))))
@@ -313,7 +329,11 @@ fn trace_info(py: Python<'_>, path: &str, page_sizes: Vec<String>, allow_truncat
             };
             let mut c = Chunk::default();
             let mut pid = 0u32;
+            let total = reader.meta.file_len.max(1) as f64;
             while reader.next_chunk(&mut c)? {
+                if !report_progress(&progress, reader.position() as f64 / total) {
+                    return Err(core::Error::usage("interrupted"));
+                }
                 inf.chunks += 1;
                 let mut ev = c.events.iter().peekable();
                 for (i, a) in c.accesses.iter().enumerate() {
@@ -429,8 +449,8 @@ impl TraceDumper {
 
 /// Misses of a fully associative LRU TLB for every size 1..=max_entries, in one pass.
 #[pyfunction]
-#[pyo3(signature = (path, page_size="4KiB", max_entries=1536, stream="all"))]
-fn mrc(py: Python<'_>, path: &str, page_size: &str, max_entries: usize, stream: &str) -> PyResult<(u64, u64, Vec<u64>)> {
+#[pyo3(signature = (path, page_size="4KiB", max_entries=1536, stream="all", progress=None))]
+fn mrc(py: Python<'_>, path: &str, page_size: &str, max_entries: usize, stream: &str, progress: Option<PyObject>) -> PyResult<(u64, u64, Vec<u64>)> {
     let ps = PageSize::parse(page_size).map_err(|m| usage(format!("--page-size: {m}")))?;
     if max_entries == 0 || max_entries > 1 << 24 {
         return Err(usage("--max-entries must be between 1 and 16777216".into()));
@@ -445,7 +465,11 @@ fn mrc(py: Python<'_>, path: &str, page_size: &str, max_entries: usize, stream: 
     py.allow_threads(|| -> core::Result<(u64, u64, Vec<u64>)> {
         let mut sd = core::mrc::StackDistance::new(ps.shift(), max_entries);
         let mut c = Chunk::default();
+        let total = reader.meta.file_len.max(1) as f64;
         while reader.next_chunk(&mut c)? {
+            if !report_progress(&progress, reader.position() as f64 / total) {
+                return Err(core::Error::usage("interrupted"));
+            }
             for a in c.accesses.iter().filter(|a| want(a)) {
                 sd.access(a);
             }

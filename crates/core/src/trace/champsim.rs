@@ -12,13 +12,27 @@ pub const RECORD_BYTES: usize = 64;
 /// Emit an instruction-count mark every this many records.
 const INSN_MARK_EVERY: u64 = 1 << 16;
 
-/// Open a possibly-compressed file as a byte stream.
-pub fn open_decompressed(path: &str) -> Result<Box<dyn Read>> {
+/// Counts the bytes read through it (for progress on the compressed side).
+pub struct Counting<R> {
+    inner: R,
+    pub count: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// Open a possibly-compressed file as a byte stream; `count` tracks the file bytes consumed.
+pub fn open_decompressed(path: &str, count: std::sync::Arc<std::sync::atomic::AtomicU64>) -> Result<Box<dyn Read>> {
     let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, &e))?;
     let mut magic = [0u8; 6];
     let n = f.read(&mut magic).map_err(|e| Error::io(path, &e))?;
     drop(f);
-    let f = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path).map_err(|e| Error::io(path, &e))?);
+    let f = std::io::BufReader::with_capacity(1 << 20, Counting { inner: std::fs::File::open(path).map_err(|e| Error::io(path, &e))?, count });
     Ok(if n >= 2 && magic[..2] == [0x1f, 0x8b] {
         Box::new(flate2::read::MultiGzDecoder::new(f))
     } else if n >= 6 && magic == [0xfd, b'7', b'z', b'X', b'Z', 0] {
@@ -28,8 +42,11 @@ pub fn open_decompressed(path: &str) -> Result<Box<dyn Read>> {
     })
 }
 
-pub fn import<S: RecordSink>(path: &str, fetches: bool, sink: &mut S) -> Result<u64> {
-    let mut r = open_decompressed(path)?;
+/// `progress` is called now and then with the (compressed) file bytes read so far; returning
+/// false stops the import with an "interrupted" error.
+pub fn import<S: RecordSink>(path: &str, fetches: bool, sink: &mut S, progress: &mut dyn FnMut(u64) -> bool) -> Result<u64> {
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut r = open_decompressed(path, count.clone())?;
     sink.event(Event::Context { pid: 1, tid: 1 })?;
     let mut buf = vec![0u8; RECORD_BYTES * 4096];
     let mut have = 0usize;
@@ -68,6 +85,9 @@ pub fn import<S: RecordSink>(path: &str, fetches: bool, sink: &mut S) -> Result<
                 sink.event(Event::Insns { count: since_mark })?;
                 since_mark = 0;
             }
+        }
+        if !progress(count.load(std::sync::atomic::Ordering::Relaxed)) {
+            return Err(Error::usage("interrupted"));
         }
         buf.copy_within(whole..have, 0);
         offset += whole as u64;

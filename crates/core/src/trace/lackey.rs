@@ -7,7 +7,9 @@ use super::*;
 use crate::error::{Error, Result};
 use std::io::BufRead;
 
-pub fn import<R: BufRead, S: RecordSink>(mut r: R, path: &str, sink: &mut S) -> Result<u64> {
+/// `progress` is called now and then with the bytes read so far; returning false stops the
+/// import with an "interrupted" error.
+pub fn import<R: BufRead, S: RecordSink>(mut r: R, path: &str, sink: &mut S, progress: &mut dyn FnMut(u64) -> bool) -> Result<u64> {
     sink.event(Event::Context { pid: 1, tid: 1 })?;
     let mut line = Vec::new();
     let mut offset = 0u64;
@@ -21,6 +23,9 @@ pub fn import<R: BufRead, S: RecordSink>(mut r: R, path: &str, sink: &mut S) -> 
             break;
         }
         lineno += 1;
+        if lineno & 0xFFFFF == 0 && !progress(offset) {
+            return Err(Error::usage("interrupted"));
+        }
         let l = trim_newline(&line);
         if l.is_empty() || l.starts_with(b"==") || l.starts_with(b"--") {
             offset += got as u64;

@@ -258,7 +258,9 @@ pub mod either {
 }
 
 /// Read a text trace into a sink. Errors name the file and byte offset of the bad line.
-pub fn import<R: BufRead, S: RecordSink>(mut r: R, path: &str, sink: &mut S) -> Result<u64> {
+/// `progress` is called now and then with the bytes read so far; returning false stops the
+/// import with an "interrupted" error.
+pub fn import<R: BufRead, S: RecordSink>(mut r: R, path: &str, sink: &mut S, progress: &mut dyn FnMut(u64) -> bool) -> Result<u64> {
     let mut line = String::new();
     let mut offset = 0u64;
     let mut lineno = 0u64;
@@ -270,6 +272,9 @@ pub fn import<R: BufRead, S: RecordSink>(mut r: R, path: &str, sink: &mut S) -> 
             break;
         }
         lineno += 1;
+        if lineno & 0xFFFFF == 0 && !progress(offset) {
+            return Err(Error::usage("interrupted"));
+        }
         match parse_line(line.trim_end_matches(['\n', '\r'])) {
             Ok(Some(either::Rec::Access(a))) => {
                 sink.access(a)?;
