@@ -135,13 +135,13 @@ def compare_table(rs) -> str:
         c = r.counters
         acc = max(c["accesses"], 1)
         b = base[r.machine].counters
-        red = (1 - c["walks"] / b["walks"]) * 100 if b["walks"] else 0.0
+        saved = (1 - c["walks"] / b["walks"]) * 100 if b["walks"] else 0.0
         rows.append([
             r.machine, r.policy, human(c["accesses"]), human(c["walks"]),
-            f"{c['walks'] / acc * 1000:.2f}", f"{red:+.1f}%" if r is not base[r.machine] else "",
+            f"{c['walks'] / acc * 1000:.2f}", f"{saved:.1f}%" if r is not base[r.machine] else "",
             f"{c['cycles.total'] / acc:.2f}", human(c["faults"]), mix_str(r.page_size_mix),
         ])
-    return table(rows, ["machine", "policy", "accesses", "walks", "walks/1k", "vs first", "cycles/acc", "faults", "page sizes at end"])
+    return table(rows, ["machine", "policy", "accesses", "walks", "walks/1k", "walks saved", "cycles/acc", "faults", "page sizes at end"])
 
 
 def cmd_machines(a) -> int:
@@ -287,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compare", help="several machines x policies side by side, one pass over the trace",
                        formatter_class=raw,
                        epilog="example:\n  superpager compare gups.spt --machines skylake,zen3 --policies base,fixed:2MiB\n\n"
-                              "'vs first' is the change in walks against the first policy on the same machine.")
+                              "'walks saved' compares each policy with the first policy on the same machine (negative: more walks).")
     c.add_argument("trace")
     c.add_argument("--machines", default="skylake", help="comma-separated machines (default: skylake)")
     c.add_argument("--tlb", help="comma-separated ad-hoc TLBs ENTRIES:WAYS[:PAGESIZE], added to --machines")

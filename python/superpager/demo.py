@@ -32,7 +32,7 @@ def main(a) -> int:
         print(f"== {name}: {human(s['accesses'])} accesses, trace {human(s['bytes'])}B -> {out}/")
         print(compare_table(rs))
         print()
-    print(f"results (JSON and Parquet) are under {a.out}/results/; try:\n"
+    print(f"results (JSON and Parquet) are under {a.out}/results/; with `. .venv/bin/activate` (after make demo), try:\n"
           f"  superpager simulate {os.path.join(traces, 'gups.spt')} --machine skylake --policy fixed:2MiB\n"
           f"  python3 -c \"import pandas as pd; print(pd.read_parquet('{a.out}/results/gups/counters.parquet').T)\"")
     return 0

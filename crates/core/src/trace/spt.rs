@@ -33,7 +33,7 @@ const MAX_CHUNK_BYTES: u32 = 64 << 20;
 pub const FLAG_TRUNCATED: u32 = 1;
 
 /// Default records per chunk; big enough that zstd has context, small enough to stream.
-pub const DEFAULT_CHUNK_RECORDS: u32 = 1 << 20;
+pub const DEFAULT_CHUNK_RECORDS: u32 = 1 << 16;
 const TAG_EVENT: u8 = 0x80;
 const TAG_COUNT: u8 = 0x20;
 const TAG_RESERVED: u8 = 0x40;
