@@ -589,13 +589,15 @@ pub struct SptReader {
     allow_truncated: bool,
     done: bool,
     chunk_no: usize,
+    /// The context in force at the end of the previous chunk.
+    last_ctx: Option<Event>,
 }
 
 impl SptReader {
     pub fn open(path: &str) -> Result<SptReader> {
         let (meta, r) = open_meta(path)?;
         let pos = meta.data_offset;
-        Ok(SptReader { meta, r, pos, comp: Vec::new(), raw: Vec::new(), allow_truncated: false, done: false, chunk_no: 0 })
+        Ok(SptReader { meta, r, pos, comp: Vec::new(), raw: Vec::new(), allow_truncated: false, done: false, chunk_no: 0, last_ctx: None })
     }
 
     /// Accept a file that was cut short: read its complete chunks and stop quietly.
@@ -674,6 +676,16 @@ impl SptReader {
         }
         out.file_offset = start;
         decode_payload(&self.raw[..raw_len as usize], n_records, n_accesses, &path, start, out)?;
+        // The writer repeats the context at the top of each chunk so chunks decode alone; a
+        // sequential reader drops that repeat, so readers see each switch once.
+        if let Some((0, e @ Event::Context { .. })) = out.events.first() {
+            if self.last_ctx.as_ref() == Some(e) {
+                out.events.remove(0);
+            }
+        }
+        if let Some((_, e)) = out.events.iter().rev().find(|(_, e)| matches!(e, Event::Context { .. })) {
+            self.last_ctx = Some(e.clone());
+        }
         self.pos = start + CHUNK_HEADER_LEN + comp_len as u64;
         out.end_offset = self.pos;
         self.chunk_no += 1;
