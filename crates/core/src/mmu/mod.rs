@@ -48,7 +48,8 @@ pub struct Mmu {
     shifts: [u32; MAX_SIZES],
     /// Bitmask of page sizes mapped anywhere right now; sizes outside it are not probed.
     pub live_sizes: u32,
-    pwcs: Vec<(u8, Tlb)>,
+    /// Page-walk caches: (page-table level, shift of the address bits that key it, cache).
+    pwcs: Vec<(u8, u32, Tlb)>,
     leaf_level: [u8; MAX_SIZES],
     nested_host_refs: Option<u64>,
 }
@@ -93,7 +94,10 @@ impl Mmu {
             .pwc
             .iter()
             .enumerate()
-            .map(|(i, p)| (p.level, Tlb::new(p.sets * p.ways, p.ways, Replacement::Lru, 31 + i as u64)))
+            .map(|(i, p)| {
+                let key_shift = machine.base_page.shift() + machine.bits_per_level as u32 * (p.level as u32 - 1);
+                (p.level, key_shift, Tlb::new(p.sets * p.ways, p.ways, Replacement::Lru, 31 + i as u64))
+            })
             .collect();
         let nested_host_refs = machine.nested.as_ref().map(|n| {
             // Host levels walked for one guest-physical reference: down to the host page's leaf.
@@ -192,16 +196,14 @@ impl Mmu {
     fn walk_refs(&mut self, va: u64, asid: u16, si: u32) -> u64 {
         let top = self.machine.walk_levels;
         let leaf = self.leaf_level[si as usize];
-        let base = self.machine.base_page.shift();
-        let bits = self.machine.bits_per_level as u32;
         // The deepest cached upper-level entry decides where the walk starts.
         let mut start = top; // level of the first entry that must be read
-        for (lvl, pwc) in self.pwcs.iter_mut() {
+        for (lvl, key_shift, pwc) in self.pwcs.iter_mut() {
             let lvl = *lvl;
             if lvl <= leaf {
                 continue;
             }
-            let key = va >> (base + bits * (lvl as u32 - 1));
+            let key = va >> *key_shift;
             let tag = make_tag(asid, key, 0);
             if pwc.probe(key, tag) {
                 self.walk.pwc_hits += 1;
@@ -233,7 +235,7 @@ impl Mmu {
 
     /// Drop everything cached for the page-table structure (after unmapping page tables).
     pub fn flush_pwc(&mut self) {
-        for (_, p) in self.pwcs.iter_mut() {
+        for (_, _, p) in self.pwcs.iter_mut() {
             p.flush();
         }
     }

@@ -46,6 +46,11 @@ pub struct PageTable {
     free_nodes: Vec<u32>,
     /// Nodes in use (each would take one page-table frame in a kernel).
     pub live_nodes: u64,
+    /// Precomputed: span shift of an entry at each level (index = level), index mask, and one
+    /// past the highest mappable address. Walks run on every TLB miss, so they compute nothing.
+    span_shifts: [u32; 8],
+    index_mask: u64,
+    limit: u64,
 }
 
 impl PageTable {
@@ -61,7 +66,14 @@ impl PageTable {
             words_per_node: ((1usize << bits) + 63) / 64,
             free_nodes: Vec::new(),
             live_nodes: 0,
+            span_shifts: [0; 8],
+            index_mask: (1u64 << bits) - 1,
+            limit: 0,
         };
+        for level in 1..=levels.min(7) {
+            pt.span_shifts[level as usize] = base.shift() + bits as u32 * (level as u32 - 1);
+        }
+        pt.limit = 1u64.checked_shl(pt.span_shifts[levels as usize] + bits as u32).unwrap_or(u64::MAX);
         pt.new_node(); // the root
         pt
     }
@@ -86,12 +98,12 @@ impl PageTable {
     /// Shift of the span one entry at `level` covers.
     #[inline(always)]
     fn span_shift(&self, level: u8) -> u32 {
-        self.base_shift + self.bits * (level as u32 - 1)
+        self.span_shifts[level as usize & 7]
     }
 
     #[inline(always)]
     fn index(&self, va: u64, level: u8) -> usize {
-        ((va >> self.span_shift(level)) & ((1u64 << self.bits) - 1)) as usize
+        ((va >> self.span_shift(level)) & self.index_mask) as usize
     }
 
     pub fn leaf_level(&self, p: PageSize) -> u8 {
@@ -248,8 +260,9 @@ impl PageTable {
     }
 
     /// One past the highest address the table can map.
+    #[inline(always)]
     pub fn va_limit(&self) -> u64 {
-        1u64.checked_shl(self.span_shift(self.levels) + self.bits).unwrap_or(u64::MAX)
+        self.limit
     }
 
     fn any_mapped(&self, start: u64, len: u64) -> bool {

@@ -1,0 +1,29 @@
+//! Simulation throughput without Python in the way (for profiling the engine):
+//! `cargo run --release --example throughput -- TRACE.spt [MACHINE] [POLICY] [REPEATS]`
+use superpager_core::engine::EngineConfig;
+use superpager_core::mmu::machine::Machine;
+use superpager_core::sim::Simulation;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 2 {
+        eprintln!("usage: throughput TRACE.spt [MACHINE] [POLICY] [REPEATS]");
+        std::process::exit(2);
+    }
+    let machine = args.get(2).map(String::as_str).unwrap_or("skylake");
+    let policy = args.get(3).map(String::as_str).unwrap_or("base");
+    let repeats: usize = args.get(4).and_then(|r| r.parse().ok()).unwrap_or(5);
+    let mut rates = Vec::new();
+    for _ in 0..repeats {
+        let m = Machine::load(machine).unwrap_or_else(|e| panic!("{e}"));
+        let t0 = std::time::Instant::now();
+        let mut s = Simulation::open(&args[1], vec![(m, policy.to_string())], EngineConfig::default(), false).unwrap_or_else(|e| panic!("{e}"));
+        while s.step(16).unwrap_or_else(|e| panic!("{e}")) {}
+        let r = s.results().remove(0);
+        let dt = t0.elapsed().as_secs_f64();
+        rates.push((r.counters["accesses"] as f64 / dt, r.counters["records"] as f64 / dt));
+    }
+    rates.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+    let (a, r) = rates[rates.len() / 2];
+    println!("{:.2}M refs/s, {:.2}M records/s (median of {repeats})", a / 1e6, r / 1e6);
+}
