@@ -81,6 +81,10 @@ impl Engine {
 
     fn switch_to(&mut self, pid: u32) {
         self.cur_pi = self.os.proc_index(pid);
+        if self.os.flush_needed {
+            self.os.flush_needed = false;
+            self.mmu.flush_all();
+        }
         let p = &self.os.procs[self.cur_pi];
         self.cur_asid = p.asid;
         self.cur_live = p.alive && p.killed.is_none();

@@ -32,6 +32,14 @@ pub struct WalkCounters {
     pub pwc_misses: u64,
 }
 
+/// One step of the lookup order: a structure, its level index, and the sizes it holds.
+#[derive(Clone, Copy, Debug)]
+struct Probe {
+    tlb: usize,
+    level: usize,
+    holds: u32,
+}
+
 pub struct Mmu {
     pub machine: Machine,
     pub tlbs: Vec<Tlb>,
@@ -39,8 +47,8 @@ pub struct Mmu {
     pub walk: WalkCounters,
     /// route[stream][level] = structures probed at that level (stream 0 data, 1 fetch).
     route: [Vec<Vec<usize>>; 2],
-    /// The same, flattened in lookup order: (structure, level index) per stream.
-    probes: [Vec<(usize, usize)>; 2],
+    /// The same, flattened in lookup order, per stream.
+    probes: [Vec<Probe>; 2],
     /// Bitmask of size indices each structure holds.
     holds: Vec<u32>,
     /// For each stream and size: the first structure (in lookup order) that holds it.
@@ -110,8 +118,12 @@ impl Mmu {
             (n.host_levels - leaf + 1) as u64
         });
         let n = tlbs.len();
-        let flat = |r: &Vec<Vec<usize>>| -> Vec<(usize, usize)> {
-            r.iter().enumerate().flat_map(|(li, v)| v.iter().map(move |&t| (t, li))).collect()
+        let flat = |r: &Vec<Vec<usize>>| -> Vec<Probe> {
+            r.iter()
+                .enumerate()
+                .flat_map(|(li, v)| v.iter().map(move |&t| (t, li)))
+                .map(|(t, li)| Probe { tlb: t, level: li, holds: holds[t] })
+                .collect()
         };
         let probes = [flat(&route[0]), flat(&route[1])];
         Mmu {
@@ -142,39 +154,43 @@ impl Mmu {
     pub fn lookup(&mut self, va: u64, asid: u16, fetch: bool) -> Option<(usize, u32)> {
         let stream = fetch as usize;
         let live = self.live_sizes;
-        for k in 0..self.probes[stream].len() {
-            let (ti, li) = self.probes[stream][k];
-            let mut m = self.holds[ti] & live;
+        let (tlbs, counters, shifts) = (&mut self.tlbs, &mut self.counters, &self.shifts);
+        let mut found = None;
+        'outer: for p in self.probes[stream].iter() {
+            let mut m = p.holds & live;
             while m != 0 {
                 let si = m.trailing_zeros();
                 m &= m - 1;
-                let vpn = va >> self.shifts[si as usize & (MAX_SIZES - 1)];
-                if self.tlbs[ti].probe(vpn, make_tag(asid, vpn, si)) {
-                    self.counters[ti].hits[si as usize & (MAX_SIZES - 1)] += 1;
-                    if li > 0 {
-                        self.miss_and_fill(stream, li, va, asid, si);
-                    }
-                    return Some((li, si));
+                let vpn = va >> shifts[si as usize & (MAX_SIZES - 1)];
+                if tlbs[p.tlb].probe(vpn, make_tag(asid, vpn, si)) {
+                    counters[p.tlb].hits[si as usize & (MAX_SIZES - 1)] += 1;
+                    found = Some((p.level, si));
+                    break 'outer;
                 }
             }
         }
-        None
+        if let Some((li, si)) = found {
+            if li > 0 {
+                self.miss_and_fill(stream, li, va, asid, si);
+            }
+        }
+        found
     }
 
     /// Record misses in, and fill, every structure before level `upto` (exclusive) that holds
     /// size `si` for this stream.
     #[inline]
     fn miss_and_fill(&mut self, stream: usize, upto: usize, va: u64, asid: u16, si: u32) {
-        let vpn = va >> self.shifts[si as usize];
+        let vpn = va >> self.shifts[si as usize & (MAX_SIZES - 1)];
         let tag = make_tag(asid, vpn, si);
-        for k in 0..self.probes[stream].len() {
-            let (ti, li) = self.probes[stream][k];
-            if li >= upto {
+        let (tlbs, counters) = (&mut self.tlbs, &mut self.counters);
+        for p in self.probes[stream].iter() {
+            if p.level >= upto {
                 break;
             }
-            if self.holds[ti] & (1 << si) != 0 {
-                self.counters[ti].misses[si as usize] += 1;
-                self.tlbs[ti].fill(vpn, tag);
+            if p.holds & (1 << si) != 0 {
+                counters[p.tlb].misses[si as usize & (MAX_SIZES - 1)] += 1;
+                tlbs[p.tlb].fill(vpn, tag);
             }
         }
     }
@@ -231,6 +247,14 @@ impl Mmu {
                 t.invalidate(vpn, tag);
             }
         }
+    }
+
+    /// Drop every cached translation (address-space identifiers wrapped around).
+    pub fn flush_all(&mut self) {
+        for t in self.tlbs.iter_mut() {
+            t.flush();
+        }
+        self.flush_pwc();
     }
 
     /// Drop everything cached for the page-table structure (after unmapping page tables).

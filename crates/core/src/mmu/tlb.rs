@@ -52,6 +52,7 @@ pub fn make_tag(asid: u16, vpn: u64, size_idx: u32) -> u64 {
 pub struct Tlb {
     pub sets: u32,
     pub ways: u32,
+    ways_usize: usize,
     set_mask: u64,
     tags: Vec<u64>,
     repl: Replacement,
@@ -66,6 +67,7 @@ impl Tlb {
         Tlb {
             sets,
             ways,
+            ways_usize: ways as usize,
             set_mask: sets as u64 - 1,
             tags: vec![EMPTY; (sets * ways) as usize],
             repl,
@@ -76,8 +78,8 @@ impl Tlb {
 
     #[inline(always)]
     fn set_range(&self, vpn: u64) -> (usize, usize) {
-        let s = (vpn & self.set_mask) as usize * self.ways as usize;
-        (s, s + self.ways as usize)
+        let s = (vpn & self.set_mask) as usize * self.ways_usize;
+        (s, s + self.ways_usize)
     }
 
     /// Look up a tag; on a hit update the replacement state and return true.

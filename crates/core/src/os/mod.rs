@@ -128,6 +128,8 @@ pub struct Os {
     pub final_resident: [u64; MAX_SIZES],
     /// Segmentation faults: (pid, address).
     pub segv_log: Vec<(u32, u64)>,
+    /// Address-space identifiers wrapped around: the engine must flush every TLB.
+    pub flush_needed: bool,
 }
 
 impl Os {
@@ -148,6 +150,7 @@ impl Os {
             scratch: Vec::new(),
             final_resident: [0; MAX_SIZES],
             segv_log: Vec::new(),
+            flush_needed: false,
         }
     }
 
@@ -158,6 +161,9 @@ impl Os {
         }
         let asid = self.next_asid;
         self.next_asid = self.next_asid.wrapping_add(1).max(1);
+        if self.next_asid == 1 {
+            self.flush_needed = true;
+        }
         self.procs.push(Process {
             pid,
             asid,
@@ -205,12 +211,18 @@ impl Os {
     /// Mechanism: unmap every page overlapping the range, free its frames, shoot down its TLB
     /// entries.
     pub fn unmap_range(&mut self, pi: usize, start: u64, len: u64, mmu: &mut Mmu) {
+        self.unmap(pi, start, len, mmu, true)
+    }
+
+    fn unmap(&mut self, pi: usize, start: u64, len: u64, mmu: &mut Mmu, shootdown: bool) {
         let mut removed = std::mem::take(&mut self.scratch);
         removed.clear();
         self.procs[pi].pt.unmap_range(start, len, &mut removed);
         let asid = self.procs[pi].asid;
         for t in &removed {
-            mmu.invalidate(t.start, asid, t.size_idx);
+            if shootdown {
+                mmu.invalidate(t.start, asid, t.size_idx);
+            }
             self.procs[pi].resident[t.size_idx as usize] -= 1;
             self.phys.free(t.pfn, self.order_of(t.size_idx));
             self.counters.pages_freed += 1;
@@ -414,7 +426,9 @@ impl Os {
                 self.final_resident[s] += n * self.sizes[s].bytes();
             }
         }
-        self.unmap_range(pi, 0, u64::MAX, mmu);
+        // No per-page shootdown: the address-space identifier dies with the process and is
+        // not reused until the identifiers wrap, when every TLB is flushed (flush_needed).
+        self.unmap(pi, 0, u64::MAX, mmu, false);
         let p = &mut self.procs[pi];
         p.vmas.clear();
         p.alive = false;

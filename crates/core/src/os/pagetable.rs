@@ -30,7 +30,6 @@ pub struct Translation {
 pub struct PageTable {
     levels: u8,
     bits: u32,
-    base_shift: u32,
     sizes: Vec<PageSize>,
     /// All nodes in one flat array: node i holds entries [i << bits, (i+1) << bits).
     nodes: Vec<u64>,
@@ -58,7 +57,6 @@ impl PageTable {
         let mut pt = PageTable {
             levels,
             bits: bits as u32,
-            base_shift: base.shift(),
             sizes,
             nodes: Vec::new(),
             meta: Vec::new(),

@@ -34,10 +34,9 @@ impl BumpAllocator {
     fn push_free(&mut self, mut pfn: u64, end: u64) {
         // Split [pfn, end) into maximal aligned pieces.
         while pfn < end {
-            let mut o = (self.free_lists.len() - 1) as u32;
-            while o > 0 && (pfn & ((1u64 << o) - 1) != 0 || pfn + (1u64 << o) > end) {
-                o -= 1;
-            }
+            // The largest order that is aligned at pfn and fits before end.
+            let max = (self.free_lists.len() - 1) as u32;
+            let o = max.min(pfn.trailing_zeros()).min(63 - (end - pfn).leading_zeros());
             self.free_lists[o as usize].push(pfn);
             self.free_count += 1 << o;
             pfn += 1 << o;
