@@ -98,8 +98,9 @@ impl Mmu {
             shifts[i] = p.shift();
             leaf_level[i] = machine.leaf_level(*p);
         }
-        let pwcs = machine
-            .pwc
+        let mut pwc_specs = machine.pwc.clone();
+        pwc_specs.sort_by_key(|p| p.level);
+        let pwcs: Vec<(u8, u32, Tlb)> = pwc_specs
             .iter()
             .enumerate()
             .map(|(i, p)| {
@@ -212,22 +213,30 @@ impl Mmu {
     fn walk_refs(&mut self, va: u64, asid: u16, si: u32) -> u64 {
         let top = self.machine.walk_levels;
         let leaf = self.leaf_level[si as usize];
-        // The deepest cached upper-level entry decides where the walk starts.
+        // Page-walk caches are consulted deepest level first (the PDE cache before the PDPTE
+        // cache before the PML4E cache); the first hit decides where the walk starts, and the
+        // caches that missed below it learn the entries the walk reads.
         let mut start = top; // level of the first entry that must be read
-        for (lvl, key_shift, pwc) in self.pwcs.iter_mut() {
-            let lvl = *lvl;
-            if lvl <= leaf {
+        let mut missed = 0usize;
+        for (i, (lvl, key_shift, pwc)) in self.pwcs.iter_mut().enumerate() {
+            if *lvl <= leaf {
                 continue;
             }
             let key = va >> *key_shift;
-            let tag = make_tag(asid, key, 0);
-            if pwc.probe(key, tag) {
+            if pwc.probe(key, make_tag(asid, key, 0)) {
                 self.walk.pwc_hits += 1;
-                start = start.min(lvl - 1);
-            } else {
-                self.walk.pwc_misses += 1;
-                pwc.fill(key, tag);
+                start = *lvl - 1;
+                break;
             }
+            self.walk.pwc_misses += 1;
+            missed |= 1 << i;
+        }
+        while missed != 0 {
+            let i = missed.trailing_zeros() as usize;
+            missed &= missed - 1;
+            let (_, key_shift, pwc) = &mut self.pwcs[i];
+            let key = va >> *key_shift;
+            pwc.fill(key, make_tag(asid, key, 0));
         }
         let guest = (start - leaf + 1) as u64;
         match self.nested_host_refs {
