@@ -113,6 +113,15 @@ def main(a) -> int:
     lines.append("|---|---:|---:|---:|---:|---:|")
     for name, count, rate, rrate, size, walks in rows_full:
         lines.append(f"| {name} | {human(count)} | {human(rate)} | {human(rrate)} | {walks / count:.3f} | {size / count:.3f} |")
+    lines.append("")
+    lines.append("### Against the targets")
+    lines.append("")
+    tlb_ok = [n for n, _, ours, *_ in rows_tlb if ours >= 100e6]
+    full_ok = [n for n, _, rate, *_ in rows_full if rate >= 30e6]
+    lines.append(f"- one-structure TLB at least 100M refs/s: met on {len(tlb_ok)} of {len(rows_tlb)} traces"
+                 + (f" (not on: {', '.join(n for n, *_ in rows_tlb if n not in tlb_ok)})" if len(tlb_ok) < len(rows_tlb) else ""))
+    lines.append(f"- full `skylake` at least 30M refs/s: met on {len(full_ok)} of {len(rows_full)} traces"
+                 + (f" (not on: {', '.join(n for n, *_ in rows_full if n not in full_ok)})" if len(full_ok) < len(rows_full) else ""))
     table = "\n".join(lines)
     print(table)
     if a.out:
@@ -152,6 +161,29 @@ How each number is measured:
 - *full skylake*: `superpager.simulate(trace, machine="skylake", policy="base")`, wall time of
   the whole call: open, decompress and decode every chunk, the OS model (faults, page tables),
   five TLB structures, page-walk caches and walk costs.
+- *refs* count every access; *records* are what the engine iterates over (a run of accesses to
+  one 4KiB page is one record), so refs/s exceeds records/s where runs are long.
+
+## Reading the full-machine figures
+
+The cost of a reference depends on how far it gets. A reference that hits in a level-1 TLB costs
+a few nanoseconds; one that misses everywhere probes the level-1 and level-2 structures, consults
+the page-walk caches, resolves the page table (the simulator's own memory, which for a 1GiB
+footprint no longer fits the host's L1/L2), fills two TLBs and maybe a page-walk cache, and on
+first touch serves a fault. The "walks per ref" column shows where each trace sits: the
+synthetic GUPS, strided and Zipf traces are built to defeat the TLB (50-100% of references walk),
+and run at 15-20M refs/s; traces whose references mostly hit (the tree-like trace, 8% walks)
+exceed 30M refs/s, and long same-page runs reach billions per second.
+
+So the 30M refs/s target holds for TLB-friendly traces and is missed, by up to 2x, on traces
+where nearly every reference is a last-level miss. The profile of those (perf, callgrind) is
+spread over the miss path: about 200 instructions each in the TLB probes, the TLB and page-walk
+cache fills, and the page-table resolution. Halving it needs a different miss path (for example
+caching the victim slot found by the failed probe, or a specialised walker per machine), not a
+single hot spot.
+
+These VMs are noisy: the same run can vary by +-30% from one minute to the next, so compare the
+ratios within one report.
 """
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
     with open(a.out, "w") as f:

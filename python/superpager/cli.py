@@ -371,15 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-GEN_KINDS = [
-    ("seq", "sequential sweep: read every element of the region, --passes times"),
-    ("stride", "strided reads: every --stride bytes, wrapping around the region"),
-    ("gups", "uniform random read-modify-write updates (HPCC RandomAccess / GUPS)"),
-    ("zipf", "Zipf-distributed reads over elements (--alpha), popular elements scattered"),
-    ("chase", "dependent pointer chase around one random cycle of 64-byte elements"),
-    ("transpose", "non-blocked matrix transpose B[j][i] = A[i][j] of two --size matrices"),
-    ("rbtree", "red-black-tree-like: many small brk-allocated nodes, inserts then lookups"),
-]
+GEN_KINDS = _core.gen_kinds()  # (name, description), defined once in the Rust core
 
 
 def add_run_options(s) -> None:

@@ -86,6 +86,12 @@ fn policies() -> Vec<(String, String, String)> {
     core::policy::REGISTRY.iter().map(|p| (p.name.to_string(), p.summary.to_string(), p.params.to_string())).collect()
 }
 
+/// Synthetic workload kinds: list of (name, description).
+#[pyfunction]
+fn gen_kinds() -> Vec<(String, String)> {
+    tr::gen::KINDS.iter().map(|(k, d)| (k.to_string(), d.to_string())).collect()
+}
+
 /// Check a policy spec against a machine without running anything.
 #[pyfunction]
 fn check_policy(policy: &str, machine: &str) -> PyResult<String> {
@@ -532,6 +538,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(check_policy, m)?)?;
     m.add_function(wrap_pyfunction!(gen, m)?)?;
+    m.add_function(wrap_pyfunction!(gen_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(trace_import, m)?)?;
     m.add_function(wrap_pyfunction!(trace_info, m)?)?;
     m.add_function(wrap_pyfunction!(mrc, m)?)?;
