@@ -90,9 +90,8 @@ pub fn tlb_only(addrs: &[u64], entries: u32, ways: u32, page_shift: u32) -> (u64
     for &a in addrs {
         let vpn = a >> page_shift;
         let tag = make_tag(0, vpn, 0);
-        if !t.probe(vpn, tag) {
+        if !t.access(vpn, tag) {
             misses += 1;
-            t.fill(vpn, tag);
         }
     }
     (addrs.len() as u64 - misses, misses)

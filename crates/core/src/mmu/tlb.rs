@@ -124,6 +124,44 @@ impl Tlb {
         }
     }
 
+    /// Look up a tag and, on a miss, insert it at once: `probe` then `fill` in one pass over the
+    /// set. Returns true on a hit. Same final state and result as the two calls.
+    #[inline(always)]
+    pub fn access(&mut self, vpn: u64, tag: u64) -> bool {
+        if self.repl != Replacement::Lru {
+            if self.probe(vpn, tag) {
+                return true;
+            }
+            self.fill(vpn, tag);
+            return false;
+        }
+        let (s, e) = self.set_range(vpn);
+        let set = &mut self.tags[s..e];
+        if set[0] == tag {
+            return true;
+        }
+        // Shift right from the front until the tag (a hit: move to front) or the end / an empty
+        // slot (a miss: the last entry falls out, the tag goes in front).
+        let mut carry = set[0];
+        let mut k = 1;
+        while k < set.len() {
+            let t = set[k];
+            set[k] = carry;
+            if t == tag {
+                set[0] = tag;
+                return true;
+            }
+            if t == EMPTY {
+                set[0] = tag;
+                return false;
+            }
+            carry = t;
+            k += 1;
+        }
+        set[0] = tag;
+        false
+    }
+
     /// Insert a tag known to be absent. Returns the evicted tag, if any.
     #[inline]
     pub fn fill(&mut self, vpn: u64, tag: u64) -> Option<u64> {
@@ -277,6 +315,25 @@ mod tests {
             let v = 100 + step;
             let ev = t.fill(v, v);
             assert_ne!(ev, Some(hot));
+        }
+    }
+
+    #[test]
+    fn access_equals_probe_then_fill() {
+        use crate::trace::gen::Rng;
+        for (entries, ways, repl) in [(64, 4, Replacement::Lru), (16, 16, Replacement::Lru), (8, 8, Replacement::Plru), (8, 2, Replacement::Random)] {
+            let mut a = Tlb::new(entries, ways, repl, 3);
+            let mut b = Tlb::new(entries, ways, repl, 3);
+            let mut rng = Rng::new(9);
+            for _ in 0..20_000 {
+                let v = rng.below(100);
+                let hit_b = b.probe(v, v);
+                if !hit_b {
+                    b.fill(v, v);
+                }
+                assert_eq!(a.access(v, v), hit_b);
+            }
+            assert_eq!(a.tags, b.tags);
         }
     }
 
