@@ -23,11 +23,14 @@ pub struct EngineConfig {
     pub sample_every: u64,
     /// Run the OS invariant validator after every event and chunk (slow; for tests).
     pub validate: bool,
+    /// Allow exact fast paths (the single-size lookup of base-pages-only runs). Off only to
+    /// check, in tests, that they change no result.
+    pub fast_paths: bool,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { memory: Bytes(64 << 30), sample_every: 1 << 20, validate: false }
+        EngineConfig { memory: Bytes(64 << 30), sample_every: 1 << 20, validate: false, fast_paths: true }
     }
 }
 
@@ -47,6 +50,8 @@ pub struct Engine {
     pub series: Vec<Sample>,
     next_sample: u64,
     started: bool,
+    /// The policy maps only base pages: use the MMU's single-size fast path.
+    base_only: bool,
 }
 
 impl Engine {
@@ -54,6 +59,7 @@ impl Engine {
         if cfg.memory.0 < machine.largest_page().bytes().min(64 << 20) {
             return Err(Error::usage(format!("--memory {} is too small for this machine", cfg.memory)));
         }
+        let base_only = cfg.fast_paths && policy.only_size() == Some(0);
         let mmu = Mmu::new(machine);
         let os = Os::new(&mmu, cfg.memory);
         // No periodic samples when sample_every is 0: the first sample point is never reached.
@@ -74,6 +80,7 @@ impl Engine {
             series: Vec::new(),
             next_sample,
             started: false,
+            base_only,
         };
         e.switch_to(1);
         Ok(e)
@@ -131,6 +138,25 @@ impl Engine {
             let fetch = a.kind.is_fetch();
             self.accesses += a.count as u64;
             self.by_kind[a.kind as usize] += a.count as u64;
+            if self.base_only {
+                if self.mmu.lookup_single_size(a.addr, asid, fetch, 0).is_none() {
+                    self.miss_base_only(a)?;
+                    if !self.cur_live {
+                        self.accesses -= a.count as u64;
+                        self.by_kind[a.kind as usize] -= a.count as u64;
+                        let rest: u64 = acc[i..].iter().map(|a| a.count as u64).sum();
+                        self.os.counters.accesses_dropped += rest;
+                        return Ok(());
+                    }
+                }
+                if a.count > 1 {
+                    self.repeat_hits(fetch, 0, a.count - 1);
+                }
+                if self.accesses >= self.next_sample {
+                    self.sample_due();
+                }
+                continue;
+            }
             match self.mmu.lookup(a.addr, asid, fetch) {
                 Some((_, si)) => {
                     if a.count > 1 {
@@ -170,6 +196,23 @@ impl Engine {
         if let Some(t) = self.mmu.first_holder[fetch as usize][si as usize] {
             self.mmu.counters[t].hits[si as usize] += n as u64;
         }
+    }
+
+    /// A miss everywhere in a base-pages-only run: the TLBs already hold the translation (they
+    /// were filled in the lookup pass); resolve it, faulting if needed, and count the walk.
+    #[inline(never)]
+    fn miss_base_only(&mut self, a: &Access) -> Result<()> {
+        let pi = self.cur_pi;
+        let present = self.os.procs[pi].pt.size_at(a.addr).is_some() || self.fault(a)?.is_some();
+        if !present {
+            // Segfault: the access never completes; take back the misses and entries its lookup
+            // recorded (the entries they displaced are not restored: docs/MODEL.md).
+            self.mmu.cancel_single_size(a.addr, self.cur_asid, a.kind.is_fetch(), 0);
+            return Ok(());
+        }
+        self.mmu.walk_only(a.addr, self.cur_asid, 0);
+        self.policy.on_tlb_miss(a.addr, 0);
+        Ok(())
     }
 
     #[inline(never)]

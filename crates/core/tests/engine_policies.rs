@@ -153,3 +153,46 @@ fn unknown_names_list_the_valid_ones() {
     assert!(e.contains("unknown parameter 'x'"), "{e}");
     let _ = Engine::new(m, policy::build("base", &[superpager_core::units::PageSize::K4]).unwrap(), EngineConfig::default()).unwrap();
 }
+
+/// The single-size fast path of base-pages-only runs changes no counter, sample or byte of the
+/// results, on several machines (split, unified, multi-level, software-managed) and traces.
+#[test]
+fn fast_paths_change_no_result() {
+    let segv = tmp("fp-segv.spt");
+    write(
+        &segv,
+        &[
+            Rec::E(Event::Context { pid: 2, tid: 2 }),
+            Rec::E(Event::Mmap { addr: 0x10000, len: 0x40000, prot: 3, flags: MAP_PRIVATE | MAP_ANONYMOUS, fd: -1, offset: 0 }),
+            Rec::A(Access::new(0x10000, AccessKind::Store, 8)),
+            Rec::E(Event::Context { pid: 3, tid: 3 }),
+            Rec::E(Event::Mmap { addr: 0x10000, len: 0x40000, prot: 3, flags: MAP_PRIVATE | MAP_ANONYMOUS, fd: -1, offset: 0 }),
+            Rec::A(Access::new(0x20000, AccessKind::Load, 8)),
+            Rec::E(Event::Context { pid: 2, tid: 2 }),
+            Rec::A(Access::new(0x90000, AccessKind::Load, 8)),
+            Rec::E(Event::Context { pid: 3, tid: 3 }),
+            Rec::A(Access::new(0x20000, AccessKind::Load, 8)),
+            Rec::A(Access::new(0x30000, AccessKind::Load, 8)),
+        ],
+        100,
+        true,
+    );
+    let traces = [
+        gen_file("fp-gups.spt", "gups", 64 << 20, 200_000),
+        gen_file("fp-zipf.spt", "zipf", 64 << 20, 200_000),
+        gen_file("fp-rb.spt", "rbtree", 2 << 20, 200_000),
+        segv,
+    ];
+    for t in &traces {
+        for machine in ["skylake", "zen3", "neoverse-n1", "romer95", "alpha21264"] {
+            let json = |fast: bool| {
+                let m = Machine::load(machine).unwrap();
+                let cfg = EngineConfig { fast_paths: fast, sample_every: 50_000, ..Default::default() };
+                let mut s = Simulation::open(t, vec![(m, "base".to_string())], cfg, false).unwrap();
+                while s.step(8).unwrap() {}
+                s.results().remove(0).to_json()
+            };
+            assert_eq!(json(true), json(false), "{t} on {machine}");
+        }
+    }
+}

@@ -116,7 +116,7 @@ impl Simulation {
         for (m, p) in runs {
             rs.push((load_machine(&m)?, p));
         }
-        let cfg = EngineConfig { memory: parse_bytes(memory, "--memory")?, sample_every, validate };
+        let cfg = EngineConfig { memory: parse_bytes(memory, "--memory")?, sample_every, validate, fast_paths: true };
         let inner = core::sim::Simulation::open(trace, rs, cfg, allow_truncated).map_err(err)?;
         Ok(Simulation { inner })
     }

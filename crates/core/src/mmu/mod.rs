@@ -196,6 +196,51 @@ impl Mmu {
         }
     }
 
+    /// Lookup for runs where every mapping has the one size `si` (the `base` policy): each
+    /// structure holding `si` is probed and, on a miss, filled in the same pass (`Tlb::access`).
+    /// Returns the level index of the hit, or None after a miss everywhere (every structure
+    /// already counted its miss and holds the translation; the caller then counts the walk with
+    /// `walk_only`). Counters and TLB contents end exactly as with `lookup` + `fill_after_walk`.
+    #[inline(always)]
+    pub fn lookup_single_size(&mut self, va: u64, asid: u16, fetch: bool, si: u32) -> Option<usize> {
+        let s = si as usize & (MAX_SIZES - 1);
+        let vpn = va >> self.shifts[s];
+        let tag = make_tag(asid, vpn, si);
+        let (tlbs, counters) = (&mut self.tlbs, &mut self.counters);
+        for p in self.probes[fetch as usize].iter() {
+            if p.holds & (1 << si) == 0 {
+                continue;
+            }
+            if tlbs[p.tlb].access(vpn, tag) {
+                counters[p.tlb].hits[s] += 1;
+                return Some(p.level);
+            }
+            counters[p.tlb].misses[s] += 1;
+        }
+        None
+    }
+
+    /// Take back what `lookup_single_size` did for an access that turned out to fault fatally:
+    /// its misses and its entries (the entries those displaced are not restored).
+    pub fn cancel_single_size(&mut self, va: u64, asid: u16, fetch: bool, si: u32) {
+        for p in self.probes[fetch as usize].iter() {
+            if p.holds & (1 << si) != 0 {
+                self.counters[p.tlb].misses[si as usize] -= 1;
+            }
+        }
+        self.invalidate(va, asid, si);
+    }
+
+    /// Count a walk to a page of size `si` whose TLB fills were already done; returns its
+    /// memory references.
+    #[inline]
+    pub fn walk_only(&mut self, va: u64, asid: u16, si: u32) -> u64 {
+        self.walk.walks[si as usize] += 1;
+        let refs = self.walk_refs(va, asid, si);
+        self.walk.refs += refs;
+        refs
+    }
+
     /// After a walk found a translation of size `si`: count the misses, fill every level, and
     /// return the walk's memory references (page-walk caches applied).
     #[inline]

@@ -295,7 +295,12 @@ impl Os {
     pub fn segfault(&mut self, pi: usize, va: u64) {
         let p = &mut self.procs[pi];
         if p.killed.is_none() {
-            p.killed = Some(format!("SIGSEGV at {va:#x}"));
+            let limit = p.pt.va_limit();
+            p.killed = Some(if va >= limit {
+                format!("SIGSEGV at {va:#x} (beyond the machine's {}-bit virtual address space)", limit.trailing_zeros())
+            } else {
+                format!("SIGSEGV at {va:#x}")
+            });
             self.counters.segv += 1;
             self.segv_log.push((p.pid, va));
         }

@@ -18,4 +18,7 @@ impl Policy for Base {
     fn on_fault(&mut self, _f: &FaultInfo) -> FaultDecision {
         FaultDecision { size_idx: 0, within_vma: true }
     }
+    fn only_size(&self) -> Option<u32> {
+        Some(0)
+    }
 }

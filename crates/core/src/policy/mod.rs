@@ -55,6 +55,11 @@ pub trait Policy: Send {
     fn on_alloc_failure(&mut self, _size_idx: u32) {}
     /// Periodic work (daemons) at simulated time `now`.
     fn tick(&mut self, _now: Cycles) {}
+    /// Some(size index) if this policy maps every page with that one size and never changes a
+    /// mapping's size (lets the engine use its single-size fast path).
+    fn only_size(&self) -> Option<u32> {
+        None
+    }
     /// The policy's own counters (decision reasons), as name/value pairs.
     fn counters(&self) -> Vec<(String, u64)> {
         Vec::new()
