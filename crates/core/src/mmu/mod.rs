@@ -49,6 +49,8 @@ pub struct Mmu {
     route: [Vec<Vec<usize>>; 2],
     /// The same, flattened in lookup order, per stream.
     probes: [Vec<Probe>; 2],
+    /// Per stream and size: the structures holding that size, in lookup order (tlb, level).
+    holders: [Vec<Vec<(usize, usize)>>; 2],
     /// Bitmask of size indices each structure holds.
     holds: Vec<u32>,
     /// For each stream and size: the first structure (in lookup order) that holds it.
@@ -127,8 +129,13 @@ impl Mmu {
                 .collect()
         };
         let probes = [flat(&route[0]), flat(&route[1])];
+        let by_size = |ps: &Vec<Probe>| -> Vec<Vec<(usize, usize)>> {
+            (0..MAX_SIZES).map(|si| ps.iter().filter(|p| p.holds & (1 << si) != 0).map(|p| (p.tlb, p.level)).collect()).collect()
+        };
+        let holders = [by_size(&probes[0]), by_size(&probes[1])];
         Mmu {
             probes,
+            holders,
             machine,
             tlbs,
             counters: vec![TlbCounters::default(); n],
@@ -207,15 +214,12 @@ impl Mmu {
         let vpn = va >> self.shifts[s];
         let tag = make_tag(asid, vpn, si);
         let (tlbs, counters) = (&mut self.tlbs, &mut self.counters);
-        for p in self.probes[fetch as usize].iter() {
-            if p.holds & (1 << si) == 0 {
-                continue;
+        for &(t, level) in self.holders[fetch as usize][s].iter() {
+            if tlbs[t].access(vpn, tag) {
+                counters[t].hits[s] += 1;
+                return Some(level);
             }
-            if tlbs[p.tlb].access(vpn, tag) {
-                counters[p.tlb].hits[s] += 1;
-                return Some(p.level);
-            }
-            counters[p.tlb].misses[s] += 1;
+            counters[t].misses[s] += 1;
         }
         None
     }
@@ -259,29 +263,21 @@ impl Mmu {
         let top = self.machine.walk_levels;
         let leaf = self.leaf_level[si as usize];
         // Page-walk caches are consulted deepest level first (the PDE cache before the PDPTE
-        // cache before the PML4E cache); the first hit decides where the walk starts, and the
-        // caches that missed below it learn the entries the walk reads.
+        // cache before the PML4E cache); the first hit decides where the walk starts, and each
+        // cache that missed on the way learns the entry the walk reads (`access` probes and, on
+        // a miss, fills in one pass).
         let mut start = top; // level of the first entry that must be read
-        let mut missed = 0usize;
-        for (i, (lvl, key_shift, pwc)) in self.pwcs.iter_mut().enumerate() {
+        for (lvl, key_shift, pwc) in self.pwcs.iter_mut() {
             if *lvl <= leaf {
                 continue;
             }
             let key = va >> *key_shift;
-            if pwc.probe(key, make_tag(asid, key, 0)) {
+            if pwc.access(key, make_tag(asid, key, 0)) {
                 self.walk.pwc_hits += 1;
                 start = *lvl - 1;
                 break;
             }
             self.walk.pwc_misses += 1;
-            missed |= 1 << i;
-        }
-        while missed != 0 {
-            let i = missed.trailing_zeros() as usize;
-            missed &= missed - 1;
-            let (_, key_shift, pwc) = &mut self.pwcs[i];
-            let key = va >> *key_shift;
-            pwc.fill(key, make_tag(asid, key, 0));
         }
         let guest = (start - leaf + 1) as u64;
         match self.nested_host_refs {

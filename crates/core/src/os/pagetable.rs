@@ -207,10 +207,14 @@ impl PageTable {
             let va = start + (r << self.span_shift(leaf));
             let node = self.walk_create(va, leaf);
             let idx = self.index(va, leaf);
-            let old = self.nodes[self.slot(node, idx)];
-            if old & PRESENT != 0 && old & LEAF == 0 {
-                // An empty lower table (nothing was mapped in range): reclaim it.
-                self.free_subtree((old >> PAYLOAD_SHIFT) as u32, leaf - 1);
+            if leaf > 1 {
+                // Above the last level the slot may hold an empty lower table (nothing was
+                // mapped in range): reclaim it. Last-level slots hold only leaves and are not
+                // read: the write need not wait for the old value to come from memory.
+                let old = self.nodes[self.slot(node, idx)];
+                if old & PRESENT != 0 && old & LEAF == 0 {
+                    self.free_subtree((old >> PAYLOAD_SHIFT) as u32, leaf - 1);
+                }
             }
             let at = self.slot(node, idx);
             self.nodes[at] = entry;
