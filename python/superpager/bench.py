@@ -169,18 +169,17 @@ How each number is measured:
 The cost of a reference depends on how far it gets. A reference that hits in a level-1 TLB costs
 a few nanoseconds; one that misses everywhere probes the level-1 and level-2 structures, consults
 the page-walk caches, resolves the page table (the simulator's own memory, which for a 1GiB
-footprint no longer fits the host's L1/L2), fills two TLBs and maybe a page-walk cache, and on
-first touch serves a fault. The "walks per ref" column shows where each trace sits: the
-synthetic GUPS, strided and Zipf traces are built to defeat the TLB (50-100% of references walk),
-and run at 15-20M refs/s; traces whose references mostly hit (the tree-like trace, 8% walks)
-exceed 30M refs/s, and long same-page runs reach billions per second.
+footprint no longer fits the host's L1 cache), fills the TLBs, and on first touch serves a fault.
+The "walks per ref" column shows where each trace sits: the synthetic GUPS, strided, Zipf traces
+are built to defeat the TLB (50-100% of references walk), the tree-like trace mostly hits, and
+long same-page runs (the sequential sweep) cost one record per page.
 
-So the 30M refs/s target holds for TLB-friendly traces and is missed, by up to 2x, on traces
-where nearly every reference is a last-level miss. The profile of those (perf, callgrind) is
-spread over the miss path: about 200 instructions each in the TLB probes, the TLB and page-walk
-cache fills, and the page-table resolution. Halving it needs a different miss path (for example
-caching the victim slot found by the failed probe, or a specialised walker per machine), not a
-single hot spot.
+Where the 30M refs/s target is missed, it is on traces where nearly every reference is a
+last-level miss to a page chosen at random from a 1GiB footprint (Zipf, pointer chase): there
+the time goes to cache misses on the simulated structures themselves (the 12KB STLB set array,
+the page-table leaf bitmaps), spread over the miss path rather than in one hot spot. Base-pages
+runs use an exact single-pass lookup-and-fill (docs/MODEL.md, "Fast path"); superpage policies
+take the general path, which probes and fills separately.
 
 These VMs are noisy: the same run can vary by +-30% from one minute to the next, so compare the
 ratios within one report.
