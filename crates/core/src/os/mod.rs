@@ -211,18 +211,12 @@ impl Os {
     /// Mechanism: unmap every page overlapping the range, free its frames, shoot down its TLB
     /// entries.
     pub fn unmap_range(&mut self, pi: usize, start: u64, len: u64, mmu: &mut Mmu) {
-        self.unmap(pi, start, len, mmu, true)
-    }
-
-    fn unmap(&mut self, pi: usize, start: u64, len: u64, mmu: &mut Mmu, shootdown: bool) {
         let mut removed = std::mem::take(&mut self.scratch);
         removed.clear();
         self.procs[pi].pt.unmap_range(start, len, &mut removed);
         let asid = self.procs[pi].asid;
         for t in &removed {
-            if shootdown {
-                mmu.invalidate(t.start, asid, t.size_idx);
-            }
+            mmu.invalidate(t.start, asid, t.size_idx);
             self.procs[pi].resident[t.size_idx as usize] -= 1;
             self.phys.free(t.pfn, self.order_of(t.size_idx));
             self.counters.pages_freed += 1;
@@ -422,7 +416,7 @@ impl Os {
     }
 
     /// Mechanism: process exit frees everything it had.
-    pub fn exit(&mut self, pi: usize, mmu: &mut Mmu) {
+    pub fn exit(&mut self, pi: usize, _mmu: &mut Mmu) {
         if !self.procs[pi].alive {
             return;
         }
@@ -432,9 +426,15 @@ impl Os {
             }
         }
         // No per-page shootdown: the address-space identifier dies with the process and is
-        // not reused until the identifiers wrap, when every TLB is flushed (flush_needed).
-        self.unmap(pi, 0, u64::MAX, mmu, false);
+        // not reused until the identifiers wrap, when every TLB is flushed (flush_needed). The
+        // page table goes whole: one traversal finds every page to free.
+        for t in self.procs[pi].pt.pages() {
+            self.phys.free(t.pfn, self.order_of(t.size_idx));
+            self.counters.pages_freed += 1;
+        }
         let p = &mut self.procs[pi];
+        p.resident = [0; MAX_SIZES];
+        p.pt = PageTable::new(self.levels, self.bits, self.base, self.sizes.clone());
         p.vmas.clear();
         p.alive = false;
         self.counters.exits += 1;

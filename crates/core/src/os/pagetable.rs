@@ -197,10 +197,13 @@ impl PageTable {
     pub fn map(&mut self, start: u64, si: u32, pfn: Pfn) -> bool {
         let size = self.sizes[si as usize];
         debug_assert_eq!(start & size.mask(), 0, "unaligned map");
+        let leaf = self.leaf_level(size);
+        if leaf == 1 && start < self.limit {
+            return self.map_last_level(start, si, pfn, size);
+        }
         if self.any_mapped(start, size.bytes()) {
             return false;
         }
-        let leaf = self.leaf_level(size);
         let reps = 1u64 << (size.shift() - self.span_shift(leaf));
         let entry = PRESENT | LEAF | ((si as u64) << SIZE_SHIFT) | (pfn.0 << PAYLOAD_SHIFT);
         for r in 0..reps {
@@ -219,6 +222,43 @@ impl PageTable {
             let at = self.slot(node, idx);
             self.nodes[at] = entry;
             self.note_leaf_added(node, idx, si);
+        }
+        true
+    }
+
+    /// `map` for pages stored at the last level (base pages, and replicated sizes below the
+    /// next level's span, which always fall in one last-level node): one walk that checks for
+    /// a covering superpage on the way down and for occupied slots in the node's leaf bitmap.
+    fn map_last_level(&mut self, start: u64, si: u32, pfn: Pfn, size: PageSize) -> bool {
+        let mut node = 0usize;
+        let mut level = self.levels;
+        while level > 1 {
+            let e = self.nodes[self.slot(node, self.index(start, level))];
+            if e & PRESENT != 0 && e & LEAF != 0 {
+                return false; // inside a larger page
+            }
+            level -= 1;
+            if e & PRESENT == 0 {
+                node = usize::MAX; // the rest of the path does not exist yet: nothing mapped
+                break;
+            }
+            node = (e >> PAYLOAD_SHIFT) as usize;
+        }
+        let first = self.index(start, 1);
+        let reps = 1usize << (size.shift() - self.span_shift(1));
+        if node != usize::MAX {
+            for i in first..first + reps {
+                if self.leaf_bits[node * self.words_per_node + i / 64] >> (i % 64) & 1 != 0 {
+                    return false;
+                }
+            }
+        }
+        let node = self.walk_create(start, 1);
+        let entry = PRESENT | LEAF | ((si as u64) << SIZE_SHIFT) | (pfn.0 << PAYLOAD_SHIFT);
+        for i in first..first + reps {
+            let at = self.slot(node, i);
+            self.nodes[at] = entry;
+            self.note_leaf_added(node, i, si);
         }
         true
     }
@@ -407,6 +447,9 @@ mod tests {
         let mut pt = x86();
         assert!(pt.map(0x20_0000, 0, Pfn(1)));
         assert!(!pt.map(0x20_0000, 2, Pfn(512)), "2MB over a mapped 4KB page");
+        assert!(pt.map(0x60_0000, 2, Pfn(1024)));
+        assert!(!pt.map(0x60_1000, 0, Pfn(9)), "4KB inside a mapped 2MB page");
+        assert!(!pt.map(0x61_0000, 1, Pfn(16)), "64KB inside a mapped 2MB page");
         let mut out = Vec::new();
         pt.unmap_range(0x20_0000, 0x1000, &mut out);
         assert_eq!(out.len(), 1);

@@ -23,12 +23,14 @@ pub struct BumpAllocator {
     total: u64,
     next: u64,
     free_lists: Vec<Vec<u64>>,
+    /// Bit o set when free_lists[o] is not empty (finds a larger extent to split in O(1)).
+    nonempty: u64,
     free_count: u64,
 }
 
 impl BumpAllocator {
     pub fn new(total_frames: u64, max_order: u8) -> BumpAllocator {
-        BumpAllocator { total: total_frames, next: 0, free_lists: vec![Vec::new(); max_order as usize + 1], free_count: 0 }
+        BumpAllocator { total: total_frames, next: 0, free_lists: vec![Vec::new(); max_order as usize + 1], nonempty: 0, free_count: 0 }
     }
 
     fn push_free(&mut self, mut pfn: u64, end: u64) {
@@ -38,6 +40,7 @@ impl BumpAllocator {
             let max = (self.free_lists.len() - 1) as u32;
             let o = max.min(pfn.trailing_zeros()).min(63 - (end - pfn).leading_zeros());
             self.free_lists[o as usize].push(pfn);
+            self.nonempty |= 1 << o;
             self.free_count += 1 << o;
             pfn += 1 << o;
         }
@@ -51,16 +54,23 @@ impl FrameAllocator for BumpAllocator {
             return None;
         }
         if let Some(p) = self.free_lists[o].pop() {
+            if self.free_lists[o].is_empty() {
+                self.nonempty &= !(1 << o);
+            }
             self.free_count -= 1 << o;
             return Some(Pfn(p));
         }
-        // Split a larger free extent.
-        for big in o + 1..self.free_lists.len() {
-            if let Some(p) = self.free_lists[big].pop() {
-                self.free_count -= 1 << big;
-                self.push_free(p + (1 << o), p + (1 << big));
-                return Some(Pfn(p));
+        // Split the smallest larger free extent.
+        let larger = self.nonempty & !((2u64 << o) - 1);
+        if larger != 0 {
+            let big = larger.trailing_zeros() as usize;
+            let p = self.free_lists[big].pop().expect("nonempty bit set for an empty list");
+            if self.free_lists[big].is_empty() {
+                self.nonempty &= !(1 << big);
             }
+            self.free_count -= 1 << big;
+            self.push_free(p + (1 << o), p + (1 << big));
+            return Some(Pfn(p));
         }
         let n = 1u64 << o;
         let start = (self.next + n - 1) & !(n - 1);
