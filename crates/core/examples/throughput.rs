@@ -14,6 +14,22 @@ fn main() {
     let policy = args.get(3).map(String::as_str).unwrap_or("base");
     let repeats: usize = args.get(4).and_then(|r| r.parse().ok()).unwrap_or(5);
     let mut rates = Vec::new();
+    if machine == "decode-only" {
+        // How fast the reader alone decodes (the simulation's upper bound).
+        for _ in 0..repeats {
+            let t0 = std::time::Instant::now();
+            let mut r = superpager_core::trace::spt::SptReader::open(&args[1]).unwrap_or_else(|e| panic!("{e}"));
+            let mut c = superpager_core::trace::Chunk::default();
+            let mut n = 0u64;
+            while r.next_chunk(&mut c).unwrap_or_else(|e| panic!("{e}")) {
+                n += c.accesses.len() as u64;
+            }
+            rates.push((n as f64 / t0.elapsed().as_secs_f64(), 0.0));
+        }
+        rates.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+        println!("decode only: {:.2}M records/s", rates[rates.len() / 2].0 / 1e6);
+        return;
+    }
     for _ in 0..repeats {
         let m = Machine::load(machine).unwrap_or_else(|e| panic!("{e}"));
         let t0 = std::time::Instant::now();
