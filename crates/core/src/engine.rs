@@ -138,42 +138,28 @@ impl Engine {
             let fetch = a.kind.is_fetch();
             self.accesses += a.count as u64;
             self.by_kind[a.kind as usize] += a.count as u64;
-            if self.base_only {
-                if self.mmu.lookup_single_size(a.addr, asid, fetch, 0).is_none() {
-                    self.miss_base_only(a)?;
-                    if !self.cur_live {
-                        self.accesses -= a.count as u64;
-                        self.by_kind[a.kind as usize] -= a.count as u64;
-                        let rest: u64 = acc[i..].iter().map(|a| a.count as u64).sum();
-                        self.os.counters.accesses_dropped += rest;
-                        return Ok(());
-                    }
+            // The size of the page that served the access (None: the access killed its process).
+            let served = if self.base_only {
+                match self.mmu.lookup_single_size(a.addr, asid, fetch, 0) {
+                    Some(_) => Some(0),
+                    None => self.miss_base_only(a)?,
                 }
-                if a.count > 1 {
-                    self.repeat_hits(fetch, 0, a.count - 1);
+            } else {
+                match self.mmu.lookup(a.addr, asid, fetch) {
+                    Some((_, si)) => Some(si),
+                    None => self.miss(a)?,
                 }
-                if self.accesses >= self.next_sample {
-                    self.sample_due();
-                }
-                continue;
-            }
-            match self.mmu.lookup(a.addr, asid, fetch) {
-                Some((_, si)) => {
-                    if a.count > 1 {
-                        self.repeat_hits(fetch, si, a.count - 1);
-                    }
-                }
-                None => {
-                    self.miss(a)?;
-                    if !self.cur_live {
-                        // Killed by this access: it and the rest of the run are dropped.
-                        self.accesses -= a.count as u64;
-                        self.by_kind[a.kind as usize] -= a.count as u64;
-                        let rest: u64 = acc[i..].iter().map(|a| a.count as u64).sum();
-                        self.os.counters.accesses_dropped += rest;
-                        return Ok(());
-                    }
-                }
+            };
+            let Some(si) = served else {
+                // Killed by this access: it and the rest of the run are dropped.
+                self.accesses -= a.count as u64;
+                self.by_kind[a.kind as usize] -= a.count as u64;
+                let rest: u64 = acc[i..].iter().map(|a| a.count as u64).sum();
+                self.os.counters.accesses_dropped += rest;
+                return Ok(());
+            };
+            if a.count > 1 {
+                self.repeat_hits(fetch, si, a.count - 1);
             }
             if self.accesses >= self.next_sample {
                 self.sample_due();
@@ -201,37 +187,36 @@ impl Engine {
     /// A miss everywhere in a base-pages-only run: the TLBs already hold the translation (they
     /// were filled in the lookup pass); resolve it, faulting if needed, and count the walk.
     #[inline(never)]
-    fn miss_base_only(&mut self, a: &Access) -> Result<()> {
+    fn miss_base_only(&mut self, a: &Access) -> Result<Option<u32>> {
         let pi = self.cur_pi;
         let present = self.os.procs[pi].pt.size_at(a.addr).is_some() || self.fault(a)?.is_some();
         if !present {
             // Segfault: the access never completes; take back the misses and entries its lookup
             // recorded (the entries they displaced are not restored: docs/MODEL.md).
             self.mmu.cancel_single_size(a.addr, self.cur_asid, a.kind.is_fetch(), 0);
-            return Ok(());
+            return Ok(None);
         }
         self.mmu.walk_only(a.addr, self.cur_asid, 0);
         self.policy.on_tlb_miss(a.addr, 0);
-        Ok(())
+        Ok(Some(0))
     }
 
+    /// A miss at every TLB level: resolve the translation (faulting if needed), fill the TLBs
+    /// and count the walk. Returns the page size index, or None if the process was killed.
     #[inline(never)]
-    fn miss(&mut self, a: &Access) -> Result<()> {
+    fn miss(&mut self, a: &Access) -> Result<Option<u32>> {
         let pi = self.cur_pi;
         let fetch = a.kind.is_fetch();
         let si = match self.os.procs[pi].pt.size_at(a.addr) {
             Some(si) => si,
             None => match self.fault(a)? {
                 Some(si) => si,
-                None => return Ok(()), // the process died (segfault)
+                None => return Ok(None),
             },
         };
         self.mmu.fill_after_walk(a.addr, self.cur_asid, fetch, si);
         self.policy.on_tlb_miss(a.addr, si);
-        if a.count > 1 {
-            self.repeat_hits(fetch, si, a.count - 1);
-        }
-        Ok(())
+        Ok(Some(si))
     }
 
     /// Serve a page fault; returns the size index of the page now mapping the address, or None
