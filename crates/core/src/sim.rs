@@ -8,7 +8,6 @@ use crate::mmu::tlb::{make_tag, Tlb};
 use crate::policy;
 use crate::stats::Results;
 use crate::trace::spt::{PrefetchReader, TraceMeta};
-use crate::trace::Chunk;
 
 pub struct Simulation {
     reader: PrefetchReader,
@@ -71,15 +70,6 @@ impl Simulation {
     }
 }
 
-/// Run engines over in-memory chunks (tests, the Python API on generated records).
-pub fn run_chunks(engines: &mut [Engine], chunks: &[Chunk]) -> Result<()> {
-    for c in chunks {
-        for e in engines.iter_mut() {
-            e.run_chunk(c)?;
-        }
-    }
-    Ok(())
-}
 
 /// The TLB model alone on a flat array of addresses: one structure, one page size, no OS.
 /// This is what the pycachesim comparison measures (a cache with page-sized lines).

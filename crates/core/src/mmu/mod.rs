@@ -12,7 +12,7 @@
 pub mod machine;
 pub mod tlb;
 
-use machine::{Machine, Stream};
+use machine::Machine;
 use tlb::{make_tag, Replacement, Tlb};
 
 pub const MAX_SIZES: usize = 16;
@@ -151,9 +151,6 @@ impl Mmu {
         }
     }
 
-    pub fn stream_of(fetch: bool) -> usize {
-        fetch as usize
-    }
 
     /// Probe the hierarchy. On a hit returns (level index, size index) and has already counted
     /// the hit and the earlier-level misses and fills. On a miss returns None and changes
@@ -314,17 +311,8 @@ impl Mmu {
         }
     }
 
-    pub fn structure_names(&self) -> Vec<String> {
-        self.machine.tlbs.iter().map(|t| t.name.clone()).collect()
-    }
 
-    pub fn is_software(&self) -> bool {
-        self.machine.software_handler_cycles.is_some()
-    }
 
-    pub fn stream_kinds(&self) -> Vec<Stream> {
-        self.machine.tlbs.iter().map(|t| t.stream).collect()
-    }
 }
 
 #[cfg(test)]

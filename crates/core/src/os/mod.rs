@@ -508,9 +508,4 @@ impl Os {
     }
 }
 
-/// Convenience for policies: the aligned start of the `si` page containing `va`.
-#[inline]
-pub fn align(va: u64, size: PageSize) -> u64 {
-    va & !size.mask()
-}
 

@@ -159,10 +159,6 @@ impl Chunk {
         self.accesses.clear();
         self.events.clear();
     }
-    /// Accesses this chunk stands for (collapsed counts expanded).
-    pub fn access_count(&self) -> u64 {
-        self.accesses.iter().map(|a| a.count as u64).sum()
-    }
 }
 
 /// Anything that yields records in order: the .spt reader, importers, generators.
