@@ -230,30 +230,33 @@ impl PageTable {
     /// next level's span, which always fall in one last-level node): one walk that checks for
     /// a covering superpage on the way down and for occupied slots in the node's leaf bitmap.
     fn map_last_level(&mut self, start: u64, si: u32, pfn: Pfn, size: PageSize) -> bool {
+        // Walk down once, creating missing tables; a leaf on the way is a larger page covering
+        // the range. (Below a newly created table nothing can be mapped, so a refusal never
+        // leaves an empty table behind.)
         let mut node = 0usize;
         let mut level = self.levels;
         while level > 1 {
-            let e = self.nodes[self.slot(node, self.index(start, level))];
-            if e & PRESENT != 0 && e & LEAF != 0 {
+            let idx = self.index(start, level);
+            let e = self.nodes[self.slot(node, idx)];
+            node = if e & PRESENT == 0 {
+                let child = self.new_node();
+                let at = self.slot(node, idx);
+                self.nodes[at] = PRESENT | ((child as u64) << PAYLOAD_SHIFT);
+                child as usize
+            } else if e & LEAF != 0 {
                 return false; // inside a larger page
-            }
+            } else {
+                (e >> PAYLOAD_SHIFT) as usize
+            };
             level -= 1;
-            if e & PRESENT == 0 {
-                node = usize::MAX; // the rest of the path does not exist yet: nothing mapped
-                break;
-            }
-            node = (e >> PAYLOAD_SHIFT) as usize;
         }
         let first = self.index(start, 1);
         let reps = 1usize << (size.shift() - self.span_shift(1));
-        if node != usize::MAX {
-            for i in first..first + reps {
-                if self.leaf_bits[node * self.words_per_node + i / 64] >> (i % 64) & 1 != 0 {
-                    return false;
-                }
+        for i in first..first + reps {
+            if self.leaf_bits[node * self.words_per_node + i / 64] >> (i % 64) & 1 != 0 {
+                return false;
             }
         }
-        let node = self.walk_create(start, 1);
         let entry = PRESENT | LEAF | ((si as u64) << SIZE_SHIFT) | (pfn.0 << PAYLOAD_SHIFT);
         for i in first..first + reps {
             let at = self.slot(node, i);
