@@ -31,15 +31,6 @@ TRACES = [
 ]
 
 
-def median_time(fn, repeats: int) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
-
-
 def pycachesim_run(addrs: list[int]):
     from cachesim import Cache, CacheSimulator, MainMemory
 
@@ -73,33 +64,45 @@ def main(a) -> int:
     work = a.workdir or tempfile.mkdtemp(prefix="superpager-bench-")
     os.makedirs(work, exist_ok=True)
     n = a.accesses
-    rows_tlb, rows_full = [], []
+    # Prepare every trace first, then measure in rounds that visit every trace once, so a slow
+    # spell of the (shared, noisy) machine falls on all of them alike; report medians.
+    prepared = []
     for name, kind, size, opts in TRACES:
         path = os.path.join(work, f"bench-{kind}.spt")
         accesses = n // 2 if kind == "gups" else n  # GUPS emits a load and a store per update
         api.gen(kind, path, size=size, accesses=accesses, seed=42, **opts)
         raw = _core.read_addresses(path)
-        count = len(raw) // 8
-        ours = []
-        misses = None
-        for _ in range(a.repeats):
-            h, m, secs = _core.tlb_only(raw, 64, 4, "4KiB")
-            ours.append(secs)
-            misses = m
-        t_ours = statistics.median(ours)
-        peer_rate = peer_misses = None
+        addrs = None
         if have_peer:
             import array
 
             addrs = array.array("Q", raw).tolist()
-            t_peer, peer_misses = median_time(lambda: pycachesim_run(addrs), a.repeats)
-            peer_rate = count / t_peer
-        rows_tlb.append((name, count, count / t_ours, peer_rate, misses, peer_misses))
-        t_full, r = median_time(lambda: api.simulate(path, machine="skylake", policy="base", progress=False), max(1, a.repeats // 2 + 1))
-        rows_full.append((name, r["accesses"], r["accesses"] / t_full, r["records"] / t_full, os.path.getsize(path), r["walks"]))
-        print(f"  {name}: TLB model {human(count / t_ours)} refs/s"
-              + (f", pycachesim {human(peer_rate)} refs/s" if peer_rate else "")
-              + f"; full skylake {human(r['accesses'] / t_full)} refs/s", file=sys.stderr)
+        prepared.append((name, path, raw, addrs))
+    t_ours = {p[0]: [] for p in prepared}
+    t_peer = {p[0]: [] for p in prepared}
+    t_full = {p[0]: [] for p in prepared}
+    misses, peer_misses, full = {}, {}, {}
+    for rnd in range(a.repeats):
+        print(f"  round {rnd + 1}/{a.repeats}", file=sys.stderr)
+        for name, path, raw, addrs in prepared:
+            _, misses[name], secs = _core.tlb_only(raw, 64, 4, "4KiB")
+            t_ours[name].append(secs)
+            if addrs is not None:
+                t0 = time.perf_counter()
+                peer_misses[name] = pycachesim_run(addrs)
+                t_peer[name].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            full[name] = api.simulate(path, machine="skylake", policy="base", progress=False)
+            t_full[name].append(time.perf_counter() - t0)
+    rows_tlb, rows_full = [], []
+    for name, path, raw, addrs in prepared:
+        count = len(raw) // 8
+        peer_rate = count / statistics.median(t_peer[name]) if t_peer[name] else None
+        rows_tlb.append((name, count, count / statistics.median(t_ours[name]), peer_rate, misses[name], peer_misses.get(name)))
+        r = full[name]
+        med = statistics.median(t_full[name])
+        spread = (r["accesses"] / max(t_full[name]), r["accesses"] / min(t_full[name]))
+        rows_full.append((name, r["accesses"], r["accesses"] / med, r["records"] / med, os.path.getsize(path), r["walks"], spread))
 
     lines = []
     lines.append("| trace | refs | superpager TLB model (refs/s) | pycachesim (refs/s) | ratio | misses (ours / pycachesim) |")
@@ -109,10 +112,10 @@ def main(a) -> int:
         agree = "" if pm is None else (" (agree)" if pm == m else " (DIFFER)")
         lines.append(f"| {name} | {human(count)} | {human(ours)} | {human(peer) if peer else '-'} | {ratio} | {m} / {pm if pm is not None else '-'}{agree} |")
     lines.append("")
-    lines.append("| trace | refs | full `skylake` + `base`, streaming .spt (refs/s) | records/s | walks per ref | trace bytes per ref |")
-    lines.append("|---|---:|---:|---:|---:|---:|")
-    for name, count, rate, rrate, size, walks in rows_full:
-        lines.append(f"| {name} | {human(count)} | {human(rate)} | {human(rrate)} | {walks / count:.3f} | {size / count:.3f} |")
+    lines.append("| trace | refs | full `skylake` + `base`, streaming .spt (refs/s, median) | slowest – fastest round | records/s | walks per ref | trace bytes per ref |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|")
+    for name, count, rate, rrate, size, walks, (lo, hi) in rows_full:
+        lines.append(f"| {name} | {human(count)} | {human(rate)} | {human(lo)} – {human(hi)} | {human(rrate)} | {walks / count:.3f} | {size / count:.3f} |")
     lines.append("")
     lines.append("### Against the targets")
     lines.append("")
@@ -142,8 +145,9 @@ Produced by `superpager bench --accesses {a.accesses} --repeats {a.repeats} --ou
 (`make bench`) on {cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()},
 superpager {_core.__version__}{f' at {commit}' if commit else ''}. Single core for superpager's
 simulation loop (the full-machine runs also use a second thread to decompress and decode chunks).
-Figures are medians of {a.repeats} runs measured in the same process; compare ratios, not absolute
-rates across runs (these VMs are noisy, +-10-20%).
+Figures are medians of {a.repeats} rounds measured in the same process, each round visiting every
+trace (so a slow spell of the machine falls on all of them alike); compare ratios, not absolute
+rates across reports (these VMs are noisy: see the slowest and fastest rounds).
 
 ## Targets (issue 2)
 
