@@ -140,23 +140,18 @@ impl Tlb {
         if set[0] == tag {
             return true;
         }
-        // Shift right from the front until the tag (a hit: move to front) or the end / an empty
-        // slot (a miss: the last entry falls out, the tag goes in front).
+        // Shift right from the front until the tag (a hit: move to front) or the end (a miss:
+        // the last entry falls out, the tag goes in front). Empty slots sit at the tail, so
+        // shifting them too leaves the same contents as stopping at the first one.
         let mut carry = set[0];
-        let mut k = 1;
-        while k < set.len() {
-            let t = set[k];
-            set[k] = carry;
+        for slot in set[1..].iter_mut() {
+            let t = *slot;
+            *slot = carry;
             if t == tag {
                 set[0] = tag;
                 return true;
             }
-            if t == EMPTY {
-                set[0] = tag;
-                return false;
-            }
             carry = t;
-            k += 1;
         }
         set[0] = tag;
         false
