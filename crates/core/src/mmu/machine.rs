@@ -169,6 +169,17 @@ struct CoalescingFile {
     pages: u32,
 }
 
+/// In a radix table of `levels` levels of `bits` index bits over `base` pages, the level
+/// (1 = last) whose entries map a page of size `p`: the highest level whose entry span is at
+/// most `p`.
+pub fn radix_leaf_level(base: PageSize, bits: u8, levels: u8, p: PageSize) -> u8 {
+    let mut level = 1u8;
+    while level < levels && base.shift() + bits as u32 * level as u32 <= p.shift() {
+        level += 1;
+    }
+    level
+}
+
 /// Presets compiled into the library: (name, one-line summary, TOML).
 pub const PRESETS: [(&str, &str); 7] = [
     ("alpha21264", include_str!("../machines/alpha21264.toml")),
@@ -411,15 +422,7 @@ zero_cycles_per_kib = 0
     /// Radix level (1 = leaf table) whose entries map a page of size `p`: the deepest level
     /// whose span is at most `p`. Sizes between level spans are stored replicated there.
     pub fn leaf_level(&self, p: PageSize) -> u8 {
-        let mut level = 1u8;
-        while level < self.walk_levels {
-            let next_span = self.base_page.shift() + self.bits_per_level as u32 * level as u32;
-            if next_span > p.shift() {
-                break;
-            }
-            level += 1;
-        }
-        level
+        radix_leaf_level(self.base_page, self.bits_per_level, self.walk_levels, p)
     }
 
     pub fn largest_page(&self) -> PageSize {

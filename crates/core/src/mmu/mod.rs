@@ -112,12 +112,7 @@ impl Mmu {
             .collect();
         let nested_host_refs = machine.nested.as_ref().map(|n| {
             // Host levels walked for one guest-physical reference: down to the host page's leaf.
-            let mut leaf = 1u8;
-            while leaf < n.host_levels
-                && machine.base_page.shift() + machine.bits_per_level as u32 * leaf as u32 <= n.host_page_size.shift()
-            {
-                leaf += 1;
-            }
+            let leaf = machine::radix_leaf_level(machine.base_page, machine.bits_per_level, n.host_levels, n.host_page_size);
             (n.host_levels - leaf + 1) as u64
         });
         let n = tlbs.len();

@@ -7,6 +7,7 @@
 //! or a pointer to a child node; every leaf of a replicated page holds the same size index and
 //! first frame; nodes are only created on the way to a leaf.
 
+use crate::mmu::machine::radix_leaf_level;
 use crate::units::{PageSize, Pfn};
 
 const PRESENT: u64 = 1;
@@ -16,6 +17,13 @@ const PAYLOAD_SHIFT: u32 = 8; // pfn or child node index
 const META_COUNT: u32 = 0x1_ffff;
 const META_SIZE_SHIFT: u32 = 20;
 const META_MIXED: u32 = 1 << 24;
+
+/// Where a walk of the upper levels ends.
+enum Descent {
+    Absent,
+    Leaf(u64),
+    LastLevel(usize),
+}
 
 /// One resolved translation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +38,7 @@ pub struct Translation {
 pub struct PageTable {
     levels: u8,
     bits: u32,
+    base: PageSize,
     sizes: Vec<PageSize>,
     /// All nodes in one flat array: node i holds entries [i << bits, (i+1) << bits).
     nodes: Vec<u64>,
@@ -57,6 +66,7 @@ impl PageTable {
         let mut pt = PageTable {
             levels,
             bits: bits as u32,
+            base,
             sizes,
             nodes: Vec::new(),
             meta: Vec::new(),
@@ -105,71 +115,66 @@ impl PageTable {
     }
 
     pub fn leaf_level(&self, p: PageSize) -> u8 {
-        let mut level = 1u8;
-        while level < self.levels && self.span_shift(level + 1) <= p.shift() {
-            level += 1;
+        radix_leaf_level(self.base, self.bits as u8, self.levels, p)
+    }
+
+    /// Walk the upper levels for `va`: a leaf entry found above the last level, the
+    /// last-level node that holds `va`'s entry, or nothing mapped on the way.
+    #[inline(always)]
+    fn descend(&self, va: u64) -> Descent {
+        if va >= self.limit {
+            return Descent::Absent;
         }
-        level
+        let mut node = 0usize;
+        let mut level = self.levels;
+        while level > 1 {
+            let e = self.nodes[self.slot(node, self.index(va, level))];
+            if e & PRESENT == 0 {
+                return Descent::Absent;
+            }
+            if e & LEAF != 0 {
+                return Descent::Leaf(e);
+            }
+            node = (e >> PAYLOAD_SHIFT) as usize;
+            level -= 1;
+        }
+        Descent::LastLevel(node)
+    }
+
+    fn translation(&self, e: u64, va: u64) -> Translation {
+        let size_idx = ((e >> SIZE_SHIFT) & 0xf) as u32;
+        let size = self.sizes[size_idx as usize];
+        Translation { size_idx, pfn: Pfn(e >> PAYLOAD_SHIFT), start: va & !size.mask() }
     }
 
     /// Resolve `va`.
     #[inline]
     pub fn lookup(&self, va: u64) -> Option<Translation> {
-        if va >= self.va_limit() {
-            return None;
-        }
-        let mut node = 0usize;
-        let mut level = self.levels;
-        loop {
-            let e = self.nodes[self.slot(node, self.index(va, level))];
-            if e & PRESENT == 0 {
-                return None;
-            }
-            if e & LEAF != 0 {
-                let size_idx = ((e >> SIZE_SHIFT) & 0xf) as u32;
-                let size = self.sizes[size_idx as usize];
-                return Some(Translation { size_idx, pfn: Pfn(e >> PAYLOAD_SHIFT), start: va & !size.mask() });
-            }
-            if level == 1 {
-                return None;
-            }
-            node = (e >> PAYLOAD_SHIFT) as usize;
-            level -= 1;
-        }
+        let e = match self.descend(va) {
+            Descent::Absent => return None,
+            Descent::Leaf(e) => e,
+            Descent::LastLevel(node) => self.nodes[self.slot(node, self.index(va, 1))],
+        };
+        (e & PRESENT != 0 && e & LEAF != 0).then(|| self.translation(e, va))
     }
 
-    /// The size index of the page mapping `va`, if any: `lookup` without reading a leaf that a
-    /// full, uniform node summarises.
+    /// The size index of the page mapping `va`, if any: `lookup` without reading the
+    /// last-level entry when the node's leaf bitmap and summary answer (it holds one size).
     #[inline]
     pub fn size_at(&self, va: u64) -> Option<u32> {
-        if va >= self.va_limit() {
-            return None;
-        }
-        let mut node = 0usize;
-        let mut level = self.levels;
-        loop {
-            let idx = self.index(va, level);
-            if level == 1 {
-                // A last-level node holds only leaves: its bitmap and summary suffice unless
-                // it mixes page sizes.
+        match self.descend(va) {
+            Descent::Absent => None,
+            Descent::Leaf(e) => Some(((e >> SIZE_SHIFT) & 0xf) as u32),
+            Descent::LastLevel(node) => {
+                let idx = self.index(va, 1);
                 let m = self.meta[node];
                 if m & META_MIXED == 0 {
                     let w = self.leaf_bits[node * self.words_per_node + idx / 64];
                     return (w >> (idx % 64) & 1 != 0).then_some((m >> META_SIZE_SHIFT) & 0xf);
                 }
+                let e = self.nodes[self.slot(node, idx)];
+                (e & PRESENT != 0).then_some(((e >> SIZE_SHIFT) & 0xf) as u32)
             }
-            let e = self.nodes[self.slot(node, idx)];
-            if e & PRESENT == 0 {
-                return None;
-            }
-            if e & LEAF != 0 {
-                return Some(((e >> SIZE_SHIFT) & 0xf) as u32);
-            }
-            if level == 1 {
-                return None;
-            }
-            node = (e >> PAYLOAD_SHIFT) as usize;
-            level -= 1;
         }
     }
 
@@ -391,9 +396,7 @@ impl PageTable {
             }
             let va = prefix | ((i as u64) << self.span_shift(level));
             if e & LEAF != 0 {
-                let si = ((e >> SIZE_SHIFT) & 0xf) as u32;
-                let size = self.sizes[si as usize];
-                out.push(Translation { size_idx: si, pfn: Pfn(e >> PAYLOAD_SHIFT), start: va & !size.mask() });
+                out.push(self.translation(e, va));
             } else if level > 1 {
                 self.collect((e >> PAYLOAD_SHIFT) as usize, level - 1, va, out);
             }
