@@ -61,7 +61,7 @@ impl Engine {
         }
         let base_only = cfg.fast_paths && policy.only_size() == Some(0);
         let mmu = Mmu::new(machine);
-        let os = Os::new(&mmu, cfg.memory);
+        let os = Os::new(&mmu, cfg.memory)?;
         // No periodic samples when sample_every is 0: the first sample point is never reached.
         let next_sample = if cfg.sample_every == 0 { u64::MAX } else { cfg.sample_every };
         let mut e = Engine {

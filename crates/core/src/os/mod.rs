@@ -10,15 +10,16 @@
 //! The OS memory manager (buddy allocator, page cache, COW, reclaim, compaction) replaces these
 //! behind the same interfaces.
 
+pub mod frames;
 pub mod pagetable;
-pub mod phys;
 
 use crate::error::{Error, Result};
 use crate::mmu::{Mmu, MAX_SIZES};
 use crate::trace::*;
 use crate::units::{Bytes, Order, PageSize};
 use pagetable::{PageTable, Translation};
-use phys::{BumpAllocator, FrameAllocator};
+use frames::{FrameKind, Owner, PhysMem};
+use crate::units::Pfn;
 use std::collections::BTreeMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,7 +120,7 @@ pub struct Os {
     pub base: PageSize,
     pub memory: Bytes,
     pub procs: Vec<Process>,
-    pub phys: Box<dyn FrameAllocator>,
+    pub phys: PhysMem,
     pub counters: OsCounters,
     levels: u8,
     bits: u8,
@@ -131,19 +132,24 @@ pub struct Os {
     pub segv_log: Vec<(u32, u64)>,
     /// Address-space identifiers wrapped around: the engine must flush every TLB.
     pub flush_needed: bool,
+    /// A page-table page could not be allocated (out of memory).
+    pub pt_oom: bool,
 }
 
 impl Os {
-    pub fn new(mmu: &Mmu, memory: Bytes) -> Os {
+    pub fn new(mmu: &Mmu, memory: Bytes) -> Result<Os> {
         let m = &mmu.machine;
         let frames = memory.0 >> m.base_page.shift();
         let max_order = (m.largest_page().shift() - m.base_page.shift()) as u8;
-        Os {
+        // Pageblocks are one last-level table's span (Linux: pageblock_order = the PMD order).
+        let phys = PhysMem::new(frames, max_order, m.bits_per_level)
+            .map_err(|e| Error::usage(format!("--memory {memory}: {e}")))?;
+        Ok(Os {
             sizes: m.page_sizes.clone(),
             base: m.base_page,
             memory,
             procs: Vec::new(),
-            phys: Box::new(BumpAllocator::new(frames, max_order)),
+            phys,
             counters: OsCounters::default(),
             levels: m.walk_levels,
             bits: m.bits_per_level,
@@ -152,7 +158,8 @@ impl Os {
             final_resident: [0; MAX_SIZES],
             segv_log: Vec::new(),
             flush_needed: false,
-        }
+            pt_oom: false,
+        })
     }
 
     /// The process with this pid, created on first sight.
@@ -177,7 +184,31 @@ impl Os {
             brk: 0,
             resident: [0; MAX_SIZES],
         });
-        self.procs.len() - 1
+        let pi = self.procs.len() - 1;
+        self.settle_pt(pi);
+        pi
+    }
+
+    /// Give new page-table nodes their frames and free the frames of released nodes (the page
+    /// table itself owns no allocator). Returns false if a frame could not be had.
+    #[inline]
+    pub fn settle_pt(&mut self, pi: usize) -> bool {
+        let pt = &mut self.procs[pi].pt;
+        if pt.created.is_empty() && pt.released.is_empty() {
+            return true;
+        }
+        let mut ok = true;
+        for f in std::mem::take(&mut pt.released) {
+            self.phys.free(Pfn(f), Order(0));
+        }
+        let created = std::mem::take(&mut self.procs[pi].pt.created);
+        for n in created {
+            match self.phys.alloc(Order(0), FrameKind::PageTable) {
+                Some(f) => self.procs[pi].pt.set_node_frame(n, f.0),
+                None => ok = false,
+            }
+        }
+        ok
     }
 
     fn order_of(&self, si: u32) -> Order {
@@ -194,12 +225,16 @@ impl Os {
                     return MapOutcome::CrossesVma;
                 }
             }
-            let Some(pfn) = self.phys.alloc(self.order_of(si)) else {
+            let Some(pfn) = self.phys.alloc(self.order_of(si), FrameKind::Anon) else {
                 return MapOutcome::NoContiguousExtent;
             };
             if !self.procs[pi].pt.map(start, si, pfn) {
                 self.phys.free(pfn, self.order_of(si));
                 return MapOutcome::OverlapsMapping;
+            }
+            self.phys.set_owner(pfn, Owner::anon(pi, start >> self.base.shift()));
+            if !self.settle_pt(pi) {
+                self.pt_oom = true;
             }
             self.procs[pi].resident[si as usize] += 1;
             self.counters.zeroed_bytes += size.bytes();
@@ -402,12 +437,14 @@ impl Os {
         self.remove_vmas(pi, old, old + old_len, mmu);
         let nv = Vma { start: new, end: new + new_len, ..v };
         self.insert_vma(pi, nv, mmu);
+        self.settle_pt(pi);
         for t in moved {
             let size = self.sizes[t.size_idx as usize].bytes();
             let to = new.wrapping_add(t.start.wrapping_sub(old));
             let keep = t.start >= old && to & (size - 1) == 0 && to + size <= new + new_len;
             if keep && self.procs[pi].pt.map(to, t.size_idx, t.pfn) {
                 self.counters.pages_moved += 1;
+                self.phys.set_owner(t.pfn, Owner::anon(pi, to >> self.base.shift()));
             } else {
                 self.procs[pi].resident[t.size_idx as usize] -= 1;
                 self.phys.free(t.pfn, self.order_of(t.size_idx));
@@ -429,13 +466,21 @@ impl Os {
         // No per-page shootdown: the address-space identifier dies with the process and is
         // not reused until the identifiers wrap, when every TLB is flushed (flush_needed). The
         // page table goes whole: one traversal finds every page to free.
-        for t in self.procs[pi].pt.pages() {
-            self.phys.free(t.pfn, self.order_of(t.size_idx));
-            self.counters.pages_freed += 1;
+        let mut blocks: Vec<(u64, u8)> =
+            self.procs[pi].pt.pages().iter().map(|t| (t.pfn.0, self.order_of(t.size_idx).0)).collect();
+        self.counters.pages_freed += blocks.len() as u64;
+        self.phys.free_many(&mut blocks);
+        let old = std::mem::replace(
+            &mut self.procs[pi].pt,
+            PageTable::new(self.levels, self.bits, self.base, self.sizes.clone()),
+        );
+        for f in old.node_frames().chain(old.released.iter().copied()) {
+            self.phys.free(Pfn(f), Order(0));
         }
+        // A dead process keeps an empty table that holds no frame.
+        self.procs[pi].pt.created.clear();
         let p = &mut self.procs[pi];
         p.resident = [0; MAX_SIZES];
-        p.pt = PageTable::new(self.levels, self.bits, self.base, self.sizes.clone());
         p.vmas.clear();
         p.alive = false;
         self.counters.exits += 1;
@@ -465,16 +510,24 @@ impl Os {
     }
 
     pub fn oom(&self, pid: u32) -> Error {
+        let _ = self.pt_oom;
         Error::Sim(format!(
             "out of simulated memory: {} is exhausted (process {pid}); this OS model has no page reclaim yet, so give --memory a larger size",
             self.memory
         ))
     }
 
-    /// Sanity checks of the bookkeeping (run by tests after every event).
+    /// Check the OS model's invariants (run by tests after every event; O(frames + pages)):
+    /// the allocator's own (frames::PhysMem::validate), every mapping points at a block it
+    /// owns (head, order of its size, anonymous, reverse map naming this mapping), every
+    /// anonymous block is mapped exactly once, page-table frames match live table nodes,
+    /// resident counters match the page tables, VMAs are sorted and disjoint, and free plus
+    /// used frames equals the total.
     pub fn validate(&self) -> std::result::Result<(), String> {
-        let mut used = 0u64;
-        for p in &self.procs {
+        self.phys.validate()?;
+        let mut anon_frames = 0u64;
+        let mut pt_frames = 0u64;
+        for (pi, p) in self.procs.iter().enumerate() {
             let pages = p.pt.pages();
             let mut per = [0u64; MAX_SIZES];
             let mut last_end = 0u64;
@@ -484,11 +537,28 @@ impl Os {
                     return Err(format!("pid {}: overlapping pages at {:#x}", p.pid, t.start));
                 }
                 last_end = t.start + self.sizes[t.size_idx as usize].bytes();
-                used += 1u64 << self.order_of(t.size_idx).0;
+                let o = self.order_of(t.size_idx).0;
+                let f = t.pfn.0;
+                if f >= self.phys.total_frames() || !self.phys.is_head(f) || self.phys.order_at(f) != o {
+                    return Err(format!("pid {}: page at {:#x} maps frame {f:#x}, which is not the head of an order-{o} block", p.pid, t.start));
+                }
+                if self.phys.kind_of(f) != FrameKind::Anon {
+                    return Err(format!("pid {}: page at {:#x} maps a {} frame", p.pid, t.start, self.phys.kind_of(f).name()));
+                }
+                let want = Owner::anon(pi, t.start >> self.base.shift());
+                if self.phys.owner(f) != want {
+                    return Err(format!("pid {}: frame {f:#x} mapped at {:#x} has reverse map {:?}, expected {:?} (double-mapped or stale)", p.pid, t.start, self.phys.owner(f), want));
+                }
+                anon_frames += 1u64 << o;
             }
             if per != p.resident {
                 return Err(format!("pid {}: resident counters {:?} disagree with the page table {:?}", p.pid, &p.resident[..4], &per[..4]));
             }
+            let nodes = p.pt.node_frames().count() as u64;
+            if p.alive && nodes != p.pt.live_nodes {
+                return Err(format!("pid {}: {} page-table nodes but {} frames back them", p.pid, p.pt.live_nodes, nodes));
+            }
+            pt_frames += nodes;
             let mut prev_end = 0;
             for (k, v) in &p.vmas {
                 if *k != v.start || v.start >= v.end || v.start < prev_end {
@@ -497,13 +567,19 @@ impl Os {
                 prev_end = v.end;
             }
         }
-        if used + self.phys.free_frames() != self.phys.total_frames() {
+        let by_kind = self.phys.frames_by_kind();
+        if by_kind[FrameKind::Anon as usize] != anon_frames {
             return Err(format!(
-                "frames not conserved: {} mapped + {} free != {} total",
-                used,
-                self.phys.free_frames(),
-                self.phys.total_frames()
+                "anonymous frames not conserved: {} allocated, {} mapped (leaked or lost)",
+                by_kind[FrameKind::Anon as usize], anon_frames
             ));
+        }
+        if by_kind[FrameKind::PageTable as usize] != pt_frames {
+            return Err(format!("page-table frames: {} allocated, {} in live tables", by_kind[FrameKind::PageTable as usize], pt_frames));
+        }
+        let used: u64 = by_kind[1..].iter().sum();
+        if used + self.phys.free_frames() != self.phys.total_frames() {
+            return Err(format!("frames not conserved: {used} used + {} free != {} total", self.phys.free_frames(), self.phys.total_frames()));
         }
         Ok(())
     }

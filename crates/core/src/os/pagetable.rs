@@ -17,6 +17,7 @@ const PAYLOAD_SHIFT: u32 = 8; // pfn or child node index
 const META_COUNT: u32 = 0x1_ffff;
 const META_SIZE_SHIFT: u32 = 20;
 const META_MIXED: u32 = 1 << 24;
+const NO_FRAME: u64 = u64::MAX;
 
 /// Where a walk of the upper levels ends.
 enum Descent {
@@ -52,8 +53,14 @@ pub struct PageTable {
     leaf_bits: Vec<u64>,
     words_per_node: usize,
     free_nodes: Vec<u32>,
-    /// Nodes in use (each would take one page-table frame in a kernel).
+    /// Nodes in use (each takes one page-table frame).
     pub live_nodes: u64,
+    /// The frame backing each node (NO_FRAME until the OS gives it one).
+    node_frame: Vec<u64>,
+    /// Nodes created since the OS last settled the table's frames, and frames of nodes freed
+    /// since then: the table does not own an allocator, the OS reconciles (`Os::settle_pt`).
+    pub created: Vec<u32>,
+    pub released: Vec<u64>,
     /// Precomputed: span shift of an entry at each level (index = level), index mask, and one
     /// past the highest mappable address. Walks run on every TLB miss, so they compute nothing.
     span_shifts: [u32; 8],
@@ -74,6 +81,9 @@ impl PageTable {
             words_per_node: ((1usize << bits) + 63) / 64,
             free_nodes: Vec::new(),
             live_nodes: 0,
+            node_frame: Vec::new(),
+            created: Vec::new(),
+            released: Vec::new(),
             span_shifts: [0; 8],
             index_mask: (1u64 << bits) - 1,
             limit: 0,
@@ -88,14 +98,29 @@ impl PageTable {
 
     fn new_node(&mut self) -> u32 {
         self.live_nodes += 1;
-        if let Some(i) = self.free_nodes.pop() {
-            return i;
-        }
-        let n = (self.nodes.len() >> self.bits) as u32;
-        self.nodes.resize(self.nodes.len() + (1 << self.bits), 0);
-        self.meta.push(0);
-        self.leaf_bits.resize(self.leaf_bits.len() + self.words_per_node, 0);
+        let n = match self.free_nodes.pop() {
+            Some(i) => i,
+            None => {
+                let n = (self.nodes.len() >> self.bits) as u32;
+                self.nodes.resize(self.nodes.len() + (1 << self.bits), 0);
+                self.meta.push(0);
+                self.leaf_bits.resize(self.leaf_bits.len() + self.words_per_node, 0);
+                self.node_frame.push(NO_FRAME);
+                n
+            }
+        };
+        self.created.push(n);
         n
+    }
+
+    /// Give node `n` its frame (the OS calls this for each entry of `created`).
+    pub fn set_node_frame(&mut self, n: u32, pfn: u64) {
+        self.node_frame[n as usize] = pfn;
+    }
+
+    /// Frames of every live node (for exit and for the validator).
+    pub fn node_frames(&self) -> impl Iterator<Item = u64> + '_ {
+        self.node_frame.iter().copied().filter(|&f| f != NO_FRAME)
     }
 
     #[inline(always)]
@@ -307,6 +332,10 @@ impl PageTable {
         self.leaf_bits[w..w + self.words_per_node].fill(0);
         self.free_nodes.push(node);
         self.live_nodes -= 1;
+        let f = std::mem::replace(&mut self.node_frame[node as usize], NO_FRAME);
+        if f != NO_FRAME {
+            self.released.push(f);
+        }
     }
 
     /// One past the highest address the table can map.
@@ -360,6 +389,21 @@ impl PageTable {
         }
     }
 
+    /// Every page that overlaps [start, start+len), in address order (nothing changes).
+    pub fn pages_in_range(&self, start: u64, len: u64, out: &mut Vec<Translation>) {
+        let end = start.saturating_add(len).min(self.va_limit());
+        let mut va = start;
+        while va < end {
+            match self.lookup(va) {
+                Some(t) => {
+                    out.push(t);
+                    va = t.start + self.sizes[t.size_idx as usize].bytes();
+                }
+                None => va = self.next_boundary(va),
+            }
+        }
+    }
+
     fn clear_page(&mut self, t: Translation) {
         let size = self.sizes[t.size_idx as usize];
         let leaf = self.leaf_level(size);
@@ -378,6 +422,35 @@ impl PageTable {
             self.nodes[at] = 0;
             self.note_leaf_removed(node, idx);
         }
+    }
+
+    /// Point the page mapped at `t.start` (size `t.size_idx`) at new frames (a migration or
+    /// a copy). Returns false if no such page is mapped there.
+    pub fn set_pfn(&mut self, start: u64, si: u32, pfn: Pfn) -> bool {
+        let size = self.sizes[si as usize];
+        let leaf = self.leaf_level(size);
+        let reps = 1u64 << (size.shift() - self.span_shift(leaf));
+        let entry = PRESENT | LEAF | ((si as u64) << SIZE_SHIFT) | (pfn.0 << PAYLOAD_SHIFT);
+        for r in 0..reps {
+            let va = start + (r << self.span_shift(leaf));
+            let mut node = 0usize;
+            let mut level = self.levels;
+            while level > leaf {
+                let e = self.nodes[self.slot(node, self.index(va, level))];
+                if e & PRESENT == 0 || e & LEAF != 0 {
+                    return false;
+                }
+                node = (e >> PAYLOAD_SHIFT) as usize;
+                level -= 1;
+            }
+            let at = self.slot(node, self.index(va, leaf));
+            let old = self.nodes[at];
+            if old & (PRESENT | LEAF) != PRESENT | LEAF || (old >> SIZE_SHIFT) & 0xf != si as u64 {
+                return false;
+            }
+            self.nodes[at] = entry;
+        }
+        true
     }
 
     /// Every mapped page, in address order.

@@ -1,0 +1,771 @@
+//! Physical memory: a frame table and a binary buddy allocator up to the machine's largest page
+//! (order 18 = 1GB on x86), with Linux's grouping by mobility.
+//!
+//! Structures and their invariants (checked by `validate`):
+//! - Every frame has a kind (`FrameKind`). Frames of a free block are all `Free`; frames of an
+//!   allocation all carry the allocation's kind.
+//! - A block (free or allocated) is a naturally aligned extent of 2^order frames; its first
+//!   frame (the head) has the HEAD flag and `order[head] == order`; no other frame of the block
+//!   has the HEAD flag. Every frame belongs to exactly one block.
+//! - Every free block is on exactly one free list, the one for (its order, the migrate type of
+//!   the pageblock holding its head), linked through `next`/`prev` of its head.
+//! - No two free buddies of the same order coexist (freeing merges them).
+//! - `pb_free[b]` is the number of free frames in pageblock b; `free` is their sum.
+//! - An allocated head's `owner` says who maps it (the reverse map compaction uses).
+//!
+//! Memory per frame: 18 bytes (kind, order, two u32 links, owner), allocated zeroed so that the
+//! host only commits the pages of the table that a run touches: 384 GiB of simulated memory is
+//! 100M frames and at most 1.8 GB of table.
+//!
+//! Mobility grouping follows Linux (mm/page_alloc.c): memory is divided into pageblocks of
+//! 2^pageblock_order frames (order 9, one 2MB page, on x86), each labelled unmovable, movable
+//! or reclaimable; an allocation takes from its own type's lists first and otherwise steals the
+//! largest free block of a fallback type, claiming the whole pageblock when the block is at
+//! least half a pageblock or the request is not movable (`can_steal_fallback`).
+
+use crate::units::{Order, Pfn};
+
+pub const NIL: u32 = u32::MAX;
+/// Largest order any machine uses (x86 1GB = order 18; 8KB-base machines stay below it).
+pub const MAX_ORDER: usize = 20;
+
+const KIND_MASK: u8 = 0x0f;
+const HEAD: u8 = 0x80;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum FrameKind {
+    Free = 0,
+    /// Anonymous memory of a process.
+    Anon = 1,
+    /// Page cache (file contents).
+    File = 2,
+    /// A page-table page.
+    PageTable = 3,
+    /// Wired (pinned, unmovable) kernel memory: slab, DMA buffers, inodes.
+    Wired = 4,
+    /// Reserved at boot (firmware, kernel image): never freed.
+    Reserved = 5,
+}
+
+impl FrameKind {
+    pub const ALL: [FrameKind; 6] =
+        [FrameKind::Free, FrameKind::Anon, FrameKind::File, FrameKind::PageTable, FrameKind::Wired, FrameKind::Reserved];
+    fn from_u8(v: u8) -> FrameKind {
+        FrameKind::ALL[(v & KIND_MASK) as usize]
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            FrameKind::Free => "free",
+            FrameKind::Anon => "anon",
+            FrameKind::File => "file",
+            FrameKind::PageTable => "page_table",
+            FrameKind::Wired => "wired",
+            FrameKind::Reserved => "reserved",
+        }
+    }
+    /// The migrate type an allocation of this kind asks for (Linux: GFP_HIGHUSER_MOVABLE for
+    /// user and page-cache pages; page tables and kernel objects are unmovable).
+    pub fn migrate_type(self) -> MigrateType {
+        match self {
+            FrameKind::Anon | FrameKind::File => MigrateType::Movable,
+            _ => MigrateType::Unmovable,
+        }
+    }
+    /// Whether compaction may move a block of this kind.
+    pub fn movable(self) -> bool {
+        matches!(self, FrameKind::Anon | FrameKind::File)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum MigrateType {
+    Unmovable = 0,
+    Movable = 1,
+    Reclaimable = 2,
+}
+
+impl MigrateType {
+    pub const ALL: [MigrateType; 3] = [MigrateType::Unmovable, MigrateType::Movable, MigrateType::Reclaimable];
+    pub fn name(self) -> &'static str {
+        ["unmovable", "movable", "reclaimable"][self as usize]
+    }
+    /// Linux's fallback order (mm/page_alloc.c `fallbacks[]`).
+    fn fallbacks(self) -> [MigrateType; 2] {
+        match self {
+            MigrateType::Unmovable => [MigrateType::Reclaimable, MigrateType::Movable],
+            MigrateType::Movable => [MigrateType::Reclaimable, MigrateType::Unmovable],
+            MigrateType::Reclaimable => [MigrateType::Unmovable, MigrateType::Movable],
+        }
+    }
+}
+
+/// Who maps an allocated block: the reverse map. Packed in one u64.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Owner(pub u64);
+
+impl Owner {
+    pub const NONE: Owner = Owner(0);
+    const FILE: u64 = 1 << 63;
+    /// Anonymous page of process slot `pi` at base-page number `vpn`.
+    pub fn anon(pi: usize, vpn: u64) -> Owner {
+        Owner(((pi as u64 + 1) << 46) | vpn)
+    }
+    /// Page `index` of file `file` in the page cache.
+    pub fn file(file: u32, index: u64) -> Owner {
+        Owner(Self::FILE | ((file as u64) << 36) | index)
+    }
+    pub fn as_anon(self) -> Option<(usize, u64)> {
+        (self.0 != 0 && self.0 & Self::FILE == 0).then(|| (((self.0 >> 46) - 1) as usize, self.0 & ((1 << 46) - 1)))
+    }
+    pub fn as_file(self) -> Option<(u32, u64)> {
+        (self.0 & Self::FILE != 0).then(|| (((self.0 >> 36) & 0x7ff_ffff) as u32, self.0 & ((1 << 36) - 1)))
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct PhysCounters {
+    pub allocs: [u64; MAX_ORDER + 1],
+    pub alloc_failures: [u64; MAX_ORDER + 1],
+    /// Allocations served from another migrate type's free list.
+    pub fallbacks: u64,
+    /// Pageblocks relabelled by a fallback steal.
+    pub pageblocks_claimed: u64,
+    pub splits: u64,
+    pub merges: u64,
+}
+
+pub struct PhysMem {
+    frames: u64,
+    max_order: u8,
+    pageblock_order: u8,
+    kind: Vec<u8>,
+    order: Vec<u8>,
+    next: Vec<u32>,
+    prev: Vec<u32>,
+    /// Raw `Owner` values (u64 so that the zeroed table comes from calloc, untouched).
+    owner: Vec<u64>,
+    heads: [[u32; MAX_ORDER + 1]; 3],
+    list_len: [[u64; MAX_ORDER + 1]; 3],
+    pb_type: Vec<u8>,
+    pb_free: Vec<u32>,
+    free: u64,
+    used_by_kind: [u64; 6],
+    pub counters: PhysCounters,
+}
+
+impl PhysMem {
+    /// `frames` base frames, blocks up to `max_order`, pageblocks of 2^`pageblock_order`.
+    /// Everything starts free and movable (Linux marks all pageblocks movable at boot).
+    pub fn new(frames: u64, max_order: u8, pageblock_order: u8) -> Result<PhysMem, String> {
+        if frames >= NIL as u64 {
+            return Err(format!("{frames} frames is more than this model's frame table holds (2^32 - 1)"));
+        }
+        if max_order as usize > MAX_ORDER {
+            return Err(format!("order {max_order} is above the model's limit {MAX_ORDER}"));
+        }
+        let pbo = pageblock_order.min(max_order);
+        let n = frames as usize;
+        let pbs = ((frames + (1 << pbo) - 1) >> pbo) as usize;
+        let mut m = PhysMem {
+            frames,
+            max_order,
+            pageblock_order: pbo,
+            kind: vec![0; n],
+            order: vec![0; n],
+            next: vec![0; n],
+            prev: vec![0; n],
+            owner: vec![0u64; n],
+            heads: [[NIL; MAX_ORDER + 1]; 3],
+            list_len: [[0; MAX_ORDER + 1]; 3],
+            pb_type: vec![MigrateType::Movable as u8; pbs],
+            pb_free: vec![0; pbs],
+            free: 0,
+            used_by_kind: [0; 6],
+            counters: PhysCounters::default(),
+        };
+        // Cut memory into maximal aligned blocks (a size that is not a multiple of the largest
+        // block leaves smaller blocks at the top).
+        let mut pfn = 0u64;
+        while pfn < frames {
+            let o = (max_order as u32).min(pfn.trailing_zeros()).min(63 - (frames - pfn).leading_zeros());
+            m.used_by_kind[0] += 1 << o;
+            m.add_free_block(pfn, o as u8);
+            pfn += 1 << o;
+        }
+        Ok(m)
+    }
+
+    pub fn total_frames(&self) -> u64 {
+        self.frames
+    }
+    pub fn free_frames(&self) -> u64 {
+        self.free
+    }
+    pub fn max_order(&self) -> u8 {
+        self.max_order
+    }
+    pub fn pageblock_order(&self) -> u8 {
+        self.pageblock_order
+    }
+    pub fn pageblocks(&self) -> usize {
+        self.pb_type.len()
+    }
+    pub fn pageblock_type(&self, pb: usize) -> MigrateType {
+        MigrateType::ALL[self.pb_type[pb] as usize]
+    }
+    pub fn pageblock_free(&self, pb: usize) -> u32 {
+        self.pb_free[pb]
+    }
+    /// Frames in use by kind (index = FrameKind as usize; index 0 counts free frames).
+    pub fn frames_by_kind(&self) -> [u64; 6] {
+        self.used_by_kind
+    }
+    /// Free blocks per order (all migrate types).
+    pub fn free_blocks(&self, order: u8) -> u64 {
+        (0..3).map(|t| self.list_len[t][order as usize]).sum()
+    }
+    pub fn free_blocks_of(&self, mt: MigrateType, order: u8) -> u64 {
+        self.list_len[mt as usize][order as usize]
+    }
+
+    #[inline]
+    pub fn kind_of(&self, pfn: u64) -> FrameKind {
+        FrameKind::from_u8(self.kind[pfn as usize])
+    }
+    #[inline]
+    pub fn is_head(&self, pfn: u64) -> bool {
+        self.kind[pfn as usize] & HEAD != 0
+    }
+    /// The order of the block whose head is `pfn`.
+    #[inline]
+    pub fn order_at(&self, pfn: u64) -> u8 {
+        self.order[pfn as usize]
+    }
+    pub fn owner(&self, pfn: u64) -> Owner {
+        Owner(self.owner[pfn as usize])
+    }
+    pub fn set_owner(&mut self, pfn: Pfn, o: Owner) {
+        debug_assert!(self.is_head(pfn.0) && self.kind_of(pfn.0) != FrameKind::Free);
+        self.owner[pfn.0 as usize] = o.0;
+    }
+
+    /// The largest order with a free block of any migrate type, if any.
+    pub fn largest_free_order(&self) -> Option<u8> {
+        (0..=self.max_order).rev().find(|&o| self.free_blocks(o) > 0)
+    }
+
+    fn pb_of(&self, pfn: u64) -> usize {
+        (pfn >> self.pageblock_order) as usize
+    }
+
+    fn list_push(&mut self, pfn: u64, o: u8) {
+        let mt = self.pb_type[self.pb_of(pfn)] as usize;
+        let p = pfn as u32;
+        let h = self.heads[mt][o as usize];
+        self.next[p as usize] = h;
+        self.prev[p as usize] = NIL;
+        if h != NIL {
+            self.prev[h as usize] = p;
+        }
+        self.heads[mt][o as usize] = p;
+        self.list_len[mt][o as usize] += 1;
+        // Remember which list holds it (the pageblock's type may change later).
+        self.kind[pfn as usize] = HEAD | FrameKind::Free as u8 | ((mt as u8) << 4);
+        self.order[pfn as usize] = o;
+    }
+
+    fn list_remove(&mut self, pfn: u64) {
+        let mt = ((self.kind[pfn as usize] >> 4) & 3) as usize;
+        let o = self.order[pfn as usize] as usize;
+        let (n, p) = (self.next[pfn as usize], self.prev[pfn as usize]);
+        if p != NIL {
+            self.next[p as usize] = n;
+        } else {
+            self.heads[mt][o] = n;
+        }
+        if n != NIL {
+            self.prev[n as usize] = p;
+        }
+        self.list_len[mt][o] -= 1;
+        self.kind[pfn as usize] = FrameKind::Free as u8;
+    }
+
+    fn add_free_counts(&mut self, pfn: u64, o: u8, sign: i64) {
+        let n = 1u64 << o;
+        if o >= self.pageblock_order {
+            let per = 1u32 << self.pageblock_order;
+            for pb in self.pb_of(pfn)..self.pb_of(pfn + n - 1) + 1 {
+                self.pb_free[pb] = if sign > 0 { self.pb_free[pb] + per } else { self.pb_free[pb] - per };
+            }
+        } else {
+            let pb = self.pb_of(pfn);
+            self.pb_free[pb] = if sign > 0 { self.pb_free[pb] + n as u32 } else { self.pb_free[pb] - n as u32 };
+        }
+        self.free = if sign > 0 { self.free + n } else { self.free - n };
+    }
+
+    /// A free block enters the lists (frames already marked free).
+    fn add_free_block(&mut self, pfn: u64, o: u8) {
+        self.add_free_counts(pfn, o, 1);
+        self.list_push(pfn, o);
+    }
+
+    fn is_free_head_of_order(&self, pfn: u64, o: u8) -> bool {
+        let k = self.kind[pfn as usize];
+        k & HEAD != 0 && k & KIND_MASK == FrameKind::Free as u8 && self.order[pfn as usize] == o
+    }
+
+    /// Take the free block at `pfn` (order `o`) off its list and split it down to order `want`,
+    /// returning the pieces above `want` to the lists (Linux's `expand`).
+    fn take_and_split(&mut self, pfn: u64, o: u8, want: u8) {
+        self.list_remove(pfn);
+        self.add_free_counts(pfn, o, -1);
+        let mut cur = o;
+        while cur > want {
+            cur -= 1;
+            self.counters.splits += 1;
+            let upper = pfn + (1 << cur);
+            self.kind[upper as usize] = FrameKind::Free as u8;
+            self.add_free_block(upper, cur);
+        }
+    }
+
+    fn mark_allocated(&mut self, pfn: u64, o: u8, kind: FrameKind) {
+        let n = 1usize << o;
+        let k = kind as u8;
+        self.kind[pfn as usize..pfn as usize + n].fill(k);
+        self.kind[pfn as usize] = k | HEAD;
+        self.order[pfn as usize] = o;
+        self.owner[pfn as usize] = 0;
+        self.used_by_kind[0] -= n as u64;
+        self.used_by_kind[kind as usize] += n as u64;
+        self.counters.allocs[o as usize] += 1;
+    }
+
+    /// Allocate an aligned block of 2^order frames for `kind`, or None (counted) if no free
+    /// block of that order exists in any migrate type.
+    pub fn alloc(&mut self, order: Order, kind: FrameKind) -> Option<Pfn> {
+        let want = order.0;
+        debug_assert!(kind != FrameKind::Free);
+        if want > self.max_order {
+            self.counters.alloc_failures[(want as usize).min(MAX_ORDER)] += 1;
+            return None;
+        }
+        let mt = kind.migrate_type();
+        // Own type, smallest sufficient order first (`__rmqueue_smallest`).
+        for o in want..=self.max_order {
+            let h = self.heads[mt as usize][o as usize];
+            if h != NIL {
+                self.take_and_split(h as u64, o, want);
+                self.mark_allocated(h as u64, want, kind);
+                return Some(Pfn(h as u64));
+            }
+        }
+        // Fallback: the largest free block of another type (`__rmqueue_fallback`).
+        for ft in mt.fallbacks() {
+            for o in (want..=self.max_order).rev() {
+                let h = self.heads[ft as usize][o as usize];
+                if h == NIL {
+                    continue;
+                }
+                self.counters.fallbacks += 1;
+                let h = h as u64;
+                if o >= self.pageblock_order / 2 || mt != MigrateType::Movable {
+                    self.claim_pageblocks(h, o, mt);
+                }
+                self.take_and_split(h, o, want);
+                self.mark_allocated(h, want, kind);
+                return Some(Pfn(h));
+            }
+        }
+        self.counters.alloc_failures[want as usize] += 1;
+        None
+    }
+
+    /// Relabel the pageblock(s) under a stolen block for `mt`. A block of pageblock size or
+    /// more is claimed outright; a smaller one claims its pageblock when at least half of it is
+    /// free (Linux's `steal_suitable_fallback`). Free blocks in a relabelled pageblock move to
+    /// the new type's lists.
+    fn claim_pageblocks(&mut self, pfn: u64, o: u8, mt: MigrateType) {
+        let first = self.pb_of(pfn);
+        let last = self.pb_of(pfn + (1 << o) - 1);
+        for pb in first..=last {
+            if self.pb_type[pb] == mt as u8 {
+                continue;
+            }
+            if o < self.pageblock_order && self.pb_free[pb] < (1 << self.pageblock_order) / 2 {
+                continue;
+            }
+            self.set_pageblock_type(pb, mt);
+        }
+    }
+
+    /// Change a pageblock's migrate type and re-list the free blocks that start inside it.
+    pub fn set_pageblock_type(&mut self, pb: usize, mt: MigrateType) {
+        if self.pb_type[pb] == mt as u8 {
+            return;
+        }
+        self.pb_type[pb] = mt as u8;
+        self.counters.pageblocks_claimed += 1;
+        let start = (pb as u64) << self.pageblock_order;
+        let end = (start + (1 << self.pageblock_order)).min(self.frames);
+        let mut f = start;
+        while f < end {
+            if self.is_head(f) {
+                let o = self.order[f as usize];
+                if self.kind_of(f) == FrameKind::Free {
+                    self.list_remove(f);
+                    self.list_push(f, o);
+                }
+                f += 1 << o;
+            } else {
+                f += 1;
+            }
+        }
+    }
+
+    /// Allocate the specific free frames [pfn, pfn + 2^order) (they must all be free). Used to
+    /// place fragmentation at chosen spots and by compaction's free scanner.
+    pub fn alloc_at(&mut self, pfn: u64, order: u8, kind: FrameKind) -> bool {
+        let n = 1u64 << order;
+        if pfn & (n - 1) != 0 || pfn + n > self.frames {
+            return false;
+        }
+        // Find the free block containing pfn: scan down for its head.
+        let Some((head, ho)) = self.free_block_containing(pfn) else { return false };
+        if ho < order {
+            return false;
+        }
+        // Split the containing block until [pfn, pfn+n) is a block of its own.
+        self.list_remove(head);
+        self.add_free_counts(head, ho, -1);
+        let (mut base, mut cur) = (head, ho);
+        while cur > order {
+            cur -= 1;
+            self.counters.splits += 1;
+            let half = 1u64 << cur;
+            let (keep, give) = if pfn >= base + half { (base + half, base) } else { (base, base + half) };
+            self.kind[give as usize] = FrameKind::Free as u8;
+            self.add_free_block(give, cur);
+            base = keep;
+        }
+        debug_assert_eq!(base, pfn);
+        self.mark_allocated(pfn, order, kind);
+        true
+    }
+
+    /// The free block that contains `pfn`, as (head, order).
+    pub fn free_block_containing(&self, pfn: u64) -> Option<(u64, u8)> {
+        if pfn >= self.frames || self.kind_of(pfn) != FrameKind::Free {
+            return None;
+        }
+        for o in 0..=self.max_order {
+            let head = pfn & !((1u64 << o) - 1);
+            if self.is_head(head) {
+                let ho = self.order[head as usize];
+                return (self.kind_of(head) == FrameKind::Free && head + (1 << ho) > pfn).then_some((head, ho));
+            }
+        }
+        None
+    }
+
+    /// Free the block at `pfn` of `order` (a whole allocation, or a piece of one that was
+    /// split with `split_allocation`), merging with free buddies (`__free_one_page`).
+    pub fn free(&mut self, pfn: Pfn, order: Order) {
+        let (pfn, o) = (pfn.0, order.0);
+        debug_assert!(self.is_head(pfn), "free of a non-head frame {pfn:#x}");
+        debug_assert_eq!(self.order[pfn as usize], o, "free with the wrong order at {pfn:#x}");
+        let kind = self.kind_of(pfn);
+        debug_assert!(kind != FrameKind::Free && kind != FrameKind::Reserved, "double free at {pfn:#x}");
+        let n = 1usize << o;
+        self.kind[pfn as usize..pfn as usize + n].fill(FrameKind::Free as u8);
+        self.owner[pfn as usize] = 0;
+        self.used_by_kind[kind as usize] -= n as u64;
+        self.used_by_kind[0] += n as u64;
+        self.merge_in(pfn, o);
+    }
+
+    /// Free many blocks at once (process exit, a large unmap): sorted by frame, runs of
+    /// adjacent blocks are released as maximal aligned extents, so a run of N frames costs
+    /// about log N list operations instead of N frees with their merges.
+    pub fn free_many(&mut self, blocks: &mut [(u64, u8)]) {
+        blocks.sort_unstable_by_key(|b| b.0);
+        let mut i = 0;
+        while i < blocks.len() {
+            let start = blocks[i].0;
+            let mut end = start;
+            while i < blocks.len() && blocks[i].0 == end {
+                let (pfn, o) = blocks[i];
+                debug_assert!(self.is_head(pfn) && self.order[pfn as usize] == o, "free_many of a non-block at {pfn:#x}");
+                let kind = self.kind_of(pfn);
+                debug_assert!(kind != FrameKind::Free && kind != FrameKind::Reserved, "double free at {pfn:#x}");
+                let n = 1usize << o;
+                self.kind[pfn as usize..pfn as usize + n].fill(FrameKind::Free as u8);
+                self.owner[pfn as usize] = 0;
+                self.used_by_kind[kind as usize] -= n as u64;
+                self.used_by_kind[0] += n as u64;
+                end += n as u64;
+                i += 1;
+            }
+            // [start, end) is now free frames outside any list: insert maximal aligned pieces,
+            // each merging with free buddies outside the run.
+            let mut pfn = start;
+            while pfn < end {
+                let o = (self.max_order as u32).min(pfn.trailing_zeros()).min(63 - (end - pfn).leading_zeros());
+                self.merge_in(pfn, o as u8);
+                pfn += 1 << o;
+            }
+        }
+    }
+
+    /// Insert the free block at `pfn` (frames already marked free), merging with buddies.
+    fn merge_in(&mut self, mut pfn: u64, mut o: u8) {
+        while o < self.max_order {
+            let buddy = pfn ^ (1u64 << o);
+            if buddy + (1u64 << o) > self.frames || !self.is_free_head_of_order(buddy, o) {
+                break;
+            }
+            self.list_remove(buddy);
+            self.add_free_counts(buddy, o, -1);
+            self.counters.merges += 1;
+            pfn = pfn.min(buddy);
+            o += 1;
+        }
+        self.kind[pfn as usize] = FrameKind::Free as u8;
+        self.add_free_block(pfn, o);
+    }
+
+    /// Turn an allocated block into 2^(order-to) allocated blocks of order `to` (a demotion or
+    /// split of a large page: each piece can then be freed or moved on its own).
+    pub fn split_allocation(&mut self, pfn: Pfn, to: Order) {
+        let o = self.order[pfn.0 as usize];
+        debug_assert!(self.is_head(pfn.0) && to.0 <= o);
+        let kind = self.kind_of(pfn.0) as u8;
+        let owner = Owner(self.owner[pfn.0 as usize]);
+        let step = 1u64 << to.0;
+        let mut f = pfn.0;
+        let mut i = 0u64;
+        while f < pfn.0 + (1 << o) {
+            self.kind[f as usize] = kind | HEAD;
+            self.order[f as usize] = to.0;
+            // Anonymous owners advance with the address; others keep the head's.
+            self.owner[f as usize] = match owner.as_anon() {
+                Some((pi, vpn)) => Owner::anon(pi, vpn + i * step).0,
+                None => owner.0,
+            };
+            f += step;
+            i += 1;
+        }
+    }
+
+    /// Change the kind of an allocated block (e.g. a free-looking reservation becoming anon).
+    pub fn set_kind(&mut self, pfn: Pfn, kind: FrameKind) {
+        let o = self.order[pfn.0 as usize];
+        let old = self.kind_of(pfn.0);
+        debug_assert!(self.is_head(pfn.0) && old != FrameKind::Free && kind != FrameKind::Free);
+        let n = 1usize << o;
+        self.kind[pfn.0 as usize..pfn.0 as usize + n].fill(kind as u8);
+        self.kind[pfn.0 as usize] |= HEAD;
+        self.used_by_kind[old as usize] -= n as u64;
+        self.used_by_kind[kind as usize] += n as u64;
+    }
+
+    /// Check every invariant in the header comment (O(frames): tests only).
+    pub fn validate(&self) -> Result<(), String> {
+        let mut f = 0u64;
+        let mut free = 0u64;
+        let mut pb_free = vec![0u32; self.pb_type.len()];
+        let mut by_kind = [0u64; 6];
+        let mut listed = [[0u64; MAX_ORDER + 1]; 3];
+        while f < self.frames {
+            if !self.is_head(f) {
+                return Err(format!("frame {f:#x} belongs to no block (no head before it)"));
+            }
+            let o = self.order[f as usize];
+            let n = 1u64 << o;
+            if f & (n - 1) != 0 || f + n > self.frames || o > self.max_order {
+                return Err(format!("block at {f:#x} of order {o} is misaligned or out of range"));
+            }
+            let k = self.kind_of(f);
+            for g in f + 1..f + n {
+                if self.is_head(g) || self.kind_of(g) != k {
+                    return Err(format!("frame {g:#x} inside the order-{o} block at {f:#x} disagrees with its head"));
+                }
+            }
+            by_kind[k as usize] += n;
+            if k == FrameKind::Free {
+                free += n;
+                let mt = ((self.kind[f as usize] >> 4) & 3) as usize;
+                if mt != self.pb_type[self.pb_of(f)] as usize {
+                    return Err(format!("free block {f:#x} is on the {} list but its pageblock is {}", MigrateType::ALL[mt].name(), self.pageblock_type(self.pb_of(f)).name()));
+                }
+                listed[mt][o as usize] += 1;
+                for g in f..f + n {
+                    pb_free[self.pb_of(g)] += 1;
+                }
+                if o < self.max_order {
+                    let b = f ^ n;
+                    if b + n <= self.frames && self.is_free_head_of_order(b, o) {
+                        return Err(format!("free buddies {f:#x} and {b:#x} of order {o} were not merged"));
+                    }
+                }
+            }
+            f += n;
+        }
+        if free != self.free || by_kind != self.used_by_kind {
+            return Err(format!("frame counts disagree: free {} vs {}, by kind {:?} vs {:?}", free, self.free, by_kind, self.used_by_kind));
+        }
+        if pb_free != self.pb_free {
+            return Err("per-pageblock free counts disagree with the frame table".into());
+        }
+        // Walk every list: lengths and membership.
+        for mt in 0..3 {
+            for o in 0..=self.max_order as usize {
+                let mut n = 0u64;
+                let mut p = self.heads[mt][o];
+                let mut prev = NIL;
+                while p != NIL {
+                    if !self.is_free_head_of_order(p as u64, o as u8) || self.prev[p as usize] != prev {
+                        return Err(format!("free list ({}, order {o}) holds {p:#x}, which is not a free order-{o} head", MigrateType::ALL[mt].name()));
+                    }
+                    n += 1;
+                    if n > self.frames {
+                        return Err("free list cycle".into());
+                    }
+                    prev = p;
+                    p = self.next[p as usize];
+                }
+                if n != self.list_len[mt][o] || n != listed[mt][o] {
+                    return Err(format!("free list ({}, order {o}) has {n} entries, counted {}, frame table says {}", MigrateType::ALL[mt].name(), self.list_len[mt][o], listed[mt][o]));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn starts_as_maximal_blocks() {
+        let m = PhysMem::new(3 * 512 + 7, 9, 9).unwrap();
+        assert_eq!(m.free_blocks(9), 3);
+        assert_eq!(m.free_blocks(2), 1);
+        assert_eq!(m.free_blocks(1), 1);
+        assert_eq!(m.free_blocks(0), 1);
+        assert_eq!(m.free_frames(), 3 * 512 + 7);
+        m.validate().unwrap();
+    }
+
+    #[test]
+    fn split_and_merge_back() {
+        let mut m = PhysMem::new(1024, 10, 9).unwrap();
+        let a = m.alloc(Order(0), FrameKind::Anon).unwrap();
+        assert_eq!(m.free_frames(), 1023);
+        assert_eq!(m.free_blocks(10), 0);
+        m.validate().unwrap();
+        let b = m.alloc(Order(9), FrameKind::Anon).unwrap();
+        assert_eq!(b.0 % 512, 0);
+        m.validate().unwrap();
+        m.free(a, Order(0));
+        m.free(b, Order(9));
+        m.validate().unwrap();
+        assert_eq!(m.free_blocks(10), 1, "everything merged back into one block");
+    }
+
+    #[test]
+    fn unmovable_steals_a_pageblock() {
+        let mut m = PhysMem::new(2048, 10, 9).unwrap();
+        let p = m.alloc(Order(0), FrameKind::Wired).unwrap();
+        assert_eq!(m.counters.fallbacks, 1);
+        let pb = (p.0 >> 9) as usize;
+        assert_eq!(m.pageblock_type(pb), MigrateType::Unmovable);
+        // The next unmovable allocation comes from the claimed pageblock, not a fallback.
+        let q = m.alloc(Order(0), FrameKind::PageTable).unwrap();
+        assert_eq!(m.counters.fallbacks, 1);
+        assert_eq!(q.0 >> 9, p.0 >> 9);
+        m.validate().unwrap();
+    }
+
+    #[test]
+    fn alloc_at_places_a_block() {
+        let mut m = PhysMem::new(1024, 10, 9).unwrap();
+        assert!(!m.alloc_at(302, 2, FrameKind::Wired), "misaligned");
+        assert!(m.alloc_at(304, 2, FrameKind::Wired));
+        assert!(!m.alloc_at(304, 0, FrameKind::Wired), "already taken");
+        m.validate().unwrap();
+        assert_eq!(m.free_frames(), 1020);
+        assert_eq!(m.largest_free_order(), Some(9));
+        m.free(Pfn(304), Order(2));
+        m.validate().unwrap();
+        assert_eq!(m.largest_free_order(), Some(10));
+    }
+
+    #[test]
+    fn split_allocation_frees_piecewise() {
+        let mut m = PhysMem::new(1024, 10, 9).unwrap();
+        let p = m.alloc(Order(9), FrameKind::Anon).unwrap();
+        m.set_owner(p, Owner::anon(0, 0x200));
+        m.split_allocation(p, Order(0));
+        assert_eq!(m.owner(p.0 + 5), Owner::anon(0, 0x205));
+        m.validate().unwrap();
+        for i in 0..512 {
+            m.free(Pfn(p.0 + i), Order(0));
+        }
+        m.validate().unwrap();
+        assert_eq!(m.free_blocks(10), 1);
+    }
+
+    #[test]
+    fn free_many_equals_one_by_one() {
+        let mut a = PhysMem::new(4096, 12, 9).unwrap();
+        let mut got = Vec::new();
+        for i in 0..700u64 {
+            let o = [0u8, 0, 2, 0, 9, 1][(i % 6) as usize];
+            if let Some(p) = a.alloc(Order(o), FrameKind::Anon) {
+                got.push((p.0, o));
+            }
+        }
+        let mut b_blocks: Vec<(u64, u8)> = got.iter().copied().step_by(3).collect();
+        let keep: Vec<(u64, u8)> = got.iter().copied().enumerate().filter(|(i, _)| i % 3 != 0).map(|(_, b)| b).collect();
+        let mut one = PhysMem::new(4096, 12, 9).unwrap();
+        for &(p, o) in &got {
+            assert!(one.alloc_at(p, o, FrameKind::Anon));
+        }
+        for &(p, o) in &b_blocks {
+            one.free(Pfn(p), Order(o));
+        }
+        a.free_many(&mut b_blocks);
+        a.validate().unwrap();
+        one.validate().unwrap();
+        for o in 0..=12 {
+            assert_eq!(a.free_blocks(o), one.free_blocks(o), "order {o}");
+        }
+        let mut rest = keep.clone();
+        a.free_many(&mut rest);
+        a.validate().unwrap();
+        assert_eq!(a.free_blocks(12), 1);
+    }
+
+    #[test]
+    fn exhaustion_is_counted() {
+        let mut m = PhysMem::new(16, 4, 9).unwrap();
+        assert!(m.alloc(Order(4), FrameKind::Anon).is_some());
+        assert!(m.alloc(Order(0), FrameKind::Anon).is_none());
+        assert_eq!(m.counters.alloc_failures[0], 1);
+    }
+
+    #[test]
+    fn owners_round_trip() {
+        let o = Owner::anon(7, 0x7fff_ffff_f);
+        assert_eq!(o.as_anon(), Some((7, 0x7fff_ffff_f)));
+        assert_eq!(o.as_file(), None);
+        let f = Owner::file(3, 12345);
+        assert_eq!(f.as_file(), Some((3, 12345)));
+        assert_eq!(f.as_anon(), None);
+    }
+}
