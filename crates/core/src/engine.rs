@@ -9,8 +9,10 @@
 use crate::error::{Error, Result};
 use crate::mmu::machine::Machine;
 use crate::mmu::Mmu;
+use crate::os::compact::CompactResult;
 use crate::os::{MapOutcome, Os};
-use crate::policy::{FaultInfo, Policy};
+use crate::policy::{FaultInfo, Policy, Sys};
+use crate::units::Cycles;
 use crate::stats::{Results, Sample};
 use crate::trace::{Access, AccessKind, Chunk, Event};
 use crate::units::Bytes;
@@ -52,6 +54,16 @@ pub struct Engine {
     started: bool,
     /// The policy maps only base pages: use the MMU's single-size fast path.
     base_only: bool,
+    /// The policy runs daemons (`Policy::tick`).
+    ticks: bool,
+    /// Scenario runs: pids of the current source are its trace's pids plus `pid_base`; the
+    /// last pid each source ran, to resume it at its next quantum.
+    pid_base: u32,
+    source: u32,
+    source_pid: Vec<u32>,
+    cur_pid: u32,
+    /// Simulated time with no process ready (a scenario's gaps between start times).
+    pub idle_cycles: u64,
 }
 
 impl Engine {
@@ -60,6 +72,7 @@ impl Engine {
             return Err(Error::usage(format!("--memory {} is too small for this machine", cfg.memory)));
         }
         let base_only = cfg.fast_paths && policy.only_size() == Some(0);
+        let ticks = policy.wants_tick();
         let mmu = Mmu::new(machine);
         let os = Os::new(&mmu, cfg.memory)?;
         // No periodic samples when sample_every is 0: the first sample point is never reached.
@@ -81,12 +94,19 @@ impl Engine {
             next_sample,
             started: false,
             base_only,
+            ticks,
+            pid_base: 0,
+            source: 0,
+            source_pid: Vec::new(),
+            cur_pid: 1,
+            idle_cycles: 0,
         };
         e.switch_to(1);
         Ok(e)
     }
 
     fn switch_to(&mut self, pid: u32) {
+        self.cur_pid = pid;
         self.cur_pi = self.os.proc_index(pid);
         if self.os.flush_needed {
             self.os.flush_needed = false;
@@ -95,6 +115,51 @@ impl Engine {
         let p = &self.os.procs[self.cur_pi];
         self.cur_asid = p.asid;
         self.cur_live = p.alive && p.killed.is_none();
+    }
+
+    /// Run one chunk of source `source` (a scenario process) whose pids start at `pid_base`.
+    pub fn run_chunk_as(&mut self, source: u32, pid_base: u32, c: &Chunk) -> Result<()> {
+        if source != self.source || pid_base != self.pid_base {
+            let old = self.source as usize;
+            if self.source_pid.len() <= old.max(source as usize) {
+                self.source_pid.resize(old.max(source as usize) + 1, 0);
+            }
+            self.source_pid[old] = self.cur_pid;
+            self.source = source;
+            self.pid_base = pid_base;
+            self.os.pid_base = pid_base;
+            let resume = match self.source_pid[source as usize] {
+                0 => pid_base + 1,
+                p => p,
+            };
+            self.switch_to(resume);
+        }
+        self.run_chunk(c)
+    }
+
+    /// Simulated time now: the program's cycles plus idle time.
+    pub fn now(&self) -> u64 {
+        crate::stats::cycles_total(self) as u64 + self.idle_cycles
+    }
+
+    /// Let simulated time pass with no process running, up to `t` cycles, daemons ticking
+    /// (at most a thousand ticks, and at least one per simulated millisecond when fewer).
+    pub fn idle_until(&mut self, t: u64) {
+        let ms = (self.mmu.machine.clock_ghz * 1e6) as u64;
+        let now = self.now();
+        if t <= now {
+            return;
+        }
+        let step = ((t - now) / 1000).max(ms).max(1);
+        let mut cur = now;
+        while cur < t {
+            let d = step.min(t - cur);
+            self.idle_cycles += d;
+            cur += d;
+            if self.ticks {
+                self.tick();
+            }
+        }
     }
 
     /// Run one decoded chunk.
@@ -117,6 +182,9 @@ impl Engine {
         }
         for (_, e) in &c.events[ev..] {
             self.event(e)?;
+        }
+        if self.ticks {
+            self.tick();
         }
         if self.cfg.validate {
             self.os.validate().map_err(|m| Error::Sim(format!("invariant broken: {m}")))?;
@@ -249,8 +317,14 @@ impl Engine {
             vma: &vma,
             sizes: &self.os.sizes,
         });
-        let mut si = d.size_idx.min(self.os.sizes.len() as u32 - 1);
+        let wanted = d.size_idx.min(self.os.sizes.len() as u32 - 1);
+        let mut si = wanted;
+        let mut compacted = false;
         loop {
+            if si > 0 && si != wanted && d.fallback & (1 << si) == 0 {
+                si -= 1;
+                continue;
+            }
             let size = self.os.sizes[si as usize];
             let start = va & !size.mask();
             let within = if d.within_vma { Some((vma.start, vma.end)) } else { None };
@@ -258,6 +332,14 @@ impl Engine {
                 MapOutcome::Mapped => break,
                 MapOutcome::NoContiguousExtent => {
                     self.policy.on_alloc_failure(si);
+                    if si > 0 && d.direct_compact && !compacted {
+                        // Direct compaction, once per fault; retry the same size if it worked.
+                        compacted = true;
+                        let order = self.os.order_of(si).0;
+                        if self.os.compact(order, &mut self.mmu) == CompactResult::Success {
+                            continue;
+                        }
+                    }
                     if si == 0 {
                         return Err(self.os.oom(self.os.procs[pi].pid));
                     }
@@ -270,6 +352,10 @@ impl Engine {
             }
             si -= 1;
         }
+        if self.os.pt_oom {
+            return Err(self.os.oom(self.os.procs[pi].pid));
+        }
+        self.policy.on_fault_done(wanted, si);
         self.os.counters.faults += 1;
         self.os.counters.faults_by_size[si as usize] += 1;
         self.mmu.live_sizes |= 1 << si;
@@ -279,7 +365,7 @@ impl Engine {
     fn event(&mut self, e: &Event) -> Result<()> {
         self.events += 1;
         match e {
-            Event::Context { pid, .. } => self.switch_to(*pid),
+            Event::Context { pid, .. } => self.switch_to(*pid + self.pid_base),
             Event::Insns { count } => self.instructions += count,
             _ => {
                 if !self.os.procs[self.cur_pi].alive {
@@ -295,6 +381,18 @@ impl Engine {
             self.os.validate().map_err(|m| Error::Sim(format!("invariant broken after {}: {m}", e.name())))?;
         }
         Ok(())
+    }
+
+    /// Let the policy's daemons run at the current simulated time.
+    pub fn tick(&mut self) {
+        let now = Cycles(self.now());
+        let mut sys = Sys { os: &mut self.os, mmu: &mut self.mmu, now };
+        self.policy.tick(&mut sys);
+        if self.cfg.validate {
+            if let Err(m) = self.os.validate() {
+                panic!("invariant broken after a policy tick: {m}");
+            }
+        }
     }
 
     pub fn sample(&mut self) {

@@ -4,7 +4,8 @@
 //! Layout: `units` (typed quantities), `trace` (the .spt format, importers, generators), `mmu`
 //! (TLBs, walker, machines), `os` (address spaces, page tables, frames, mechanisms), `policy`
 //! (one module per system), `engine` (the event loop), `stats` (counters, cost model, time
-//! series), `mrc` (one-pass miss-ratio curves), `sim` (driving a run from a file).
+//! series), `mrc` (one-pass miss-ratio curves), `scenario` (TOML-composed runs), `sim` (driving a run
+//! from a trace file or a scenario).
 
 pub mod engine;
 pub mod error;
@@ -12,6 +13,7 @@ pub mod mmu;
 pub mod mrc;
 pub mod os;
 pub mod policy;
+pub mod scenario;
 pub mod sim;
 pub mod stats;
 pub mod trace;

@@ -6,6 +6,7 @@ use crate::error::Result;
 use crate::mmu::machine::Machine;
 use crate::mmu::tlb::{make_tag, Tlb};
 use crate::policy;
+use crate::scenario::Scenario;
 use crate::stats::Results;
 use crate::trace::spt::{PrefetchReader, TraceMeta};
 
@@ -14,6 +15,103 @@ pub struct Simulation {
     pub engines: Vec<Engine>,
     done: bool,
     pos: u64,
+}
+
+/// One process of a scenario: its trace, where its pids start, when it starts.
+struct Source {
+    reader: PrefetchReader,
+    pid_base: u32,
+    start_cycles: u64,
+    done: bool,
+    bytes_done: u64,
+}
+
+/// A scenario run: one engine (one machine, one policy), a prelude applied to its memory, and
+/// several processes interleaved in round-robin quanta of one chunk each, each from its start
+/// time; when no process is ready the machine idles (daemons keep running) until one is.
+pub struct ScenarioRun {
+    pub engine: Engine,
+    sources: Vec<Source>,
+    next: usize,
+    total_bytes: u64,
+}
+
+impl ScenarioRun {
+    pub fn open(sc: &Scenario, machine: Machine, policy_spec: &str, mut cfg: EngineConfig, progress: &mut dyn FnMut(&str, f64)) -> Result<ScenarioRun> {
+        cfg.memory = sc.memory;
+        if let Some(n) = sc.sample_every {
+            cfg.sample_every = n;
+        }
+        let pol = policy::build(policy_spec, &machine.page_sizes)?;
+        let mut engine = Engine::new(machine, pol, cfg)?;
+        for (i, p) in sc.prelude.iter().enumerate() {
+            let label = format!("prelude {}", p.name());
+            p.apply(&mut engine.os, sc.seed.wrapping_add(i as u64), &mut |f| progress(&label, f))?;
+            if engine.cfg.validate {
+                engine.os.validate().map_err(|m| crate::Error::Sim(format!("invariant broken after prelude {}: {m}", p.name())))?;
+            }
+        }
+        let ghz = engine.mmu.machine.clock_ghz;
+        let mut sources = Vec::new();
+        let mut total_bytes = 0;
+        for (i, p) in sc.processes.iter().enumerate() {
+            let path = p.trace.to_string_lossy().to_string();
+            let reader = PrefetchReader::open(&path, false)?;
+            total_bytes += reader.meta.file_len.saturating_sub(reader.meta.data_offset);
+            sources.push(Source {
+                reader,
+                // Process i's pids are its trace's pids plus i * 100000, so traces that
+                // all call their process 1 stay apart.
+                pid_base: i as u32 * 100_000,
+                start_cycles: (p.start_ms * ghz * 1e6) as u64,
+                done: false,
+                bytes_done: 0,
+            });
+        }
+        engine.sample();
+        Ok(ScenarioRun { engine, sources, next: 0, total_bytes })
+    }
+
+    /// Run up to `max_chunks` quanta. Returns false when every process has finished.
+    pub fn step(&mut self, max_chunks: usize) -> Result<bool> {
+        for _ in 0..max_chunks {
+            let now = self.engine.now();
+            let n = self.sources.len();
+            let ready = (0..n).map(|k| (self.next + k) % n).find(|&i| !self.sources[i].done && self.sources[i].start_cycles <= now);
+            let Some(i) = ready else {
+                // Nobody ready: idle until the next start, if any.
+                match self.sources.iter().filter(|s| !s.done).map(|s| s.start_cycles).min() {
+                    Some(t) => {
+                        self.engine.idle_until(t);
+                        continue;
+                    }
+                    None => return Ok(false),
+                }
+            };
+            self.next = (i + 1) % n;
+            let src = &mut self.sources[i];
+            match src.reader.next()? {
+                Some(c) => {
+                    src.bytes_done = c.end_offset - src.reader.meta.data_offset;
+                    self.engine.run_chunk_as(i as u32, src.pid_base, &c)?;
+                    src.reader.give_back(c);
+                }
+                None => src.done = true,
+            }
+        }
+        Ok(self.sources.iter().any(|s| !s.done))
+    }
+
+    pub fn progress(&self) -> f64 {
+        if self.total_bytes == 0 {
+            return 1.0;
+        }
+        self.sources.iter().map(|s| s.bytes_done).sum::<u64>() as f64 / self.total_bytes as f64
+    }
+
+    pub fn results(&mut self) -> Results {
+        self.engine.results()
+    }
 }
 
 impl Simulation {

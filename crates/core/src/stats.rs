@@ -3,7 +3,15 @@
 //! JSON is byte-identical for the same inputs.
 
 use crate::engine::Engine;
+use crate::os::compact::{CollapseResult, CompactResult};
+use crate::os::fragmentation;
+use crate::os::frames::FrameKind;
 use crate::os::MapOutcome;
+
+/// Fractions are rounded so that results print the same on every platform.
+fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -16,6 +24,15 @@ pub struct Sample {
     pub faults: u64,
     /// Resident bytes per page-size name.
     pub resident: BTreeMap<String, u64>,
+    /// Frames by kind (free, anon, file, page_table, wired, reserved).
+    pub frames: BTreeMap<String, u64>,
+    /// Free buddy blocks per order (index = order).
+    pub free_blocks: Vec<u64>,
+    /// Linux's unusable free space index for each superpage size (0 = every free frame could
+    /// serve a request of that size, 1 = none could).
+    pub unusable_index: BTreeMap<String, f64>,
+    /// Navarro et al.'s contiguity metric (1 = all memory free in maximal blocks).
+    pub contiguity: f64,
 }
 
 impl Sample {
@@ -27,12 +44,23 @@ impl Sample {
             .enumerate()
             .map(|(i, b)| (e.os.sizes[i].name(), b))
             .collect();
+        let phys = &e.os.phys;
+        let kinds = phys.frames_by_kind();
+        let base = e.os.base.shift();
         Sample {
             accesses: e.accesses,
-            cycles: cycles(e).get("cycles.total").copied().unwrap_or(0),
+            cycles: e.now(),
             walks: e.mmu.walk.walks.iter().sum(),
             faults: e.os.counters.faults,
             resident,
+            frames: FrameKind::ALL.iter().map(|k| (k.name().to_string(), kinds[*k as usize])).collect(),
+            free_blocks: (0..=phys.max_order()).map(|o| phys.free_blocks(o)).collect(),
+            unusable_index: e.os.sizes[1..]
+                .iter()
+                .filter(|s| s.shift() - base <= phys.max_order() as u32)
+                .map(|s| (s.name(), round6(fragmentation::unusable_index(phys, (s.shift() - base) as u8))))
+                .collect(),
+            contiguity: round6(fragmentation::contiguity(phys, &e.os.sizes)),
         }
     }
 }
@@ -41,6 +69,22 @@ impl Sample {
 /// references x reference latency (or misses x handler cost, for software-managed TLBs) +
 /// faults x fault cost + zeroed KiB x zeroing cost.
 pub fn cycles(e: &Engine) -> BTreeMap<String, u64> {
+    let parts = cycle_parts(e);
+    let total: f64 = parts.iter().map(|(_, v)| v).sum();
+    let mut out = BTreeMap::new();
+    for (k, v) in parts {
+        out.insert(k.to_string(), v.round() as u64);
+    }
+    out.insert("cycles.total".to_string(), total.round() as u64);
+    out
+}
+
+/// Simulated time so far (the daemons' clock).
+pub fn cycles_total(e: &Engine) -> f64 {
+    cycle_parts(e).iter().map(|(_, v)| v).sum()
+}
+
+fn cycle_parts(e: &Engine) -> [(&'static str, f64); 6] {
     let m = &e.mmu.machine;
     let access = e.accesses as f64 * m.cycles_per_access;
     let mut tlb = 0.0;
@@ -55,19 +99,16 @@ pub fn cycles(e: &Engine) -> BTreeMap<String, u64> {
     };
     let fault = e.os.counters.faults as f64 * m.fault_cycles;
     let zero = (e.os.counters.zeroed_bytes as f64 / 1024.0) * m.zero_cycles_per_kib;
-    let total = access + tlb + walk + fault + zero;
-    let mut out = BTreeMap::new();
-    for (k, v) in [
+    // Only copies the program waits for (direct compaction); daemons run on another core.
+    let copy = (e.os.compaction.bytes_copied_direct as f64 / 1024.0) * m.copy_cycles_per_kib;
+    [
         ("cycles.access", access),
         ("cycles.tlb", tlb),
         ("cycles.walk", walk),
         ("cycles.fault", fault),
         ("cycles.zero", zero),
-        ("cycles.total", total),
-    ] {
-        out.insert(k.to_string(), v.round() as u64);
-    }
-    out
+        ("cycles.copy", copy),
+    ]
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -134,10 +175,42 @@ impl Results {
         c.insert("os.forks".into(), oc.forks);
         c.insert("os.exits".into(), oc.exits);
         c.insert("os.page_table_nodes".into(), e.os.procs.iter().map(|p| p.pt.live_nodes).sum());
+        let phys = &e.os.phys;
+        let kinds = phys.frames_by_kind();
+        for k in FrameKind::ALL {
+            c.insert(format!("frames.{}", k.name()), kinds[k as usize]);
+        }
+        c.insert("frames.total".into(), phys.total_frames());
+        let pc = &phys.counters;
+        for o in 0..=phys.max_order() as usize {
+            if pc.allocs[o] > 0 || pc.alloc_failures[o] > 0 {
+                c.insert(format!("buddy.alloc.order{o}"), pc.allocs[o]);
+                c.insert(format!("buddy.alloc_failed.order{o}"), pc.alloc_failures[o]);
+            }
+        }
+        c.insert("buddy.fallbacks".into(), pc.fallbacks);
+        c.insert("buddy.pageblocks_claimed".into(), pc.pageblocks_claimed);
+        c.insert("buddy.splits".into(), pc.splits);
+        c.insert("buddy.merges".into(), pc.merges);
+        let cp = &e.os.compaction;
+        for r in CompactResult::ALL {
+            c.insert(format!("compact.{}", r.name()), cp.runs[r as usize]);
+        }
+        c.insert("compact.pages_migrated".into(), cp.pages_migrated);
+        c.insert("compact.bytes_migrated".into(), cp.bytes_migrated);
+        c.insert("compact.pageblocks_scanned".into(), cp.pageblocks_scanned);
+        c.insert("compact.pageblocks_skipped".into(), cp.pageblocks_skipped);
+        for r in CollapseResult::ALL {
+            c.insert(format!("collapse.{}", r.name()), cp.collapse[r as usize]);
+        }
+        c.insert("copy.bytes_direct".into(), cp.bytes_copied_direct);
+        c.insert("copy.bytes_background".into(), cp.bytes_copied_background);
+        c.insert("os.zeroed_bytes_background".into(), cp.bytes_zeroed_background);
         for (k, v) in e.policy.counters() {
             c.insert(format!("policy.{k}"), v);
         }
         c.extend(cycles(e));
+        c.insert("cycles.idle".into(), e.idle_cycles);
 
         let end = e.os.end_resident();
         let total: u64 = end.iter().sum();

@@ -82,6 +82,10 @@ pub struct Machine {
     pub cycles_per_access: f64,
     pub fault_cycles: f64,
     pub zero_cycles_per_kib: f64,
+    /// Copying a KiB (promotion by copy, migration for compaction).
+    pub copy_cycles_per_kib: f64,
+    /// Core clock, to turn daemon periods given in milliseconds (khugepaged sleeps) into cycles.
+    pub clock_ghz: f64,
     pub coalescing: Coalescing,
     pub seed: u64,
     /// Where this machine came from (preset name or file path).
@@ -160,6 +164,10 @@ struct CostFile {
     cycles_per_access: f64,
     fault_cycles: f64,
     zero_cycles_per_kib: f64,
+    /// Default: twice the zeroing cost (a copy reads and writes). ESTIMATE.
+    copy_cycles_per_kib: Option<f64>,
+    /// Default 2.5 GHz. ESTIMATE.
+    clock_ghz: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -351,6 +359,8 @@ impl Machine {
             ("cost.cycles_per_access", f.cost.cycles_per_access),
             ("cost.fault_cycles", f.cost.fault_cycles),
             ("cost.zero_cycles_per_kib", f.cost.zero_cycles_per_kib),
+            ("cost.copy_cycles_per_kib", f.cost.copy_cycles_per_kib.unwrap_or(0.0)),
+            ("cost.clock_ghz", f.cost.clock_ghz.unwrap_or(1.0)),
         ] {
             if !(v >= 0.0) || !v.is_finite() {
                 return Err(cfg(key, format!("must be a non-negative number, not {v}")));
@@ -371,6 +381,12 @@ impl Machine {
             cycles_per_access: f.cost.cycles_per_access,
             fault_cycles: f.cost.fault_cycles,
             zero_cycles_per_kib: f.cost.zero_cycles_per_kib,
+            copy_cycles_per_kib: f.cost.copy_cycles_per_kib.unwrap_or(2.0 * f.cost.zero_cycles_per_kib),
+            clock_ghz: match f.cost.clock_ghz {
+                Some(g) if g > 0.0 => g,
+                Some(_) => return Err(cfg("cost.clock_ghz", "must be a positive number".to_string())),
+                None => 2.5,
+            },
             coalescing,
             seed: f.seed,
             origin: file.to_string(),

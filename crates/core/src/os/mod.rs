@@ -10,8 +10,12 @@
 //! The OS memory manager (buddy allocator, page cache, COW, reclaim, compaction) replaces these
 //! behind the same interfaces.
 
+pub mod compact;
+pub mod fragmentation;
 pub mod frames;
+pub mod pagecache;
 pub mod pagetable;
+pub mod prelude;
 
 use crate::error::{Error, Result};
 use crate::mmu::{Mmu, MAX_SIZES};
@@ -20,7 +24,7 @@ use crate::units::{Bytes, Order, PageSize};
 use pagetable::{PageTable, Translation};
 use frames::{FrameKind, Owner, PhysMem};
 use crate::units::Pfn;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VmaKind {
@@ -65,6 +69,8 @@ pub struct Process {
     pub brk: u64,
     /// Resident pages per size index.
     pub resident: [u64; MAX_SIZES],
+    /// Open files: descriptor to page-cache file id.
+    pub fds: HashMap<i32, u32>,
 }
 
 impl Process {
@@ -113,6 +119,7 @@ pub struct OsCounters {
     pub pages_moved: u64,
     pub forks: u64,
     pub exits: u64,
+    pub direct_reclaims: u64,
 }
 
 pub struct Os {
@@ -134,6 +141,17 @@ pub struct Os {
     pub flush_needed: bool,
     /// A page-table page could not be allocated (out of memory).
     pub pt_oom: bool,
+    pub compaction: compact::Compaction,
+    /// Set while a policy daemon (khugepaged, kcompactd) works: its copies run beside the
+    /// program and are not charged to it.
+    pub in_daemon: bool,
+    pub cache: pagecache::PageCache,
+    /// File ids by path (files outlive the processes that open them).
+    pub file_ids: HashMap<String, u32>,
+    /// Wired (unmovable, never freed) frames placed by a prelude.
+    pub wired: Vec<u64>,
+    /// Added to pids named by fork events (a scenario keeps its processes' pids apart).
+    pub pid_base: u32,
 }
 
 impl Os {
@@ -159,6 +177,12 @@ impl Os {
             segv_log: Vec::new(),
             flush_needed: false,
             pt_oom: false,
+            compaction: compact::Compaction::default(),
+            in_daemon: false,
+            cache: pagecache::PageCache::default(),
+            file_ids: HashMap::new(),
+            wired: Vec::new(),
+            pid_base: 0,
         })
     }
 
@@ -183,6 +207,7 @@ impl Os {
             heap_start: None,
             brk: 0,
             resident: [0; MAX_SIZES],
+            fds: HashMap::new(),
         });
         let pi = self.procs.len() - 1;
         self.settle_pt(pi);
@@ -211,7 +236,7 @@ impl Os {
         ok
     }
 
-    fn order_of(&self, si: u32) -> Order {
+    pub fn order_of(&self, si: u32) -> Order {
         Order((self.sizes[si as usize].shift() - self.base.shift()) as u8)
     }
 
@@ -225,8 +250,18 @@ impl Os {
                     return MapOutcome::CrossesVma;
                 }
             }
-            let Some(pfn) = self.phys.alloc(self.order_of(si), FrameKind::Anon) else {
-                return MapOutcome::NoContiguousExtent;
+            let pfn = match self.phys.alloc(self.order_of(si), FrameKind::Anon) {
+                Some(p) => p,
+                None if si == 0 => {
+                    // Direct reclaim of page-cache pages, then one more try.
+                    self.counters.direct_reclaims += 1;
+                    self.cache.reclaim(&mut self.phys, pagecache::SWAP_CLUSTER_MAX);
+                    match self.phys.alloc(Order(0), FrameKind::Anon) {
+                        Some(p) => p,
+                        None => return MapOutcome::NoContiguousExtent,
+                    }
+                }
+                None => return MapOutcome::NoContiguousExtent,
             };
             if !self.procs[pi].pt.map(start, si, pfn) {
                 self.phys.free(pfn, self.order_of(si));
@@ -405,7 +440,7 @@ impl Os {
                 _ => {}
             },
             Event::Fork { child } => {
-                let ci = self.proc_index(child);
+                let ci = self.proc_index(child + self.pid_base);
                 let vmas = self.procs[pi].vmas.clone();
                 let (hs, brk, layout) = (self.procs[pi].heap_start, self.procs[pi].brk, self.procs[pi].has_layout_events);
                 let c = &mut self.procs[ci];
@@ -416,11 +451,47 @@ impl Os {
                 self.counters.forks += 1;
             }
             Event::Exit { .. } => self.exit(pi, mmu),
-            Event::Context { .. }
-            | Event::FileOpen { .. }
-            | Event::FileClose { .. }
-            | Event::FileRead { .. }
-            | Event::Insns { .. } => {}
+            Event::FileOpen { fd, ref path, .. } => {
+                let id = match self.file_ids.get(path) {
+                    Some(&id) => id,
+                    None => {
+                        let id = self.cache.create();
+                        self.file_ids.insert(path.clone(), id);
+                        id
+                    }
+                };
+                self.cache.files[id as usize].open += 1;
+                self.procs[pi].fds.insert(fd, id);
+            }
+            Event::FileClose { fd } => {
+                if let Some(id) = self.procs[pi].fds.remove(&fd) {
+                    let f = &mut self.cache.files[id as usize];
+                    f.open = f.open.saturating_sub(1);
+                }
+            }
+            Event::FileRead { fd, offset, len } => {
+                if let Some(&id) = self.procs[pi].fds.get(&fd) {
+                    self.read_file(id, offset, len)?;
+                }
+            }
+            Event::Context { .. } | Event::Insns { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// read() of [offset, offset+len) of a file: every page goes through the page cache.
+    pub fn read_file(&mut self, file: u32, offset: u64, len: u64) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let shift = self.base.shift();
+        for index in offset >> shift..=(offset + len - 1) >> shift {
+            if !self.cache.access(&mut self.phys, file, index, false) {
+                return Err(Error::Sim(format!(
+                    "out of simulated memory: {} is exhausted by the page cache and mappings that cannot be reclaimed (no swap in this model yet)",
+                    self.memory
+                )));
+            }
         }
         Ok(())
     }
@@ -573,6 +644,27 @@ impl Os {
                 "anonymous frames not conserved: {} allocated, {} mapped (leaked or lost)",
                 by_kind[FrameKind::Anon as usize], anon_frames
             ));
+        }
+        let mut file_frames = 0u64;
+        for (file, index, f) in self.cache.pages() {
+            if !self.phys.is_head(f) || self.phys.order_at(f) != 0 || self.phys.kind_of(f) != FrameKind::File {
+                return Err(format!("page cache: file {file} page {index} is in frame {f:#x}, which is not an order-0 file frame"));
+            }
+            if self.phys.owner(f) != Owner::file(file, index) {
+                return Err(format!("page cache: frame {f:#x} holds file {file} page {index} but its reverse map says {:?}", self.phys.owner(f)));
+            }
+            file_frames += 1;
+        }
+        if by_kind[FrameKind::File as usize] != file_frames || file_frames != self.cache.cached {
+            return Err(format!("file frames: {} allocated, {} cached, {} counted", by_kind[FrameKind::File as usize], file_frames, self.cache.cached));
+        }
+        for &f in &self.wired {
+            if !self.phys.is_head(f) || self.phys.kind_of(f) != FrameKind::Wired {
+                return Err(format!("wired frame {f:#x} is no longer a wired block"));
+            }
+        }
+        if by_kind[FrameKind::Wired as usize] != self.wired.len() as u64 {
+            return Err(format!("{} wired frames allocated, {} placed", by_kind[FrameKind::Wired as usize], self.wired.len()));
         }
         if by_kind[FrameKind::PageTable as usize] != pt_frames {
             return Err(format!("page-table frames: {} allocated, {} in live tables", by_kind[FrameKind::PageTable as usize], pt_frames));

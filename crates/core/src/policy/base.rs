@@ -16,7 +16,7 @@ impl Policy for Base {
         "base".into()
     }
     fn on_fault(&mut self, _f: &FaultInfo) -> FaultDecision {
-        FaultDecision { size_idx: 0, within_vma: true }
+        FaultDecision::base()
     }
     fn only_size(&self) -> Option<u32> {
         Some(0)

@@ -36,6 +36,6 @@ impl Policy for Fixed {
         format!("fixed:{}", self.size)
     }
     fn on_fault(&mut self, _f: &FaultInfo) -> FaultDecision {
-        FaultDecision { size_idx: self.size_idx, within_vma: self.fit_vma }
+        FaultDecision::size(self.size_idx, self.fit_vma)
     }
 }

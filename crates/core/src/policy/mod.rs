@@ -7,10 +7,12 @@
 
 pub mod base;
 pub mod fixed;
+pub mod linux_thp;
 pub mod replacement;
 
 use crate::error::{Error, Result};
-use crate::os::Vma;
+use crate::mmu::Mmu;
+use crate::os::{Os, Vma};
 use crate::units::{Cycles, PageSize};
 use std::collections::BTreeMap;
 
@@ -32,6 +34,38 @@ pub struct FaultDecision {
     /// Require the page to lie inside the VMA (otherwise it may reach past it, as Romer's
     /// FIXED does).
     pub within_vma: bool,
+    /// Smaller sizes the engine may fall back to, as a bitmask of size indices (the base page
+    /// is always allowed).
+    pub fallback: u32,
+    /// When no free block of the size exists, run direct compaction once and retry (Linux's
+    /// `defrag` setting decides this for THP faults).
+    pub direct_compact: bool,
+}
+
+impl FaultDecision {
+    /// Map one base page.
+    pub fn base() -> FaultDecision {
+        FaultDecision { size_idx: 0, within_vma: true, fallback: 1, direct_compact: false }
+    }
+    /// Map the page of size index `si`, falling back through every smaller size.
+    pub fn size(si: u32, within_vma: bool) -> FaultDecision {
+        FaultDecision { size_idx: si, within_vma, fallback: u32::MAX, direct_compact: false }
+    }
+}
+
+/// What a policy's daemons may touch: the OS model (its mechanisms) and the MMU (shootdowns),
+/// at simulated time `now`.
+pub struct Sys<'a> {
+    pub os: &'a mut Os,
+    pub mmu: &'a mut Mmu,
+    pub now: Cycles,
+}
+
+impl Sys<'_> {
+    /// Milliseconds of simulated time in cycles, at the machine's clock.
+    pub fn ms(&self, ms: f64) -> u64 {
+        (ms * self.mmu.machine.clock_ghz * 1e6) as u64
+    }
 }
 
 /// Parameters given on the command line as `NAME:key=value,...`.
@@ -51,10 +85,15 @@ pub trait Policy: Send {
     fn on_protection_change(&mut self, _start: u64, _end: u64) {}
     /// Free memory fell below the low watermark.
     fn on_memory_pressure(&mut self) {}
+    /// A fault that asked for size index `wanted` was served with `got`.
+    fn on_fault_done(&mut self, _wanted: u32, _got: u32) {}
     /// A frame allocation failed for the page size index.
     fn on_alloc_failure(&mut self, _size_idx: u32) {}
-    /// Periodic work (daemons) at simulated time `now`.
-    fn tick(&mut self, _now: Cycles) {}
+    /// Periodic work (daemons). Called between chunks of the trace when `wants_tick`.
+    fn tick(&mut self, _sys: &mut Sys) {}
+    fn wants_tick(&self) -> bool {
+        false
+    }
     /// Some(size index) if this policy maps every page with that one size and never changes a
     /// mapping's size (lets the engine use its single-size fast path).
     fn only_size(&self) -> Option<u32> {
@@ -73,7 +112,7 @@ pub struct PolicyInfo {
     pub build: fn(&Params, &[PageSize]) -> Result<Box<dyn Policy>>,
 }
 
-pub const REGISTRY: [PolicyInfo; 2] = [
+pub const REGISTRY: [PolicyInfo; 3] = [
     PolicyInfo {
         name: "base",
         summary: "base pages only: every fault maps one base page",
@@ -85,6 +124,12 @@ pub const REGISTRY: [PolicyInfo; 2] = [
         summary: "Romer et al.'s FIXED: every fault maps the aligned page of one size (fixed:SIZE, e.g. fixed:64KiB)",
         params: "size=SIZE (or fixed:SIZE); fit=vma to fall back to smaller pages where SIZE would cross the VMA",
         build: fixed::build,
+    },
+    PolicyInfo {
+        name: "linux-thp",
+        summary: "Linux transparent huge pages: fault-time 2MB pages, khugepaged collapse, compaction, mTHP sizes",
+        params: linux_thp::PARAMS,
+        build: linux_thp::build,
     },
 ];
 

@@ -1,0 +1,354 @@
+//! Mechanisms that move memory: compaction (Linux's two-scanner algorithm, mm/compaction.c)
+//! and promotion by copy (khugepaged's collapse, mm/khugepaged.c). Policies decide when; these
+//! do the work, charge its cost and count every outcome.
+//!
+//! Compaction: a migrate scanner walks pageblocks upwards from the bottom of memory and isolates
+//! movable allocated blocks, in batches of COMPACT_CLUSTER_MAX = 32 (include/linux/swap.h); a
+//! free scanner walks pageblocks downwards from the top and isolates free blocks as targets.
+//! Each isolated block is copied to a target, its mapping repointed and its TLB entries shot
+//! down, and the old frames freed (merging with their buddies). The run stops as soon as a
+//! free block of the requested order exists, or when the scanners meet. Like Linux's
+//! asynchronous mode (used for THP faults and kcompactd), the migrate scanner only takes
+//! pageblocks labelled movable, and the free scanner only targets movable pageblocks. The
+//! scanners' positions persist between runs, and restart once they have met.
+
+use super::frames::{FrameKind, MigrateType, Owner};
+use super::Os;
+use crate::mmu::Mmu;
+use crate::units::{Order, Pfn};
+
+/// Linux COMPACT_CLUSTER_MAX (= SWAP_CLUSTER_MAX, include/linux/swap.h): pages migrated per batch.
+pub const COMPACT_CLUSTER_MAX: usize = 32;
+
+/// Why a compaction run ended (Linux's `enum compact_result`, the outcomes that apply here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum CompactResult {
+    /// A free block of the requested order exists now (or already did).
+    Success = 0,
+    /// The scanners met without producing one.
+    Complete,
+    /// Not worth trying: too few free frames for the order even if all were contiguous.
+    Skipped,
+}
+
+impl CompactResult {
+    pub const ALL: [CompactResult; 3] = [CompactResult::Success, CompactResult::Complete, CompactResult::Skipped];
+    pub fn name(self) -> &'static str {
+        ["success", "complete", "skipped"][self as usize]
+    }
+}
+
+/// Why a collapse (promotion by copy) did or did not happen: khugepaged's `enum scan_result`
+/// (mm/khugepaged.c), the outcomes this model can produce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum CollapseResult {
+    Succeed = 0,
+    /// No page table covers the range: nothing mapped (SCAN_PMD_NULL).
+    PmdNull,
+    /// Already mapped by a page of the target size or larger (SCAN_PMD_MAPPED).
+    PmdMapped,
+    /// More unmapped base pages than max_ptes_none (SCAN_EXCEED_NONE_PTE).
+    ExceedNonePte,
+    /// The aligned range is not inside one suitable VMA (SCAN_VMA_CHECK).
+    VmaCheck,
+    /// Part of the range is mapped by pages this collapse cannot take (SCAN_PAGE_COMPOUND).
+    PageCompound,
+    /// No free block of the target order, even after compaction (SCAN_ALLOC_HUGE_PAGE_FAIL).
+    AllocHugePageFail,
+}
+
+impl CollapseResult {
+    pub const ALL: [CollapseResult; 7] = [
+        CollapseResult::Succeed,
+        CollapseResult::PmdNull,
+        CollapseResult::PmdMapped,
+        CollapseResult::ExceedNonePte,
+        CollapseResult::VmaCheck,
+        CollapseResult::PageCompound,
+        CollapseResult::AllocHugePageFail,
+    ];
+    pub fn name(self) -> &'static str {
+        [
+            "succeed",
+            "pmd_null",
+            "pmd_mapped",
+            "exceed_none_pte",
+            "vma_check",
+            "page_compound",
+            "alloc_huge_page_fail",
+        ][self as usize]
+    }
+}
+
+/// Persistent scanner positions and counters.
+#[derive(Clone, Debug, Default)]
+pub struct Compaction {
+    /// Next pageblock the migrate scanner takes (frame number).
+    migrate_pfn: u64,
+    /// One past the last pageblock the free scanner has not yet taken (0 = top of memory).
+    free_pfn: u64,
+    pub runs: [u64; 3],
+    pub pages_migrated: u64,
+    pub bytes_migrated: u64,
+    /// Bytes copied (migration and collapse) by work the program waits for (direct
+    /// compaction at a fault), and by daemons running beside it.
+    pub bytes_copied_direct: u64,
+    pub bytes_copied_background: u64,
+    pub bytes_zeroed_background: u64,
+    pub pageblocks_scanned: u64,
+    /// Pageblocks the migrate scanner passed over because they are not movable.
+    pub pageblocks_skipped: u64,
+    /// Collapses by outcome (CollapseResult index).
+    pub collapse: [u64; 7],
+    pub bytes_copied: u64,
+}
+
+impl Os {
+    /// Compact memory until a free block of `order` exists. `mmu` receives the shootdowns.
+    pub fn compact(&mut self, order: u8, mmu: &mut Mmu) -> CompactResult {
+        let r = self.compact_inner(order, mmu);
+        self.compaction.runs[r as usize] += 1;
+        r
+    }
+
+    fn compact_inner(&mut self, order: u8, mmu: &mut Mmu) -> CompactResult {
+        if self.phys.largest_free_order().is_some_and(|o| o >= order) {
+            return CompactResult::Success;
+        }
+        // Linux's compaction_suitable: free memory must exceed the request (plus a margin:
+        // here the request again) before compaction can help.
+        if self.phys.free_frames() < 2u64 << order {
+            return CompactResult::Skipped;
+        }
+        let pbo = self.phys.pageblock_order();
+        let pb = 1u64 << pbo;
+        let total = self.phys.total_frames();
+        let top = total & !(pb - 1);
+        if self.compaction.free_pfn == 0 || self.compaction.free_pfn > top {
+            self.compaction.free_pfn = top;
+        }
+        // Targets isolated by the free scanner: allocated blocks held aside (kind Anon, no owner).
+        let mut pool: Vec<(u64, u8)> = Vec::new();
+        let mut batch: Vec<(u64, u8)> = Vec::with_capacity(COMPACT_CLUSTER_MAX);
+        let result = 'outer: loop {
+            let m = self.compaction.migrate_pfn;
+            if m + pb > self.compaction.free_pfn {
+                // The scanners met: start over next time (Linux resets the cached positions).
+                self.compaction.migrate_pfn = 0;
+                self.compaction.free_pfn = top;
+                break CompactResult::Complete;
+            }
+            self.compaction.pageblocks_scanned += 1;
+            let pbi = (m >> pbo) as usize;
+            if self.phys.pageblock_type(pbi) != MigrateType::Movable {
+                self.compaction.pageblocks_skipped += 1;
+                self.compaction.migrate_pfn += pb;
+                continue;
+            }
+            // Isolate the movable blocks of this pageblock, smaller than the order sought.
+            let mut f = m;
+            let end = (m + pb).min(total);
+            while f < end {
+                let o = if self.phys.is_head(f) { self.phys.order_at(f) } else { 0 };
+                if self.phys.is_head(f) && self.phys.kind_of(f).movable() && o < order && self.phys.owner(f) != Owner::NONE {
+                    batch.push((f, o));
+                }
+                f += 1u64 << o;
+                if batch.len() == COMPACT_CLUSTER_MAX || f >= end {
+                    for &(src, so) in batch.iter() {
+                        let Some(dst) = self.take_target(&mut pool, so, m + pb) else {
+                            // No target left between the scanners.
+                            batch.clear();
+                            self.compaction.migrate_pfn = self.compaction.free_pfn;
+                            continue 'outer;
+                        };
+                        self.migrate_block(src, so, dst, mmu);
+                    }
+                    batch.clear();
+                    if self.phys.largest_free_order().is_some_and(|lo| lo >= order) {
+                        break 'outer CompactResult::Success;
+                    }
+                }
+            }
+            self.compaction.migrate_pfn += pb;
+        };
+        for (p, o) in pool {
+            self.phys.free(Pfn(p), Order(o));
+        }
+        result
+    }
+
+    /// A free target block of order `o` from the pool, running the free scanner down (not
+    /// below `floor`) when the pool has none.
+    fn take_target(&mut self, pool: &mut Vec<(u64, u8)>, o: u8, floor: u64) -> Option<u64> {
+        loop {
+            // Smallest pooled block that fits; split it down if larger.
+            if let Some(i) = (0..pool.len()).filter(|&i| pool[i].1 >= o).min_by_key(|&i| pool[i].1) {
+                let (p, po) = pool.swap_remove(i);
+                if po > o {
+                    self.phys.split_allocation(Pfn(p), Order(o));
+                    let mut q = p + (1u64 << o);
+                    while q < p + (1u64 << po) {
+                        pool.push((q, o));
+                        q += 1u64 << o;
+                    }
+                }
+                return Some(p);
+            }
+            let pbo = self.phys.pageblock_order();
+            let pb = 1u64 << pbo;
+            if self.compaction.free_pfn < floor + pb {
+                return None;
+            }
+            self.compaction.free_pfn -= pb;
+            let start = self.compaction.free_pfn;
+            if self.phys.pageblock_type((start >> pbo) as usize) != MigrateType::Movable {
+                continue;
+            }
+            let mut f = start;
+            while f < start + pb {
+                match self.phys.free_block_containing(f) {
+                    Some((head, ho)) if head >= start => {
+                        let ok = self.phys.alloc_at(head, ho, FrameKind::Anon);
+                        debug_assert!(ok);
+                        pool.push((head, ho));
+                        f = head + (1u64 << ho);
+                    }
+                    _ => f += if self.phys.is_head(f) { 1u64 << self.phys.order_at(f) } else { 1 },
+                }
+            }
+        }
+    }
+
+    /// Move the movable block at `src` (order `o`) to the isolated target `dst`.
+    fn migrate_block(&mut self, src: u64, o: u8, dst: u64, mmu: &mut Mmu) {
+        let owner = self.phys.owner(src);
+        if let Some((file, index)) = owner.as_file() {
+            // A page-cache page: repoint the cache (no mapping to shoot down in this model).
+            self.phys.set_kind(Pfn(dst), FrameKind::File);
+            self.phys.set_owner(Pfn(dst), owner);
+            self.cache.moved(file, index, dst);
+            self.phys.free(Pfn(src), Order(o));
+            self.compaction.pages_migrated += 1;
+            self.compaction.bytes_migrated += self.base.bytes() << o;
+            self.note_copy(self.base.bytes() << o);
+            return;
+        }
+        let (pi, vpn) = owner.as_anon().expect("compaction isolates only owned blocks");
+        let va = vpn << self.base.shift();
+        let si = self.size_index_of_order(o);
+        let ok = self.procs[pi].pt.set_pfn(va, si, Pfn(dst));
+        debug_assert!(ok, "reverse map names an unmapped page");
+        mmu.invalidate(va, self.procs[pi].asid, si);
+        self.phys.set_owner(Pfn(dst), Owner::anon(pi, vpn));
+        self.phys.free(Pfn(src), Order(o));
+        let bytes = self.base.bytes() << o;
+        self.compaction.pages_migrated += 1;
+        self.compaction.bytes_migrated += bytes;
+        self.note_copy(bytes);
+    }
+
+    fn note_copy(&mut self, bytes: u64) {
+        if self.in_daemon {
+            self.compaction.bytes_copied_background += bytes;
+        } else {
+            self.compaction.bytes_copied_direct += bytes;
+        }
+    }
+
+    pub(crate) fn size_index_of_order(&self, o: u8) -> u32 {
+        self.sizes
+            .iter()
+            .position(|s| s.shift() - self.base.shift() == o as u32)
+            .expect("anonymous blocks have the order of a page size") as u32
+    }
+
+    /// Mechanism: promote by copy. Replace whatever maps [start, start + size of `si`) in
+    /// process `pi` with one new page of size `si`: copy the mapped base pages, zero the rest,
+    /// free the old frames. `max_none` bounds the unmapped base pages; `compact` allows direct
+    /// compaction when no free block exists.
+    pub fn collapse(&mut self, pi: usize, start: u64, si: u32, max_none: u64, compact: bool, mmu: &mut Mmu) -> CollapseResult {
+        let r = self.collapse_inner(pi, start, si, max_none, compact, mmu);
+        self.compaction.collapse[r as usize] += 1;
+        r
+    }
+
+    fn collapse_inner(&mut self, pi: usize, start: u64, si: u32, max_none: u64, compact: bool, mmu: &mut Mmu) -> CollapseResult {
+        let size = self.sizes[si as usize];
+        let len = size.bytes();
+        match self.procs[pi].find_vma(start) {
+            Some(v) if v.start <= start && start + len <= v.end => {}
+            _ => return CollapseResult::VmaCheck,
+        }
+        let mut pages = std::mem::take(&mut self.scratch);
+        pages.clear();
+        self.procs[pi].pt.pages_in_range(start, len, &mut pages);
+        let outcome = (|| {
+            if pages.is_empty() {
+                return Err(CollapseResult::PmdNull);
+            }
+            if pages.iter().any(|t| t.size_idx >= si) {
+                return Err(CollapseResult::PmdMapped);
+            }
+            let mapped: u64 = pages.iter().map(|t| self.sizes[t.size_idx as usize].bytes()).sum();
+            let none = (len - mapped) >> self.base.shift();
+            if none > max_none {
+                return Err(CollapseResult::ExceedNonePte);
+            }
+            Ok(mapped)
+        })();
+        let mapped = match outcome {
+            Ok(m) => m,
+            Err(r) => {
+                self.scratch = pages;
+                return r;
+            }
+        };
+        let order = self.order_of(si);
+        let new = match self.phys.alloc(order, FrameKind::Anon) {
+            Some(p) => p,
+            None if compact && self.compact(order.0, mmu) == CompactResult::Success => {
+                match self.phys.alloc(order, FrameKind::Anon) {
+                    Some(p) => p,
+                    None => {
+                        self.scratch = pages;
+                        return CollapseResult::AllocHugePageFail;
+                    }
+                }
+            }
+            None => {
+                self.scratch = pages;
+                return CollapseResult::AllocHugePageFail;
+            }
+        };
+        // Take the old pages down (with their shootdowns), then map the new page.
+        let asid = self.procs[pi].asid;
+        let mut removed = Vec::with_capacity(pages.len());
+        self.procs[pi].pt.unmap_range(start, len, &mut removed);
+        let mut blocks = Vec::with_capacity(removed.len());
+        for t in &removed {
+            mmu.invalidate(t.start, asid, t.size_idx);
+            self.procs[pi].resident[t.size_idx as usize] -= 1;
+            blocks.push((t.pfn.0, self.order_of(t.size_idx).0));
+        }
+        self.phys.free_many(&mut blocks);
+        let ok = self.procs[pi].pt.map(start, si, new);
+        debug_assert!(ok, "collapse target still mapped after unmapping it");
+        self.phys.set_owner(new, Owner::anon(pi, start >> self.base.shift()));
+        self.procs[pi].resident[si as usize] += 1;
+        self.settle_pt(pi);
+        mmu.flush_pwc();
+        mmu.live_sizes |= 1 << si;
+        self.compaction.bytes_copied += mapped;
+        self.note_copy(mapped);
+        if self.in_daemon {
+            self.compaction.bytes_zeroed_background += len - mapped;
+        } else {
+            self.counters.zeroed_bytes += len - mapped;
+        }
+        self.scratch = pages;
+        CollapseResult::Succeed
+    }
+}

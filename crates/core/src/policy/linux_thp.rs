@@ -1,0 +1,351 @@
+//! `linux-thp`: Linux's transparent huge pages, with its real knobs (sysfs names under
+//! /sys/kernel/mm/transparent_hugepage/, Documentation/admin-guide/mm/transhuge.rst).
+//!
+//! - Fault time: an anonymous fault in an eligible VMA maps the aligned PMD-size page (2MB on
+//!   x86) when the whole aligned range lies inside the VMA and nothing in it is mapped yet
+//!   (`do_huge_pmd_anonymous_page` needs an empty PMD); mTHP sizes (`hugepages-<N>kB`) are tried
+//!   next, largest first; otherwise one base page.
+//! - `defrag` decides what a failed fault-time allocation does: `always` compacts directly,
+//!   `defer` wakes kcompactd, `defer+madvise` compacts directly in MADV_HUGEPAGE regions and
+//!   wakes kcompactd elsewhere, `madvise` compacts directly in MADV_HUGEPAGE regions only,
+//!   `never` falls back at once.
+//! - khugepaged wakes every `scan_sleep_millisecs`, scans `pages_to_scan` base pages' worth of
+//!   eligible address space (each PMD range counts HPAGE_PMD_NR = 512, as khugepaged's progress
+//!   does), and collapses a range by copy when at most `max_ptes_none` of its base pages are
+//!   unmapped. A failed huge-page allocation (after direct compaction when
+//!   `khugepaged_defrag=1`) ends the pass and sleeps `alloc_sleep_millisecs`. Every outcome is
+//!   counted by its scan_result name.
+//! - kcompactd, when woken, compacts for the PMD order in the background.
+//!
+//! Work done by the daemons runs on another core in Linux, so its copies are counted but not
+//! charged to the simulated program's cycles; direct compaction at a fault is charged.
+//!
+//! Not modelled (docs/MODEL.md): the accessed-bit requirement (SCAN_LACK_REFERENCED_PAGE),
+//! swap and shared-page limits (no swap or COW sharing in the model yet: `max_ptes_swap` and
+//! `max_ptes_shared` are accepted and reported), mTHP sizes the machine has no page size for.
+
+use super::{check_params, FaultDecision, FaultInfo, Params, Policy, Sys};
+use crate::error::{Error, Result};
+use crate::os::compact::{CollapseResult, CompactResult};
+use crate::os::{Vma, VmaKind};
+use crate::units::PageSize;
+
+pub const PARAMS: &str = "enabled=always|madvise|never (default always, the kernel's Kconfig default); \
+defrag=always|defer|defer+madvise|madvise|never (default madvise); khugepaged=1|0 (default 1); \
+pages_to_scan=N (4096); scan_sleep_millisecs=MS (10000); alloc_sleep_millisecs=MS (60000); \
+max_ptes_none=N (511); max_ptes_swap=N (64); max_ptes_shared=N (256); khugepaged_defrag=1|0 (1); \
+hugepages-<N>kB=always|madvise|never|inherit (mTHP sizes; default never, inherit for the PMD size)";
+
+const KNOWN: [&str; 10] = [
+    "enabled",
+    "defrag",
+    "khugepaged",
+    "pages_to_scan",
+    "scan_sleep_millisecs",
+    "alloc_sleep_millisecs",
+    "max_ptes_none",
+    "max_ptes_swap",
+    "max_ptes_shared",
+    "khugepaged_defrag",
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Always,
+    Madvise,
+    Never,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Defrag {
+    Always,
+    Defer,
+    DeferMadvise,
+    Madvise,
+    Never,
+}
+
+pub struct LinuxThp {
+    enabled: Mode,
+    defrag: Defrag,
+    khugepaged: bool,
+    pages_to_scan: u64,
+    scan_sleep_ms: f64,
+    alloc_sleep_ms: f64,
+    max_ptes_none: u64,
+    max_ptes_swap: u64,
+    max_ptes_shared: u64,
+    khugepaged_defrag: bool,
+    /// Size index of the PMD-size page (THP proper).
+    pmd_si: u32,
+    /// Per size index: the mTHP mode (None = not a THP size).
+    modes: Vec<Option<Mode>>,
+    // khugepaged state
+    next_wake: u64,
+    cursor_pi: usize,
+    cursor_addr: u64,
+    kcompactd_wanted: bool,
+    // counters (Linux /proc/vmstat names where they exist)
+    fault_alloc: u64,
+    fault_fallback: u64,
+    kcompactd_wakes: u64,
+    kcompactd_runs: [u64; 3],
+    khugepaged_passes: u64,
+    khugepaged_pages_scanned: u64,
+    scan: [u64; 7],
+}
+
+fn mode(key: &str, v: &str, inherit: Option<Mode>) -> Result<Mode> {
+    Ok(match v {
+        "always" => Mode::Always,
+        "madvise" => Mode::Madvise,
+        "never" => Mode::Never,
+        "inherit" if inherit.is_some() => inherit.unwrap(),
+        o => {
+            return Err(Error::usage(format!(
+                "policy linux-thp: {key}={o}: expected always, madvise{}, or never",
+                if inherit.is_some() { ", inherit" } else { "" }
+            )))
+        }
+    })
+}
+
+fn num(params: &Params, key: &str, default: u64) -> Result<u64> {
+    match params.get(key) {
+        None => Ok(default),
+        Some(v) => v.parse().map_err(|_| Error::usage(format!("policy linux-thp: {key}={v}: expected a whole number"))),
+    }
+}
+
+fn flag(params: &Params, key: &str, default: bool) -> Result<bool> {
+    match params.get(key).map(String::as_str) {
+        None => Ok(default),
+        Some("1") | Some("true") | Some("yes") => Ok(true),
+        Some("0") | Some("false") | Some("no") => Ok(false),
+        Some(v) => Err(Error::usage(format!("policy linux-thp: {key}={v}: expected 1 or 0"))),
+    }
+}
+
+pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
+    // mTHP keys are hugepages-<N>kB, the sysfs directory names.
+    let fixed: Vec<&str> = KNOWN.to_vec();
+    let mthp_keys: Vec<String> = params.keys().filter(|k| k.starts_with("hugepages-")).cloned().collect();
+    let mut plain = params.clone();
+    for k in &mthp_keys {
+        plain.remove(k);
+    }
+    check_params("linux-thp", &plain, &fixed)?;
+    let enabled = mode("enabled", params.get("enabled").map_or("always", String::as_str), None)?;
+    let defrag = match params.get("defrag").map_or("madvise", String::as_str) {
+        "always" => Defrag::Always,
+        "defer" => Defrag::Defer,
+        "defer+madvise" => Defrag::DeferMadvise,
+        "madvise" => Defrag::Madvise,
+        "never" => Defrag::Never,
+        o => {
+            return Err(Error::usage(format!(
+                "policy linux-thp: defrag={o}: expected always, defer, defer+madvise, madvise or never"
+            )))
+        }
+    };
+    // The PMD size: the page one last-level table spans (2MB with 4KB pages and 9 bits).
+    let base = sizes[0];
+    let pmd_bytes = base.bytes() << 9;
+    let pmd_si = sizes.iter().position(|s| s.bytes() == pmd_bytes).ok_or_else(|| {
+        Error::usage(format!("policy linux-thp: this machine has no {} (PMD-size) page", PageSize::from_bytes(pmd_bytes).map(|p| p.to_string()).unwrap_or_default()))
+    })? as u32;
+    let mut modes: Vec<Option<Mode>> = vec![None; sizes.len()];
+    modes[pmd_si as usize] = Some(enabled);
+    for k in &mthp_keys {
+        let kb = k
+            .strip_prefix("hugepages-")
+            .and_then(|r| r.strip_suffix("kB"))
+            .and_then(|n| n.parse::<u64>().ok())
+            .ok_or_else(|| Error::usage(format!("policy linux-thp: unknown parameter '{k}' (mTHP sizes are hugepages-<N>kB, e.g. hugepages-64kB)")))?;
+        let si = sizes.iter().position(|s| s.bytes() == kb << 10).filter(|&i| i > 0 && (i as u32) <= pmd_si).ok_or_else(|| {
+            let have: Vec<String> = sizes[1..=pmd_si as usize].iter().map(|s| format!("hugepages-{}kB", s.bytes() >> 10)).collect();
+            Error::usage(format!(
+                "policy linux-thp: {k}: this machine has no {kb}KiB page size between the base page and the PMD size (it has: {})",
+                if have.is_empty() { "none".to_string() } else { have.join(", ") }
+            ))
+        })?;
+        modes[si] = Some(mode(k, &params[k], Some(enabled))?);
+    }
+    Ok(Box::new(LinuxThp {
+        enabled,
+        defrag,
+        khugepaged: flag(params, "khugepaged", true)?,
+        // Defaults: mm/khugepaged.c (khugepaged_pages_to_scan = HPAGE_PMD_NR * 8, sleeps
+        // 10000 and 60000 ms, max_ptes_none = HPAGE_PMD_NR - 1, max_ptes_swap = HPAGE_PMD_NR / 8,
+        // max_ptes_shared = HPAGE_PMD_NR / 2), with HPAGE_PMD_NR = 512.
+        pages_to_scan: num(params, "pages_to_scan", 4096)?.max(1),
+        scan_sleep_ms: num(params, "scan_sleep_millisecs", 10000)? as f64,
+        alloc_sleep_ms: num(params, "alloc_sleep_millisecs", 60000)? as f64,
+        max_ptes_none: num(params, "max_ptes_none", 511)?.min(511),
+        max_ptes_swap: num(params, "max_ptes_swap", 64)?,
+        max_ptes_shared: num(params, "max_ptes_shared", 256)?,
+        khugepaged_defrag: flag(params, "khugepaged_defrag", true)?,
+        pmd_si,
+        modes,
+        next_wake: 0,
+        cursor_pi: 0,
+        cursor_addr: 0,
+        kcompactd_wanted: false,
+        fault_alloc: 0,
+        fault_fallback: 0,
+        kcompactd_wakes: 0,
+        kcompactd_runs: [0; 3],
+        khugepaged_passes: 0,
+        khugepaged_pages_scanned: 0,
+        scan: [0; 7],
+    }))
+}
+
+fn anonymous(v: &Vma) -> bool {
+    matches!(v.kind, VmaKind::Anon | VmaKind::Heap | VmaKind::Stack | VmaKind::Inferred)
+}
+
+impl LinuxThp {
+    /// Whether size `m` applies to this VMA (`hugepage_vma_check`): anonymous, not
+    /// MADV_NOHUGEPAGE, and always or (madvise and MADV_HUGEPAGE).
+    fn applies(m: Option<Mode>, v: &Vma) -> bool {
+        anonymous(v)
+            && v.thp_advice != Some(false)
+            && match m {
+                Some(Mode::Always) => true,
+                Some(Mode::Madvise) => v.thp_advice == Some(true),
+                _ => false,
+            }
+    }
+
+    fn khugepaged_scan(&mut self, sys: &mut Sys) {
+        self.khugepaged_passes += 1;
+        let len = sys.os.sizes[self.pmd_si as usize].bytes();
+        let mut progress = 0u64;
+        let n = sys.os.procs.len();
+        let mut procs_seen = 0;
+        while progress < self.pages_to_scan && procs_seen <= n {
+            let pi = self.cursor_pi % n.max(1);
+            let p = &sys.os.procs[pi];
+            // The next PMD-aligned range at or after the cursor inside an eligible VMA.
+            let mut cand = None;
+            if p.alive && p.killed.is_none() {
+                for v in p.vmas.values() {
+                    if v.end <= self.cursor_addr || !Self::applies(Some(self.enabled), v) {
+                        continue;
+                    }
+                    let a = v.start.max(self.cursor_addr).next_multiple_of(len);
+                    if a + len <= v.end {
+                        cand = Some(a);
+                        break;
+                    }
+                }
+            }
+            let Some(a) = cand else {
+                self.cursor_pi = (pi + 1) % n.max(1);
+                self.cursor_addr = 0;
+                procs_seen += 1;
+                continue;
+            };
+            let r = sys.os.collapse(pi, a, self.pmd_si, self.max_ptes_none, self.khugepaged_defrag, sys.mmu);
+            self.scan[r as usize] += 1;
+            progress += len >> sys.os.base.shift();
+            self.cursor_addr = a + len;
+            if r == CollapseResult::AllocHugePageFail {
+                self.next_wake = sys.now.0 + sys.ms(self.alloc_sleep_ms);
+                break;
+            }
+        }
+        self.khugepaged_pages_scanned += progress;
+    }
+}
+
+impl Policy for LinuxThp {
+    fn name(&self) -> String {
+        "linux-thp".into()
+    }
+
+    fn on_fault(&mut self, f: &FaultInfo) -> FaultDecision {
+        // Largest eligible size whose aligned range lies inside the VMA (the engine falls back
+        // through the other eligible sizes if the range is partly mapped or memory lacks a block).
+        let mut allowed = 1u32;
+        for si in 1..=self.pmd_si as usize {
+            if Self::applies(self.modes[si], f.vma) {
+                let size = f.sizes[si];
+                let start = f.va & !size.mask();
+                if start >= f.vma.start && start + size.bytes() <= f.vma.end {
+                    allowed |= 1 << si;
+                }
+            }
+        }
+        let top = 31 - allowed.leading_zeros();
+        if top == 0 {
+            return FaultDecision::base();
+        }
+        let madvised = f.vma.thp_advice == Some(true);
+        let direct = match self.defrag {
+            Defrag::Always => true,
+            Defrag::Madvise | Defrag::DeferMadvise => madvised,
+            Defrag::Defer | Defrag::Never => false,
+        };
+        FaultDecision { size_idx: top, within_vma: true, fallback: allowed, direct_compact: direct }
+    }
+
+    fn on_fault_done(&mut self, wanted: u32, got: u32) {
+        if wanted == self.pmd_si {
+            if got == wanted {
+                self.fault_alloc += 1;
+            } else {
+                self.fault_fallback += 1;
+            }
+        }
+    }
+
+    fn on_alloc_failure(&mut self, size_idx: u32) {
+        if size_idx == self.pmd_si && matches!(self.defrag, Defrag::Defer | Defrag::DeferMadvise) {
+            self.kcompactd_wanted = true;
+        }
+    }
+
+    fn wants_tick(&self) -> bool {
+        true
+    }
+
+    fn tick(&mut self, sys: &mut Sys) {
+        if self.kcompactd_wanted {
+            self.kcompactd_wanted = false;
+            self.kcompactd_wakes += 1;
+            let order = (sys.os.sizes[self.pmd_si as usize].shift() - sys.os.base.shift()) as u8;
+            sys.os.in_daemon = true;
+            let r: CompactResult = sys.os.compact(order, sys.mmu);
+            sys.os.in_daemon = false;
+            self.kcompactd_runs[r as usize] += 1;
+        }
+        if self.khugepaged && self.enabled != Mode::Never && sys.now.0 >= self.next_wake {
+            self.next_wake = sys.now.0 + sys.ms(self.scan_sleep_ms);
+            sys.os.in_daemon = true;
+            self.khugepaged_scan(sys);
+            sys.os.in_daemon = false;
+        }
+    }
+
+    fn counters(&self) -> Vec<(String, u64)> {
+        let mut c = vec![
+            ("thp_fault_alloc".to_string(), self.fault_alloc),
+            ("thp_fault_fallback".to_string(), self.fault_fallback),
+            ("kcompactd_wakes".to_string(), self.kcompactd_wakes),
+            ("khugepaged.passes".to_string(), self.khugepaged_passes),
+            ("khugepaged.pages_scanned".to_string(), self.khugepaged_pages_scanned),
+            ("khugepaged.max_ptes_none".to_string(), self.max_ptes_none),
+            ("khugepaged.max_ptes_swap".to_string(), self.max_ptes_swap),
+            ("khugepaged.max_ptes_shared".to_string(), self.max_ptes_shared),
+        ];
+        for r in CompactResult::ALL {
+            c.push((format!("kcompactd.{}", r.name()), self.kcompactd_runs[r as usize]));
+        }
+        for r in CollapseResult::ALL {
+            c.push((format!("khugepaged.scan.{}", r.name()), self.scan[r as usize]));
+        }
+        c
+    }
+}
