@@ -70,11 +70,17 @@ class Result:
         return pd.DataFrame([self.row()])
 
     def series_rows(self) -> list[dict]:
+        """One flat row per sample: nested maps become `name.key` columns, lists `name.i`."""
         out = []
         for s in self.series:
             r = {"machine": self.machine, "policy": self.policy}
-            r.update({k: v for k, v in s.items() if k != "resident"})
-            r.update({f"resident.{k}": v for k, v in s["resident"].items()})
+            for k, v in s.items():
+                if isinstance(v, dict):
+                    r.update({f"{k}.{kk}": vv for kk, vv in v.items()})
+                elif isinstance(v, list):
+                    r.update({f"{k}.{i}": vv for i, vv in enumerate(v)})
+                else:
+                    r[k] = v
             out.append(r)
         return out
 
@@ -130,18 +136,77 @@ def run(
 
 
 def simulate(
-    trace: str,
-    machine: str = "skylake",
-    policy: str = "base",
+    trace: str | None = None,
+    machine: str | None = None,
+    policy: str | None = None,
     memory: str = "64GiB",
     tlb: str | None = None,
-    sample_every: int = 1 << 20,
+    sample_every: int | None = None,
     allow_truncated: bool = False,
     validate: bool = False,
     progress: Optional[bool] = None,
+    scenario: str | None = None,
 ) -> Result:
-    """Simulate one trace on one machine under one policy."""
-    return run(trace, [(machine_spec(machine, tlb), policy)], memory, sample_every, allow_truncated, validate, progress)[0]
+    """Simulate one trace on one machine under one policy; or, with `scenario=FILE.toml`, a
+    scenario (its memory, prelude and processes; `machine`/`policy` override its own)."""
+    if scenario is not None:
+        if trace is not None:
+            raise _core.SuperpagerError("give a trace or a scenario, not both")
+        return simulate_scenario(scenario, machine=machine_spec(machine, tlb) if (machine or tlb) else None,
+                                 policy=policy, sample_every=sample_every, validate=validate, progress=progress)
+    if trace is None:
+        raise _core.SuperpagerError("simulate needs a trace (or scenario=FILE.toml)")
+    return run(trace, [(machine_spec(machine, tlb), policy or "base")], memory,
+               (1 << 20) if sample_every is None else sample_every, allow_truncated, validate, progress)[0]
+
+
+SCENARIO_DIR = os.path.join(os.path.dirname(__file__), "scenarios")
+
+
+def scenarios() -> list[tuple[str, str]]:
+    """Bundled scenarios: (name, first comment line)."""
+    out = []
+    for f in sorted(os.listdir(SCENARIO_DIR)):
+        if f.endswith(".toml"):
+            with open(os.path.join(SCENARIO_DIR, f)) as fh:
+                first = next((l[1:].strip() for l in fh if l.startswith("#")), "")
+            out.append((f[:-5], first))
+    return out
+
+
+def scenario_path(name_or_path: str) -> str:
+    """A scenario file by path, or a bundled scenario by name."""
+    if os.path.exists(name_or_path):
+        return name_or_path
+    bundled = os.path.join(SCENARIO_DIR, name_or_path + ("" if name_or_path.endswith(".toml") else ".toml"))
+    if os.path.exists(bundled):
+        return bundled
+    names = ", ".join(n for n, _ in scenarios())
+    raise _core.SuperpagerError(f"{name_or_path}: no such scenario file (bundled scenarios: {names})")
+
+
+def simulate_scenario(
+    scenario: str,
+    machine: str | None = None,
+    policy: str | None = None,
+    sample_every: int | None = None,
+    validate: bool = False,
+    progress: Optional[bool] = None,
+) -> Result:
+    """Run a scenario file (docs/SCENARIOS.md): prelude, then its processes, interleaved."""
+    scenario = scenario_path(scenario)
+    bar = Progress("scenario", enabled=progress)
+    def report(label: str, f: float) -> None:
+        bar.label = label
+        bar.update(f)
+    try:
+        run_ = _core.ScenarioRun(scenario, machine, policy, sample_every, validate, report)
+        bar.label = f"simulating {os.path.basename(scenario)}"
+        while run_.step(4):
+            bar.update(run_.progress())
+    finally:
+        bar.close()
+    return Result.from_json(run_.results_json(), trace=scenario)
 
 
 def compare(

@@ -20,6 +20,8 @@ EPILOG_SIMULATE = """examples:
   superpager simulate gups.spt --machine skylake --policy fixed:2MiB --json
   superpager simulate gups.spt --tlb 64:4 --json          # one 64-entry 4-way LRU TLB named L1
   superpager simulate gups.spt --machine my-machine.toml --policy my-policy.toml --out results/
+  superpager simulate gups.spt --policy linux-thp:enabled=always,defrag=never
+  superpager simulate --scenario scenarios/trident-fragmented.toml --policy linux-thp
 
 a policy is NAME[:key=value,...] (see `superpager policies`) or a TOML file with name = "...";
 a machine is a preset (see `superpager machines`) or a TOML file.
@@ -95,8 +97,18 @@ def print_result(r: api.Result) -> None:
 def cmd_simulate(a) -> int:
     if a.tlb and a.machine:
         raise _core.SuperpagerError("give either --machine or --tlb, not both")
-    r = api.simulate(a.trace, machine=a.machine or "skylake", policy=a.policy, memory=a.memory, tlb=a.tlb,
-                     sample_every=a.sample_every, allow_truncated=a.allow_truncated)
+    if a.scenario:
+        if a.trace:
+            raise _core.SuperpagerError("give a trace or --scenario, not both")
+        if a.memory is not None:
+            raise _core.SuperpagerError("--memory does not apply to a scenario: its file sets memory")
+        r = api.simulate(scenario=a.scenario, machine=a.machine, policy=a.policy, tlb=a.tlb,
+                         sample_every=a.sample_every, validate=a.validate)
+    else:
+        if not a.trace:
+            raise _core.SuperpagerError("simulate needs a trace file or --scenario FILE.toml (see superpager simulate --help)")
+        r = api.simulate(a.trace, machine=a.machine or "skylake", policy=a.policy or "base", memory=a.memory or "64GiB",
+                         tlb=a.tlb, sample_every=a.sample_every, allow_truncated=a.allow_truncated, validate=a.validate)
     if a.out:
         api.write_results([r], a.out)
     if a.json:
@@ -113,7 +125,7 @@ def cmd_compare(a) -> int:
     if a.tlb:
         machines = [f"tlb:{t}" for t in a.tlb.split(",")] + ([] if a.machines == "skylake" else machines)
     policies = [p for p in a.policies.split(",") if p]
-    rs = api.compare(a.trace, machines, policies, memory=a.memory, sample_every=a.sample_every,
+    rs = api.compare(a.trace, machines, policies, memory=a.memory or "64GiB", sample_every=(1 << 20) if a.sample_every is None else a.sample_every,
                      allow_truncated=a.allow_truncated)
     if a.out:
         api.write_results(rs, a.out)
@@ -276,11 +288,13 @@ def build_parser() -> argparse.ArgumentParser:
     raw = argparse.RawDescriptionHelpFormatter
 
     s = sub.add_parser("simulate", help="replay a trace on one machine under one policy", epilog=EPILOG_SIMULATE, formatter_class=raw)
-    s.add_argument("trace", help=".spt trace file (make one with `superpager gen` or `superpager trace import`)")
-    s.add_argument("--machine", "-m", help="machine preset or TOML file (default: skylake)")
+    s.add_argument("trace", nargs="?", help=".spt trace file (make one with `superpager gen` or `superpager trace import`)")
+    s.add_argument("--scenario", metavar="FILE.toml", help="instead of a trace: a scenario (memory, fragmentation prelude, processes; docs/SCENARIOS.md)")
+    s.add_argument("--machine", "-m", help="machine preset or TOML file (default: the scenario's, else skylake)")
     s.add_argument("--tlb", metavar="ENTRIES:WAYS[:PAGESIZE]", help="instead of --machine: one LRU TLB named L1 (ways = entries: fully associative)")
-    s.add_argument("--policy", "-p", default="base", help="policy NAME[:key=value,...] or TOML file (default: base)")
+    s.add_argument("--policy", "-p", help="policy NAME[:key=value,...] or TOML file (default: the scenario's, else base)")
     add_run_options(s)
+    s.add_argument("--validate", action="store_true", help="check the OS model's invariants after every event (slow; for debugging)")
     s.add_argument("--json", action="store_true", help="print one JSON object (counters, page_size_mix, series)")
     s.set_defaults(fn=cmd_simulate)
 
@@ -375,9 +389,9 @@ GEN_KINDS = _core.gen_kinds()  # (name, description), defined once in the Rust c
 
 
 def add_run_options(s) -> None:
-    s.add_argument("--memory", default="64GiB", help="simulated physical memory (default 64GiB)")
+    s.add_argument("--memory", default=None, help="simulated physical memory (default 64GiB)")
     s.add_argument("--out", help="directory for results.json, counters.parquet, series.parquet")
-    s.add_argument("--sample-every", type=count, default=1 << 20, help="time-series sample every N accesses (default 1048576)")
+    s.add_argument("--sample-every", type=count, default=None, help="time-series sample every N accesses (default 1048576, or the scenario's)")
     s.add_argument("--allow-truncated", action="store_true", help="read a cut-short trace up to its last complete chunk")
 
 

@@ -9,7 +9,6 @@
 use crate::error::{Error, Result};
 use crate::mmu::machine::Machine;
 use crate::mmu::Mmu;
-use crate::os::compact::CompactResult;
 use crate::os::{MapOutcome, Os};
 use crate::policy::{FaultInfo, Policy, Sys};
 use crate::units::Cycles;
@@ -333,10 +332,12 @@ impl Engine {
                 MapOutcome::NoContiguousExtent => {
                     self.policy.on_alloc_failure(si);
                     if si > 0 && d.direct_compact && !compacted {
-                        // Direct compaction, once per fault; retry the same size if it worked.
+                        // Direct reclaim and compaction, once per fault; if they produce a
+                        // block, release it and retry the same size.
                         compacted = true;
-                        let order = self.os.order_of(si).0;
-                        if self.os.compact(order, &mut self.mmu) == CompactResult::Success {
+                        let order = self.os.order_of(si);
+                        if let Some(p) = self.os.alloc_compacting(order.0, &mut self.mmu) {
+                            self.os.phys.free(p, order);
                             continue;
                         }
                     }

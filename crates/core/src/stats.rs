@@ -206,6 +206,15 @@ impl Results {
         c.insert("copy.bytes_direct".into(), cp.bytes_copied_direct);
         c.insert("copy.bytes_background".into(), cp.bytes_copied_background);
         c.insert("os.zeroed_bytes_background".into(), cp.bytes_zeroed_background);
+        c.insert("os.direct_reclaims".into(), oc.direct_reclaims);
+        c.insert("os.kswapd_wakes".into(), oc.kswapd_wakes);
+        c.insert("os.kswapd_reclaimed".into(), oc.kswapd_reclaimed);
+        let pcc = &e.os.cache.counters;
+        c.insert("pagecache.hits".into(), pcc.hits);
+        c.insert("pagecache.misses".into(), pcc.misses);
+        c.insert("pagecache.evicted".into(), pcc.evicted);
+        c.insert("pagecache.written_back".into(), pcc.written_back);
+        c.insert("pagecache.pages".into(), e.os.cache.cached);
         for (k, v) in e.policy.counters() {
             c.insert(format!("policy.{k}"), v);
         }

@@ -142,6 +142,87 @@ impl Simulation {
     }
 }
 
+/// A scenario run (one machine, one policy): prelude, then the scenario's processes.
+#[pyclass(unsendable)]
+struct ScenarioRun {
+    inner: core::sim::ScenarioRun,
+    machine: String,
+    policy: String,
+}
+
+#[pymethods]
+impl ScenarioRun {
+    /// `machine` / `policy` override the scenario's (None: the scenario's, else skylake / base).
+    /// `progress(label, fraction)` hears about trace generation and the prelude.
+    #[new]
+    #[pyo3(signature = (scenario, machine=None, policy=None, sample_every=None, validate=false, progress=None))]
+    fn new(
+        py: Python<'_>,
+        scenario: &str,
+        machine: Option<String>,
+        policy: Option<String>,
+        sample_every: Option<u64>,
+        validate: bool,
+        progress: Option<PyObject>,
+    ) -> PyResult<Self> {
+        let mut sc = core::scenario::Scenario::load(scenario).map_err(err)?;
+        // The command line's sampling interval wins over the scenario's.
+        if sample_every.is_some() {
+            sc.sample_every = sample_every;
+        }
+        let machine = machine.or(sc.machine.clone()).unwrap_or_else(|| "skylake".into());
+        let policy = policy.or(sc.policy.clone()).unwrap_or_else(|| "base".into());
+        let m = load_machine(&machine)?;
+        let mut cb_err: Option<PyErr> = None;
+        let mut report = |label: &str, f: f64| {
+            if cb_err.is_some() {
+                return;
+            }
+            if let Err(e) = py.check_signals() {
+                cb_err = Some(e);
+                return;
+            }
+            if let Some(cb) = &progress {
+                if let Err(e) = cb.call1(py, (label, f)) {
+                    cb_err = Some(e);
+                }
+            }
+        };
+        core::scenario::ensure_traces(&sc, &mut report).map_err(err)?;
+        let cfg = EngineConfig { memory: sc.memory, validate, ..EngineConfig::default() };
+        let inner = core::sim::ScenarioRun::open(&sc, m, &policy, cfg, &mut report);
+        if let Some(e) = cb_err {
+            return Err(e);
+        }
+        let inner = inner.map_err(err)?;
+        Ok(ScenarioRun { inner, machine, policy })
+    }
+
+    #[pyo3(signature = (chunks=4))]
+    fn step(&mut self, py: Python<'_>, chunks: usize) -> PyResult<bool> {
+        let inner = &mut self.inner;
+        py.allow_threads(|| inner.step(chunks)).map_err(err)
+    }
+
+    fn progress(&self) -> f64 {
+        self.inner.progress()
+    }
+
+    #[getter]
+    fn machine(&self) -> String {
+        self.machine.clone()
+    }
+
+    #[getter]
+    fn policy(&self) -> String {
+        self.policy.clone()
+    }
+
+    fn results_json(&mut self) -> String {
+        self.inner.results().to_json()
+    }
+}
+
 fn provenance(py_meta: BTreeMap<String, String>) -> tr::Provenance {
     let mut p = tr::Provenance::new();
     p.insert("format".into(), "superpager .spt v1".into());
@@ -545,6 +626,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_addresses, m)?)?;
     m.add_function(wrap_pyfunction!(tlb_only, m)?)?;
     m.add_class::<Simulation>()?;
+    m.add_class::<ScenarioRun>()?;
     m.add_class::<TraceDumper>()?;
     Ok(())
 }

@@ -180,6 +180,30 @@ impl Os {
         result
     }
 
+    /// Allocate an anonymous block of `order` the way Linux's slow path does for a costly
+    /// order with direct reclaim and compaction allowed: try; reclaim page cache until free
+    /// memory reaches the compaction gap (2 << order frames, `compact_gap`); try again;
+    /// compact; try again.
+    pub fn alloc_compacting(&mut self, order: u8, mmu: &mut Mmu) -> Option<Pfn> {
+        if let Some(p) = self.phys.alloc(Order(order), FrameKind::Anon) {
+            return Some(p);
+        }
+        let gap = 2u64 << order;
+        while self.phys.free_frames() < gap {
+            self.counters.direct_reclaims += 1;
+            if self.cache.reclaim(&mut self.phys, super::pagecache::SWAP_CLUSTER_MAX) == 0 {
+                break;
+            }
+        }
+        if let Some(p) = self.phys.alloc(Order(order), FrameKind::Anon) {
+            return Some(p);
+        }
+        if self.compact(order, mmu) == CompactResult::Success {
+            return self.phys.alloc(Order(order), FrameKind::Anon);
+        }
+        None
+    }
+
     /// A free target block of order `o` from the pool, running the free scanner down (not
     /// below `floor`) when the pool has none.
     fn take_target(&mut self, pool: &mut Vec<(u64, u8)>, o: u8, floor: u64) -> Option<u64> {
@@ -307,21 +331,10 @@ impl Os {
             }
         };
         let order = self.order_of(si);
-        let new = match self.phys.alloc(order, FrameKind::Anon) {
-            Some(p) => p,
-            None if compact && self.compact(order.0, mmu) == CompactResult::Success => {
-                match self.phys.alloc(order, FrameKind::Anon) {
-                    Some(p) => p,
-                    None => {
-                        self.scratch = pages;
-                        return CollapseResult::AllocHugePageFail;
-                    }
-                }
-            }
-            None => {
-                self.scratch = pages;
-                return CollapseResult::AllocHugePageFail;
-            }
+        let got = if compact { self.alloc_compacting(order.0, mmu) } else { self.phys.alloc(order, FrameKind::Anon) };
+        let Some(new) = got else {
+            self.scratch = pages;
+            return CollapseResult::AllocHugePageFail;
         };
         // Take the old pages down (with their shootdowns), then map the new page.
         let asid = self.procs[pi].asid;

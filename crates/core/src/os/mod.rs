@@ -120,6 +120,8 @@ pub struct OsCounters {
     pub forks: u64,
     pub exits: u64,
     pub direct_reclaims: u64,
+    pub kswapd_wakes: u64,
+    pub kswapd_reclaimed: u64,
 }
 
 pub struct Os {
@@ -152,6 +154,19 @@ pub struct Os {
     pub wired: Vec<u64>,
     /// Added to pids named by fork events (a scenario keeps its processes' pids apart).
     pub pid_base: u32,
+    /// Free-frame watermarks (min, low, high): below low, kswapd reclaims up to high.
+    pub watermarks: (u64, u64, u64),
+}
+
+/// Linux's zone watermarks (mm/page_alloc.c): min_free_kbytes = int_sqrt(lowmem_kbytes * 16),
+/// clamped to [128, 262144] KiB; low = min + max(min / 4, managed * watermark_scale_factor /
+/// 10000) and high = min + 2 * the same, with watermark_scale_factor = 10.
+pub fn linux_watermarks(frames: u64, page_bytes: u64) -> (u64, u64, u64) {
+    let kbytes = frames * page_bytes / 1024;
+    let min_kb = ((kbytes * 16) as f64).sqrt() as u64;
+    let min = min_kb.clamp(128, 262_144) * 1024 / page_bytes;
+    let tmp = (min / 4).max(frames * 10 / 10_000);
+    (min, min + tmp, min + 2 * tmp)
 }
 
 impl Os {
@@ -183,6 +198,7 @@ impl Os {
             file_ids: HashMap::new(),
             wired: Vec::new(),
             pid_base: 0,
+            watermarks: linux_watermarks(frames, m.base_page.bytes()),
         })
     }
 
@@ -228,7 +244,13 @@ impl Os {
         }
         let created = std::mem::take(&mut self.procs[pi].pt.created);
         for n in created {
-            match self.phys.alloc(Order(0), FrameKind::PageTable) {
+            let mut f = self.phys.alloc(Order(0), FrameKind::PageTable);
+            if f.is_none() {
+                self.counters.direct_reclaims += 1;
+                self.cache.reclaim(&mut self.phys, pagecache::SWAP_CLUSTER_MAX);
+                f = self.phys.alloc(Order(0), FrameKind::PageTable);
+            }
+            match f {
                 Some(f) => self.procs[pi].pt.set_node_frame(n, f.0),
                 None => ok = false,
             }
@@ -270,6 +292,9 @@ impl Os {
             self.phys.set_owner(pfn, Owner::anon(pi, start >> self.base.shift()));
             if !self.settle_pt(pi) {
                 self.pt_oom = true;
+            }
+            if self.phys.free_frames() < self.watermarks.1 {
+                self.kswapd();
             }
             self.procs[pi].resident[si as usize] += 1;
             self.counters.zeroed_bytes += size.bytes();
@@ -479,6 +504,19 @@ impl Os {
         Ok(())
     }
 
+    /// kswapd: free memory fell below the low watermark; reclaim page cache until it reaches
+    /// the high watermark (or nothing is left). It runs beside the program: no cycles charged.
+    pub fn kswapd(&mut self) {
+        self.counters.kswapd_wakes += 1;
+        while self.phys.free_frames() < self.watermarks.2 {
+            let n = self.cache.reclaim(&mut self.phys, pagecache::SWAP_CLUSTER_MAX);
+            self.counters.kswapd_reclaimed += n as u64;
+            if n == 0 {
+                break;
+            }
+        }
+    }
+
     /// read() of [offset, offset+len) of a file: every page goes through the page cache.
     pub fn read_file(&mut self, file: u32, offset: u64, len: u64) -> Result<()> {
         if len == 0 {
@@ -486,7 +524,8 @@ impl Os {
         }
         let shift = self.base.shift();
         for index in offset >> shift..=(offset + len - 1) >> shift {
-            if !self.cache.access(&mut self.phys, file, index, false) {
+            let low = self.watermarks.1;
+            if !self.cache.access_with(&mut self.phys, file, index, false, low) {
                 return Err(Error::Sim(format!(
                     "out of simulated memory: {} is exhausted by the page cache and mappings that cannot be reclaimed (no swap in this model yet)",
                     self.memory
@@ -581,9 +620,8 @@ impl Os {
     }
 
     pub fn oom(&self, pid: u32) -> Error {
-        let _ = self.pt_oom;
         Error::Sim(format!(
-            "out of simulated memory: {} is exhausted (process {pid}); this OS model has no page reclaim yet, so give --memory a larger size",
+            "out of simulated memory: {} is exhausted (process {pid}) and nothing is left to reclaim (the page cache is empty; anonymous memory cannot be swapped in this model yet); give the scenario or --memory a larger size",
             self.memory
         ))
     }

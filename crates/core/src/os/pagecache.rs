@@ -62,6 +62,15 @@ impl PageCache {
     /// Read (or write) page `index` of `file`: a hit marks it referenced; a miss allocates a
     /// frame, reclaiming if memory is short. Returns false if no frame could be had.
     pub fn access(&mut self, phys: &mut PhysMem, file: u32, index: u64, write: bool) -> bool {
+        self.access_with(phys, file, index, write, u64::MAX)
+    }
+
+    /// `access`, keeping at least `reserve` frames free by reclaiming first (the page cache
+    /// grows only while free memory is above the low watermark).
+    pub fn access_with(&mut self, phys: &mut PhysMem, file: u32, index: u64, write: bool, reserve: u64) -> bool {
+        if reserve != u64::MAX && phys.free_frames() <= reserve && self.cached > 0 {
+            self.reclaim(phys, SWAP_CLUSTER_MAX);
+        }
         let f = &mut self.files[file as usize];
         let i = index as usize;
         if i < f.pages.len() && f.pages[i] != NIL {
