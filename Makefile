@@ -5,7 +5,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test setup install dev bench clean
+.PHONY: demo test setup install dev bench bench-os clean
 
 setup:
 	@bash scripts/setup.sh
@@ -28,6 +28,9 @@ dev:
 
 bench: install
 	$(VENV)/bin/superpager bench --out docs/PERFORMANCE.md
+
+bench-os: install
+	$(VENV)/bin/superpager bench --os --repeats 3 --out docs/OS_SCALE.md
 
 clean:
 	rm -rf target build dist demo-out python/superpager/_core*.so

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Sequence
 
@@ -169,8 +170,9 @@ def scenarios() -> list[tuple[str, str]]:
     for f in sorted(os.listdir(SCENARIO_DIR)):
         if f.endswith(".toml"):
             with open(os.path.join(SCENARIO_DIR, f)) as fh:
-                first = next((l[1:].strip() for l in fh if l.startswith("#")), "")
-            out.append((f[:-5], first))
+                text = fh.read()
+            m = re.search(r'^description\s*=\s*"([^"]*)"', text, re.M)
+            out.append((f[:-5], m.group(1) if m else ""))
     return out
 
 

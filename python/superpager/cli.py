@@ -193,6 +193,18 @@ def cmd_policies(a) -> int:
     return 0
 
 
+def cmd_scenarios(a) -> int:
+    sc = api.scenarios()
+    if a.json:
+        print(json.dumps([{"name": n, "summary": d, "path": api.scenario_path(n)} for n, d in sc], indent=2))
+        return 0
+    for n, d in sc:
+        print(f"{n}\n    {d}")
+    print("\nrun one with: superpager simulate --scenario NAME [--policy P] [--machine M]; "
+          "write your own: docs/SCENARIOS.md")
+    return 0
+
+
 def cmd_gen(a) -> int:
     s = api.gen(a.kind, a.out, size=a.size, accesses=a.accesses, seed=a.seed, stride=a.stride, elem=a.elem,
                 alpha=a.alpha, base=int(a.base, 0), passes=a.passes)
@@ -265,6 +277,10 @@ def cmd_mrc(a) -> int:
 
 
 def cmd_bench(a) -> int:
+    if a.os:
+        from . import bench_os
+
+        return bench_os.main(a)
     from . import bench
 
     return bench.main(a)
@@ -319,6 +335,10 @@ def build_parser() -> argparse.ArgumentParser:
     po.add_argument("--json", action="store_true")
     po.set_defaults(fn=cmd_policies)
 
+    sc = sub.add_parser("scenarios", help="list bundled scenarios (memory, fragmentation prelude, processes)")
+    sc.add_argument("--json", action="store_true")
+    sc.set_defaults(fn=cmd_scenarios)
+
     kinds = "\n".join(f"  {k:10s} {d}" for k, d in GEN_KINDS)
     g = sub.add_parser("gen", help="generate a synthetic workload trace", formatter_class=raw,
                        epilog=f"kinds:\n{kinds}\n\nexamples:\n  superpager gen gups --size 4GiB --accesses 10M -o gups.spt\n"
@@ -372,6 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(fn=cmd_mrc)
 
     b = sub.add_parser("bench", help="measure throughput against pycachesim (writes a markdown report)")
+    b.add_argument("--os", action="store_true", help="instead: the OS model at scale (64GiB prelude time, 384GiB host RSS)")
     b.add_argument("--accesses", type=count, default=4_000_000, help="trace length (default 4M)")
     b.add_argument("--repeats", type=int, default=5, help="runs per measurement; the median is reported")
     b.add_argument("--out", help="write the markdown report here (e.g. docs/PERFORMANCE.md)")

@@ -56,6 +56,10 @@ pub struct Scenario {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ScenarioFile {
+    /// One line for `superpager scenarios`.
+    #[serde(default)]
+    #[allow(dead_code)]
+    description: String,
     memory: Spanned<String>,
     #[serde(default)]
     seed: u64,
@@ -268,7 +272,7 @@ impl Scenario {
                         size: r.get("size", bytes_of)?.unwrap_or(64 << 20),
                         accesses: r.get("accesses", parse_count)?.unwrap_or(0),
                         seed: r.get("seed", parse_count)?.unwrap_or(1),
-                        stride: 4096,
+                        stride: r.get("stride", bytes_of)?.unwrap_or(4096),
                         elem: 8,
                         alpha: r.float("alpha")?.unwrap_or(0.99),
                         base: 0x7f00_0000_0000,

@@ -415,18 +415,21 @@ impl Os {
                 } else {
                     VmaKind::File
                 };
-                let v = Vma { start: addr, end: addr + up(len), prot, flags, kind, thp_advice: None };
+                // A page-aligned VMA (a trace from a machine with a smaller base page may
+                // name addresses inside one of this machine's pages).
+                let start = addr & !(page - 1);
+                let v = Vma { start, end: up(addr.saturating_add(len)), prot, flags, kind, thp_advice: None };
                 self.insert_vma(pi, v, mmu);
             }
             Event::Munmap { addr, len } => {
-                self.remove_vmas(pi, addr, addr + up(len), mmu);
+                self.remove_vmas(pi, addr & !(page - 1), up(addr.saturating_add(len)), mmu);
             }
             Event::Mremap { old_addr, old_len, new_addr, new_len } => {
                 self.procs[pi].has_layout_events = true;
                 self.mremap(pi, old_addr, up(old_len), new_addr, up(new_len), mmu);
             }
             Event::Mprotect { addr, len, prot } => {
-                self.modify_vmas(pi, addr, addr + up(len), |v| v.prot = prot);
+                self.modify_vmas(pi, addr & !(page - 1), up(addr.saturating_add(len)), |v| v.prot = prot);
             }
             Event::Brk { addr } => {
                 self.procs[pi].has_layout_events = true;
@@ -458,12 +461,15 @@ impl Os {
                     }
                 }
             }
-            Event::Madvise { addr, len, advice } => match advice {
-                MADV_DONTNEED => self.unmap_range(pi, addr, up(len), mmu),
-                MADV_HUGEPAGE => self.modify_vmas(pi, addr, addr + up(len), |v| v.thp_advice = Some(true)),
-                MADV_NOHUGEPAGE => self.modify_vmas(pi, addr, addr + up(len), |v| v.thp_advice = Some(false)),
-                _ => {}
-            },
+            Event::Madvise { addr, len, advice } => {
+                let (s, e) = (addr & !(page - 1), up(addr.saturating_add(len)));
+                match advice {
+                    MADV_DONTNEED => self.unmap_range(pi, s, e - s, mmu),
+                    MADV_HUGEPAGE => self.modify_vmas(pi, s, e, |v| v.thp_advice = Some(true)),
+                    MADV_NOHUGEPAGE => self.modify_vmas(pi, s, e, |v| v.thp_advice = Some(false)),
+                    _ => {}
+                }
+            }
             Event::Fork { child } => {
                 let ci = self.proc_index(child + self.pid_base);
                 let vmas = self.procs[pi].vmas.clone();
