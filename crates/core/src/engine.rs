@@ -43,6 +43,8 @@ pub struct Engine {
     cur_pi: usize,
     cur_asid: u16,
     cur_live: bool,
+    /// The current process has copy-on-write pages: writes must be checked.
+    cur_cow: bool,
     pub accesses: u64,
     pub by_kind: [u64; 4],
     pub records: u64,
@@ -84,6 +86,7 @@ impl Engine {
             cur_pi: 0,
             cur_asid: 1,
             cur_live: true,
+            cur_cow: false,
             accesses: 0,
             by_kind: [0; 4],
             records: 0,
@@ -114,6 +117,7 @@ impl Engine {
         let p = &self.os.procs[self.cur_pi];
         self.cur_asid = p.asid;
         self.cur_live = p.alive && p.killed.is_none();
+        self.cur_cow = p.cow_pages > 0;
     }
 
     /// Run one chunk of source `source` (a scenario process) whose pids start at `pid_base`.
@@ -225,11 +229,32 @@ impl Engine {
                 self.os.counters.accesses_dropped += rest;
                 return Ok(());
             };
+            if self.cur_cow && a.kind.writes() {
+                self.write_to_cow(a)?;
+            }
             if a.count > 1 {
                 self.repeat_hits(fetch, si, a.count - 1);
             }
             if self.accesses >= self.next_sample {
                 self.sample_due();
+            }
+        }
+        Ok(())
+    }
+
+    /// A write in a process with copy-on-write pages: if this page is one, break the sharing
+    /// (a write-protection fault).
+    #[inline(never)]
+    fn write_to_cow(&mut self, a: &Access) -> Result<()> {
+        let pi = self.cur_pi;
+        if let Some(t) = self.os.procs[pi].pt.lookup(a.addr) {
+            if t.cow {
+                self.os.counters.cow_faults += 1;
+                if !self.os.cow_break(pi, t, &mut self.mmu)? {
+                    return Err(self.os.oom(self.os.procs[pi].pid));
+                }
+                self.policy.on_write_to_clean(a.addr);
+                self.cur_cow = self.os.procs[pi].cow_pages > 0;
             }
         }
         Ok(())
@@ -373,6 +398,7 @@ impl Engine {
                     return Ok(());
                 }
                 self.os.apply(self.cur_pi, e, &mut self.mmu)?;
+                self.cur_cow = self.os.procs[self.cur_pi].cow_pages > 0;
                 if let Event::Exit { .. } = e {
                     self.cur_live = false;
                 }

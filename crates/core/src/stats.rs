@@ -97,7 +97,7 @@ fn cycle_parts(e: &Engine) -> [(&'static str, f64); 6] {
         Some(h) => walks as f64 * h,
         None => e.mmu.walk.refs as f64 * m.walk_ref_cycles,
     };
-    let fault = e.os.counters.faults as f64 * m.fault_cycles;
+    let fault = (e.os.counters.faults + e.os.counters.cow_faults) as f64 * m.fault_cycles;
     let zero = (e.os.counters.zeroed_bytes as f64 / 1024.0) * m.zero_cycles_per_kib;
     // Only copies the program waits for (direct compaction); daemons run on another core.
     let copy = (e.os.compaction.bytes_copied_direct as f64 / 1024.0) * m.copy_cycles_per_kib;
@@ -207,6 +207,11 @@ impl Results {
         c.insert("copy.bytes_background".into(), cp.bytes_copied_background);
         c.insert("os.zeroed_bytes_background".into(), cp.bytes_zeroed_background);
         c.insert("os.direct_reclaims".into(), oc.direct_reclaims);
+        c.insert("os.pages_shared".into(), oc.pages_shared);
+        c.insert("faults.cow".into(), oc.cow_faults);
+        c.insert("cow.reuses".into(), oc.cow_reuses);
+        c.insert("cow.copies".into(), oc.cow_copies);
+        c.insert("cow.copies_into_base_pages".into(), oc.cow_demoted);
         c.insert("os.kswapd_wakes".into(), oc.kswapd_wakes);
         c.insert("os.kswapd_reclaimed".into(), oc.kswapd_reclaimed);
         let pcc = &e.os.cache.counters;

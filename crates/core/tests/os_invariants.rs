@@ -1,5 +1,5 @@
 //! Randomised property tests of the OS model: random sequences of mmap, munmap, mprotect,
-//! madvise, brk, fork, exit, context switches, accesses (in and out of VMAs), file reads that
+//! madvise, brk, fork (copy-on-write), exit, context switches, accesses (in and out of VMAs), file reads that
 //! force reclaim, and compaction, under several policies. The engine runs its validator after
 //! every event, chunk and daemon tick (EngineConfig::validate), so any broken invariant fails
 //! the test with the event that broke it.
@@ -159,6 +159,7 @@ fn invariants_hold_under_random_operations() {
     let mut reclaimed = 0;
     let mut migrated = 0;
     let mut collapsed = 0;
+    let mut cow = 0;
     for seed in 0..6 {
         for pol in ["base", "fixed:2MiB:fit=vma", "linux-thp:defrag=always,scan_sleep_millisecs=0,alloc_sleep_millisecs=0,pages_to_scan=65536"] {
             let pol = pol.replace("fixed:2MiB:fit=vma", "fixed:size=2MiB,fit=vma");
@@ -166,12 +167,14 @@ fn invariants_hold_under_random_operations() {
             reclaimed += e.os.cache.counters.evicted;
             migrated += e.os.compaction.pages_migrated;
             collapsed += e.os.compaction.collapse[0];
+            cow += e.os.counters.cow_copies.min(1) + e.os.counters.cow_reuses.min(1);
         }
     }
     // The sequences must actually exercise the mechanisms they claim to test.
     assert!(reclaimed > 0, "no page-cache reclaim happened");
     assert!(migrated > 0, "compaction never migrated a page");
     assert!(collapsed > 0, "khugepaged never collapsed a range");
+    assert!(cow >= 4, "copy-on-write copies and reuses were barely exercised ({cow})");
 }
 
 #[test]

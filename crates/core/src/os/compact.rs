@@ -57,10 +57,12 @@ pub enum CollapseResult {
     PageCompound,
     /// No free block of the target order, even after compaction (SCAN_ALLOC_HUGE_PAGE_FAIL).
     AllocHugePageFail,
+    /// More base pages shared with another process than max_ptes_shared (SCAN_EXCEED_SHARED_PTE).
+    ExceedSharedPte,
 }
 
 impl CollapseResult {
-    pub const ALL: [CollapseResult; 7] = [
+    pub const ALL: [CollapseResult; 8] = [
         CollapseResult::Succeed,
         CollapseResult::PmdNull,
         CollapseResult::PmdMapped,
@@ -68,6 +70,7 @@ impl CollapseResult {
         CollapseResult::VmaCheck,
         CollapseResult::PageCompound,
         CollapseResult::AllocHugePageFail,
+        CollapseResult::ExceedSharedPte,
     ];
     pub fn name(self) -> &'static str {
         [
@@ -78,6 +81,7 @@ impl CollapseResult {
             "vma_check",
             "page_compound",
             "alloc_huge_page_fail",
+            "exceed_shared_pte",
         ][self as usize]
     }
 }
@@ -101,7 +105,7 @@ pub struct Compaction {
     /// Pageblocks the migrate scanner passed over because they are not movable.
     pub pageblocks_skipped: u64,
     /// Collapses by outcome (CollapseResult index).
-    pub collapse: [u64; 7],
+    pub collapse: [u64; 8],
     pub bytes_copied: u64,
 }
 
@@ -260,13 +264,20 @@ impl Os {
             self.note_copy(self.base.bytes() << o);
             return;
         }
-        let (pi, vpn) = owner.as_anon().expect("compaction isolates only owned blocks");
-        let va = vpn << self.base.shift();
         let si = self.size_index_of_order(o);
-        let ok = self.procs[pi].pt.set_pfn(va, si, Pfn(dst));
-        debug_assert!(ok, "reverse map names an unmapped page");
-        mmu.invalidate(va, self.procs[pi].asid, si);
-        self.phys.set_owner(Pfn(dst), Owner::anon(pi, vpn));
+        // Repoint every mapping (several after fork) and shoot its translation down.
+        for m in self.mappers(src) {
+            let (pi, vpn) = m.as_anon().expect("compaction isolates only mapped or cached blocks");
+            let va = vpn << self.base.shift();
+            let ok = self.procs[pi].pt.set_pfn(va, si, Pfn(dst));
+            debug_assert!(ok, "reverse map names an unmapped page");
+            mmu.invalidate(va, self.procs[pi].asid, si);
+        }
+        if owner == Owner::SHARED {
+            let list = self.shared.remove(&src).expect("shared block without a list");
+            self.shared.insert(dst, list);
+        }
+        self.phys.set_owner(Pfn(dst), owner);
         self.phys.free(Pfn(src), Order(o));
         let bytes = self.base.bytes() << o;
         self.compaction.pages_migrated += 1;
@@ -293,13 +304,14 @@ impl Os {
     /// process `pi` with one new page of size `si`: copy the mapped base pages, zero the rest,
     /// free the old frames. `max_none` bounds the unmapped base pages; `compact` allows direct
     /// compaction when no free block exists.
-    pub fn collapse(&mut self, pi: usize, start: u64, si: u32, max_none: u64, compact: bool, mmu: &mut Mmu) -> CollapseResult {
-        let r = self.collapse_inner(pi, start, si, max_none, compact, mmu);
+    pub fn collapse(&mut self, pi: usize, start: u64, si: u32, max_none: u64, max_shared: u64, compact: bool, mmu: &mut Mmu) -> CollapseResult {
+        let r = self.collapse_inner(pi, start, si, max_none, max_shared, compact, mmu);
         self.compaction.collapse[r as usize] += 1;
         r
     }
 
-    fn collapse_inner(&mut self, pi: usize, start: u64, si: u32, max_none: u64, compact: bool, mmu: &mut Mmu) -> CollapseResult {
+    #[allow(clippy::too_many_arguments)]
+    fn collapse_inner(&mut self, pi: usize, start: u64, si: u32, max_none: u64, max_shared: u64, compact: bool, mmu: &mut Mmu) -> CollapseResult {
         let size = self.sizes[si as usize];
         let len = size.bytes();
         match self.procs[pi].find_vma(start) {
@@ -321,6 +333,14 @@ impl Os {
             if none > max_none {
                 return Err(CollapseResult::ExceedNonePte);
             }
+            let shared: u64 = pages
+                .iter()
+                .filter(|t| self.phys.owner(t.pfn.0) == Owner::SHARED)
+                .map(|t| self.sizes[t.size_idx as usize].bytes() >> self.base.shift())
+                .sum();
+            if shared > max_shared {
+                return Err(CollapseResult::ExceedSharedPte);
+            }
             Ok(mapped)
         })();
         let mapped = match outcome {
@@ -340,13 +360,10 @@ impl Os {
         let asid = self.procs[pi].asid;
         let mut removed = Vec::with_capacity(pages.len());
         self.procs[pi].pt.unmap_range(start, len, &mut removed);
-        let mut blocks = Vec::with_capacity(removed.len());
         for t in &removed {
             mmu.invalidate(t.start, asid, t.size_idx);
-            self.procs[pi].resident[t.size_idx as usize] -= 1;
-            blocks.push((t.pfn.0, self.order_of(t.size_idx).0));
         }
-        self.phys.free_many(&mut blocks);
+        self.release(pi, &removed);
         let ok = self.procs[pi].pt.map(start, si, new);
         debug_assert!(ok, "collapse target still mapped after unmapping it");
         self.phys.set_owner(new, Owner::anon(pi, start >> self.base.shift()));

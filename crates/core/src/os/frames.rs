@@ -107,6 +107,8 @@ pub struct Owner(pub u64);
 
 impl Owner {
     pub const NONE: Owner = Owner(0);
+    /// Mapped by several processes (after fork): `Os::shared` lists them.
+    pub const SHARED: Owner = Owner(1 << 62);
     const FILE: u64 = 1 << 63;
     /// Anonymous page of process slot `pi` at base-page number `vpn`.
     pub fn anon(pi: usize, vpn: u64) -> Owner {
@@ -117,7 +119,7 @@ impl Owner {
         Owner(Self::FILE | ((file as u64) << 36) | index)
     }
     pub fn as_anon(self) -> Option<(usize, u64)> {
-        (self.0 != 0 && self.0 & Self::FILE == 0).then(|| (((self.0 >> 46) - 1) as usize, self.0 & ((1 << 46) - 1)))
+        (self.0 != 0 && self.0 & Self::FILE == 0 && self != Self::SHARED).then(|| (((self.0 >> 46) - 1) as usize, self.0 & ((1 << 46) - 1)))
     }
     pub fn as_file(self) -> Option<(u32, u64)> {
         (self.0 & Self::FILE != 0).then(|| (((self.0 >> 36) & 0x7ff_ffff) as u32, self.0 & ((1 << 36) - 1)))

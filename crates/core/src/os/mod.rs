@@ -11,6 +11,7 @@
 //! behind the same interfaces.
 
 pub mod compact;
+pub mod cow;
 pub mod fragmentation;
 pub mod frames;
 pub mod pagecache;
@@ -71,6 +72,8 @@ pub struct Process {
     pub resident: [u64; MAX_SIZES],
     /// Open files: descriptor to page-cache file id.
     pub fds: HashMap<i32, u32>,
+    /// Mappings write-protected for copy-on-write.
+    pub cow_pages: u64,
 }
 
 impl Process {
@@ -122,6 +125,14 @@ pub struct OsCounters {
     pub direct_reclaims: u64,
     pub kswapd_wakes: u64,
     pub kswapd_reclaimed: u64,
+    /// Pages shared by fork, COW faults that reused the page, copied it, or copied it into
+    /// base pages (no free block of its size).
+    pub pages_shared: u64,
+    pub cow_reuses: u64,
+    pub cow_copies: u64,
+    pub cow_demoted: u64,
+    /// Write-protection faults on copy-on-write pages.
+    pub cow_faults: u64,
 }
 
 pub struct Os {
@@ -156,6 +167,8 @@ pub struct Os {
     pub pid_base: u32,
     /// Free-frame watermarks (min, low, high): below low, kswapd reclaims up to high.
     pub watermarks: (u64, u64, u64),
+    /// Blocks mapped by several processes (after fork), with every mapping.
+    pub shared: HashMap<u64, Vec<Owner>>,
 }
 
 /// Linux's zone watermarks (mm/page_alloc.c): min_free_kbytes = int_sqrt(lowmem_kbytes * 16),
@@ -199,6 +212,7 @@ impl Os {
             wired: Vec::new(),
             pid_base: 0,
             watermarks: linux_watermarks(frames, m.base_page.bytes()),
+            shared: HashMap::new(),
         })
     }
 
@@ -224,6 +238,7 @@ impl Os {
             brk: 0,
             resident: [0; MAX_SIZES],
             fds: HashMap::new(),
+            cow_pages: 0,
         });
         let pi = self.procs.len() - 1;
         self.settle_pt(pi);
@@ -313,10 +328,8 @@ impl Os {
         let asid = self.procs[pi].asid;
         for t in &removed {
             mmu.invalidate(t.start, asid, t.size_idx);
-            self.procs[pi].resident[t.size_idx as usize] -= 1;
-            self.phys.free(t.pfn, self.order_of(t.size_idx));
-            self.counters.pages_freed += 1;
         }
+        self.release(pi, &removed);
         if !removed.is_empty() {
             mmu.flush_pwc();
         }
@@ -480,6 +493,9 @@ impl Os {
                 c.brk = brk;
                 c.has_layout_events = layout;
                 self.counters.forks += 1;
+                if self.procs[ci].pt.pages().is_empty() {
+                    self.fork_pages(pi, ci, mmu);
+                }
             }
             Event::Exit { .. } => self.exit(pi, mmu),
             Event::FileOpen { fd, ref path, .. } => {
@@ -554,17 +570,19 @@ impl Os {
         let nv = Vma { start: new, end: new + new_len, ..v };
         self.insert_vma(pi, nv, mmu);
         self.settle_pt(pi);
+        let shift = self.base.shift();
         for t in moved {
             let size = self.sizes[t.size_idx as usize].bytes();
             let to = new.wrapping_add(t.start.wrapping_sub(old));
             let keep = t.start >= old && to & (size - 1) == 0 && to + size <= new + new_len;
             if keep && self.procs[pi].pt.map(to, t.size_idx, t.pfn) {
                 self.counters.pages_moved += 1;
-                self.phys.set_owner(t.pfn, Owner::anon(pi, to >> self.base.shift()));
+                if t.cow {
+                    self.procs[pi].pt.set_cow(to, t.size_idx, true);
+                }
+                self.replace_mapper(t.pfn.0, Owner::anon(pi, t.start >> shift), Owner::anon(pi, to >> shift));
             } else {
-                self.procs[pi].resident[t.size_idx as usize] -= 1;
-                self.phys.free(t.pfn, self.order_of(t.size_idx));
-                self.counters.pages_freed += 1;
+                self.release(pi, &[t]);
             }
         }
     }
@@ -582,10 +600,8 @@ impl Os {
         // No per-page shootdown: the address-space identifier dies with the process and is
         // not reused until the identifiers wrap, when every TLB is flushed (flush_needed). The
         // page table goes whole: one traversal finds every page to free.
-        let mut blocks: Vec<(u64, u8)> =
-            self.procs[pi].pt.pages().iter().map(|t| (t.pfn.0, self.order_of(t.size_idx).0)).collect();
-        self.counters.pages_freed += blocks.len() as u64;
-        self.phys.free_many(&mut blocks);
+        let pages = self.procs[pi].pt.pages();
+        self.release(pi, &pages);
         let old = std::mem::replace(
             &mut self.procs[pi].pt,
             PageTable::new(self.levels, self.bits, self.base, self.sizes.clone()),
@@ -596,7 +612,8 @@ impl Os {
         // A dead process keeps an empty table that holds no frame.
         self.procs[pi].pt.created.clear();
         let p = &mut self.procs[pi];
-        p.resident = [0; MAX_SIZES];
+        debug_assert_eq!(p.resident, [0; MAX_SIZES]);
+        debug_assert_eq!(p.cow_pages, 0);
         p.vmas.clear();
         p.alive = false;
         self.counters.exits += 1;
@@ -642,10 +659,12 @@ impl Os {
         self.phys.validate()?;
         let mut anon_frames = 0u64;
         let mut pt_frames = 0u64;
+        let mut shared_seen = 0u64;
         for (pi, p) in self.procs.iter().enumerate() {
             let pages = p.pt.pages();
             let mut per = [0u64; MAX_SIZES];
             let mut last_end = 0u64;
+            let mut cow = 0u64;
             for t in &pages {
                 per[t.size_idx as usize] += 1;
                 if t.start < last_end {
@@ -661,10 +680,28 @@ impl Os {
                     return Err(format!("pid {}: page at {:#x} maps a {} frame", p.pid, t.start, self.phys.kind_of(f).name()));
                 }
                 let want = Owner::anon(pi, t.start >> self.base.shift());
-                if self.phys.owner(f) != want {
-                    return Err(format!("pid {}: frame {f:#x} mapped at {:#x} has reverse map {:?}, expected {:?} (double-mapped or stale)", p.pid, t.start, self.phys.owner(f), want));
+                let owner = self.phys.owner(f);
+                if owner == Owner::SHARED {
+                    let list = self.shared.get(&f).ok_or_else(|| format!("frame {f:#x} is marked shared but has no list"))?;
+                    if list.len() < 2 || !list.contains(&want) {
+                        return Err(format!("pid {}: shared frame {f:#x} mapped at {:#x} does not list this mapping ({} mappers)", p.pid, t.start, list.len()));
+                    }
+                    // Count a shared block once: at its first listed mapping.
+                    if list[0] == want {
+                        anon_frames += 1u64 << o;
+                    }
+                    shared_seen += 1;
+                } else if owner != want {
+                    return Err(format!("pid {}: frame {f:#x} mapped at {:#x} has reverse map {:?}, expected {:?} (double-mapped or stale)", p.pid, t.start, owner, want));
+                } else {
+                    anon_frames += 1u64 << o;
                 }
-                anon_frames += 1u64 << o;
+                if t.cow {
+                    cow += 1;
+                }
+            }
+            if cow != p.cow_pages {
+                return Err(format!("pid {}: {} copy-on-write pages counted, {} in the page table", p.pid, p.cow_pages, cow));
             }
             if per != p.resident {
                 return Err(format!("pid {}: resident counters {:?} disagree with the page table {:?}", p.pid, &p.resident[..4], &per[..4]));
@@ -688,6 +725,10 @@ impl Os {
                 "anonymous frames not conserved: {} allocated, {} mapped (leaked or lost)",
                 by_kind[FrameKind::Anon as usize], anon_frames
             ));
+        }
+        let listed: u64 = self.shared.values().map(|l| l.len() as u64).sum();
+        if listed != shared_seen {
+            return Err(format!("shared blocks list {listed} mappings but {shared_seen} page-table entries map shared blocks"));
         }
         let mut file_frames = 0u64;
         for (file, index, f) in self.cache.pages() {

@@ -13,6 +13,8 @@ use crate::units::{PageSize, Pfn};
 const PRESENT: u64 = 1;
 const LEAF: u64 = 2;
 const SIZE_SHIFT: u32 = 2; // 4 bits of size index
+/// Write-protected for copy-on-write (a leaf shared after fork): a write must fault.
+const COW: u64 = 64;
 const PAYLOAD_SHIFT: u32 = 8; // pfn or child node index
 const META_COUNT: u32 = 0x1_ffff;
 const META_SIZE_SHIFT: u32 = 20;
@@ -34,6 +36,8 @@ pub struct Translation {
     pub pfn: Pfn,
     /// Virtual address where the page starts.
     pub start: u64,
+    /// Write-protected for copy-on-write.
+    pub cow: bool,
 }
 
 pub struct PageTable {
@@ -169,7 +173,7 @@ impl PageTable {
     fn translation(&self, e: u64, va: u64) -> Translation {
         let size_idx = ((e >> SIZE_SHIFT) & 0xf) as u32;
         let size = self.sizes[size_idx as usize];
-        Translation { size_idx, pfn: Pfn(e >> PAYLOAD_SHIFT), start: va & !size.mask() }
+        Translation { size_idx, pfn: Pfn(e >> PAYLOAD_SHIFT), start: va & !size.mask(), cow: e & COW != 0 }
     }
 
     /// Resolve `va`.
@@ -427,10 +431,24 @@ impl PageTable {
     /// Point the page mapped at `t.start` (size `t.size_idx`) at new frames (a migration or
     /// a copy). Returns false if no such page is mapped there.
     pub fn set_pfn(&mut self, start: u64, si: u32, pfn: Pfn) -> bool {
+        let cow = self.lookup(start).is_some_and(|t| t.cow);
+        self.rewrite(start, si, pfn, cow)
+    }
+
+    /// Set or clear the copy-on-write protection of the page at `start`.
+    pub fn set_cow(&mut self, start: u64, si: u32, cow: bool) -> bool {
+        match self.lookup(start) {
+            Some(t) if t.start == start && t.size_idx == si => self.rewrite(start, si, t.pfn, cow),
+            _ => false,
+        }
+    }
+
+    /// Rewrite every entry of the page at `start` (size `si`): frames and protection.
+    pub fn rewrite(&mut self, start: u64, si: u32, pfn: Pfn, cow: bool) -> bool {
         let size = self.sizes[si as usize];
         let leaf = self.leaf_level(size);
         let reps = 1u64 << (size.shift() - self.span_shift(leaf));
-        let entry = PRESENT | LEAF | ((si as u64) << SIZE_SHIFT) | (pfn.0 << PAYLOAD_SHIFT);
+        let entry = PRESENT | LEAF | ((si as u64) << SIZE_SHIFT) | (pfn.0 << PAYLOAD_SHIFT) | if cow { COW } else { 0 };
         for r in 0..reps {
             let va = start + (r << self.span_shift(leaf));
             let mut node = 0usize;
@@ -493,7 +511,7 @@ mod tests {
         assert!(pt.map(0x4000_0000, 3, Pfn(1 << 18)));
         assert!(pt.map(0x1_0000, 1, Pfn(16)));
         assert_eq!(pt.lookup(0x1abc).unwrap().pfn, Pfn(7));
-        assert_eq!(pt.lookup(0x2f_ffff).unwrap(), Translation { size_idx: 2, pfn: Pfn(512), start: 0x20_0000 });
+        assert_eq!(pt.lookup(0x2f_ffff).unwrap(), Translation { size_idx: 2, pfn: Pfn(512), start: 0x20_0000, cow: false });
         assert_eq!(pt.lookup(0x7fff_ffff).unwrap().size_idx, 3);
         assert_eq!(pt.lookup(0x1_f000).unwrap().start, 0x1_0000, "replicated 64KB entry");
         assert!(pt.lookup(0x2000).is_none());

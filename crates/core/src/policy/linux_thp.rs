@@ -21,8 +21,7 @@
 //! charged to the simulated program's cycles; direct compaction at a fault is charged.
 //!
 //! Not modelled (docs/MODEL.md): the accessed-bit requirement (SCAN_LACK_REFERENCED_PAGE),
-//! swap and shared-page limits (no swap or COW sharing in the model yet: `max_ptes_swap` and
-//! `max_ptes_shared` are accepted and reported), mTHP sizes the machine has no page size for.
+//! the swap limit (`max_ptes_swap` is accepted and reported; khugepaged skips swapped-out pages), mTHP sizes the machine has no page size for.
 
 use super::{check_params, FaultDecision, FaultInfo, Params, Policy, Sys};
 use crate::error::{Error, Result};
@@ -92,7 +91,7 @@ pub struct LinuxThp {
     kcompactd_runs: [u64; 3],
     khugepaged_passes: u64,
     khugepaged_pages_scanned: u64,
-    scan: [u64; 7],
+    scan: [u64; 8],
 }
 
 fn mode(key: &str, v: &str, inherit: Option<Mode>) -> Result<Mode> {
@@ -197,7 +196,7 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
         kcompactd_runs: [0; 3],
         khugepaged_passes: 0,
         khugepaged_pages_scanned: 0,
-        scan: [0; 7],
+        scan: [0; 8],
     }))
 }
 
@@ -247,7 +246,7 @@ impl LinuxThp {
                 procs_seen += 1;
                 continue;
             };
-            let r = sys.os.collapse(pi, a, self.pmd_si, self.max_ptes_none, self.khugepaged_defrag, sys.mmu);
+            let r = sys.os.collapse(pi, a, self.pmd_si, self.max_ptes_none, self.max_ptes_shared, self.khugepaged_defrag, sys.mmu);
             self.scan[r as usize] += 1;
             progress += len >> sys.os.base.shift();
             self.cursor_addr = a + len;

@@ -1,0 +1,168 @@
+//! fork with copy-on-write, and the reverse map of shared pages.
+//!
+//! A block mapped by one process has that mapping as its owner in the frame table. After fork
+//! both parent and child map every page of the parent, write-protected (the COW bit of the
+//! page-table entry); the block's owner becomes `Owner::SHARED` and `Os::shared` lists every
+//! mapping. A write to a COW page breaks the sharing: if the writer is the last mapper it simply
+//! takes the page back (Linux's reuse); otherwise it gets a copy. A superpage is copied whole at
+//! its size, as Linux did before 5.8 (do_huge_pmd_wp_page allocated a new THP); when no block of
+//! that size is free, the writer's copy is made of base pages instead.
+//!
+//! Invariants (checked by `Os::validate`): a SHARED block's list has at least two mappings, each
+//! of which maps the block; a block with a single mapping has that mapping as its owner; a COW
+//! entry maps a block (shared or, after the other mappers left, not).
+
+use super::frames::{FrameKind, Owner};
+use super::pagetable::Translation;
+use super::{MapOutcome, Os};
+use crate::error::Result;
+use crate::mmu::Mmu;
+use crate::units::Pfn;
+
+impl Os {
+    /// Every mapping of the block at `pfn`.
+    pub fn mappers(&self, pfn: u64) -> Vec<Owner> {
+        let o = self.phys.owner(pfn);
+        if o == Owner::SHARED {
+            self.shared.get(&pfn).cloned().unwrap_or_default()
+        } else if o == Owner::NONE {
+            Vec::new()
+        } else {
+            vec![o]
+        }
+    }
+
+    fn add_mapper(&mut self, pfn: u64, m: Owner) {
+        let o = self.phys.owner(pfn);
+        if o == Owner::SHARED {
+            self.shared.get_mut(&pfn).expect("shared block without a list").push(m);
+        } else {
+            self.shared.insert(pfn, vec![o, m]);
+            self.phys.set_owner(Pfn(pfn), Owner::SHARED);
+        }
+    }
+
+    /// Drop mapping `m` of the block at `pfn`. Returns true if it was the last one (the caller
+    /// frees the block).
+    pub(crate) fn remove_mapper(&mut self, pfn: u64, m: Owner) -> bool {
+        let o = self.phys.owner(pfn);
+        if o != Owner::SHARED {
+            debug_assert_eq!(o, m, "unmapping a block through a mapping that does not own it");
+            return true;
+        }
+        let list = self.shared.get_mut(&pfn).expect("shared block without a list");
+        if let Some(i) = list.iter().position(|&x| x == m) {
+            list.swap_remove(i);
+        }
+        if list.len() == 1 {
+            let last = list[0];
+            self.shared.remove(&pfn);
+            self.phys.set_owner(Pfn(pfn), last);
+        }
+        false
+    }
+
+    /// Mapping `old` of the block at `pfn` is now `new` (mremap moved it).
+    pub(crate) fn replace_mapper(&mut self, pfn: u64, old: Owner, new: Owner) {
+        if self.phys.owner(pfn) == Owner::SHARED {
+            if let Some(x) = self.shared.get_mut(&pfn).and_then(|l| l.iter_mut().find(|x| **x == old)) {
+                *x = new;
+            }
+        } else {
+            self.phys.set_owner(Pfn(pfn), new);
+        }
+    }
+
+    /// Pages removed from process `pi`'s page table: drop their mappings, free the blocks no
+    /// one maps any more, keep the counters.
+    pub(crate) fn release(&mut self, pi: usize, removed: &[Translation]) {
+        let mut blocks = Vec::with_capacity(removed.len());
+        for t in removed {
+            self.procs[pi].resident[t.size_idx as usize] -= 1;
+            if t.cow {
+                self.procs[pi].cow_pages -= 1;
+            }
+            let me = Owner::anon(pi, t.start >> self.base.shift());
+            if self.remove_mapper(t.pfn.0, me) {
+                blocks.push((t.pfn.0, self.order_of(t.size_idx).0));
+            }
+        }
+        self.counters.pages_freed += blocks.len() as u64;
+        self.phys.free_many(&mut blocks);
+    }
+
+    /// fork: the child `ci` gets the parent's VMAs and every page, both write-protected.
+    pub(crate) fn fork_pages(&mut self, pi: usize, ci: usize, mmu: &mut Mmu) {
+        let pages = self.procs[pi].pt.pages();
+        let asid = self.procs[pi].asid;
+        for t in &pages {
+            let ok = self.procs[ci].pt.map(t.start, t.size_idx, t.pfn);
+            debug_assert!(ok, "fork: child's page table already maps {:#x}", t.start);
+            self.procs[ci].pt.set_cow(t.start, t.size_idx, true);
+            if !t.cow {
+                self.procs[pi].pt.set_cow(t.start, t.size_idx, true);
+                self.procs[pi].cow_pages += 1;
+                // The parent's writable translation must go (Linux flushes the parent's TLB).
+                mmu.invalidate(t.start, asid, t.size_idx);
+            }
+            self.procs[ci].cow_pages += 1;
+            self.procs[ci].resident[t.size_idx as usize] += 1;
+            self.add_mapper(t.pfn.0, Owner::anon(ci, t.start >> self.base.shift()));
+        }
+        self.counters.pages_shared += pages.len() as u64;
+        self.settle_pt(ci);
+    }
+
+    /// A write by process `pi` to the COW page `t`. Returns false if memory ran out.
+    pub fn cow_break(&mut self, pi: usize, t: Translation, mmu: &mut Mmu) -> Result<bool> {
+        let me = Owner::anon(pi, t.start >> self.base.shift());
+        let asid = self.procs[pi].asid;
+        mmu.invalidate(t.start, asid, t.size_idx);
+        if self.phys.owner(t.pfn.0) != Owner::SHARED {
+            // The other mappers are gone: take the page back without copying.
+            self.procs[pi].pt.set_cow(t.start, t.size_idx, false);
+            self.procs[pi].cow_pages -= 1;
+            self.counters.cow_reuses += 1;
+            return Ok(true);
+        }
+        let order = self.order_of(t.size_idx);
+        let bytes = self.sizes[t.size_idx as usize].bytes();
+        let new = match self.phys.alloc(order, FrameKind::Anon) {
+            Some(p) => Some(p),
+            None => {
+                self.counters.direct_reclaims += 1;
+                self.cache.reclaim(&mut self.phys, super::pagecache::SWAP_CLUSTER_MAX << order.0.min(9));
+                self.phys.alloc(order, FrameKind::Anon)
+            }
+        };
+        self.remove_mapper(t.pfn.0, me);
+        self.procs[pi].cow_pages -= 1;
+        self.counters.cow_copies += 1;
+        self.compaction.bytes_copied_direct += bytes;
+        match new {
+            Some(p) => {
+                self.procs[pi].pt.rewrite(t.start, t.size_idx, p, false);
+                self.phys.set_owner(p, me);
+            }
+            None => {
+                // No block of the page's size: the writer's copy is made of base pages.
+                let mut gone = Vec::new();
+                self.procs[pi].pt.unmap_range(t.start, bytes, &mut gone);
+                self.procs[pi].resident[t.size_idx as usize] -= 1;
+                self.counters.cow_demoted += 1;
+                let base = self.base.bytes();
+                for k in 0..bytes / base {
+                    let va = t.start + k * base;
+                    match self.map_page(pi, va, 0, None) {
+                        MapOutcome::Mapped => {}
+                        _ => return Ok(false),
+                    }
+                }
+                // map_page counted zeroing; this memory is copied instead.
+                self.counters.zeroed_bytes -= bytes;
+            }
+        }
+        self.settle_pt(pi);
+        Ok(true)
+    }
+}

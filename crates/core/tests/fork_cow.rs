@@ -1,0 +1,95 @@
+//! fork with copy-on-write: shared pages, copies on write, reuse by the last mapper, superpages
+//! copied whole, and every frame back after both processes exit.
+use superpager_core::engine::{Engine, EngineConfig};
+use superpager_core::mmu::machine::Machine;
+use superpager_core::policy;
+use superpager_core::trace::*;
+use superpager_core::units::Bytes;
+
+fn engine(pol: &str) -> Engine {
+    let m = Machine::load("skylake").unwrap();
+    let p = policy::build(pol, &m.page_sizes).unwrap();
+    Engine::new(m, p, EngineConfig { memory: Bytes(256 << 20), validate: true, ..Default::default() }).unwrap()
+}
+
+fn chunk(recs: &[Rec]) -> Chunk {
+    let mut c = Chunk::default();
+    for r in recs {
+        match r {
+            Rec::A(a) => c.accesses.push(*a),
+            Rec::E(e) => c.events.push((c.accesses.len() as u32, e.clone())),
+        }
+    }
+    c
+}
+
+enum Rec {
+    A(Access),
+    E(Event),
+}
+
+const BASE: u64 = 0x4000_0000;
+
+fn mmap(len: u64) -> Rec {
+    Rec::E(Event::Mmap { addr: BASE, len, prot: 3, flags: MAP_PRIVATE | MAP_ANONYMOUS, fd: -1, offset: 0 })
+}
+fn ctx(pid: u32) -> Rec {
+    Rec::E(Event::Context { pid, tid: pid })
+}
+fn store(va: u64) -> Rec {
+    Rec::A(Access::new(va, AccessKind::Store, 8))
+}
+fn load(va: u64) -> Rec {
+    Rec::A(Access::new(va, AccessKind::Load, 8))
+}
+
+#[test]
+fn child_write_copies_then_parent_reuses() {
+    let mut e = engine("base");
+    let mut recs = vec![ctx(1), mmap(1 << 20)];
+    for i in 0..10 {
+        recs.push(store(BASE + i * 4096));
+    }
+    recs.push(Rec::E(Event::Fork { child: 2 }));
+    e.run_chunk(&chunk(&recs)).unwrap();
+    let anon = |e: &Engine| e.os.phys.frames_by_kind()[1];
+    assert_eq!(anon(&e), 10, "fork shares, it does not copy");
+    assert_eq!(e.os.counters.pages_shared, 10);
+    // The child reads (no fault) and writes page 0 (a copy).
+    e.run_chunk(&chunk(&[ctx(2), load(BASE + 4096), store(BASE)])).unwrap();
+    assert_eq!(e.os.counters.cow_copies, 1);
+    assert_eq!(anon(&e), 11);
+    // The parent writes page 0: it is the last mapper now, so it takes the page back.
+    e.run_chunk(&chunk(&[ctx(1), store(BASE)])).unwrap();
+    assert_eq!(e.os.counters.cow_reuses, 1);
+    assert_eq!(e.os.counters.cow_copies, 1);
+    assert_eq!(anon(&e), 11);
+    assert_eq!(e.os.counters.cow_faults, 2);
+    // Both exit: every frame comes back.
+    e.run_chunk(&chunk(&[Rec::E(Event::Exit { code: 0 }), ctx(2), Rec::E(Event::Exit { code: 0 })])).unwrap();
+    assert_eq!(anon(&e), 0);
+    assert_eq!(e.os.phys.free_frames(), e.os.phys.total_frames());
+    assert!(e.os.shared.is_empty());
+}
+
+#[test]
+fn a_shared_superpage_is_copied_whole() {
+    let mut e = engine("fixed:2MiB");
+    e.run_chunk(&chunk(&[ctx(1), mmap(4 << 20), store(BASE), store(BASE + (2 << 20)), Rec::E(Event::Fork { child: 2 })])).unwrap();
+    assert_eq!(e.os.phys.frames_by_kind()[1], 1024);
+    e.run_chunk(&chunk(&[ctx(2), store(BASE + 12345)])).unwrap();
+    assert_eq!(e.os.counters.cow_copies, 1);
+    assert_eq!(e.os.phys.frames_by_kind()[1], 1536, "a 2MB copy");
+    assert_eq!(e.os.procs[1].resident[1], 2, "the child still maps two 2MB pages");
+    assert_eq!(e.os.compaction.bytes_copied_direct, 2 << 20);
+}
+
+#[test]
+fn exit_of_the_parent_leaves_the_child_its_pages() {
+    let mut e = engine("base");
+    e.run_chunk(&chunk(&[ctx(1), mmap(1 << 20), store(BASE), Rec::E(Event::Fork { child: 2 }), Rec::E(Event::Exit { code: 0 })])).unwrap();
+    assert_eq!(e.os.phys.frames_by_kind()[1], 1, "the child keeps the page");
+    e.run_chunk(&chunk(&[ctx(2), store(BASE)])).unwrap();
+    assert_eq!(e.os.counters.cow_reuses, 1, "sole mapper: no copy");
+    assert_eq!(e.os.counters.cow_copies, 0);
+}
