@@ -122,11 +122,13 @@ def run(
     validate: bool = False,
     progress: Optional[bool] = None,
     label: str = "simulating",
+    swap: str = "0",
+    replacement: str = "clock",
 ) -> ResultSet:
     """Simulate `trace` once for every (machine, policy) pair, decoding it once."""
     if not os.path.exists(trace):
         raise _core.SuperpagerError(f"{trace}: no such file")
-    sim = _core.Simulation(trace, list(runs), memory, sample_every, allow_truncated, validate)
+    sim = _core.Simulation(trace, list(runs), memory, sample_every, allow_truncated, validate, swap, replacement)
     bar = Progress(label, enabled=progress)
     try:
         while sim.step(4):
@@ -147,9 +149,14 @@ def simulate(
     validate: bool = False,
     progress: Optional[bool] = None,
     scenario: str | None = None,
+    swap: str = "0",
+    replacement: str = "clock",
 ) -> Result:
     """Simulate one trace on one machine under one policy; or, with `scenario=FILE.toml`, a
-    scenario (its memory, prelude and processes; `machine`/`policy` override its own)."""
+    scenario (its memory, prelude and processes; `machine`/`policy` override its own).
+
+    `swap` (e.g. "8GiB") lets anonymous memory be swapped out under pressure, chosen by
+    `replacement` ("clock" or "lru"); with no swap, running out of memory stops the run."""
     if scenario is not None:
         if trace is not None:
             raise _core.SuperpagerError("give a trace or a scenario, not both")
@@ -158,7 +165,8 @@ def simulate(
     if trace is None:
         raise _core.SuperpagerError("simulate needs a trace (or scenario=FILE.toml)")
     return run(trace, [(machine_spec(machine, tlb), policy or "base")], memory,
-               (1 << 20) if sample_every is None else sample_every, allow_truncated, validate, progress)[0]
+               (1 << 20) if sample_every is None else sample_every, allow_truncated, validate, progress,
+               swap=swap, replacement=replacement)[0]
 
 
 SCENARIO_DIR = os.path.join(os.path.dirname(__file__), "scenarios")

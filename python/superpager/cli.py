@@ -100,15 +100,17 @@ def cmd_simulate(a) -> int:
     if a.scenario:
         if a.trace:
             raise _core.SuperpagerError("give a trace or --scenario, not both")
-        if a.memory is not None:
-            raise _core.SuperpagerError("--memory does not apply to a scenario: its file sets memory")
+        for flag, v in (("--memory", a.memory), ("--swap", a.swap), ("--replacement", a.replacement)):
+            if v is not None:
+                raise _core.SuperpagerError(f"{flag} does not apply to a scenario: its file sets it (docs/SCENARIOS.md)")
         r = api.simulate(scenario=a.scenario, machine=a.machine, policy=a.policy, tlb=a.tlb,
                          sample_every=a.sample_every, validate=a.validate)
     else:
         if not a.trace:
             raise _core.SuperpagerError("simulate needs a trace file or --scenario FILE.toml (see superpager simulate --help)")
         r = api.simulate(a.trace, machine=a.machine or "skylake", policy=a.policy or "base", memory=a.memory or "64GiB",
-                         tlb=a.tlb, sample_every=a.sample_every, allow_truncated=a.allow_truncated, validate=a.validate)
+                         tlb=a.tlb, sample_every=a.sample_every, allow_truncated=a.allow_truncated, validate=a.validate,
+                         swap=a.swap or "0", replacement=a.replacement or "clock")
     if a.out:
         api.write_results([r], a.out)
     if a.json:
@@ -310,6 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tlb", metavar="ENTRIES:WAYS[:PAGESIZE]", help="instead of --machine: one LRU TLB named L1 (ways = entries: fully associative)")
     s.add_argument("--policy", "-p", help="policy NAME[:key=value,...] or TOML file (default: the scenario's, else base)")
     add_run_options(s)
+    s.add_argument("--swap", metavar="SIZE", help="swap space, e.g. 8GiB (default none: running out of memory stops the run)")
+    s.add_argument("--replacement", choices=["clock", "lru"], help="which anonymous page to swap out (default clock)")
     s.add_argument("--validate", action="store_true", help="check the OS model's invariants after every event (slow; for debugging)")
     s.add_argument("--json", action="store_true", help="print one JSON object (counters, page_size_mix, series)")
     s.set_defaults(fn=cmd_simulate)

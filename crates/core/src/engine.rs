@@ -27,11 +27,22 @@ pub struct EngineConfig {
     /// Allow exact fast paths (the single-size lookup of base-pages-only runs). Off only to
     /// check, in tests, that they change no result.
     pub fast_paths: bool,
+    /// Swap space (0: none; anonymous memory is then never reclaimed).
+    pub swap: Bytes,
+    /// Replacement policy for anonymous pages when swapping (`clock`, `lru`).
+    pub replacement: String,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { memory: Bytes(64 << 30), sample_every: 1 << 20, validate: false, fast_paths: true }
+        EngineConfig {
+            memory: Bytes(64 << 30),
+            sample_every: 1 << 20,
+            validate: false,
+            fast_paths: true,
+            swap: Bytes(0),
+            replacement: "clock".into(),
+        }
     }
 }
 
@@ -75,7 +86,7 @@ impl Engine {
         let base_only = cfg.fast_paths && policy.only_size() == Some(0);
         let ticks = policy.wants_tick();
         let mmu = Mmu::new(machine);
-        let os = Os::new(&mmu, cfg.memory)?;
+        let os = Os::new(&mmu, cfg.memory, cfg.swap, &cfg.replacement)?;
         // No periodic samples when sample_every is 0: the first sample point is never reached.
         let next_sample = if cfg.sample_every == 0 { u64::MAX } else { cfg.sample_every };
         let mut e = Engine {
@@ -289,6 +300,9 @@ impl Engine {
             return Ok(None);
         }
         self.mmu.walk_only(a.addr, self.cur_asid, 0);
+        if self.os.swap_total > 0 {
+            self.os.referenced(pi, a.addr);
+        }
         self.policy.on_tlb_miss(a.addr, 0);
         Ok(Some(0))
     }
@@ -307,6 +321,9 @@ impl Engine {
             },
         };
         self.mmu.fill_after_walk(a.addr, self.cur_asid, fetch, si);
+        if self.os.swap_total > 0 {
+            self.os.referenced(pi, a.addr);
+        }
         self.policy.on_tlb_miss(a.addr, si);
         Ok(Some(si))
     }
@@ -322,6 +339,18 @@ impl Engine {
             self.os.segfault(pi, va);
             self.cur_live = false;
             return Ok(None);
+        }
+        if !self.os.procs[pi].swapped.is_empty() && self.os.swapped_at(pi, va).is_some() {
+            // A major fault: the page is in swap.
+            let si = match self.os.swap_in(pi, va, &mut self.mmu) {
+                Some(si) => si,
+                None => return Err(self.os.oom(self.os.procs[pi].pid)),
+            };
+            self.os.counters.faults += 1;
+            self.os.counters.major_faults += 1;
+            self.os.counters.faults_by_size[si as usize] += 1;
+            self.mmu.live_sizes |= 1 << si;
+            return Ok(Some(si));
         }
         let vma = match self.os.procs[pi].find_vma(va) {
             Some(v) => v.clone(),
@@ -352,7 +381,7 @@ impl Engine {
             let size = self.os.sizes[si as usize];
             let start = va & !size.mask();
             let within = if d.within_vma { Some((vma.start, vma.end)) } else { None };
-            match self.os.map_page(pi, start, si, within) {
+            match self.os.map_page(pi, start, si, within, &mut self.mmu) {
                 MapOutcome::Mapped => break,
                 MapOutcome::NoContiguousExtent => {
                     self.policy.on_alloc_failure(si);

@@ -49,6 +49,9 @@ pub struct Scenario {
     pub machine: Option<String>,
     pub policy: Option<String>,
     pub sample_every: Option<u64>,
+    /// Swap space (0: none) and the replacement policy that chooses what to swap out.
+    pub swap: Bytes,
+    pub replacement: String,
     pub prelude: Vec<Prelude>,
     pub processes: Vec<ProcessSpec>,
 }
@@ -66,6 +69,8 @@ struct ScenarioFile {
     machine: Option<String>,
     policy: Option<String>,
     sample_every: Option<Spanned<toml::Value>>,
+    swap: Option<Spanned<String>>,
+    replacement: Option<Spanned<String>>,
     #[serde(default)]
     prelude: Vec<Spanned<toml::Table>>,
     #[serde(default)]
@@ -211,6 +216,17 @@ impl Scenario {
             None => None,
             Some(v) => Some(parse_count(v.get_ref()).map_err(|m| ctx.err(v.span(), "sample_every", m))?),
         };
+        let swap = match &f.swap {
+            None => Bytes(0),
+            Some(v) => Bytes::parse(v.get_ref()).map_err(|m| ctx.err(v.span(), "swap", m))?,
+        };
+        let replacement = match &f.replacement {
+            None => "clock".to_string(),
+            Some(v) => {
+                crate::policy::replacement::build(v.get_ref()).map_err(|e| ctx.err(v.span(), "replacement", e.to_string()))?;
+                v.get_ref().clone()
+            }
+        };
         let dir = Path::new(file).parent().map(Path::to_path_buf).unwrap_or_default();
         let frames = memory.0 >> 12;
         let mut prelude = Vec::new();
@@ -299,6 +315,8 @@ impl Scenario {
             machine: f.machine,
             policy: f.policy,
             sample_every,
+            swap,
+            replacement,
             prelude,
             processes,
         })

@@ -39,6 +39,8 @@ pub struct ScenarioRun {
 impl ScenarioRun {
     pub fn open(sc: &Scenario, machine: Machine, policy_spec: &str, mut cfg: EngineConfig, progress: &mut dyn FnMut(&str, f64)) -> Result<ScenarioRun> {
         cfg.memory = sc.memory;
+        cfg.swap = sc.swap;
+        cfg.replacement = sc.replacement.clone();
         if let Some(n) = sc.sample_every {
             cfg.sample_every = n;
         }

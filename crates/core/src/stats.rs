@@ -84,7 +84,7 @@ pub fn cycles_total(e: &Engine) -> f64 {
     cycle_parts(e).iter().map(|(_, v)| v).sum()
 }
 
-fn cycle_parts(e: &Engine) -> [(&'static str, f64); 6] {
+fn cycle_parts(e: &Engine) -> [(&'static str, f64); 7] {
     let m = &e.mmu.machine;
     let access = e.accesses as f64 * m.cycles_per_access;
     let mut tlb = 0.0;
@@ -101,6 +101,8 @@ fn cycle_parts(e: &Engine) -> [(&'static str, f64); 6] {
     let zero = (e.os.counters.zeroed_bytes as f64 / 1024.0) * m.zero_cycles_per_kib;
     // Only copies the program waits for (direct compaction); daemons run on another core.
     let copy = (e.os.compaction.bytes_copied_direct as f64 / 1024.0) * m.copy_cycles_per_kib;
+    // Swap-ins and direct swap-outs stall the program; kswapd's writes run beside it.
+    let io = ((e.os.swap.in_bytes + e.os.swap.out_bytes_direct) as f64 / 1024.0) * m.swap_cycles_per_kib;
     [
         ("cycles.access", access),
         ("cycles.tlb", tlb),
@@ -108,6 +110,7 @@ fn cycle_parts(e: &Engine) -> [(&'static str, f64); 6] {
         ("cycles.fault", fault),
         ("cycles.zero", zero),
         ("cycles.copy", copy),
+        ("cycles.io", io),
     ]
 }
 
@@ -209,6 +212,19 @@ impl Results {
         c.insert("os.direct_reclaims".into(), oc.direct_reclaims);
         c.insert("os.pages_shared".into(), oc.pages_shared);
         c.insert("faults.cow".into(), oc.cow_faults);
+        c.insert("faults.major".into(), oc.major_faults);
+        c.insert("faults.zero_fill".into(), oc.faults - oc.major_faults);
+        let sw = &e.os.swap;
+        c.insert("swap.total_pages".into(), e.os.swap_total);
+        c.insert("swap.used_pages".into(), e.os.swap_used);
+        c.insert("swap.out".into(), sw.out_pages);
+        c.insert("swap.out_bytes".into(), sw.out_bytes);
+        c.insert("swap.out_bytes_direct".into(), sw.out_bytes_direct);
+        c.insert("swap.in".into(), sw.in_pages);
+        c.insert("swap.in_bytes".into(), sw.in_bytes);
+        c.insert("swap.out_shared".into(), sw.shared);
+        c.insert("swap.full".into(), sw.full);
+        c.insert("swap.split_on_swapin".into(), sw.split_on_swapin);
         c.insert("cow.reuses".into(), oc.cow_reuses);
         c.insert("cow.copies".into(), oc.cow_copies);
         c.insert("cow.copies_into_base_pages".into(), oc.cow_demoted);

@@ -19,6 +19,10 @@ struct World {
     procs: Vec<(u32, Vec<(u64, u64)>)>,
     next_pid: u32,
     fds: u32,
+    /// Touch whole regions (every page), to build memory pressure.
+    dense: bool,
+    /// The current process's VMAs as the engine has them.
+    live: Vec<(u64, u64)>,
 }
 
 impl World {
@@ -103,6 +107,15 @@ impl World {
                 // region happens to be there).
                 c.accesses.push(Access::new(0x7_0000_0000 + self.rng.below(1 << 20) * 4096, AccessKind::Load, 8));
             }
+            _ if self.dense => {
+                if let Some(&(a, l)) = self.pick(cur) {
+                    let mut va = a;
+                    while va < a + l {
+                        c.accesses.push(Access::new(va, AccessKind::Store, 8));
+                        va += 4096;
+                    }
+                }
+            }
             _ => {
                 if let Some(&(a, l)) = self.pick(cur) {
                     for _ in 0..1 + self.rng.below(200) {
@@ -117,29 +130,61 @@ impl World {
         cur
     }
 
+    /// A region of the current process: one of its live VMAs (as the engine has them) most of
+    /// the time, sometimes one the test remembers (which may have been unmapped since: a
+    /// segfault).
     fn pick(&mut self, cur: usize) -> Option<&(u64, u64)> {
-        let n = self.procs[cur].1.len() as u64;
+        let use_live = self.rng.below(50) != 0 && !self.live.is_empty();
+        let list = if use_live { &self.live } else { &self.procs[cur].1 };
+        let n = list.len() as u64;
         if n == 0 {
             return None;
         }
         let i = self.rng.below(n) as usize;
-        self.procs[cur].1.get(i)
+        let list = if use_live { &self.live } else { &self.procs[cur].1 };
+        list.get(i)
     }
 }
 
 fn run(seed: u64, machine: &str, pol: &str, steps: usize) -> Engine {
+    run_with(seed, machine, pol, steps, 1 << 30, "clock")
+}
+
+fn run_with(seed: u64, machine: &str, pol: &str, steps: usize, swap: u64, replacement: &str) -> Engine {
+    run_full(seed, machine, pol, steps, swap, replacement, false)
+}
+
+fn run_full(seed: u64, machine: &str, pol: &str, steps: usize, swap: u64, replacement: &str, dense: bool) -> Engine {
     let m = Machine::load(machine).unwrap();
     let p = policy::build(pol, &m.page_sizes).unwrap();
-    let cfg = EngineConfig { memory: Bytes(256 * MB), validate: true, sample_every: 1000, fast_paths: true };
+    let memory = if dense { 64 * MB } else { 256 * MB };
+    let cfg = EngineConfig {
+        memory: Bytes(memory),
+        validate: true,
+        sample_every: 1000,
+        fast_paths: true,
+        swap: Bytes(swap),
+        replacement: replacement.into(),
+    };
     let mut e = Engine::new(m, p, cfg).unwrap();
-    let mut w = World { rng: Rng::new(seed), procs: vec![(1, Vec::new())], next_pid: 2, fds: 3 };
+    let mut w = World { rng: Rng::new(seed), procs: vec![(1, Vec::new())], next_pid: 2, fds: 3, dense, live: Vec::new() };
     let mut cur = 0;
     let mut c = Chunk::default();
     c.events.push((0, Event::Context { pid: 1, tid: 1 }));
     for i in 0..steps {
+        let pi = e.os.procs.iter().position(|p| p.pid == w.procs[cur].0);
+        w.live = pi.map(|pi| e.os.procs[pi].vmas.values().map(|v| (v.start, v.end - v.start)).collect()).unwrap_or_default();
         cur = w.step(cur, &mut c);
-        if c.accesses.len() + c.events.len() > 64 || i + 1 == steps {
-            e.run_chunk(&c).unwrap_or_else(|err| panic!("seed {seed} {machine} {pol} step {i}: {err}"));
+        if c.accesses.len() + c.events.len() > 0 {
+            if let Err(err) = e.run_chunk(&c) {
+                panic!(
+                    "seed {seed} {machine} {pol} step {i}: {err} (frames {:?}, swap {}/{} pages, replacement tracks {})",
+                    e.os.phys.frames_by_kind(),
+                    e.os.swap_used,
+                    e.os.swap_total,
+                    e.os.replacement.len()
+                );
+            }
             c.clear();
             let p = w.procs[cur].0;
             c.events.push((0, Event::Context { pid: p, tid: p }));
@@ -175,6 +220,20 @@ fn invariants_hold_under_random_operations() {
     assert!(migrated > 0, "compaction never migrated a page");
     assert!(collapsed > 0, "khugepaged never collapsed a range");
     assert!(cow >= 4, "copy-on-write copies and reuses were barely exercised ({cow})");
+}
+
+#[test]
+fn invariants_hold_under_swapping() {
+    let mut out = 0;
+    let mut back = 0;
+    for seed in 20..24 {
+        for (pol, rep) in [("base", "clock"), ("linux-thp:defrag=always,scan_sleep_millisecs=0", "lru"), ("fixed:size=2MiB,fit=vma", "clock")] {
+            let e = run_full(seed, "skylake", pol, 600, 1 << 30, rep, true);
+            out += e.os.swap.out_pages;
+            back += e.os.swap.in_pages;
+        }
+    }
+    assert!(out > 0 && back > 0, "memory pressure must swap pages out ({out}) and fault them back ({back})");
 }
 
 #[test]

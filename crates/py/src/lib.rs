@@ -110,13 +110,30 @@ struct Simulation {
 #[pymethods]
 impl Simulation {
     #[new]
-    #[pyo3(signature = (trace, runs, memory="64GiB", sample_every=1<<20, allow_truncated=false, validate=false))]
-    fn new(trace: &str, runs: Vec<(String, String)>, memory: &str, sample_every: u64, allow_truncated: bool, validate: bool) -> PyResult<Self> {
+    #[pyo3(signature = (trace, runs, memory="64GiB", sample_every=1<<20, allow_truncated=false, validate=false, swap="0", replacement="clock"))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        trace: &str,
+        runs: Vec<(String, String)>,
+        memory: &str,
+        sample_every: u64,
+        allow_truncated: bool,
+        validate: bool,
+        swap: &str,
+        replacement: &str,
+    ) -> PyResult<Self> {
         let mut rs = Vec::new();
         for (m, p) in runs {
             rs.push((load_machine(&m)?, p));
         }
-        let cfg = EngineConfig { memory: parse_bytes(memory, "--memory")?, sample_every, validate, fast_paths: true };
+        let cfg = EngineConfig {
+            memory: parse_bytes(memory, "--memory")?,
+            sample_every,
+            validate,
+            swap: parse_bytes(swap, "--swap")?,
+            replacement: replacement.to_string(),
+            ..EngineConfig::default()
+        };
         let inner = core::sim::Simulation::open(trace, rs, cfg, allow_truncated).map_err(err)?;
         Ok(Simulation { inner })
     }
@@ -189,7 +206,7 @@ impl ScenarioRun {
             }
         };
         core::scenario::ensure_traces(&sc, &mut report).map_err(err)?;
-        let cfg = EngineConfig { memory: sc.memory, validate, ..EngineConfig::default() };
+        let cfg = EngineConfig { memory: sc.memory, validate, swap: sc.swap, replacement: sc.replacement.clone(), ..EngineConfig::default() };
         let inner = core::sim::ScenarioRun::open(&sc, m, &policy, cfg, &mut report);
         if let Some(e) = cb_err {
             return Err(e);

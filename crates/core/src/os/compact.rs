@@ -59,10 +59,25 @@ pub enum CollapseResult {
     AllocHugePageFail,
     /// More base pages shared with another process than max_ptes_shared (SCAN_EXCEED_SHARED_PTE).
     ExceedSharedPte,
+    /// More swapped-out base pages than max_ptes_swap (SCAN_EXCEED_SWAP_PTE).
+    ExceedSwapPte,
+}
+
+/// khugepaged's limits on what a range may hold and still be collapsed, in base pages.
+#[derive(Clone, Copy, Debug)]
+pub struct CollapseLimits {
+    pub max_none: u64,
+    pub max_swap: u64,
+    pub max_shared: u64,
+}
+
+impl CollapseLimits {
+    /// No limits: collapse whatever is there.
+    pub const ANY: CollapseLimits = CollapseLimits { max_none: u64::MAX, max_swap: u64::MAX, max_shared: u64::MAX };
 }
 
 impl CollapseResult {
-    pub const ALL: [CollapseResult; 8] = [
+    pub const ALL: [CollapseResult; 9] = [
         CollapseResult::Succeed,
         CollapseResult::PmdNull,
         CollapseResult::PmdMapped,
@@ -71,6 +86,7 @@ impl CollapseResult {
         CollapseResult::PageCompound,
         CollapseResult::AllocHugePageFail,
         CollapseResult::ExceedSharedPte,
+        CollapseResult::ExceedSwapPte,
     ];
     pub fn name(self) -> &'static str {
         [
@@ -82,6 +98,7 @@ impl CollapseResult {
             "page_compound",
             "alloc_huge_page_fail",
             "exceed_shared_pte",
+            "exceed_swap_pte",
         ][self as usize]
     }
 }
@@ -105,7 +122,7 @@ pub struct Compaction {
     /// Pageblocks the migrate scanner passed over because they are not movable.
     pub pageblocks_skipped: u64,
     /// Collapses by outcome (CollapseResult index).
-    pub collapse: [u64; 8],
+    pub collapse: [u64; 9],
     pub bytes_copied: u64,
 }
 
@@ -304,14 +321,13 @@ impl Os {
     /// process `pi` with one new page of size `si`: copy the mapped base pages, zero the rest,
     /// free the old frames. `max_none` bounds the unmapped base pages; `compact` allows direct
     /// compaction when no free block exists.
-    pub fn collapse(&mut self, pi: usize, start: u64, si: u32, max_none: u64, max_shared: u64, compact: bool, mmu: &mut Mmu) -> CollapseResult {
-        let r = self.collapse_inner(pi, start, si, max_none, max_shared, compact, mmu);
+    pub fn collapse(&mut self, pi: usize, start: u64, si: u32, lim: CollapseLimits, compact: bool, mmu: &mut Mmu) -> CollapseResult {
+        let r = self.collapse_inner(pi, start, si, lim, compact, mmu);
         self.compaction.collapse[r as usize] += 1;
         r
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn collapse_inner(&mut self, pi: usize, start: u64, si: u32, max_none: u64, max_shared: u64, compact: bool, mmu: &mut Mmu) -> CollapseResult {
+    fn collapse_inner(&mut self, pi: usize, start: u64, si: u32, lim: CollapseLimits, compact: bool, mmu: &mut Mmu) -> CollapseResult {
         let size = self.sizes[si as usize];
         let len = size.bytes();
         match self.procs[pi].find_vma(start) {
@@ -322,15 +338,23 @@ impl Os {
         pages.clear();
         self.procs[pi].pt.pages_in_range(start, len, &mut pages);
         let outcome = (|| {
-            if pages.is_empty() {
+            let swapped: u64 = self.procs[pi]
+                .swapped
+                .range(start..start + len)
+                .map(|(_, e)| 1u64 << self.order_of(e.si).0)
+                .sum();
+            if pages.is_empty() && swapped == 0 {
                 return Err(CollapseResult::PmdNull);
+            }
+            if swapped > lim.max_swap {
+                return Err(CollapseResult::ExceedSwapPte);
             }
             if pages.iter().any(|t| t.size_idx >= si) {
                 return Err(CollapseResult::PmdMapped);
             }
             let mapped: u64 = pages.iter().map(|t| self.sizes[t.size_idx as usize].bytes()).sum();
-            let none = (len - mapped) >> self.base.shift();
-            if none > max_none {
+            let none = ((len - mapped) >> self.base.shift()) - swapped;
+            if none > lim.max_none {
                 return Err(CollapseResult::ExceedNonePte);
             }
             let shared: u64 = pages
@@ -338,7 +362,7 @@ impl Os {
                 .filter(|t| self.phys.owner(t.pfn.0) == Owner::SHARED)
                 .map(|t| self.sizes[t.size_idx as usize].bytes() >> self.base.shift())
                 .sum();
-            if shared > max_shared {
+            if shared > lim.max_shared {
                 return Err(CollapseResult::ExceedSharedPte);
             }
             Ok(mapped)
@@ -356,6 +380,13 @@ impl Os {
             self.scratch = pages;
             return CollapseResult::AllocHugePageFail;
         };
+        // Swapped-out pages in the range are read back into the new page (khugepaged's
+        // __collapse_huge_page_swapin).
+        let swapped_bytes: u64 = self.procs[pi].swapped.range(start..start + len).map(|(_, e)| self.sizes[e.si as usize].bytes()).sum();
+        if swapped_bytes > 0 {
+            self.drop_swapped(pi, start, start + len);
+            self.swap.in_bytes += swapped_bytes;
+        }
         // Take the old pages down (with their shootdowns), then map the new page.
         let asid = self.procs[pi].asid;
         let mut removed = Vec::with_capacity(pages.len());
@@ -368,11 +399,16 @@ impl Os {
         debug_assert!(ok, "collapse target still mapped after unmapping it");
         self.phys.set_owner(new, Owner::anon(pi, start >> self.base.shift()));
         self.procs[pi].resident[si as usize] += 1;
-        self.settle_pt(pi);
+        if self.swap_total > 0 {
+            let r = self.page_ref(pi, start, si);
+            self.replacement.on_insert(r);
+        }
+        self.settle_pt_with(pi, Some(mmu));
         mmu.flush_pwc();
         mmu.live_sizes |= 1 << si;
         self.compaction.bytes_copied += mapped;
         self.note_copy(mapped);
+        let mapped = mapped + swapped_bytes;
         if self.in_daemon {
             self.compaction.bytes_zeroed_background += len - mapped;
         } else {

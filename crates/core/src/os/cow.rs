@@ -83,6 +83,10 @@ impl Os {
                 self.procs[pi].cow_pages -= 1;
             }
             let me = Owner::anon(pi, t.start >> self.base.shift());
+            if self.swap_total > 0 {
+                let r = self.page_ref(pi, t.start, t.size_idx);
+                self.replacement.on_remove(r);
+            }
             if self.remove_mapper(t.pfn.0, me) {
                 blocks.push((t.pfn.0, self.order_of(t.size_idx).0));
             }
@@ -107,10 +111,14 @@ impl Os {
             }
             self.procs[ci].cow_pages += 1;
             self.procs[ci].resident[t.size_idx as usize] += 1;
+            if self.swap_total > 0 {
+                let r = self.page_ref(ci, t.start, t.size_idx);
+                self.replacement.on_insert(r);
+            }
             self.add_mapper(t.pfn.0, Owner::anon(ci, t.start >> self.base.shift()));
         }
         self.counters.pages_shared += pages.len() as u64;
-        self.settle_pt(ci);
+        self.settle_pt_with(ci, Some(mmu));
     }
 
     /// A write by process `pi` to the COW page `t`. Returns false if memory ran out.
@@ -149,11 +157,15 @@ impl Os {
                 let mut gone = Vec::new();
                 self.procs[pi].pt.unmap_range(t.start, bytes, &mut gone);
                 self.procs[pi].resident[t.size_idx as usize] -= 1;
+                if self.swap_total > 0 {
+                    let r = self.page_ref(pi, t.start, t.size_idx);
+                    self.replacement.on_remove(r);
+                }
                 self.counters.cow_demoted += 1;
                 let base = self.base.bytes();
                 for k in 0..bytes / base {
                     let va = t.start + k * base;
-                    match self.map_page(pi, va, 0, None) {
+                    match self.map_page(pi, va, 0, None, mmu) {
                         MapOutcome::Mapped => {}
                         _ => return Ok(false),
                     }
@@ -162,7 +174,7 @@ impl Os {
                 self.counters.zeroed_bytes -= bytes;
             }
         }
-        self.settle_pt(pi);
+        self.settle_pt_with(pi, Some(mmu));
         Ok(true)
     }
 }

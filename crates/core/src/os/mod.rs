@@ -17,12 +17,14 @@ pub mod frames;
 pub mod pagecache;
 pub mod pagetable;
 pub mod prelude;
+pub mod swap;
 
 use crate::error::{Error, Result};
 use crate::mmu::{Mmu, MAX_SIZES};
 use crate::trace::*;
 use crate::units::{Bytes, Order, PageSize};
 use pagetable::{PageTable, Translation};
+use crate::policy::replacement::Replacement;
 use frames::{FrameKind, Owner, PhysMem};
 use crate::units::Pfn;
 use std::collections::{BTreeMap, HashMap};
@@ -74,6 +76,8 @@ pub struct Process {
     pub fds: HashMap<i32, u32>,
     /// Mappings write-protected for copy-on-write.
     pub cow_pages: u64,
+    /// Pages swapped out, by start address.
+    pub swapped: BTreeMap<u64, swap::SwapEntry>,
 }
 
 impl Process {
@@ -133,6 +137,8 @@ pub struct OsCounters {
     pub cow_demoted: u64,
     /// Write-protection faults on copy-on-write pages.
     pub cow_faults: u64,
+    /// Faults that read a page back from swap.
+    pub major_faults: u64,
 }
 
 pub struct Os {
@@ -169,6 +175,15 @@ pub struct Os {
     pub watermarks: (u64, u64, u64),
     /// Blocks mapped by several processes (after fork), with every mapping.
     pub shared: HashMap<u64, Vec<Owner>>,
+    /// Which anonymous page to swap out (tracks pages only when swap is enabled).
+    pub replacement: Box<dyn Replacement>,
+    /// Swap space and its use, in base pages.
+    pub swap_total: u64,
+    pub swap_used: u64,
+    /// Swap slots: references (entries naming them) and size in base pages.
+    pub swap_slots: HashMap<u64, (u32, u64)>,
+    next_slot: u64,
+    pub swap: swap::SwapCounters,
 }
 
 /// Linux's zone watermarks (mm/page_alloc.c): min_free_kbytes = int_sqrt(lowmem_kbytes * 16),
@@ -183,7 +198,9 @@ pub fn linux_watermarks(frames: u64, page_bytes: u64) -> (u64, u64, u64) {
 }
 
 impl Os {
-    pub fn new(mmu: &Mmu, memory: Bytes) -> Result<Os> {
+    /// `swap`: swap space (0: none, anonymous memory is never reclaimed); `replacement`: the
+    /// policy choosing what to swap out.
+    pub fn new(mmu: &Mmu, memory: Bytes, swap: Bytes, replacement: &str) -> Result<Os> {
         let m = &mmu.machine;
         let frames = memory.0 >> m.base_page.shift();
         let max_order = (m.largest_page().shift() - m.base_page.shift()) as u8;
@@ -213,6 +230,12 @@ impl Os {
             pid_base: 0,
             watermarks: linux_watermarks(frames, m.base_page.bytes()),
             shared: HashMap::new(),
+            replacement: crate::policy::replacement::build(replacement)?,
+            swap_total: swap.0 >> m.base_page.shift(),
+            swap_used: 0,
+            swap_slots: HashMap::new(),
+            next_slot: 0,
+            swap: swap::SwapCounters::default(),
         })
     }
 
@@ -239,6 +262,7 @@ impl Os {
             resident: [0; MAX_SIZES],
             fds: HashMap::new(),
             cow_pages: 0,
+            swapped: BTreeMap::new(),
         });
         let pi = self.procs.len() - 1;
         self.settle_pt(pi);
@@ -249,6 +273,11 @@ impl Os {
     /// table itself owns no allocator). Returns false if a frame could not be had.
     #[inline]
     pub fn settle_pt(&mut self, pi: usize) -> bool {
+        self.settle_pt_with(pi, None)
+    }
+
+    /// `settle_pt`, able to swap (with the MMU for shootdowns) when memory is short.
+    pub fn settle_pt_with(&mut self, pi: usize, mut mmu: Option<&mut Mmu>) -> bool {
         let pt = &mut self.procs[pi].pt;
         if pt.created.is_empty() && pt.released.is_empty() {
             return true;
@@ -262,7 +291,11 @@ impl Os {
             let mut f = self.phys.alloc(Order(0), FrameKind::PageTable);
             if f.is_none() {
                 self.counters.direct_reclaims += 1;
-                self.cache.reclaim(&mut self.phys, pagecache::SWAP_CLUSTER_MAX);
+                if self.cache.reclaim(&mut self.phys, pagecache::SWAP_CLUSTER_MAX) == 0 {
+                    if let Some(m) = mmu.as_deref_mut() {
+                        self.swap_out(pagecache::SWAP_CLUSTER_MAX as u64, m);
+                    }
+                }
                 f = self.phys.alloc(Order(0), FrameKind::PageTable);
             }
             match f {
@@ -279,7 +312,7 @@ impl Os {
 
     /// Mechanism: map a page of size `si` at aligned `start` in process `pi`, taking and zeroing
     /// fresh frames. Counted by outcome.
-    pub fn map_page(&mut self, pi: usize, start: u64, si: u32, within: Option<(u64, u64)>) -> MapOutcome {
+    pub fn map_page(&mut self, pi: usize, start: u64, si: u32, within: Option<(u64, u64)>, mmu: &mut Mmu) -> MapOutcome {
         let size = self.sizes[si as usize];
         let out = (|| {
             if let Some((lo, hi)) = within {
@@ -287,12 +320,18 @@ impl Os {
                     return MapOutcome::CrossesVma;
                 }
             }
+            if !self.procs[pi].swapped.is_empty() && self.swapped_overlaps(pi, start, start + size.bytes()) {
+                // Part of the range is in swap: a larger page would lose it.
+                return MapOutcome::OverlapsMapping;
+            }
             let pfn = match self.phys.alloc(self.order_of(si), FrameKind::Anon) {
                 Some(p) => p,
                 None if si == 0 => {
-                    // Direct reclaim of page-cache pages, then one more try.
+                    // Direct reclaim: page cache first, then swap; then one more try.
                     self.counters.direct_reclaims += 1;
-                    self.cache.reclaim(&mut self.phys, pagecache::SWAP_CLUSTER_MAX);
+                    if self.cache.reclaim(&mut self.phys, pagecache::SWAP_CLUSTER_MAX) == 0 {
+                        self.swap_out(pagecache::SWAP_CLUSTER_MAX as u64, mmu);
+                    }
                     match self.phys.alloc(Order(0), FrameKind::Anon) {
                         Some(p) => p,
                         None => return MapOutcome::NoContiguousExtent,
@@ -304,15 +343,19 @@ impl Os {
                 self.phys.free(pfn, self.order_of(si));
                 return MapOutcome::OverlapsMapping;
             }
+            self.procs[pi].resident[si as usize] += 1;
+            self.counters.zeroed_bytes += size.bytes();
             self.phys.set_owner(pfn, Owner::anon(pi, start >> self.base.shift()));
-            if !self.settle_pt(pi) {
+            if self.swap_total > 0 {
+                let r = self.page_ref(pi, start, si);
+                self.replacement.on_insert(r);
+            }
+            if !self.settle_pt_with(pi, Some(mmu)) {
                 self.pt_oom = true;
             }
             if self.phys.free_frames() < self.watermarks.1 {
-                self.kswapd();
+                self.kswapd(mmu);
             }
-            self.procs[pi].resident[si as usize] += 1;
-            self.counters.zeroed_bytes += size.bytes();
             MapOutcome::Mapped
         })();
         self.counters.map_outcomes[si as usize][out as usize] += 1;
@@ -334,6 +377,7 @@ impl Os {
             mmu.flush_pwc();
         }
         self.scratch = removed;
+        self.drop_swapped(pi, start, start.saturating_add(len));
     }
 
     /// Insert a VMA, replacing whatever it overlaps (MAP_FIXED semantics).
@@ -495,6 +539,8 @@ impl Os {
                 self.counters.forks += 1;
                 if self.procs[ci].pt.pages().is_empty() {
                     self.fork_pages(pi, ci, mmu);
+                    // Swapped pages: the child's entries share the parent's slots.
+                    self.fork_swapped(pi, ci);
                 }
             }
             Event::Exit { .. } => self.exit(pi, mmu),
@@ -528,15 +574,21 @@ impl Os {
 
     /// kswapd: free memory fell below the low watermark; reclaim page cache until it reaches
     /// the high watermark (or nothing is left). It runs beside the program: no cycles charged.
-    pub fn kswapd(&mut self) {
+    pub fn kswapd(&mut self, mmu: &mut Mmu) {
         self.counters.kswapd_wakes += 1;
+        let was = self.in_daemon;
+        self.in_daemon = true;
         while self.phys.free_frames() < self.watermarks.2 {
-            let n = self.cache.reclaim(&mut self.phys, pagecache::SWAP_CLUSTER_MAX);
-            self.counters.kswapd_reclaimed += n as u64;
+            let mut n = self.cache.reclaim(&mut self.phys, pagecache::SWAP_CLUSTER_MAX) as u64;
+            if n == 0 {
+                n = self.swap_out(pagecache::SWAP_CLUSTER_MAX as u64, mmu);
+            }
+            self.counters.kswapd_reclaimed += n;
             if n == 0 {
                 break;
             }
         }
+        self.in_daemon = was;
     }
 
     /// read() of [offset, offset+len) of a file: every page goes through the page cache.
@@ -549,7 +601,7 @@ impl Os {
             let low = self.watermarks.1;
             if !self.cache.access_with(&mut self.phys, file, index, false, low) {
                 return Err(Error::Sim(format!(
-                    "out of simulated memory: {} is exhausted by the page cache and mappings that cannot be reclaimed (no swap in this model yet)",
+                    "out of simulated memory: {} is exhausted by mappings that cannot be reclaimed (swap is full or off: see --swap)",
                     self.memory
                 )));
             }
@@ -559,6 +611,16 @@ impl Os {
 
     fn mremap(&mut self, pi: usize, old: u64, old_len: u64, new: u64, new_len: u64, mmu: &mut Mmu) {
         let Some(v) = self.procs[pi].find_vma(old).cloned() else { return };
+        // Swapped pages move with the range when they stay aligned; the others are dropped.
+        for (k, e) in self.take_swapped(pi, old, old + old_len) {
+            let size = self.sizes[e.si as usize].bytes();
+            let to = new.wrapping_add(k.wrapping_sub(old));
+            if k >= old && to & (size - 1) == 0 && to + size <= new + new_len {
+                self.procs[pi].swapped.insert(to, e);
+            } else {
+                self.drop_entry(e);
+            }
+        }
         let mut moved = Vec::new();
         self.procs[pi].pt.unmap_range(old, old_len, &mut moved);
         let asid = self.procs[pi].asid;
@@ -581,6 +643,11 @@ impl Os {
                     self.procs[pi].pt.set_cow(to, t.size_idx, true);
                 }
                 self.replace_mapper(t.pfn.0, Owner::anon(pi, t.start >> shift), Owner::anon(pi, to >> shift));
+                if self.swap_total > 0 {
+                    let (a, b) = (self.page_ref(pi, t.start, t.size_idx), self.page_ref(pi, to, t.size_idx));
+                    self.replacement.on_remove(a);
+                    self.replacement.on_insert(b);
+                }
             } else {
                 self.release(pi, &[t]);
             }
@@ -602,6 +669,7 @@ impl Os {
         // page table goes whole: one traversal finds every page to free.
         let pages = self.procs[pi].pt.pages();
         self.release(pi, &pages);
+        self.drop_swapped(pi, 0, u64::MAX);
         let old = std::mem::replace(
             &mut self.procs[pi].pt,
             PageTable::new(self.levels, self.bits, self.base, self.sizes.clone()),
@@ -644,7 +712,7 @@ impl Os {
 
     pub fn oom(&self, pid: u32) -> Error {
         Error::Sim(format!(
-            "out of simulated memory: {} is exhausted (process {pid}) and nothing is left to reclaim (the page cache is empty; anonymous memory cannot be swapped in this model yet); give the scenario or --memory a larger size",
+            "out of simulated memory: {} is exhausted (process {pid}) and nothing is left to reclaim (the page cache is empty, and swap is full or off: see --swap); give the scenario or --memory a larger size",
             self.memory
         ))
     }
@@ -725,6 +793,11 @@ impl Os {
                 "anonymous frames not conserved: {} allocated, {} mapped (leaked or lost)",
                 by_kind[FrameKind::Anon as usize], anon_frames
             ));
+        }
+        self.validate_swap()?;
+        let mapped_pages: u64 = self.procs.iter().map(|p| p.resident.iter().sum::<u64>()).sum();
+        if self.swap_total > 0 && self.replacement.len() as u64 != mapped_pages {
+            return Err(format!("replacement tracks {} pages, {mapped_pages} are mapped", self.replacement.len()));
         }
         let listed: u64 = self.shared.values().map(|l| l.len() as u64).sum();
         if listed != shared_seen {

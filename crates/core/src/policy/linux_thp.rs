@@ -20,12 +20,12 @@
 //! Work done by the daemons runs on another core in Linux, so its copies are counted but not
 //! charged to the simulated program's cycles; direct compaction at a fault is charged.
 //!
-//! Not modelled (docs/MODEL.md): the accessed-bit requirement (SCAN_LACK_REFERENCED_PAGE),
-//! the swap limit (`max_ptes_swap` is accepted and reported; khugepaged skips swapped-out pages), mTHP sizes the machine has no page size for.
+//! Not modelled (docs/MODEL.md): the accessed-bit requirement (SCAN_LACK_REFERENCED_PAGE), mTHP
+//! sizes the machine has no page size for.
 
 use super::{check_params, FaultDecision, FaultInfo, Params, Policy, Sys};
 use crate::error::{Error, Result};
-use crate::os::compact::{CollapseResult, CompactResult};
+use crate::os::compact::{CollapseLimits, CollapseResult, CompactResult};
 use crate::os::{Vma, VmaKind};
 use crate::units::PageSize;
 
@@ -91,7 +91,7 @@ pub struct LinuxThp {
     kcompactd_runs: [u64; 3],
     khugepaged_passes: u64,
     khugepaged_pages_scanned: u64,
-    scan: [u64; 8],
+    scan: [u64; 9],
 }
 
 fn mode(key: &str, v: &str, inherit: Option<Mode>) -> Result<Mode> {
@@ -196,7 +196,7 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
         kcompactd_runs: [0; 3],
         khugepaged_passes: 0,
         khugepaged_pages_scanned: 0,
-        scan: [0; 8],
+        scan: [0; 9],
     }))
 }
 
@@ -215,6 +215,10 @@ impl LinuxThp {
                 Some(Mode::Madvise) => v.thp_advice == Some(true),
                 _ => false,
             }
+    }
+
+    fn limits(&self) -> CollapseLimits {
+        CollapseLimits { max_none: self.max_ptes_none, max_swap: self.max_ptes_swap, max_shared: self.max_ptes_shared }
     }
 
     fn khugepaged_scan(&mut self, sys: &mut Sys) {
@@ -246,7 +250,7 @@ impl LinuxThp {
                 procs_seen += 1;
                 continue;
             };
-            let r = sys.os.collapse(pi, a, self.pmd_si, self.max_ptes_none, self.max_ptes_shared, self.khugepaged_defrag, sys.mmu);
+            let r = sys.os.collapse(pi, a, self.pmd_si, self.limits(), self.khugepaged_defrag, sys.mmu);
             self.scan[r as usize] += 1;
             progress += len >> sys.os.base.shift();
             self.cursor_addr = a + len;

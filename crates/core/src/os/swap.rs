@@ -1,0 +1,243 @@
+//! Swap: anonymous pages leave memory when the page cache has nothing left to give, chosen by
+//! the pluggable replacement policy (policy/replacement), and come back on a major fault.
+//!
+//! A swapped-out page keeps its size: a 2MB page is written and read back whole (Linux's
+//! THP_SWAP); if no block of its size is free when it is needed again, only the faulting base
+//! page is read back and the rest stays in swap as base pages. A page shared after fork leaves
+//! every mapping at once; each mapping gets its own swap slot (the model keeps no swap cache, so
+//! swap space is counted per mapping) and reads back its own copy.
+//!
+//! Invariants (checked by `Os::validate`): a swapped range overlaps no mapped page of its
+//! process; `swap_used` is the sum of the swapped pages' sizes; when swap is enabled the
+//! replacement policy tracks exactly the mapped pages.
+
+use super::{MapOutcome, Os};
+use crate::mmu::Mmu;
+use crate::policy::replacement::PageRef;
+
+/// A swapped-out page: its size and its swap slot (shared by fork's copies of the entry).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwapEntry {
+    pub si: u32,
+    pub slot: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct SwapCounters {
+    pub out_pages: u64,
+    pub out_bytes: u64,
+    /// Of out_bytes: written by direct reclaim (the faulting program waits), not kswapd.
+    pub out_bytes_direct: u64,
+    pub in_pages: u64,
+    pub in_bytes: u64,
+    /// Victims shared after fork (swapped out of every mapping).
+    pub shared: u64,
+    /// Swap-outs refused because swap was full.
+    pub full: u64,
+    /// Swapped pages read back as one base page (no block of their size was free).
+    pub split_on_swapin: u64,
+}
+
+impl Os {
+    pub fn swap_enabled(&self) -> bool {
+        self.swap_total > 0
+    }
+
+    /// A new swap slot of `pages` base pages referenced by `refs` entries.
+    fn slot_new(&mut self, pages: u64, refs: u32) -> u64 {
+        self.next_slot += 1;
+        self.swap_slots.insert(self.next_slot, (refs, pages));
+        self.swap_used += pages;
+        self.next_slot
+    }
+
+    /// One entry referencing `slot` is gone; the slot is freed with its last entry.
+    fn slot_put(&mut self, slot: u64) {
+        let e = self.swap_slots.get_mut(&slot).expect("swap entry without a slot");
+        e.0 -= 1;
+        if e.0 == 0 {
+            let pages = e.1;
+            self.swap_slots.remove(&slot);
+            self.swap_used -= pages;
+        }
+    }
+
+    /// An entry taken out of a process is dropped.
+    pub(crate) fn drop_entry(&mut self, e: SwapEntry) {
+        self.slot_put(e.slot);
+    }
+
+    /// Another entry now references `slot` (fork, mremap copies).
+    pub(crate) fn slot_get(&mut self, slot: u64) {
+        self.swap_slots.get_mut(&slot).expect("swap entry without a slot").0 += 1;
+    }
+
+    pub(crate) fn page_ref(&self, pi: usize, start: u64, si: u32) -> PageRef {
+        PageRef { pid: self.procs[pi].pid, start, size_idx: si }
+    }
+
+    /// The hardware set the accessed bit of the page mapping `va` (a walk resolved it).
+    pub fn referenced(&mut self, pi: usize, va: u64) {
+        if let Some(t) = self.procs[pi].pt.lookup(va) {
+            let r = self.page_ref(pi, t.start, t.size_idx);
+            self.replacement.on_reference(r);
+        }
+    }
+
+    /// Swap out up to `want` base pages' worth of anonymous memory. Returns pages freed.
+    pub fn swap_out(&mut self, want: u64, mmu: &mut Mmu) -> u64 {
+        if !self.swap_enabled() {
+            return 0;
+        }
+        let mut freed = 0;
+        let mut tries = self.replacement.len() + 1;
+        while freed < want && tries > 0 {
+            tries -= 1;
+            let Some(v) = self.replacement.victim() else { break };
+            let Some(pi) = self.procs.iter().position(|p| p.pid == v.pid && p.alive) else { continue };
+            let Some(t) = self.procs[pi].pt.lookup(v.start).filter(|t| t.start == v.start && t.size_idx == v.size_idx) else {
+                continue;
+            };
+            // Every mapping of the block goes to swap (several after fork: they share the slot
+            // and each reads back its own copy, as the model keeps no swap cache).
+            let mappers = self.mappers(t.pfn.0);
+            let pages = 1u64 << self.order_of(t.size_idx).0;
+            if self.swap_used + pages > self.swap_total {
+                self.swap.full += 1;
+                self.replacement.on_insert(v);
+                break;
+            }
+            if mappers.len() > 1 {
+                self.swap.shared += 1;
+            }
+            let bytes = self.sizes[t.size_idx as usize].bytes();
+            let slot = self.slot_new(pages, mappers.len() as u32);
+            for m in mappers {
+                let (mpi, vpn) = m.as_anon().expect("anonymous mapping");
+                let start = vpn << self.base.shift();
+                let mut gone = Vec::new();
+                self.procs[mpi].pt.unmap_range(start, bytes, &mut gone);
+                mmu.invalidate(start, self.procs[mpi].asid, t.size_idx);
+                self.release(mpi, &gone);
+                self.procs[mpi].swapped.insert(start, SwapEntry { si: t.size_idx, slot });
+            }
+            self.swap.out_pages += 1;
+            self.swap.out_bytes += bytes;
+            if !self.in_daemon {
+                self.swap.out_bytes_direct += bytes;
+            }
+            freed += pages;
+        }
+        freed
+    }
+
+    /// The swapped page of process `pi` that contains `va`, if any: (start, size index).
+    pub fn swapped_at(&self, pi: usize, va: u64) -> Option<(u64, u32)> {
+        let p = &self.procs[pi];
+        let (&start, e) = p.swapped.range(..=va).next_back()?;
+        (va < start + self.sizes[e.si as usize].bytes()).then_some((start, e.si))
+    }
+
+    /// A major fault: read the swapped page containing `va` back. Returns the size index now
+    /// mapping `va`, or None if memory ran out.
+    pub fn swap_in(&mut self, pi: usize, va: u64, mmu: &mut Mmu) -> Option<u32> {
+        let (start, si) = self.swapped_at(pi, va)?;
+        let entry = self.procs[pi].swapped.remove(&start).expect("swapped_at found it");
+        let pages = 1u64 << self.order_of(si).0;
+        let mut at = (start, si);
+        if self.map_page(pi, start, si, None, mmu) != MapOutcome::Mapped {
+            if si == 0 {
+                self.procs[pi].swapped.insert(start, entry);
+                return None;
+            }
+            // No block of its size: read back just the faulting base page; the others stay in
+            // swap as base pages of the same slot.
+            self.swap.split_on_swapin += 1;
+            let base = self.base.bytes();
+            let page = va & !(base - 1);
+            for k in 0..pages {
+                let s = start + k * base;
+                if s != page {
+                    self.procs[pi].swapped.insert(s, SwapEntry { si: 0, slot: entry.slot });
+                    self.slot_get(entry.slot);
+                }
+            }
+            if self.map_page(pi, page, 0, None, mmu) != MapOutcome::Mapped {
+                self.procs[pi].swapped.insert(page, SwapEntry { si: 0, slot: entry.slot });
+                return None;
+            }
+            at = (page, 0);
+        }
+        self.slot_put(entry.slot);
+        let bytes = self.sizes[at.1 as usize].bytes();
+        // Read from swap, not zeroed.
+        self.counters.zeroed_bytes -= bytes;
+        self.swap.in_pages += 1;
+        self.swap.in_bytes += bytes;
+        Some(at.1)
+    }
+
+    /// Whether any swapped page of `pi` overlaps [start, end).
+    pub fn swapped_overlaps(&self, pi: usize, start: u64, end: u64) -> bool {
+        self.swapped_at(pi, start).is_some() || self.procs[pi].swapped.range(start..end).next().is_some()
+    }
+
+    /// Drop swapped pages of `pi` that overlap [start, end) (munmap, exit).
+    pub(crate) fn drop_swapped(&mut self, pi: usize, start: u64, end: u64) {
+        for (_, e) in self.take_swapped(pi, start, end) {
+            self.slot_put(e.slot);
+        }
+    }
+
+    /// Remove and return the swapped entries of `pi` that overlap [start, end).
+    pub(crate) fn take_swapped(&mut self, pi: usize, start: u64, end: u64) -> Vec<(u64, SwapEntry)> {
+        if self.procs[pi].swapped.is_empty() {
+            return Vec::new();
+        }
+        let first = self.swapped_at(pi, start).map_or(start, |(s, _)| s);
+        let out: Vec<(u64, SwapEntry)> = self.procs[pi].swapped.range(first..end).map(|(&k, &v)| (k, v)).collect();
+        for (k, _) in &out {
+            self.procs[pi].swapped.remove(k);
+        }
+        out
+    }
+
+    /// fork: the child's copies of the parent's swapped entries share their slots.
+    pub(crate) fn fork_swapped(&mut self, pi: usize, ci: usize) {
+        let sw = self.procs[pi].swapped.clone();
+        for e in sw.values() {
+            self.slot_get(e.slot);
+        }
+        self.procs[ci].swapped = sw;
+    }
+
+    /// Check the swap bookkeeping: slots' reference counts and sizes.
+    pub(crate) fn validate_swap(&self) -> Result<(), String> {
+        let mut refs: std::collections::HashMap<u64, u32> = std::collections::HashMap::new();
+        for p in &self.procs {
+            for (&start, e) in &p.swapped {
+                let len = self.sizes[e.si as usize].bytes();
+                let mut v = Vec::new();
+                p.pt.pages_in_range(start, len, &mut v);
+                if !v.is_empty() {
+                    return Err(format!("pid {}: swapped page at {start:#x} is also mapped", p.pid));
+                }
+                *refs.entry(e.slot).or_default() += 1;
+            }
+        }
+        let mut used = 0;
+        for (slot, &(r, pages)) in &self.swap_slots {
+            if refs.get(slot).copied().unwrap_or(0) != r {
+                return Err(format!("swap slot {slot}: {r} references counted, {} entries", refs.get(slot).copied().unwrap_or(0)));
+            }
+            used += pages;
+        }
+        if refs.len() != self.swap_slots.len() {
+            return Err("swap entries name slots that do not exist".into());
+        }
+        if used != self.swap_used || used > self.swap_total {
+            return Err(format!("swap: {} pages counted in use, slots hold {used} (total {})", self.swap_used, self.swap_total));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,58 @@
+//! CLOCK (second chance; Corbató 1968): pages sit on a ring in insertion order; the hand evicts
+//! the first page whose referenced bit is clear, clearing the bits it passes.
+
+use super::{PageRef, Replacement};
+use std::collections::{HashMap, VecDeque};
+
+#[derive(Default)]
+pub struct Clock {
+    /// The ring; entries whose page left (or was re-inserted) are skipped when reached.
+    ring: VecDeque<(PageRef, u64)>,
+    /// Live pages: their referenced bit and the generation of their ring entry.
+    live: HashMap<PageRef, (bool, u64)>,
+    generation: u64,
+}
+
+impl Replacement for Clock {
+    fn name(&self) -> String {
+        "clock".into()
+    }
+    fn on_insert(&mut self, p: PageRef) {
+        self.generation += 1;
+        self.live.insert(p, (false, self.generation));
+        self.ring.push_back((p, self.generation));
+    }
+    fn on_reference(&mut self, p: PageRef) {
+        if let Some(e) = self.live.get_mut(&p) {
+            e.0 = true;
+        }
+    }
+    fn on_remove(&mut self, p: PageRef) {
+        self.live.remove(&p);
+        // Drop stale ring entries when they dominate, so the ring stays bounded.
+        if self.ring.len() > 2 * self.live.len() + 64 {
+            let live = &self.live;
+            self.ring.retain(|(q, g)| live.get(q).is_some_and(|e| e.1 == *g));
+        }
+    }
+    fn victim(&mut self) -> Option<PageRef> {
+        while let Some((p, g)) = self.ring.pop_front() {
+            match self.live.get_mut(&p) {
+                Some(e) if e.1 == g => {
+                    if e.0 {
+                        e.0 = false;
+                        self.ring.push_back((p, g));
+                    } else {
+                        self.live.remove(&p);
+                        return Some(p);
+                    }
+                }
+                _ => {} // stale
+            }
+        }
+        None
+    }
+    fn len(&self) -> usize {
+        self.live.len()
+    }
+}
