@@ -352,8 +352,13 @@ impl Engine {
             self.mmu.live_sizes |= 1 << si;
             return Ok(Some(si));
         }
-        let vma = match self.os.procs[pi].find_vma(va) {
-            Some(v) => v.clone(),
+        let found = self.os.procs[pi].find_vma(va).copied();
+        let found = match found {
+            None if self.os.procs[pi].has_layout_events => self.os.grow_stack(pi, va),
+            f => f,
+        };
+        let vma = match found {
+            Some(v) => v,
             None => {
                 if self.os.procs[pi].has_layout_events {
                     self.os.segfault(pi, va);

@@ -213,6 +213,7 @@ impl Results {
         c.insert("os.pages_shared".into(), oc.pages_shared);
         c.insert("faults.cow".into(), oc.cow_faults);
         c.insert("faults.major".into(), oc.major_faults);
+        c.insert("os.stack_growths".into(), oc.stack_growths);
         c.insert("faults.zero_fill".into(), oc.faults - oc.major_faults);
         let sw = &e.os.swap;
         c.insert("swap.total_pages".into(), e.os.swap_total);

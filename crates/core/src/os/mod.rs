@@ -139,6 +139,7 @@ pub struct OsCounters {
     pub cow_faults: u64,
     /// Faults that read a page back from swap.
     pub major_faults: u64,
+    pub stack_growths: u64,
 }
 
 pub struct Os {
@@ -521,6 +522,7 @@ impl Os {
             Event::Madvise { addr, len, advice } => {
                 let (s, e) = (addr & !(page - 1), up(addr.saturating_add(len)));
                 match advice {
+                    MADV_COLLAPSE => self.madvise_collapse(pi, s, e, mmu),
                     MADV_DONTNEED => self.unmap_range(pi, s, e - s, mmu),
                     MADV_HUGEPAGE => self.modify_vmas(pi, s, e, |v| v.thp_advice = Some(true)),
                     MADV_NOHUGEPAGE => self.modify_vmas(pi, s, e, |v| v.thp_advice = Some(false)),
@@ -589,6 +591,42 @@ impl Os {
             }
         }
         self.in_daemon = was;
+    }
+
+    /// MADV_COLLAPSE: collapse every PMD-size range inside [start, end) now, whatever the THP
+    /// settings, ignoring khugepaged's max_ptes_* limits and compacting if needed (as Linux's
+    /// madvise_collapse does, Documentation/admin-guide/mm/transhuge.rst).
+    fn madvise_collapse(&mut self, pi: usize, start: u64, end: u64, mmu: &mut Mmu) {
+        let pmd = self.base.bytes() << self.bits;
+        let Some(si) = self.sizes.iter().position(|s| s.bytes() == pmd) else { return };
+        let mut a = start.next_multiple_of(pmd);
+        while a + pmd <= end {
+            self.collapse(pi, a, si as u32, compact::CollapseLimits::ANY, true, mmu);
+            a += pmd;
+        }
+    }
+
+    /// A fault below a stack VMA grows it (MAP_GROWSDOWN), within RLIMIT_STACK's default of
+    /// 8MiB and keeping stack_guard_gap (256 pages, mm/mmap.c) above the mapping below.
+    /// Returns the grown VMA.
+    pub fn grow_stack(&mut self, pi: usize, va: u64) -> Option<Vma> {
+        const RLIMIT_STACK: u64 = 8 << 20;
+        let page = self.base.bytes();
+        let p = &self.procs[pi];
+        let (_, next) = p.vmas.range(va..).next()?;
+        if next.kind != VmaKind::Stack || va + RLIMIT_STACK < next.end {
+            return None;
+        }
+        let prev_end = p.vmas.range(..va).next_back().map_or(0, |(_, v)| v.end);
+        if va < prev_end + 256 * page {
+            return None;
+        }
+        let mut v = *next;
+        self.procs[pi].vmas.remove(&v.start);
+        v.start = va & !(page - 1);
+        self.procs[pi].vmas.insert(v.start, v);
+        self.counters.stack_growths += 1;
+        Some(v)
     }
 
     /// read() of [offset, offset+len) of a file: every page goes through the page cache.

@@ -1,5 +1,5 @@
-//! fork with copy-on-write: shared pages, copies on write, reuse by the last mapper, superpages
-//! copied whole, and every frame back after both processes exit.
+//! OS mechanisms one at a time: fork with copy-on-write (shared pages, copies on write, reuse by
+//! the last mapper, superpages copied whole), MADV_COLLAPSE, and stack growth.
 use superpager_core::engine::{Engine, EngineConfig};
 use superpager_core::mmu::machine::Machine;
 use superpager_core::policy;
@@ -92,4 +92,26 @@ fn exit_of_the_parent_leaves_the_child_its_pages() {
     e.run_chunk(&chunk(&[ctx(2), store(BASE)])).unwrap();
     assert_eq!(e.os.counters.cow_reuses, 1, "sole mapper: no copy");
     assert_eq!(e.os.counters.cow_copies, 0);
+}
+
+#[test]
+fn madvise_collapse_promotes_now_and_stack_grows_down() {
+    let mut e = engine("base");
+    let mut recs = vec![ctx(1), mmap(4 << 20)];
+    for i in 0..40 {
+        recs.push(store(BASE + i * 4096));
+    }
+    recs.push(Rec::E(Event::Madvise { addr: BASE, len: 4 << 20, advice: MADV_COLLAPSE }));
+    e.run_chunk(&chunk(&recs)).unwrap();
+    assert_eq!(e.os.compaction.collapse[0], 1, "the populated 2MB range collapses even under `base`");
+    assert_eq!(e.os.procs[0].resident[1], 1);
+    assert_eq!(e.os.compaction.collapse[1], 1, "the untouched one has no page table (pmd_null)");
+    // A stack VMA grows down on a fault just below it.
+    let top = 0x7fff_0000_0000u64;
+    let stack = Rec::E(Event::Mmap { addr: top - (128 << 10), len: 128 << 10, prot: 3, flags: MAP_PRIVATE | MAP_ANONYMOUS | MAP_GROWSDOWN, fd: -1, offset: 0 });
+    e.run_chunk(&chunk(&[stack, store(top - 8), store(top - (1 << 20))])).unwrap();
+    assert_eq!(e.os.counters.stack_growths, 1);
+    assert_eq!(e.os.counters.segv, 0);
+    e.run_chunk(&chunk(&[store(top - (64 << 20))])).unwrap();
+    assert_eq!(e.os.counters.segv, 1, "beyond RLIMIT_STACK: a segfault");
 }
