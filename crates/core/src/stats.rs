@@ -214,6 +214,12 @@ impl Results {
         c.insert("faults.cow".into(), oc.cow_faults);
         c.insert("faults.major".into(), oc.major_faults);
         c.insert("os.stack_growths".into(), oc.stack_growths);
+        for r in crate::os::promote::PromoteResult::ALL {
+            c.insert(format!("promote_in_place.{}", r.name()), e.os.promotions.promote[r as usize]);
+        }
+        for r in crate::os::promote::DemoteResult::ALL {
+            c.insert(format!("demote.{}", r.name()), e.os.promotions.demote[r as usize]);
+        }
         c.insert("faults.zero_fill".into(), oc.faults - oc.major_faults);
         let sw = &e.os.swap;
         c.insert("swap.total_pages".into(), e.os.swap_total);

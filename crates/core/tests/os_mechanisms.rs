@@ -115,3 +115,31 @@ fn madvise_collapse_promotes_now_and_stack_grows_down() {
     e.run_chunk(&chunk(&[store(top - (64 << 20))])).unwrap();
     assert_eq!(e.os.counters.segv, 1, "beyond RLIMIT_STACK: a segfault");
 }
+
+#[test]
+fn contiguous_base_pages_promote_in_place_and_demote_back() {
+    use superpager_core::os::promote::{DemoteResult, PromoteResult};
+    let mut e = engine("base");
+    let mut recs = vec![ctx(1), mmap(4 << 20)];
+    for i in 0..512 {
+        recs.push(store(BASE + i * 4096));
+    }
+    recs.push(store(BASE + (2 << 20)));
+    e.run_chunk(&chunk(&recs)).unwrap();
+    let free_before = e.os.phys.free_frames();
+    assert_eq!(e.os.promote_in_place(0, BASE + (2 << 20), 1, &mut e.mmu), PromoteResult::NotFullyPopulated);
+    assert_eq!(e.os.promote_in_place(0, BASE, 1, &mut e.mmu), PromoteResult::Promoted, "fresh memory hands out ascending frames");
+    assert_eq!(e.os.procs[0].resident[1], 1);
+    assert_eq!(e.os.promote_in_place(0, BASE, 1, &mut e.mmu), PromoteResult::AlreadyLarger);
+    e.os.validate().unwrap();
+    assert!(e.os.phys.free_frames() >= free_before, "no copy: no new frames (a page-table page may come back)");
+    assert_eq!(e.os.demote(0, BASE + 5000, 0, &mut e.mmu), DemoteResult::Demoted);
+    assert_eq!(e.os.procs[0].resident[0], 513);
+    e.os.validate().unwrap();
+    // After demotion each base page is its own allocation: unmapping one frees just it.
+    e.run_chunk(&chunk(&[Rec::E(Event::Madvise { addr: BASE + 4096, len: 4096, advice: MADV_DONTNEED })])).unwrap();
+    assert_eq!(e.os.phys.frames_by_kind()[1], 512);
+    assert_eq!(e.os.promote_in_place(0, BASE, 1, &mut e.mmu), PromoteResult::NotFullyPopulated);
+    e.run_chunk(&chunk(&[Rec::E(Event::Munmap { addr: BASE + 8192, len: 4096 })])).unwrap();
+    assert_eq!(e.os.promote_in_place(0, BASE, 1, &mut e.mmu), PromoteResult::CrossesVma, "munmap split the VMA");
+}

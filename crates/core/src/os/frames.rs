@@ -28,6 +28,10 @@ use crate::units::{Order, Pfn};
 pub const NIL: u32 = u32::MAX;
 /// Largest order any machine uses (x86 1GB = order 18; 8KB-base machines stay below it).
 pub const MAX_ORDER: usize = 20;
+/// The largest block a migrate-type fallback steals: Linux's MAX_PAGE_ORDER (10, 4MB on x86;
+/// include/linux/mmzone.h). This model's buddy goes up to the largest page (1GB) so that 1GB
+/// pages come from it, but mobility grouping keeps Linux's granularity.
+const STEAL_MAX_ORDER: u8 = 10;
 
 const KIND_MASK: u8 = 0x0f;
 const HEAD: u8 = 0x80;
@@ -374,6 +378,16 @@ impl PhysMem {
                 }
                 self.counters.fallbacks += 1;
                 let h = h as u64;
+                let mut o = o;
+                let cap = STEAL_MAX_ORDER.max(want).max(self.pageblock_order);
+                if o > cap {
+                    // Linux's buddy has no free block above MAX_PAGE_ORDER, so a steal never
+                    // takes more than that: cut this block down and leave the rest to its type.
+                    self.take_and_split(h, o, cap);
+                    self.kind[h as usize] = FrameKind::Free as u8;
+                    self.add_free_block(h, cap);
+                    o = cap;
+                }
                 if o >= self.pageblock_order / 2 || mt != MigrateType::Movable {
                     self.claim_pageblocks(h, o, mt);
                 }
@@ -560,6 +574,39 @@ impl PhysMem {
             f += step;
             i += 1;
         }
+    }
+
+    /// Join the allocated blocks tiling [pfn, pfn + 2^order) into one allocation (promotion in
+    /// place: the frames were already contiguous). They must all be allocated, of one kind.
+    /// The joined block keeps the first block's owner. Returns false, changing nothing, if not.
+    pub fn merge_allocation(&mut self, pfn: Pfn, order: Order) -> bool {
+        let (start, n) = (pfn.0, 1u64 << order.0);
+        if start & (n - 1) != 0 || start + n > self.frames || order.0 > self.max_order {
+            return false;
+        }
+        let kind = self.kind_of(start);
+        if kind == FrameKind::Free {
+            return false;
+        }
+        let mut f = start;
+        while f < start + n {
+            if !self.is_head(f) || self.kind_of(f) != kind {
+                return false;
+            }
+            f += 1u64 << self.order[f as usize];
+        }
+        if f != start + n {
+            return false;
+        }
+        let mut f = start + (1u64 << self.order[start as usize]);
+        while f < start + n {
+            let o = self.order[f as usize];
+            self.kind[f as usize] &= !HEAD;
+            self.owner[f as usize] = 0;
+            f += 1u64 << o;
+        }
+        self.order[start as usize] = order.0;
+        true
     }
 
     /// Change the kind of an allocated block (e.g. a free-looking reservation becoming anon).
@@ -751,6 +798,22 @@ mod tests {
         a.free_many(&mut rest);
         a.validate().unwrap();
         assert_eq!(a.free_blocks(12), 1);
+    }
+
+    #[test]
+    fn merge_allocation_joins_contiguous_blocks() {
+        let mut m = PhysMem::new(1024, 10, 9).unwrap();
+        for f in 0..512u64 {
+            assert!(m.alloc_at(512 + f, 0, FrameKind::Anon));
+        }
+        assert!(!m.merge_allocation(Pfn(256), Order(9)), "misaligned");
+        assert!(m.merge_allocation(Pfn(512), Order(9)));
+        m.validate().unwrap();
+        assert_eq!(m.order_at(512), 9);
+        m.free(Pfn(512), Order(9));
+        m.validate().unwrap();
+        assert_eq!(m.free_blocks(10), 1);
+        assert!(!m.merge_allocation(Pfn(0), Order(9)), "free frames cannot be joined");
     }
 
     #[test]

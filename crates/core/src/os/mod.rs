@@ -17,6 +17,7 @@ pub mod frames;
 pub mod pagecache;
 pub mod pagetable;
 pub mod prelude;
+pub mod promote;
 pub mod swap;
 
 use crate::error::{Error, Result};
@@ -185,6 +186,7 @@ pub struct Os {
     pub swap_slots: HashMap<u64, (u32, u64)>,
     next_slot: u64,
     pub swap: swap::SwapCounters,
+    pub promotions: promote::PromoteCounters,
 }
 
 /// Linux's zone watermarks (mm/page_alloc.c): min_free_kbytes = int_sqrt(lowmem_kbytes * 16),
@@ -237,6 +239,7 @@ impl Os {
             swap_slots: HashMap::new(),
             next_slot: 0,
             swap: swap::SwapCounters::default(),
+            promotions: promote::PromoteCounters::default(),
         })
     }
 

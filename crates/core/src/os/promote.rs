@@ -1,0 +1,178 @@
+//! Promotion in place and demotion: the mechanisms reservation-based systems (Navarro et al.)
+//! and Trident use alongside promotion by copy (os/compact.rs `collapse`).
+//!
+//! - Promote in place: a range whose base pages (or smaller pages) are all mapped, unshared,
+//!   and already sit in physically contiguous, aligned frames is remapped as one page of the
+//!   larger size; the frames' allocations are joined. Only page-table entries change.
+//! - Demote: a page is split into pages of a smaller size, each mapping its part of the old
+//!   frames; the allocation is split so each piece can be freed, moved or evicted alone.
+//!
+//! Every attempt returns a typed outcome, counted.
+
+use super::frames::Owner;
+use super::Os;
+use crate::mmu::Mmu;
+use crate::units::{Order, Pfn};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum PromoteResult {
+    Promoted = 0,
+    /// Some base page of the range is not mapped.
+    NotFullyPopulated,
+    /// The frames are not contiguous and aligned (a copy would be needed).
+    NotContiguous,
+    /// The range is not inside one VMA.
+    CrossesVma,
+    /// Already mapped by a page of this size or larger.
+    AlreadyLarger,
+    /// Some page is shared with another process (copy-on-write).
+    Shared,
+}
+
+impl PromoteResult {
+    pub const ALL: [PromoteResult; 6] = [
+        PromoteResult::Promoted,
+        PromoteResult::NotFullyPopulated,
+        PromoteResult::NotContiguous,
+        PromoteResult::CrossesVma,
+        PromoteResult::AlreadyLarger,
+        PromoteResult::Shared,
+    ];
+    pub fn name(self) -> &'static str {
+        ["promoted", "not_fully_populated", "not_contiguous", "crosses_vma", "already_larger", "shared"][self as usize]
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum DemoteResult {
+    Demoted = 0,
+    /// Nothing of a larger size is mapped there.
+    NotMapped,
+    /// Shared with another process: demoting one mapping would split the block under it.
+    Shared,
+}
+
+impl DemoteResult {
+    pub const ALL: [DemoteResult; 3] = [DemoteResult::Demoted, DemoteResult::NotMapped, DemoteResult::Shared];
+    pub fn name(self) -> &'static str {
+        ["demoted", "not_mapped", "shared"][self as usize]
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct PromoteCounters {
+    pub promote: [u64; 6],
+    pub demote: [u64; 3],
+}
+
+impl Os {
+    /// Mechanism: promote [start, start + size of `si`) of process `pi` in place.
+    pub fn promote_in_place(&mut self, pi: usize, start: u64, si: u32, mmu: &mut Mmu) -> PromoteResult {
+        let r = self.promote_inner(pi, start, si, mmu);
+        self.promotions.promote[r as usize] += 1;
+        r
+    }
+
+    fn promote_inner(&mut self, pi: usize, start: u64, si: u32, mmu: &mut Mmu) -> PromoteResult {
+        let size = self.sizes[si as usize].bytes();
+        match self.procs[pi].find_vma(start) {
+            Some(v) if v.start <= start && start + size <= v.end => {}
+            _ => return PromoteResult::CrossesVma,
+        }
+        let mut pages = Vec::new();
+        self.procs[pi].pt.pages_in_range(start, size, &mut pages);
+        if pages.iter().any(|t| t.size_idx >= si) {
+            return PromoteResult::AlreadyLarger;
+        }
+        let mapped: u64 = pages.iter().map(|t| self.sizes[t.size_idx as usize].bytes()).sum();
+        if mapped != size {
+            return PromoteResult::NotFullyPopulated;
+        }
+        if pages.iter().any(|t| t.cow || self.phys.owner(t.pfn.0) == Owner::SHARED) {
+            return PromoteResult::Shared;
+        }
+        let order = self.order_of(si);
+        let first = pages[0].pfn.0;
+        let shift = self.base.shift();
+        if first & ((1u64 << order.0) - 1) != 0 || pages.iter().any(|t| t.pfn.0 != first + ((t.start - start) >> shift)) {
+            return PromoteResult::NotContiguous;
+        }
+        if !self.phys.merge_allocation(Pfn(first), order) {
+            return PromoteResult::NotContiguous;
+        }
+        let asid = self.procs[pi].asid;
+        let mut gone = Vec::new();
+        self.procs[pi].pt.unmap_range(start, size, &mut gone);
+        for t in &gone {
+            mmu.invalidate(t.start, asid, t.size_idx);
+            self.procs[pi].resident[t.size_idx as usize] -= 1;
+            if self.swap_total > 0 {
+                let r = self.page_ref(pi, t.start, t.size_idx);
+                self.replacement.on_remove(r);
+            }
+        }
+        let ok = self.procs[pi].pt.map(start, si, Pfn(first));
+        debug_assert!(ok, "promotion target still mapped");
+        self.phys.set_owner(Pfn(first), Owner::anon(pi, start >> shift));
+        self.procs[pi].resident[si as usize] += 1;
+        if self.swap_total > 0 {
+            let r = self.page_ref(pi, start, si);
+            self.replacement.on_insert(r);
+        }
+        self.settle_pt_with(pi, Some(mmu));
+        mmu.flush_pwc();
+        mmu.live_sizes |= 1 << si;
+        PromoteResult::Promoted
+    }
+
+    /// Mechanism: demote the page mapping `va` in process `pi` into pages of size `to`.
+    pub fn demote(&mut self, pi: usize, va: u64, to: u32, mmu: &mut Mmu) -> DemoteResult {
+        let r = self.demote_inner(pi, va, to, mmu);
+        self.promotions.demote[r as usize] += 1;
+        r
+    }
+
+    fn demote_inner(&mut self, pi: usize, va: u64, to: u32, mmu: &mut Mmu) -> DemoteResult {
+        let Some(t) = self.procs[pi].pt.lookup(va).filter(|t| t.size_idx > to) else {
+            return DemoteResult::NotMapped;
+        };
+        if self.phys.owner(t.pfn.0) == Owner::SHARED {
+            return DemoteResult::Shared;
+        }
+        let size = self.sizes[t.size_idx as usize].bytes();
+        let piece = self.sizes[to as usize].bytes();
+        let asid = self.procs[pi].asid;
+        let mut gone = Vec::new();
+        self.procs[pi].pt.unmap_range(t.start, size, &mut gone);
+        mmu.invalidate(t.start, asid, t.size_idx);
+        self.procs[pi].resident[t.size_idx as usize] -= 1;
+        if self.swap_total > 0 {
+            let r = self.page_ref(pi, t.start, t.size_idx);
+            self.replacement.on_remove(r);
+        }
+        self.phys.split_allocation(t.pfn, Order(self.order_of(to).0));
+        let step = piece >> self.base.shift();
+        for k in 0..size / piece {
+            let s = t.start + k * piece;
+            let ok = self.procs[pi].pt.map(s, to, Pfn(t.pfn.0 + k * step));
+            debug_assert!(ok);
+            if t.cow {
+                self.procs[pi].pt.set_cow(s, to, true);
+            }
+            self.procs[pi].resident[to as usize] += 1;
+            if self.swap_total > 0 {
+                let r = self.page_ref(pi, s, to);
+                self.replacement.on_insert(r);
+            }
+        }
+        if t.cow {
+            self.procs[pi].cow_pages += size / piece - 1;
+        }
+        self.settle_pt_with(pi, Some(mmu));
+        mmu.flush_pwc();
+        mmu.live_sizes |= 1 << to;
+        DemoteResult::Demoted
+    }
+}
