@@ -368,6 +368,16 @@ impl Engine {
                 self.os.infer_vma(pi, va)
             }
         };
+        if vma.file.is_some() {
+            // A file mapping: the page cache serves it (base pages; file THP is not modelled).
+            if !self.os.file_fault(pi, va, &vma, a.kind.writes(), &mut self.mmu) {
+                return Err(self.os.oom(self.os.procs[pi].pid));
+            }
+            self.os.counters.faults += 1;
+            self.os.counters.faults_by_size[0] += 1;
+            self.cur_cow = self.os.procs[pi].cow_pages > 0;
+            return Ok(Some(0));
+        }
         let d = self.policy.on_fault(&FaultInfo {
             va,
             write: a.kind.writes(),

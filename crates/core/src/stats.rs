@@ -102,7 +102,7 @@ fn cycle_parts(e: &Engine) -> [(&'static str, f64); 7] {
     // Only copies the program waits for (direct compaction); daemons run on another core.
     let copy = (e.os.compaction.bytes_copied_direct as f64 / 1024.0) * m.copy_cycles_per_kib;
     // Swap-ins and direct swap-outs stall the program; kswapd's writes run beside it.
-    let io = ((e.os.swap.in_bytes + e.os.swap.out_bytes_direct) as f64 / 1024.0) * m.swap_cycles_per_kib;
+    let io = ((e.os.swap.in_bytes + e.os.swap.out_bytes_direct + e.os.counters.file_read_bytes) as f64 / 1024.0) * m.io_cycles_per_kib;
     [
         ("cycles.access", access),
         ("cycles.tlb", tlb),
@@ -220,7 +220,13 @@ impl Results {
         for r in crate::os::promote::DemoteResult::ALL {
             c.insert(format!("demote.{}", r.name()), e.os.promotions.demote[r as usize]);
         }
-        c.insert("faults.zero_fill".into(), oc.faults - oc.major_faults);
+        c.insert("faults.zero_fill".into(), oc.faults - oc.major_faults - oc.file_minor_faults - oc.file_major_faults);
+        c.insert("faults.minor".into(), oc.file_minor_faults);
+        c.insert("faults.major_file".into(), oc.file_major_faults);
+        c.insert("file.private_copies".into(), oc.file_private_copies);
+        c.insert("file.pages_dirtied".into(), oc.file_pages_dirtied);
+        c.insert("file.read_bytes".into(), oc.file_read_bytes);
+        c.insert("file.mmaps_unknown_fd".into(), oc.file_mmaps_unknown_fd);
         let sw = &e.os.swap;
         c.insert("swap.total_pages".into(), e.os.swap_total);
         c.insert("swap.used_pages".into(), e.os.swap_used);

@@ -89,6 +89,20 @@ impl World {
                 ev(c, Event::Context { pid: self.procs[next].0, tid: self.procs[next].0 });
                 return next;
             }
+            35..=38 => {
+                // Map a file (private or shared) over a region and touch it.
+                let (addr, len) = self.region();
+                let fd = self.fds as i32;
+                self.fds += 1;
+                ev(c, Event::FileOpen { fd, path: format!("/data/f{}", self.rng.below(6)), size: 64 * MB });
+                let flags = if self.rng.below(2) == 0 { MAP_PRIVATE } else { MAP_SHARED };
+                ev(c, Event::Mmap { addr, len, prot: 3, flags: flags | MAP_FIXED, fd, offset: self.rng.below(8) * MB });
+                self.procs[cur].1.push((addr, len));
+                for _ in 0..1 + self.rng.below(40) {
+                    let kind = if self.rng.below(3) == 0 { AccessKind::Store } else { AccessKind::Load };
+                    c.accesses.push(Access::new(addr + self.rng.below(len), kind, 8));
+                }
+            }
             25..=28 => {
                 // Read a file: the page cache grows until reclaim has to make room.
                 let fd = self.fds as i32;
@@ -205,6 +219,7 @@ fn invariants_hold_under_random_operations() {
     let mut migrated = 0;
     let mut collapsed = 0;
     let mut cow = 0;
+    let mut file_faults = 0;
     for seed in 0..6 {
         for pol in ["base", "fixed:2MiB:fit=vma", "linux-thp:defrag=always,scan_sleep_millisecs=0,alloc_sleep_millisecs=0,pages_to_scan=65536"] {
             let pol = pol.replace("fixed:2MiB:fit=vma", "fixed:size=2MiB,fit=vma");
@@ -213,6 +228,7 @@ fn invariants_hold_under_random_operations() {
             migrated += e.os.compaction.pages_migrated;
             collapsed += e.os.compaction.collapse[0];
             cow += e.os.counters.cow_copies.min(1) + e.os.counters.cow_reuses.min(1);
+            file_faults += e.os.counters.file_minor_faults + e.os.counters.file_private_copies + e.os.counters.file_pages_dirtied;
         }
     }
     // The sequences must actually exercise the mechanisms they claim to test.
@@ -220,6 +236,7 @@ fn invariants_hold_under_random_operations() {
     assert!(migrated > 0, "compaction never migrated a page");
     assert!(collapsed > 0, "khugepaged never collapsed a range");
     assert!(cow >= 4, "copy-on-write copies and reuses were barely exercised ({cow})");
+    assert!(file_faults > 0, "file mappings were never exercised");
 }
 
 #[test]

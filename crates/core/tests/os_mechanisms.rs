@@ -143,3 +143,36 @@ fn contiguous_base_pages_promote_in_place_and_demote_back() {
     e.run_chunk(&chunk(&[Rec::E(Event::Munmap { addr: BASE + 8192, len: 4096 })])).unwrap();
     assert_eq!(e.os.promote_in_place(0, BASE, 1, &mut e.mmu), PromoteResult::CrossesVma, "munmap split the VMA");
 }
+
+#[test]
+fn file_mappings_map_the_page_cache() {
+    let mut e = engine("base");
+    let f = 0x6000_0000u64;
+    let g = 0x7000_0000u64;
+    let open = Rec::E(Event::FileOpen { fd: 3, path: "/data/table".into(), size: 1 << 20 });
+    let read = Rec::E(Event::FileRead { fd: 3, offset: 0, len: 8192 });
+    let private = Rec::E(Event::Mmap { addr: f, len: 1 << 20, prot: 3, flags: MAP_PRIVATE, fd: 3, offset: 0 });
+    let shared = Rec::E(Event::Mmap { addr: g, len: 1 << 20, prot: 3, flags: MAP_SHARED, fd: 3, offset: 0 });
+    e.run_chunk(&chunk(&[ctx(1), open, read, private, shared, load(f), load(f + 3 * 4096), store(f + 4096)])).unwrap();
+    let c = &e.os.counters;
+    assert_eq!((c.file_minor_faults, c.file_major_faults), (2, 1), "pages 0 and 1 were read; page 3 was not");
+    assert_eq!(c.file_private_copies, 1, "a private write copies the page");
+    assert_eq!(e.os.phys.frames_by_kind()[2], 3, "three page-cache frames");
+    assert_eq!(e.os.phys.frames_by_kind()[1], 1, "one anonymous copy");
+    // The shared mapping maps the same page-cache frame as the private one's read.
+    e.run_chunk(&chunk(&[load(g), store(g + 4096 * 3)])).unwrap();
+    assert_eq!(e.os.procs[0].pt.lookup(g).unwrap().pfn, e.os.procs[0].pt.lookup(f).unwrap().pfn);
+    assert_eq!(e.os.counters.file_pages_dirtied, 1);
+    // A write to a clean shared page is seen once (it was mapped write-protected).
+    e.run_chunk(&chunk(&[store(g), store(g + 8)])).unwrap();
+    assert_eq!(e.os.counters.file_pages_dirtied, 2);
+    // Fork shares the mappings; compaction moves page-cache pages under every mapping.
+    e.run_chunk(&chunk(&[Rec::E(Event::Fork { child: 2 }), ctx(2), load(f + 3 * 4096)])).unwrap();
+    e.os.compact(9, &mut e.mmu);
+    e.os.validate().unwrap();
+    // Unmapping leaves the pages in the page cache.
+    e.run_chunk(&chunk(&[Rec::E(Event::Exit { code: 0 }), ctx(1), Rec::E(Event::Exit { code: 0 })])).unwrap();
+    assert_eq!(e.os.phys.frames_by_kind()[2], 3);
+    assert_eq!(e.os.phys.frames_by_kind()[1], 0);
+    assert!(e.os.file_mappers.is_empty());
+}

@@ -86,8 +86,8 @@ pub struct Machine {
     pub copy_cycles_per_kib: f64,
     /// Core clock, to turn daemon periods given in milliseconds (khugepaged sleeps) into cycles.
     pub clock_ghz: f64,
-    /// Reading or writing a KiB of swap.
-    pub swap_cycles_per_kib: f64,
+    /// Reading or writing a KiB of swap or of a file (the program waits for it).
+    pub io_cycles_per_kib: f64,
     pub coalescing: Coalescing,
     pub seed: u64,
     /// Where this machine came from (preset name or file path).
@@ -171,7 +171,7 @@ struct CostFile {
     /// Default 2.5 GHz. ESTIMATE.
     clock_ghz: Option<f64>,
     /// Default 2500 cycles per KiB (about 1 GB/s at 2.5 GHz, an SSD). ESTIMATE.
-    swap_cycles_per_kib: Option<f64>,
+    io_cycles_per_kib: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -365,7 +365,7 @@ impl Machine {
             ("cost.zero_cycles_per_kib", f.cost.zero_cycles_per_kib),
             ("cost.copy_cycles_per_kib", f.cost.copy_cycles_per_kib.unwrap_or(0.0)),
             ("cost.clock_ghz", f.cost.clock_ghz.unwrap_or(1.0)),
-            ("cost.swap_cycles_per_kib", f.cost.swap_cycles_per_kib.unwrap_or(0.0)),
+            ("cost.io_cycles_per_kib", f.cost.io_cycles_per_kib.unwrap_or(0.0)),
         ] {
             if !(v >= 0.0) || !v.is_finite() {
                 return Err(cfg(key, format!("must be a non-negative number, not {v}")));
@@ -392,7 +392,7 @@ impl Machine {
                 Some(_) => return Err(cfg("cost.clock_ghz", "must be a positive number".to_string())),
                 None => 2.5,
             },
-            swap_cycles_per_kib: f.cost.swap_cycles_per_kib.unwrap_or(2500.0),
+            io_cycles_per_kib: f.cost.io_cycles_per_kib.unwrap_or(2500.0),
             coalescing,
             seed: f.seed,
             origin: file.to_string(),

@@ -212,7 +212,7 @@ impl Os {
         let gap = 2u64 << order;
         while self.phys.free_frames() < gap {
             self.counters.direct_reclaims += 1;
-            if self.cache.reclaim(&mut self.phys, super::pagecache::SWAP_CLUSTER_MAX) == 0 {
+            if self.cache.reclaim(&mut self.phys, &self.file_mappers, super::pagecache::SWAP_CLUSTER_MAX) == 0 {
                 break;
             }
         }
@@ -271,7 +271,17 @@ impl Os {
     fn migrate_block(&mut self, src: u64, o: u8, dst: u64, mmu: &mut Mmu) {
         let owner = self.phys.owner(src);
         if let Some((file, index)) = owner.as_file() {
-            // A page-cache page: repoint the cache (no mapping to shoot down in this model).
+            // A page-cache page: repoint the cache and every mapping of it.
+            if let Some(list) = self.file_mappers.remove(&src) {
+                for m in &list {
+                    let (pi, vpn) = m.as_anon().expect("a mapping");
+                    let va = vpn << self.base.shift();
+                    let ok = self.procs[pi].pt.set_pfn(va, 0, Pfn(dst));
+                    debug_assert!(ok, "file reverse map names an unmapped page");
+                    mmu.invalidate(va, self.procs[pi].asid, 0);
+                }
+                self.file_mappers.insert(dst, list);
+            }
             self.phys.set_kind(Pfn(dst), FrameKind::File);
             self.phys.set_owner(Pfn(dst), owner);
             self.cache.moved(file, index, dst);
@@ -331,7 +341,7 @@ impl Os {
         let size = self.sizes[si as usize];
         let len = size.bytes();
         match self.procs[pi].find_vma(start) {
-            Some(v) if v.start <= start && start + len <= v.end => {}
+            Some(v) if v.start <= start && start + len <= v.end && v.file.is_none() => {}
             _ => return CollapseResult::VmaCheck,
         }
         let mut pages = std::mem::take(&mut self.scratch);

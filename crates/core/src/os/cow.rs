@@ -83,6 +83,11 @@ impl Os {
                 self.procs[pi].cow_pages -= 1;
             }
             let me = Owner::anon(pi, t.start >> self.base.shift());
+            if self.is_file_frame(t.pfn.0) {
+                // A file mapping: the page stays in the page cache.
+                self.unlist_file_mapper(t.pfn.0, me);
+                continue;
+            }
             if self.swap_total > 0 {
                 let r = self.page_ref(pi, t.start, t.size_idx);
                 self.replacement.on_remove(r);
@@ -102,6 +107,17 @@ impl Os {
         for t in &pages {
             let ok = self.procs[ci].pt.map(t.start, t.size_idx, t.pfn);
             debug_assert!(ok, "fork: child's page table already maps {:#x}", t.start);
+            if self.is_file_frame(t.pfn.0) {
+                // A file mapping: the child maps the same page-cache page, with the same
+                // protection (shared mappings stay shared; private ones copy on write).
+                if t.cow {
+                    self.procs[ci].pt.set_cow(t.start, t.size_idx, true);
+                    self.procs[ci].cow_pages += 1;
+                }
+                self.procs[ci].resident[t.size_idx as usize] += 1;
+                self.file_mappers.entry(t.pfn.0).or_default().push(Owner::anon(ci, t.start >> self.base.shift()));
+                continue;
+            }
             self.procs[ci].pt.set_cow(t.start, t.size_idx, true);
             if !t.cow {
                 self.procs[pi].pt.set_cow(t.start, t.size_idx, true);
@@ -123,6 +139,9 @@ impl Os {
 
     /// A write by process `pi` to the COW page `t`. Returns false if memory ran out.
     pub fn cow_break(&mut self, pi: usize, t: Translation, mmu: &mut Mmu) -> Result<bool> {
+        if self.is_file_frame(t.pfn.0) {
+            return Ok(self.file_write(pi, t, mmu));
+        }
         let me = Owner::anon(pi, t.start >> self.base.shift());
         let asid = self.procs[pi].asid;
         mmu.invalidate(t.start, asid, t.size_idx);
@@ -139,7 +158,7 @@ impl Os {
             Some(p) => Some(p),
             None => {
                 self.counters.direct_reclaims += 1;
-                self.cache.reclaim(&mut self.phys, super::pagecache::SWAP_CLUSTER_MAX << order.0.min(9));
+                self.cache.reclaim(&mut self.phys, &self.file_mappers, super::pagecache::SWAP_CLUSTER_MAX << order.0.min(9));
                 self.phys.alloc(order, FrameKind::Anon)
             }
         };

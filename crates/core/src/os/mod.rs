@@ -12,6 +12,7 @@
 
 pub mod compact;
 pub mod cow;
+pub mod filemap;
 pub mod fragmentation;
 pub mod frames;
 pub mod pagecache;
@@ -49,6 +50,8 @@ pub struct Vma {
     pub kind: VmaKind,
     /// MADV_HUGEPAGE (Some(true)) / MADV_NOHUGEPAGE (Some(false)).
     pub thp_advice: Option<bool>,
+    /// A file mapping: the page-cache file and the file offset of `start`.
+    pub file: Option<(u32, u64)>,
 }
 
 impl Vma {
@@ -141,6 +144,16 @@ pub struct OsCounters {
     /// Faults that read a page back from swap.
     pub major_faults: u64,
     pub stack_growths: u64,
+    /// File mmaps whose descriptor the trace never opened (served as anonymous memory).
+    pub file_mmaps_unknown_fd: u64,
+    /// Faults on file mappings: the page was in the page cache (minor) or read from disk (major).
+    pub file_minor_faults: u64,
+    pub file_major_faults: u64,
+    /// Private file pages copied on write, shared file pages dirtied.
+    pub file_private_copies: u64,
+    pub file_pages_dirtied: u64,
+    /// Bytes read from files by the program (read() misses, major faults on file mappings).
+    pub file_read_bytes: u64,
 }
 
 pub struct Os {
@@ -177,6 +190,10 @@ pub struct Os {
     pub watermarks: (u64, u64, u64),
     /// Blocks mapped by several processes (after fork), with every mapping.
     pub shared: HashMap<u64, Vec<Owner>>,
+    /// Page-cache frames mapped into processes (file mappings), with every mapping.
+    pub file_mappers: HashMap<u64, Vec<Owner>>,
+    /// A prelude is running: its file reads are not the program's I/O.
+    pub in_prelude: bool,
     /// Which anonymous page to swap out (tracks pages only when swap is enabled).
     pub replacement: Box<dyn Replacement>,
     /// Swap space and its use, in base pages.
@@ -233,6 +250,8 @@ impl Os {
             pid_base: 0,
             watermarks: linux_watermarks(frames, m.base_page.bytes()),
             shared: HashMap::new(),
+            file_mappers: HashMap::new(),
+            in_prelude: false,
             replacement: crate::policy::replacement::build(replacement)?,
             swap_total: swap.0 >> m.base_page.shift(),
             swap_used: 0,
@@ -295,7 +314,7 @@ impl Os {
             let mut f = self.phys.alloc(Order(0), FrameKind::PageTable);
             if f.is_none() {
                 self.counters.direct_reclaims += 1;
-                if self.cache.reclaim(&mut self.phys, pagecache::SWAP_CLUSTER_MAX) == 0 {
+                if self.cache.reclaim(&mut self.phys, &self.file_mappers, pagecache::SWAP_CLUSTER_MAX) == 0 {
                     if let Some(m) = mmu.as_deref_mut() {
                         self.swap_out(pagecache::SWAP_CLUSTER_MAX as u64, m);
                     }
@@ -333,7 +352,7 @@ impl Os {
                 None if si == 0 => {
                     // Direct reclaim: page cache first, then swap; then one more try.
                     self.counters.direct_reclaims += 1;
-                    if self.cache.reclaim(&mut self.phys, pagecache::SWAP_CLUSTER_MAX) == 0 {
+                    if self.cache.reclaim(&mut self.phys, &self.file_mappers, pagecache::SWAP_CLUSTER_MAX) == 0 {
                         self.swap_out(pagecache::SWAP_CLUSTER_MAX as u64, mmu);
                     }
                     match self.phys.alloc(Order(0), FrameKind::Anon) {
@@ -398,6 +417,9 @@ impl Os {
             if v.start < at && at < v.end {
                 let mut right = v.clone();
                 right.start = at;
+                if let Some((f, off)) = v.file {
+                    right.file = Some((f, off + (at - v.start)));
+                }
                 p.vmas.get_mut(&v.start).unwrap().end = at;
                 p.vmas.insert(at, right);
             }
@@ -436,7 +458,7 @@ impl Os {
         if let Some((_, next)) = p.vmas.range(va + 1..).next() {
             end = end.min(next.start);
         }
-        let v = Vma { start, end, prot: PROT_READ | PROT_WRITE, flags: MAP_PRIVATE | MAP_ANONYMOUS, kind: VmaKind::Inferred, thp_advice: None };
+        let v = Vma { start, end, prot: PROT_READ | PROT_WRITE, flags: MAP_PRIVATE | MAP_ANONYMOUS, kind: VmaKind::Inferred, thp_advice: None, file: None };
         self.procs[pi].vmas.insert(start, v.clone());
         self.counters.vmas_inferred += 1;
         v
@@ -462,7 +484,7 @@ impl Os {
         let page = self.base.bytes();
         let up = |x: u64| x.saturating_add(page - 1) & !(page - 1);
         match *e {
-            Event::Mmap { addr, len, prot, flags, .. } => {
+            Event::Mmap { addr, len, prot, flags, fd, offset } => {
                 self.procs[pi].has_layout_events = true;
                 if len == 0 {
                     return Ok(());
@@ -479,7 +501,18 @@ impl Os {
                 // A page-aligned VMA (a trace from a machine with a smaller base page may
                 // name addresses inside one of this machine's pages).
                 let start = addr & !(page - 1);
-                let v = Vma { start, end: up(addr.saturating_add(len)), prot, flags, kind, thp_advice: None };
+                // A file mapping maps the page cache of the file its descriptor names (a trace
+                // without the open event gets anonymous memory, counted).
+                let file = if kind == VmaKind::File {
+                    let f = self.procs[pi].fds.get(&fd).map(|&id| (id, offset.saturating_sub(addr - start)));
+                    if f.is_none() {
+                        self.counters.file_mmaps_unknown_fd += 1;
+                    }
+                    f
+                } else {
+                    None
+                };
+                let v = Vma { start, end: up(addr.saturating_add(len)), prot, flags, kind, thp_advice: None, file };
                 self.insert_vma(pi, v, mmu);
             }
             Event::Munmap { addr, len } => {
@@ -506,7 +539,7 @@ impl Os {
                         p.brk = new;
                         if new > old {
                             // Grow the heap VMA (or create it).
-                            let v = Vma { start: h, end: new, prot: PROT_READ | PROT_WRITE, flags: MAP_PRIVATE | MAP_ANONYMOUS, kind: VmaKind::Heap, thp_advice: None };
+                            let v = Vma { start: h, end: new, prot: PROT_READ | PROT_WRITE, flags: MAP_PRIVATE | MAP_ANONYMOUS, kind: VmaKind::Heap, thp_advice: None, file: None };
                             let keep = self.procs[pi].vmas.get(&h).and_then(|x| x.thp_advice);
                             self.procs[pi].vmas.remove(&h);
                             self.remove_vmas(pi, old.max(h), new, mmu);
@@ -569,7 +602,7 @@ impl Os {
             }
             Event::FileRead { fd, offset, len } => {
                 if let Some(&id) = self.procs[pi].fds.get(&fd) {
-                    self.read_file(id, offset, len)?;
+                    self.read_file_with(id, offset, len, Some(mmu))?;
                 }
             }
             Event::Context { .. } | Event::Insns { .. } => {}
@@ -584,7 +617,7 @@ impl Os {
         let was = self.in_daemon;
         self.in_daemon = true;
         while self.phys.free_frames() < self.watermarks.2 {
-            let mut n = self.cache.reclaim(&mut self.phys, pagecache::SWAP_CLUSTER_MAX) as u64;
+            let mut n = self.cache.reclaim(&mut self.phys, &self.file_mappers, pagecache::SWAP_CLUSTER_MAX) as u64;
             if n == 0 {
                 n = self.swap_out(pagecache::SWAP_CLUSTER_MAX as u64, mmu);
             }
@@ -634,17 +667,37 @@ impl Os {
 
     /// read() of [offset, offset+len) of a file: every page goes through the page cache.
     pub fn read_file(&mut self, file: u32, offset: u64, len: u64) -> Result<()> {
+        self.read_file_with(file, offset, len, None)
+    }
+
+    /// Bring page `index` of `file` into the page cache (or touch it there), reclaiming page
+    /// cache and, with the MMU at hand for shootdowns, swapping when memory is short.
+    pub(crate) fn cache_page(&mut self, file: u32, index: u64, mmu: Option<&mut Mmu>) -> bool {
+        let low = self.watermarks.1;
+        if self.cache.access_with(&mut self.phys, &self.file_mappers, file, index, false, low) {
+            return true;
+        }
+        let Some(m) = mmu else { return false };
+        self.swap_out(pagecache::SWAP_CLUSTER_MAX as u64, m) > 0
+            && self.cache.access_with(&mut self.phys, &self.file_mappers, file, index, false, u64::MAX)
+    }
+
+    /// `read_file`, able to swap when memory is short.
+    pub fn read_file_with(&mut self, file: u32, offset: u64, len: u64, mut mmu: Option<&mut Mmu>) -> Result<()> {
         if len == 0 {
             return Ok(());
         }
         let shift = self.base.shift();
         for index in offset >> shift..=(offset + len - 1) >> shift {
-            let low = self.watermarks.1;
-            if !self.cache.access_with(&mut self.phys, file, index, false, low) {
+            let miss = self.cache.frame_of(file, index).is_none();
+            if !self.cache_page(file, index, mmu.as_deref_mut()) {
                 return Err(Error::Sim(format!(
                     "out of simulated memory: {} is exhausted by mappings that cannot be reclaimed (swap is full or off: see --swap)",
                     self.memory
                 )));
+            }
+            if miss && !self.in_prelude {
+                self.counters.file_read_bytes += self.base.bytes();
             }
         }
         Ok(())
@@ -769,6 +822,7 @@ impl Os {
         let mut anon_frames = 0u64;
         let mut pt_frames = 0u64;
         let mut shared_seen = 0u64;
+        let mut file_mapped = 0u64;
         for (pi, p) in self.procs.iter().enumerate() {
             let pages = p.pt.pages();
             let mut per = [0u64; MAX_SIZES];
@@ -785,10 +839,21 @@ impl Os {
                 if f >= self.phys.total_frames() || !self.phys.is_head(f) || self.phys.order_at(f) != o {
                     return Err(format!("pid {}: page at {:#x} maps frame {f:#x}, which is not the head of an order-{o} block", p.pid, t.start));
                 }
+                let want = Owner::anon(pi, t.start >> self.base.shift());
+                if self.phys.kind_of(f) == FrameKind::File {
+                    let ok = self.phys.owner(f).as_file().is_some() && self.file_mappers.get(&f).is_some_and(|l| l.contains(&want));
+                    if !ok || o != 0 {
+                        return Err(format!("pid {}: page at {:#x} maps page-cache frame {f:#x} without being listed as its mapper", p.pid, t.start));
+                    }
+                    file_mapped += 1;
+                    if t.cow {
+                        cow += 1;
+                    }
+                    continue;
+                }
                 if self.phys.kind_of(f) != FrameKind::Anon {
                     return Err(format!("pid {}: page at {:#x} maps a {} frame", p.pid, t.start, self.phys.kind_of(f).name()));
                 }
-                let want = Owner::anon(pi, t.start >> self.base.shift());
                 let owner = self.phys.owner(f);
                 if owner == Owner::SHARED {
                     let list = self.shared.get(&f).ok_or_else(|| format!("frame {f:#x} is marked shared but has no list"))?;
@@ -836,7 +901,11 @@ impl Os {
             ));
         }
         self.validate_swap()?;
-        let mapped_pages: u64 = self.procs.iter().map(|p| p.resident.iter().sum::<u64>()).sum();
+        let mapped_pages: u64 = self.procs.iter().map(|p| p.resident.iter().sum::<u64>()).sum::<u64>() - file_mapped;
+        let file_listed: u64 = self.file_mappers.values().map(|l| l.len() as u64).sum();
+        if file_listed != file_mapped {
+            return Err(format!("page-cache frames list {file_listed} mappings, page tables hold {file_mapped}"));
+        }
         if self.swap_total > 0 && self.replacement.len() as u64 != mapped_pages {
             return Err(format!("replacement tracks {} pages, {mapped_pages} are mapped", self.replacement.len()));
         }

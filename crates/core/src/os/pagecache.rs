@@ -12,6 +12,7 @@
 //! per call (include/linux/swap.h), as direct reclaim does.
 
 use super::frames::{FrameKind, Owner, PhysMem, NIL};
+use std::collections::HashMap;
 use crate::units::{Order, Pfn};
 use std::collections::VecDeque;
 
@@ -61,15 +62,16 @@ impl PageCache {
 
     /// Read (or write) page `index` of `file`: a hit marks it referenced; a miss allocates a
     /// frame, reclaiming if memory is short. Returns false if no frame could be had.
-    pub fn access(&mut self, phys: &mut PhysMem, file: u32, index: u64, write: bool) -> bool {
-        self.access_with(phys, file, index, write, u64::MAX)
+    pub fn access(&mut self, phys: &mut PhysMem, mapped: &HashMap<u64, Vec<Owner>>, file: u32, index: u64, write: bool) -> bool {
+        self.access_with(phys, mapped, file, index, write, u64::MAX)
     }
 
     /// `access`, keeping at least `reserve` frames free by reclaiming first (the page cache
     /// grows only while free memory is above the low watermark).
-    pub fn access_with(&mut self, phys: &mut PhysMem, file: u32, index: u64, write: bool, reserve: u64) -> bool {
+    #[allow(clippy::too_many_arguments)]
+    pub fn access_with(&mut self, phys: &mut PhysMem, mapped: &HashMap<u64, Vec<Owner>>, file: u32, index: u64, write: bool, reserve: u64) -> bool {
         if reserve != u64::MAX && phys.free_frames() <= reserve && self.cached > 0 {
-            self.reclaim(phys, SWAP_CLUSTER_MAX);
+            self.reclaim(phys, mapped, SWAP_CLUSTER_MAX);
         }
         let f = &mut self.files[file as usize];
         let i = index as usize;
@@ -82,7 +84,7 @@ impl PageCache {
         let pfn = match phys.alloc(Order(0), FrameKind::File) {
             Some(p) => p,
             None => {
-                self.reclaim(phys, SWAP_CLUSTER_MAX);
+                self.reclaim(phys, mapped, SWAP_CLUSTER_MAX);
                 match phys.alloc(Order(0), FrameKind::File) {
                     Some(p) => p,
                     None => return false,
@@ -102,8 +104,9 @@ impl PageCache {
         true
     }
 
-    /// Evict up to `want` pages by CLOCK. Returns how many were freed.
-    pub fn reclaim(&mut self, phys: &mut PhysMem, want: usize) -> usize {
+    /// Evict up to `want` pages by CLOCK. Returns how many were freed. Pages mapped into a
+    /// process (`mapped`) are kept, as if referenced: the model does not unmap them to evict.
+    pub fn reclaim(&mut self, phys: &mut PhysMem, mapped: &HashMap<u64, Vec<Owner>>, want: usize) -> usize {
         self.counters.reclaim_calls += 1;
         let mut freed = 0;
         // Each live page is passed at most twice (once to clear its bit, once to evict).
@@ -116,7 +119,7 @@ impl PageCache {
             if i >= f.pages.len() || f.pages[i] == NIL {
                 continue; // stale
             }
-            if f.flags[i] & REFERENCED != 0 {
+            if f.flags[i] & REFERENCED != 0 || mapped.contains_key(&(f.pages[i] as u64)) {
                 f.flags[i] &= !REFERENCED;
                 self.clock.push_back((file, index));
                 continue;
@@ -133,6 +136,15 @@ impl PageCache {
             freed += 1;
         }
         freed
+    }
+
+    /// Mark a cached page dirty (a write through a shared file mapping).
+    pub fn mark_dirty(&mut self, file: u32, index: u64) {
+        if let Some(f) = self.files.get_mut(file as usize) {
+            if let Some(fl) = f.flags.get_mut(index as usize) {
+                *fl |= DIRTY | REFERENCED;
+            }
+        }
     }
 
     /// A cached page moved to another frame (compaction).

@@ -47,6 +47,13 @@ impl Prelude {
 
     /// Run the prelude on `os`, reporting progress (0..1) through `progress`.
     pub fn apply(&self, os: &mut Os, seed: u64, progress: &mut dyn FnMut(f64)) -> Result<()> {
+        os.in_prelude = true;
+        let r = self.run(os, seed, progress);
+        os.in_prelude = false;
+        r
+    }
+
+    fn run(&self, os: &mut Os, seed: u64, progress: &mut dyn FnMut(f64)) -> Result<()> {
         let mut rng = Rng::new(seed ^ 0x5052_454c);
         let page = os.base.bytes();
         match *self {

@@ -78,7 +78,11 @@ impl Os {
     fn promote_inner(&mut self, pi: usize, start: u64, si: u32, mmu: &mut Mmu) -> PromoteResult {
         let size = self.sizes[si as usize].bytes();
         match self.procs[pi].find_vma(start) {
-            Some(v) if v.start <= start && start + size <= v.end => {}
+            Some(v) if v.start <= start && start + size <= v.end => {
+                if v.file.is_some() {
+                    return PromoteResult::Shared; // page-cache pages: file THP is not modelled
+                }
+            }
             _ => return PromoteResult::CrossesVma,
         }
         let mut pages = Vec::new();

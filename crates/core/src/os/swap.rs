@@ -98,6 +98,9 @@ impl Os {
             let Some(t) = self.procs[pi].pt.lookup(v.start).filter(|t| t.start == v.start && t.size_idx == v.size_idx) else {
                 continue;
             };
+            if self.is_file_frame(t.pfn.0) {
+                continue; // the page cache reclaims file pages
+            }
             // Every mapping of the block goes to swap (several after fork: they share the slot
             // and each reads back its own copy, as the model keeps no swap cache).
             let mappers = self.mappers(t.pfn.0);
