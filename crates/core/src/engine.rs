@@ -388,10 +388,21 @@ impl Engine {
         let wanted = d.size_idx.min(self.os.sizes.len() as u32 - 1);
         let mut si = wanted;
         let mut compacted = false;
+        let mut folios = d.folio_orders;
         loop {
             if si > 0 && si != wanted && d.fallback & (1 << si) == 0 {
                 si -= 1;
                 continue;
+            }
+            if si == 0 && folios != 0 {
+                // mTHP folios, largest first, before the base page.
+                let order = 31 - folios.leading_zeros();
+                folios &= !(1 << order);
+                let bytes = self.os.base.bytes() << order;
+                match self.os.map_folio(pi, va & !(bytes - 1), order as u8, (vma.start, vma.end), &mut self.mmu) {
+                    MapOutcome::Mapped => break,
+                    _ => continue,
+                }
             }
             let size = self.os.sizes[si as usize];
             let start = va & !size.mask();

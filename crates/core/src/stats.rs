@@ -217,6 +217,14 @@ impl Results {
         for r in crate::os::promote::PromoteResult::ALL {
             c.insert(format!("promote_in_place.{}", r.name()), e.os.promotions.promote[r as usize]);
         }
+        for o in 1..e.os.promotions.folio_alloc.len() {
+            let (a, f) = (e.os.promotions.folio_alloc[o], e.os.promotions.folio_fallback[o]);
+            if a > 0 || f > 0 {
+                let kb = (e.os.base.bytes() << o) >> 10;
+                c.insert(format!("mthp.{kb}kB.anon_fault_alloc"), a);
+                c.insert(format!("mthp.{kb}kB.anon_fault_fallback"), f);
+            }
+        }
         for r in crate::os::promote::DemoteResult::ALL {
             c.insert(format!("demote.{}", r.name()), e.os.promotions.demote[r as usize]);
         }

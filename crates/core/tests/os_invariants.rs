@@ -221,7 +221,7 @@ fn invariants_hold_under_random_operations() {
     let mut cow = 0;
     let mut file_faults = 0;
     for seed in 0..6 {
-        for pol in ["base", "fixed:2MiB:fit=vma", "linux-thp:defrag=always,scan_sleep_millisecs=0,alloc_sleep_millisecs=0,pages_to_scan=65536"] {
+        for pol in ["base", "fixed:2MiB:fit=vma", "linux-thp:defrag=always,scan_sleep_millisecs=0,alloc_sleep_millisecs=0,pages_to_scan=65536,hugepages-64kB=always,hugepages-16kB=madvise"] {
             let pol = pol.replace("fixed:2MiB:fit=vma", "fixed:size=2MiB,fit=vma");
             let e = run(seed, "skylake", &pol, 700);
             reclaimed += e.os.cache.counters.evicted;

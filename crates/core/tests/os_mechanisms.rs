@@ -176,3 +176,23 @@ fn file_mappings_map_the_page_cache() {
     assert_eq!(e.os.phys.frames_by_kind()[1], 0);
     assert!(e.os.file_mappers.is_empty());
 }
+
+#[test]
+fn mthp_folios_are_contiguous_blocks_mapped_by_base_ptes() {
+    let mut e = engine("linux-thp:enabled=never,hugepages-64kB=always,hugepages-16kB=always");
+    e.run_chunk(&chunk(&[ctx(1), mmap(1 << 20), store(BASE + 5 * 4096), store(BASE + 17 * 4096)])).unwrap();
+    let pt = &e.os.procs[0].pt;
+    let first = pt.lookup(BASE).expect("the whole 64KiB folio is mapped").pfn.0;
+    assert_eq!(first % 16, 0, "naturally aligned block");
+    for k in 0..16 {
+        let t = pt.lookup(BASE + k * 4096).unwrap();
+        assert_eq!((t.size_idx, t.pfn.0), (0, first + k), "base PTEs over one contiguous block");
+    }
+    assert_eq!(e.os.promotions.folio_alloc[4], 2);
+    assert_eq!(e.os.procs[0].resident[0], 32);
+    // A folio cannot cover a partly mapped range: the next size down is tried.
+    e.run_chunk(&chunk(&[Rec::E(Event::Madvise { addr: BASE + (1 << 16), len: 4096, advice: MADV_DONTNEED }), store(BASE + (1 << 16))])).unwrap();
+    assert_eq!(e.os.promotions.folio_fallback[4], 1);
+    assert_eq!(e.os.promotions.folio_fallback[2], 1, "the 16KiB range around it is still partly mapped");
+    assert_eq!(e.os.procs[0].resident[0], 32, "one base page came back");
+}

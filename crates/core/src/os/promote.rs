@@ -61,13 +61,71 @@ impl DemoteResult {
     }
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct PromoteCounters {
     pub promote: [u64; 6],
     pub demote: [u64; 3],
+    /// mTHP folios mapped, and attempts that fell back, per order.
+    pub folio_alloc: [u64; 21],
+    pub folio_fallback: [u64; 21],
+}
+
+impl Default for PromoteCounters {
+    fn default() -> Self {
+        PromoteCounters { promote: [0; 6], demote: [0; 3], folio_alloc: [0; 21], folio_fallback: [0; 21] }
+    }
 }
 
 impl Os {
+    /// Mechanism: map an mTHP folio: one naturally aligned block of 2^`order` base frames for
+    /// [start, start + 2^order base pages), mapped by base PTEs (Linux's alloc_anon_folio on
+    /// x86). The range must lie inside `within` and be entirely unmapped. Counted per order.
+    pub fn map_folio(&mut self, pi: usize, start: u64, order: u8, within: (u64, u64), mmu: &mut Mmu) -> super::MapOutcome {
+        use super::MapOutcome;
+        let base = self.base.bytes();
+        let len = base << order;
+        let out = (|| {
+            if start < within.0 || start + len > within.1 {
+                return MapOutcome::CrossesVma;
+            }
+            let mut v = Vec::new();
+            self.procs[pi].pt.pages_in_range(start, len, &mut v);
+            if !v.is_empty() || self.swapped_overlaps(pi, start, start + len) {
+                return MapOutcome::OverlapsMapping;
+            }
+            let Some(pfn) = self.phys.alloc(Order(order), super::frames::FrameKind::Anon) else {
+                return MapOutcome::NoContiguousExtent;
+            };
+            let vpn = start >> self.base.shift();
+            self.phys.set_owner(pfn, Owner::anon(pi, vpn));
+            self.phys.split_allocation(pfn, Order(0));
+            for k in 0..1u64 << order {
+                let ok = self.procs[pi].pt.map(start + k * base, 0, Pfn(pfn.0 + k));
+                debug_assert!(ok);
+                if self.swap_total > 0 {
+                    let r = self.page_ref(pi, start + k * base, 0);
+                    self.replacement.on_insert(r);
+                }
+            }
+            self.procs[pi].resident[0] += 1u64 << order;
+            self.counters.zeroed_bytes += len;
+            if !self.settle_pt_with(pi, Some(mmu)) {
+                self.pt_oom = true;
+            }
+            if self.phys.free_frames() < self.watermarks.1 {
+                self.kswapd(mmu);
+            }
+            MapOutcome::Mapped
+        })();
+        let o = (order as usize).min(self.promotions.folio_alloc.len() - 1);
+        if out == MapOutcome::Mapped {
+            self.promotions.folio_alloc[o] += 1;
+        } else {
+            self.promotions.folio_fallback[o] += 1;
+        }
+        out
+    }
+
     /// Mechanism: promote [start, start + size of `si`) of process `pi` in place.
     pub fn promote_in_place(&mut self, pi: usize, start: u64, si: u32, mmu: &mut Mmu) -> PromoteResult {
         let r = self.promote_inner(pi, start, si, mmu);

@@ -4,7 +4,10 @@
 //! - Fault time: an anonymous fault in an eligible VMA maps the aligned PMD-size page (2MB on
 //!   x86) when the whole aligned range lies inside the VMA and nothing in it is mapped yet
 //!   (`do_huge_pmd_anonymous_page` needs an empty PMD); mTHP sizes (`hugepages-<N>kB`) are tried
-//!   next, largest first; otherwise one base page.
+//!   next, largest first; otherwise one base page. An mTHP size the machine has as a page size
+//!   (the ARM contiguous bit's 64KB) is mapped as one page; any other (x86) is a folio: one
+//!   naturally aligned contiguous block, mapped by base PTEs over a range that must be unmapped
+//!   (`alloc_anon_folio`), counted per size as Linux's anon_fault_alloc / anon_fault_fallback.
 //! - `defrag` decides what a failed fault-time allocation does: `always` compacts directly,
 //!   `defer` wakes kcompactd, `defer+madvise` compacts directly in MADV_HUGEPAGE regions and
 //!   wakes kcompactd elsewhere, `madvise` compacts directly in MADV_HUGEPAGE regions only,
@@ -20,8 +23,7 @@
 //! Work done by the daemons runs on another core in Linux, so its copies are counted but not
 //! charged to the simulated program's cycles; direct compaction at a fault is charged.
 //!
-//! Not modelled (docs/MODEL.md): the accessed-bit requirement (SCAN_LACK_REFERENCED_PAGE), mTHP
-//! sizes the machine has no page size for.
+//! Not modelled (docs/MODEL.md): the accessed-bit requirement (SCAN_LACK_REFERENCED_PAGE).
 
 use super::{check_params, FaultDecision, FaultInfo, Params, Policy, Sys};
 use crate::error::{Error, Result};
@@ -79,6 +81,9 @@ pub struct LinuxThp {
     pmd_si: u32,
     /// Per size index: the mTHP mode (None = not a THP size).
     modes: Vec<Option<Mode>>,
+    /// mTHP sizes the machine has no page size for: (order, mode), largest first. Each is one
+    /// contiguous block mapped by base PTEs, as on x86.
+    folios: Vec<(u8, Mode)>,
     // khugepaged state
     next_wake: u64,
     cursor_pi: usize,
@@ -155,21 +160,32 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
     })? as u32;
     let mut modes: Vec<Option<Mode>> = vec![None; sizes.len()];
     modes[pmd_si as usize] = Some(enabled);
+    let mut folios: Vec<(u8, Mode)> = Vec::new();
     for k in &mthp_keys {
         let kb = k
             .strip_prefix("hugepages-")
             .and_then(|r| r.strip_suffix("kB"))
             .and_then(|n| n.parse::<u64>().ok())
             .ok_or_else(|| Error::usage(format!("policy linux-thp: unknown parameter '{k}' (mTHP sizes are hugepages-<N>kB, e.g. hugepages-64kB)")))?;
-        let si = sizes.iter().position(|s| s.bytes() == kb << 10).filter(|&i| i > 0 && (i as u32) <= pmd_si).ok_or_else(|| {
-            let have: Vec<String> = sizes[1..=pmd_si as usize].iter().map(|s| format!("hugepages-{}kB", s.bytes() >> 10)).collect();
-            Error::usage(format!(
-                "policy linux-thp: {k}: this machine has no {kb}KiB page size between the base page and the PMD size (it has: {})",
-                if have.is_empty() { "none".to_string() } else { have.join(", ") }
-            ))
-        })?;
-        modes[si] = Some(mode(k, &params[k], Some(enabled))?);
+        let bytes = kb << 10;
+        let m = mode(k, &params[k], Some(enabled))?;
+        if let Some(si) = sizes.iter().position(|s| s.bytes() == bytes).filter(|&i| i > 0 && (i as u32) <= pmd_si) {
+            // The machine has this size (the ARM contiguous bit): map it as one page.
+            modes[si] = Some(m);
+            continue;
+        }
+        // Otherwise an mTHP folio: one contiguous block mapped by base PTEs (x86).
+        let ok = bytes.is_power_of_two() && bytes > base.bytes() && bytes < pmd_bytes;
+        if !ok {
+            return Err(Error::usage(format!(
+                "policy linux-thp: {k}: mTHP sizes are powers of two above the base page ({}KiB) and below the PMD size ({}KiB)",
+                base.bytes() >> 10,
+                pmd_bytes >> 10
+            )));
+        }
+        folios.push(((bytes / base.bytes()).trailing_zeros() as u8, m));
     }
+    folios.sort_by(|a, b| b.0.cmp(&a.0));
     Ok(Box::new(LinuxThp {
         enabled,
         defrag,
@@ -186,6 +202,7 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
         khugepaged_defrag: flag(params, "khugepaged_defrag", true)?,
         pmd_si,
         modes,
+        folios,
         next_wake: 0,
         cursor_pi: 0,
         cursor_addr: 0,
@@ -281,8 +298,18 @@ impl Policy for LinuxThp {
                 }
             }
         }
+        let mut folio_orders = 0u32;
+        for &(order, m) in &self.folios {
+            if Self::applies(Some(m), f.vma) {
+                let bytes = f.sizes[0].bytes() << order;
+                let start = f.va & !(bytes - 1);
+                if start >= f.vma.start && start + bytes <= f.vma.end {
+                    folio_orders |= 1 << order;
+                }
+            }
+        }
         let top = 31 - allowed.leading_zeros();
-        if top == 0 {
+        if top == 0 && folio_orders == 0 {
             return FaultDecision::base();
         }
         let madvised = f.vma.thp_advice == Some(true);
@@ -291,7 +318,7 @@ impl Policy for LinuxThp {
             Defrag::Madvise | Defrag::DeferMadvise => madvised,
             Defrag::Defer | Defrag::Never => false,
         };
-        FaultDecision { size_idx: top, within_vma: true, fallback: allowed, direct_compact: direct }
+        FaultDecision { size_idx: top, within_vma: true, fallback: allowed, direct_compact: direct, folio_orders }
     }
 
     fn on_fault_done(&mut self, wanted: u32, got: u32) {

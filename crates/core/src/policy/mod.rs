@@ -40,16 +40,19 @@ pub struct FaultDecision {
     /// When no free block of the size exists, run direct compaction once and retry (Linux's
     /// `defrag` setting decides this for THP faults).
     pub direct_compact: bool,
+    /// Folio orders to try before the base page (bit k: a 2^k-base-page block mapped by base
+    /// PTEs, Linux's mTHP on machines without that page size), largest first.
+    pub folio_orders: u32,
 }
 
 impl FaultDecision {
     /// Map one base page.
     pub fn base() -> FaultDecision {
-        FaultDecision { size_idx: 0, within_vma: true, fallback: 1, direct_compact: false }
+        FaultDecision { size_idx: 0, within_vma: true, fallback: 1, direct_compact: false, folio_orders: 0 }
     }
     /// Map the page of size index `si`, falling back through every smaller size.
     pub fn size(si: u32, within_vma: bool) -> FaultDecision {
-        FaultDecision { size_idx: si, within_vma, fallback: u32::MAX, direct_compact: false }
+        FaultDecision { size_idx: si, within_vma, fallback: u32::MAX, direct_compact: false, folio_orders: 0 }
     }
 }
 
