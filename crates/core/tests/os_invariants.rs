@@ -161,7 +161,7 @@ impl World {
 }
 
 fn run(seed: u64, machine: &str, pol: &str, steps: usize) -> Engine {
-    run_with(seed, machine, pol, steps, 1 << 30, "clock")
+    run_with(seed, machine, pol, steps, 4 << 30, "clock")
 }
 
 fn run_with(seed: u64, machine: &str, pol: &str, steps: usize, swap: u64, replacement: &str) -> Engine {
