@@ -191,20 +191,7 @@ impl ScenarioRun {
         let policy = policy.or(sc.policy.clone()).unwrap_or_else(|| "base".into());
         let m = load_machine(&machine)?;
         let mut cb_err: Option<PyErr> = None;
-        let mut report = |label: &str, f: f64| {
-            if cb_err.is_some() {
-                return;
-            }
-            if let Err(e) = py.check_signals() {
-                cb_err = Some(e);
-                return;
-            }
-            if let Some(cb) = &progress {
-                if let Err(e) = cb.call1(py, (label, f)) {
-                    cb_err = Some(e);
-                }
-            }
-        };
+        let mut report = |label: &str, f: f64| forward_progress(py, &progress, &mut cb_err, |cb| cb.call1(py, (label, f)));
         core::scenario::ensure_traces(&sc, &mut report).map_err(err)?;
         let cfg = EngineConfig { memory: sc.memory, validate, swap: sc.swap, replacement: sc.replacement.clone(), ..EngineConfig::default() };
         let inner = core::sim::ScenarioRun::open(&sc, m, &policy, cfg, &mut report);
@@ -237,6 +224,23 @@ impl ScenarioRun {
 
     fn results_json(&mut self) -> String {
         self.inner.results().to_json()
+    }
+}
+
+/// Forward progress to a Python callback through `call`; the first error (or a Ctrl-C) is kept
+/// in `err` and ends the reporting, so the long-running Rust side can stop cleanly.
+fn forward_progress(py: Python<'_>, cb: &Option<PyObject>, err: &mut Option<PyErr>, call: impl FnOnce(&PyObject) -> PyResult<PyObject>) {
+    if err.is_some() {
+        return;
+    }
+    if let Err(e) = py.check_signals() {
+        *err = Some(e);
+        return;
+    }
+    if let Some(cb) = cb {
+        if let Err(e) = call(cb) {
+            *err = Some(e);
+        }
     }
 }
 
@@ -298,20 +302,7 @@ fn gen(
     let tmp = format!("{out}.partial");
     let mut w = SptWriter::create(&tmp, &provenance(meta)).map_err(err)?;
     let mut cb_err: Option<PyErr> = None;
-    let mut report = |f: f64| {
-        if cb_err.is_some() {
-            return;
-        }
-        if let Err(e) = py.check_signals() {
-            cb_err = Some(e);
-            return;
-        }
-        if let Some(cb) = &progress {
-            if let Err(e) = cb.call1(py, (f,)) {
-                cb_err = Some(e);
-            }
-        }
-    };
+    let mut report = |f: f64| forward_progress(py, &progress, &mut cb_err, |cb| cb.call1(py, (f,)));
     let r = tr::gen::generate(&p, &mut w, &mut report);
     if let Some(e) = cb_err {
         let _ = std::fs::remove_file(&tmp);

@@ -20,47 +20,40 @@ use crate::units::{Order, Pfn};
 /// Linux COMPACT_CLUSTER_MAX (= SWAP_CLUSTER_MAX, include/linux/swap.h): pages migrated per batch.
 pub const COMPACT_CLUSTER_MAX: usize = 32;
 
-/// Why a compaction run ended (Linux's `enum compact_result`, the outcomes that apply here).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum CompactResult {
-    /// A free block of the requested order exists now (or already did).
-    Success = 0,
-    /// The scanners met without producing one.
-    Complete,
-    /// Not worth trying: too few free frames for the order even if all were contiguous.
-    Skipped,
-}
-
-impl CompactResult {
-    pub const ALL: [CompactResult; 3] = [CompactResult::Success, CompactResult::Complete, CompactResult::Skipped];
-    pub fn name(self) -> &'static str {
-        ["success", "complete", "skipped"][self as usize]
+outcome! {
+    /// Why a compaction run ended (Linux's `enum compact_result`, the outcomes that apply here).
+    pub enum CompactResult {
+        /// A free block of the requested order exists now (or already did).
+        Success => "success",
+        /// The scanners met without producing one.
+        Complete => "complete",
+        /// Not worth trying: too few free frames for the order even if all were contiguous.
+        Skipped => "skipped",
     }
 }
 
-/// Why a collapse (promotion by copy) did or did not happen: khugepaged's `enum scan_result`
-/// (mm/khugepaged.c), the outcomes this model can produce.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum CollapseResult {
-    Succeed = 0,
-    /// No page table covers the range: nothing mapped (SCAN_PMD_NULL).
-    PmdNull,
-    /// Already mapped by a page of the target size or larger (SCAN_PMD_MAPPED).
-    PmdMapped,
-    /// More unmapped base pages than max_ptes_none (SCAN_EXCEED_NONE_PTE).
-    ExceedNonePte,
-    /// The aligned range is not inside one suitable VMA (SCAN_VMA_CHECK).
-    VmaCheck,
-    /// Part of the range is mapped by pages this collapse cannot take (SCAN_PAGE_COMPOUND).
-    PageCompound,
-    /// No free block of the target order, even after compaction (SCAN_ALLOC_HUGE_PAGE_FAIL).
-    AllocHugePageFail,
-    /// More base pages shared with another process than max_ptes_shared (SCAN_EXCEED_SHARED_PTE).
-    ExceedSharedPte,
-    /// More swapped-out base pages than max_ptes_swap (SCAN_EXCEED_SWAP_PTE).
-    ExceedSwapPte,
+outcome! {
+    /// Why a collapse (promotion by copy) did or did not happen: khugepaged's `enum scan_result`
+    /// (mm/khugepaged.c), the outcomes this model can produce.
+    pub enum CollapseResult {
+        Succeed => "succeed",
+        /// No page table covers the range: nothing mapped (SCAN_PMD_NULL).
+        PmdNull => "pmd_null",
+        /// Already mapped by a page of the target size or larger (SCAN_PMD_MAPPED).
+        PmdMapped => "pmd_mapped",
+        /// More unmapped base pages than max_ptes_none (SCAN_EXCEED_NONE_PTE).
+        ExceedNonePte => "exceed_none_pte",
+        /// The aligned range is not inside one suitable VMA (SCAN_VMA_CHECK).
+        VmaCheck => "vma_check",
+        /// Part of the range is mapped by pages this collapse cannot take (SCAN_PAGE_COMPOUND).
+        PageCompound => "page_compound",
+        /// No free block of the target order, even after compaction (SCAN_ALLOC_HUGE_PAGE_FAIL).
+        AllocHugePageFail => "alloc_huge_page_fail",
+        /// More base pages shared with another process than max_ptes_shared (SCAN_EXCEED_SHARED_PTE).
+        ExceedSharedPte => "exceed_shared_pte",
+        /// More swapped-out base pages than max_ptes_swap (SCAN_EXCEED_SWAP_PTE).
+        ExceedSwapPte => "exceed_swap_pte",
+    }
 }
 
 /// khugepaged's limits on what a range may hold and still be collapsed, in base pages.
@@ -76,32 +69,6 @@ impl CollapseLimits {
     pub const ANY: CollapseLimits = CollapseLimits { max_none: u64::MAX, max_swap: u64::MAX, max_shared: u64::MAX };
 }
 
-impl CollapseResult {
-    pub const ALL: [CollapseResult; 9] = [
-        CollapseResult::Succeed,
-        CollapseResult::PmdNull,
-        CollapseResult::PmdMapped,
-        CollapseResult::ExceedNonePte,
-        CollapseResult::VmaCheck,
-        CollapseResult::PageCompound,
-        CollapseResult::AllocHugePageFail,
-        CollapseResult::ExceedSharedPte,
-        CollapseResult::ExceedSwapPte,
-    ];
-    pub fn name(self) -> &'static str {
-        [
-            "succeed",
-            "pmd_null",
-            "pmd_mapped",
-            "exceed_none_pte",
-            "vma_check",
-            "page_compound",
-            "alloc_huge_page_fail",
-            "exceed_shared_pte",
-            "exceed_swap_pte",
-        ][self as usize]
-    }
-}
 
 /// Persistent scanner positions and counters.
 #[derive(Clone, Debug, Default)]
@@ -110,7 +77,7 @@ pub struct Compaction {
     migrate_pfn: u64,
     /// One past the last pageblock the free scanner has not yet taken (0 = top of memory).
     free_pfn: u64,
-    pub runs: [u64; 3],
+    pub runs: [u64; CompactResult::ALL.len()],
     pub pages_migrated: u64,
     pub bytes_migrated: u64,
     /// Bytes copied (migration and collapse) by work the program waits for (direct
@@ -122,7 +89,7 @@ pub struct Compaction {
     /// Pageblocks the migrate scanner passed over because they are not movable.
     pub pageblocks_skipped: u64,
     /// Collapses by outcome (CollapseResult index).
-    pub collapse: [u64; 9],
+    pub collapse: [u64; CollapseResult::ALL.len()],
     pub bytes_copied: u64,
 }
 
@@ -405,17 +372,7 @@ impl Os {
             mmu.invalidate(t.start, asid, t.size_idx);
         }
         self.release(pi, &removed);
-        let ok = self.procs[pi].pt.map(start, si, new);
-        debug_assert!(ok, "collapse target still mapped after unmapping it");
-        self.phys.set_owner(new, Owner::anon(pi, start >> self.base.shift()));
-        self.procs[pi].resident[si as usize] += 1;
-        if self.swap_total > 0 {
-            let r = self.page_ref(pi, start, si);
-            self.replacement.on_insert(r);
-        }
-        self.settle_pt_with(pi, Some(mmu));
-        mmu.flush_pwc();
-        mmu.live_sizes |= 1 << si;
+        self.install_large_page(pi, start, si, new, mmu);
         self.compaction.bytes_copied += mapped;
         self.note_copy(mapped);
         let mapped = mapped + swapped_bytes;

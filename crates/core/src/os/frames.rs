@@ -493,6 +493,12 @@ impl PhysMem {
         let (pfn, o) = (pfn.0, order.0);
         debug_assert!(self.is_head(pfn), "free of a non-head frame {pfn:#x}");
         debug_assert_eq!(self.order[pfn as usize], o, "free with the wrong order at {pfn:#x}");
+        self.mark_block_free(pfn, o);
+        self.merge_in(pfn, o);
+    }
+
+    /// The frames of the allocated block at `pfn` become free (not yet on any list).
+    fn mark_block_free(&mut self, pfn: u64, o: u8) {
         let kind = self.kind_of(pfn);
         debug_assert!(kind != FrameKind::Free && kind != FrameKind::Reserved, "double free at {pfn:#x}");
         let n = 1usize << o;
@@ -500,7 +506,6 @@ impl PhysMem {
         self.owner[pfn as usize] = 0;
         self.used_by_kind[kind as usize] -= n as u64;
         self.used_by_kind[0] += n as u64;
-        self.merge_in(pfn, o);
     }
 
     /// Free many blocks at once (process exit, a large unmap): sorted by frame, runs of
@@ -515,14 +520,8 @@ impl PhysMem {
             while i < blocks.len() && blocks[i].0 == end {
                 let (pfn, o) = blocks[i];
                 debug_assert!(self.is_head(pfn) && self.order[pfn as usize] == o, "free_many of a non-block at {pfn:#x}");
-                let kind = self.kind_of(pfn);
-                debug_assert!(kind != FrameKind::Free && kind != FrameKind::Reserved, "double free at {pfn:#x}");
-                let n = 1usize << o;
-                self.kind[pfn as usize..pfn as usize + n].fill(FrameKind::Free as u8);
-                self.owner[pfn as usize] = 0;
-                self.used_by_kind[kind as usize] -= n as u64;
-                self.used_by_kind[0] += n as u64;
-                end += n as u64;
+                self.mark_block_free(pfn, o);
+                end += 1u64 << o;
                 i += 1;
             }
             // [start, end) is now free frames outside any list: insert maximal aligned pieces,

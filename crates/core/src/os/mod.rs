@@ -10,6 +10,23 @@
 //! The OS memory manager (buddy allocator, page cache, COW, reclaim, compaction) replaces these
 //! behind the same interfaces.
 
+/// A typed outcome of a mechanism or decision: an enum whose variants each have the name their
+/// counter carries (`<mechanism>.<name>`), with `ALL` to enumerate them.
+macro_rules! outcome {
+    ($(#[$m:meta])* pub enum $name:ident { $($(#[$vm:meta])* $var:ident => $s:literal,)+ }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[repr(u8)]
+        pub enum $name { $($(#[$vm])* $var,)+ }
+        impl $name {
+            pub const ALL: [$name; [$($s),+].len()] = [$($name::$var),+];
+            pub fn name(self) -> &'static str {
+                [$($s),+][self as usize]
+            }
+        }
+    };
+}
+
 pub mod compact;
 pub mod cow;
 pub mod filemap;
@@ -90,30 +107,17 @@ impl Process {
     }
 }
 
-/// Why a request to map a page did or did not succeed (every outcome is counted).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum MapOutcome {
-    Mapped = 0,
-    /// No free aligned extent of that size.
-    NoContiguousExtent,
-    /// Part of the aligned range is already mapped with smaller pages.
-    OverlapsMapping,
-    /// The aligned page would reach outside the VMA.
-    CrossesVma,
-}
-
-impl MapOutcome {
-    pub fn name(self) -> &'static str {
-        match self {
-            MapOutcome::Mapped => "mapped",
-            MapOutcome::NoContiguousExtent => "no_contiguous_extent",
-            MapOutcome::OverlapsMapping => "overlaps_mapping",
-            MapOutcome::CrossesVma => "crosses_vma",
-        }
+outcome! {
+    /// Why a request to map a page did or did not succeed (every outcome is counted).
+    pub enum MapOutcome {
+        Mapped => "mapped",
+        /// No free aligned extent of that size.
+        NoContiguousExtent => "no_contiguous_extent",
+        /// Part of the aligned range is already mapped with smaller pages.
+        OverlapsMapping => "overlaps_mapping",
+        /// The aligned page would reach outside the VMA.
+        CrossesVma => "crosses_vma",
     }
-    pub const ALL: [MapOutcome; 4] =
-        [MapOutcome::Mapped, MapOutcome::NoContiguousExtent, MapOutcome::OverlapsMapping, MapOutcome::CrossesVma];
 }
 
 #[derive(Clone, Debug, Default)]
@@ -122,7 +126,7 @@ pub struct OsCounters {
     pub faults_by_size: [u64; MAX_SIZES],
     pub zeroed_bytes: u64,
     /// map attempts by (size index, outcome index).
-    pub map_outcomes: [[u64; 4]; MAX_SIZES],
+    pub map_outcomes: [[u64; MapOutcome::ALL.len()]; MAX_SIZES],
     pub segv: u64,
     pub accesses_dropped: u64,
     pub vmas_inferred: u64,

@@ -14,57 +14,36 @@ use super::Os;
 use crate::mmu::Mmu;
 use crate::units::{Order, Pfn};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum PromoteResult {
-    Promoted = 0,
-    /// Some base page of the range is not mapped.
-    NotFullyPopulated,
-    /// The frames are not contiguous and aligned (a copy would be needed).
-    NotContiguous,
-    /// The range is not inside one VMA.
-    CrossesVma,
-    /// Already mapped by a page of this size or larger.
-    AlreadyLarger,
-    /// Some page is shared with another process (copy-on-write).
-    Shared,
-}
-
-impl PromoteResult {
-    pub const ALL: [PromoteResult; 6] = [
-        PromoteResult::Promoted,
-        PromoteResult::NotFullyPopulated,
-        PromoteResult::NotContiguous,
-        PromoteResult::CrossesVma,
-        PromoteResult::AlreadyLarger,
-        PromoteResult::Shared,
-    ];
-    pub fn name(self) -> &'static str {
-        ["promoted", "not_fully_populated", "not_contiguous", "crosses_vma", "already_larger", "shared"][self as usize]
+outcome! {
+    pub enum PromoteResult {
+        Promoted => "promoted",
+        /// Some base page of the range is not mapped.
+        NotFullyPopulated => "not_fully_populated",
+        /// The frames are not contiguous and aligned (a copy would be needed).
+        NotContiguous => "not_contiguous",
+        /// The range is not inside one VMA.
+        CrossesVma => "crosses_vma",
+        /// Already mapped by a page of this size or larger.
+        AlreadyLarger => "already_larger",
+        /// Some page is shared with another process (copy-on-write) or with the page cache.
+        Shared => "shared",
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum DemoteResult {
-    Demoted = 0,
-    /// Nothing of a larger size is mapped there.
-    NotMapped,
-    /// Shared with another process: demoting one mapping would split the block under it.
-    Shared,
-}
-
-impl DemoteResult {
-    pub const ALL: [DemoteResult; 3] = [DemoteResult::Demoted, DemoteResult::NotMapped, DemoteResult::Shared];
-    pub fn name(self) -> &'static str {
-        ["demoted", "not_mapped", "shared"][self as usize]
+outcome! {
+    pub enum DemoteResult {
+        Demoted => "demoted",
+        /// Nothing of a larger size is mapped there.
+        NotMapped => "not_mapped",
+        /// Shared with another process: demoting one mapping would split the block under it.
+        Shared => "shared",
     }
 }
 
 #[derive(Clone, Debug)]
 pub struct PromoteCounters {
-    pub promote: [u64; 6],
-    pub demote: [u64; 3],
+    pub promote: [u64; PromoteResult::ALL.len()],
+    pub demote: [u64; DemoteResult::ALL.len()],
     /// mTHP folios mapped, and attempts that fell back, per order.
     pub folio_alloc: [u64; 21],
     pub folio_fallback: [u64; 21],
@@ -72,7 +51,7 @@ pub struct PromoteCounters {
 
 impl Default for PromoteCounters {
     fn default() -> Self {
-        PromoteCounters { promote: [0; 6], demote: [0; 3], folio_alloc: [0; 21], folio_fallback: [0; 21] }
+        PromoteCounters { promote: [0; PromoteResult::ALL.len()], demote: [0; DemoteResult::ALL.len()], folio_alloc: [0; 21], folio_fallback: [0; 21] }
     }
 }
 
@@ -175,9 +154,17 @@ impl Os {
                 self.replacement.on_remove(r);
             }
         }
-        let ok = self.procs[pi].pt.map(start, si, Pfn(first));
-        debug_assert!(ok, "promotion target still mapped");
-        self.phys.set_owner(Pfn(first), Owner::anon(pi, start >> shift));
+        self.install_large_page(pi, start, si, Pfn(first), mmu);
+        PromoteResult::Promoted
+    }
+
+    /// Map the block at `pfn` as one page of size `si` at `start`, where the smaller pages
+    /// were just taken down (a promotion, in place or by copy): owner, counters, replacement,
+    /// page-table frames, and the page-walk caches that cached the old tables.
+    pub(crate) fn install_large_page(&mut self, pi: usize, start: u64, si: u32, pfn: Pfn, mmu: &mut Mmu) {
+        let ok = self.procs[pi].pt.map(start, si, pfn);
+        debug_assert!(ok, "promotion target still mapped after unmapping it");
+        self.phys.set_owner(pfn, Owner::anon(pi, start >> self.base.shift()));
         self.procs[pi].resident[si as usize] += 1;
         if self.swap_total > 0 {
             let r = self.page_ref(pi, start, si);
@@ -186,7 +173,6 @@ impl Os {
         self.settle_pt_with(pi, Some(mmu));
         mmu.flush_pwc();
         mmu.live_sizes |= 1 << si;
-        PromoteResult::Promoted
     }
 
     /// Mechanism: demote the page mapping `va` in process `pi` into pages of size `to`.

@@ -93,10 +93,10 @@ pub struct LinuxThp {
     fault_alloc: u64,
     fault_fallback: u64,
     kcompactd_wakes: u64,
-    kcompactd_runs: [u64; 3],
+    kcompactd_runs: [u64; CompactResult::ALL.len()],
     khugepaged_passes: u64,
     khugepaged_pages_scanned: u64,
-    scan: [u64; 9],
+    scan: [u64; CollapseResult::ALL.len()],
 }
 
 fn mode(key: &str, v: &str, inherit: Option<Mode>) -> Result<Mode> {
@@ -210,10 +210,10 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
         fault_alloc: 0,
         fault_fallback: 0,
         kcompactd_wakes: 0,
-        kcompactd_runs: [0; 3],
+        kcompactd_runs: [0; CompactResult::ALL.len()],
         khugepaged_passes: 0,
         khugepaged_pages_scanned: 0,
-        scan: [0; 9],
+        scan: [0; CollapseResult::ALL.len()],
     }))
 }
 
