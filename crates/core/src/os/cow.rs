@@ -77,6 +77,18 @@ impl Os {
     /// one maps any more, keep the counters.
     pub(crate) fn release(&mut self, pi: usize, removed: &[Translation]) {
         let mut blocks = Vec::with_capacity(removed.len());
+        if self.shared.is_empty() && self.file_mappers.is_empty() && self.swap_total == 0 {
+            // Nothing is shared and nothing tracked: every page owns its block outright, and
+            // the frame table need not be read page by page (process exit on a large table).
+            for t in removed {
+                self.procs[pi].resident[t.size_idx as usize] -= 1;
+                self.procs[pi].cow_pages -= t.cow as u64;
+                blocks.push((t.pfn.0, self.order_of(t.size_idx).0));
+            }
+            self.counters.pages_freed += blocks.len() as u64;
+            self.phys.free_many(&mut blocks);
+            return;
+        }
         for t in removed {
             self.procs[pi].resident[t.size_idx as usize] -= 1;
             if t.cow {
