@@ -15,7 +15,7 @@ WORKLOADS = [
     ("transpose", "transpose", {"accesses": 2_000_000}),
 ]
 MACHINES = ["skylake", "zen3"]
-POLICIES = ["base", "fixed:2MiB", "fixed:1GiB"]
+POLICIES = ["base", "linux-thp", "fixed:2MiB", "fixed:1GiB"]
 
 
 def main(a) -> int:
