@@ -23,6 +23,7 @@
 //! largest free block of a fallback type, claiming the whole pageblock when the block is at
 //! least half a pageblock or the request is not movable (`can_steal_fallback`).
 
+use super::zeroed::ZeroedBuf;
 use crate::units::{Order, Pfn};
 
 pub const NIL: u32 = u32::MAX;
@@ -146,12 +147,12 @@ pub struct PhysMem {
     frames: u64,
     max_order: u8,
     pageblock_order: u8,
-    kind: Vec<u8>,
-    order: Vec<u8>,
-    next: Vec<u32>,
-    prev: Vec<u32>,
-    /// Raw `Owner` values (u64 so that the zeroed table comes from calloc, untouched).
-    owner: Vec<u64>,
+    kind: ZeroedBuf<u8>,
+    order: ZeroedBuf<u8>,
+    next: ZeroedBuf<u32>,
+    prev: ZeroedBuf<u32>,
+    /// Raw `Owner` values.
+    owner: ZeroedBuf<u64>,
     heads: [[u32; MAX_ORDER + 1]; 3],
     list_len: [[u64; MAX_ORDER + 1]; 3],
     pb_type: Vec<u8>,
@@ -178,11 +179,11 @@ impl PhysMem {
             frames,
             max_order,
             pageblock_order: pbo,
-            kind: vec![0; n],
-            order: vec![0; n],
-            next: vec![0; n],
-            prev: vec![0; n],
-            owner: vec![0u64; n],
+            kind: ZeroedBuf::new(n)?,
+            order: ZeroedBuf::new(n)?,
+            next: ZeroedBuf::new(n)?,
+            prev: ZeroedBuf::new(n)?,
+            owner: ZeroedBuf::new(n)?,
             heads: [[NIL; MAX_ORDER + 1]; 3],
             list_len: [[0; MAX_ORDER + 1]; 3],
             pb_type: vec![MigrateType::Movable as u8; pbs],

@@ -37,6 +37,7 @@ pub mod pagetable;
 pub mod prelude;
 pub mod promote;
 pub mod swap;
+pub mod zeroed;
 
 use crate::error::{Error, Result};
 use crate::mmu::{Mmu, MAX_SIZES};
