@@ -226,6 +226,17 @@ impl PageTable {
         }
     }
 
+    /// The last-level table holding `va`'s entry, if the region cache knows it.
+    #[inline(always)]
+    fn cached_last_level(&self, va: u64) -> Option<usize> {
+        if self.levels < 2 {
+            return None;
+        }
+        let region = va >> self.span_shift(2);
+        let (tag, node) = self.region_cache[region as usize & (REGION_CACHE - 1)].get();
+        (tag == region + 1).then_some(node as usize)
+    }
+
     #[inline(always)]
     fn last_level_size(&self, node: usize, va: u64) -> Option<u32> {
         let idx = self.index(va, 1);
@@ -300,6 +311,11 @@ impl PageTable {
         // leaves an empty table behind.)
         let mut node = 0usize;
         let mut level = self.levels;
+        if let Some(n) = self.cached_last_level(start) {
+            // The region's table is known (a fault right after the walk that missed).
+            node = n;
+            level = 1;
+        }
         while level > 1 {
             let idx = self.index(start, level);
             let e = self.nodes[self.slot(node, idx)];
