@@ -68,6 +68,8 @@ pub struct Engine {
     base_only: bool,
     /// The policy runs daemons (`Policy::tick`).
     ticks: bool,
+    /// The policy watches TLB misses (`Policy::on_tlb_miss`).
+    tlb_miss_hook: bool,
     /// Scenario runs: pids of the current source are its trace's pids plus `pid_base`; the
     /// last pid each source ran, to resume it at its next quantum.
     pid_base: u32,
@@ -85,6 +87,7 @@ impl Engine {
         }
         let base_only = cfg.fast_paths && policy.only_size() == Some(0);
         let ticks = policy.wants_tick();
+        let tlb_miss_hook = policy.wants_tlb_misses();
         let mmu = Mmu::new(machine);
         let os = Os::new(&mmu, cfg.memory, cfg.swap, &cfg.replacement)?;
         // No periodic samples when sample_every is 0: the first sample point is never reached.
@@ -108,6 +111,7 @@ impl Engine {
             started: false,
             base_only,
             ticks,
+            tlb_miss_hook,
             pid_base: 0,
             source: 0,
             source_pid: Vec::new(),
@@ -303,7 +307,9 @@ impl Engine {
         if self.os.swap_total > 0 {
             self.os.referenced(pi, a.addr);
         }
-        self.policy.on_tlb_miss(a.addr, 0);
+        if self.tlb_miss_hook {
+            self.policy.on_tlb_miss(a.addr, 0);
+        }
         Ok(Some(0))
     }
 
@@ -324,7 +330,9 @@ impl Engine {
         if self.os.swap_total > 0 {
             self.os.referenced(pi, a.addr);
         }
-        self.policy.on_tlb_miss(a.addr, si);
+        if self.tlb_miss_hook {
+            self.policy.on_tlb_miss(a.addr, si);
+        }
         Ok(Some(si))
     }
 

@@ -80,6 +80,10 @@ pub trait Policy: Send {
     fn on_fault(&mut self, f: &FaultInfo) -> FaultDecision;
     /// A last-level TLB miss that found a valid translation of size index `size_idx`.
     fn on_tlb_miss(&mut self, _va: u64, _size_idx: u32) {}
+    /// Whether `on_tlb_miss` does anything (the engine skips the call per miss otherwise).
+    fn wants_tlb_misses(&self) -> bool {
+        false
+    }
     /// A sampled access (for policies that watch access patterns).
     fn on_access_sampled(&mut self, _va: u64, _write: bool) {}
     /// The first write to a clean page.
