@@ -89,7 +89,15 @@ def print_result(r: api.Result) -> None:
         print(f"note     the trace has no address-space events: {c['os.vmas_inferred']} anonymous regions were inferred")
     for pid, why in r.killed.items():
         print(f"killed   process {pid}: {why}")
-    parts = ", ".join(f"{k.split('.')[1]} {human(c[k])}" for k in ("cycles.access", "cycles.tlb", "cycles.walk", "cycles.fault", "cycles.zero"))
+    parts = ", ".join(f"{k.split('.')[1]} {human(c[k])}" for k in ("cycles.access", "cycles.tlb", "cycles.walk", "cycles.fault",
+                                                                     "cycles.zero", "cycles.copy", "cycles.io") if k in c and (c[k] or k in ("cycles.access", "cycles.walk")))
+    os_line = [f"{label} {human(c[key])}" for key, label in (
+        ("policy.thp_fault_fallback", "THP fault fallbacks"), ("collapse.succeed", "collapses"),
+        ("compact.pages_migrated", "pages migrated"), ("faults.cow", "COW faults"), ("faults.major", "major faults"),
+        ("swap.out", "swapped out"), ("pagecache.evicted", "page cache evicted"), ("os.direct_reclaims", "direct reclaims"),
+    ) if c.get(key)]
+    if os_line:
+        print(f"os       {', '.join(os_line)}")
     print(f"cycles   {human(c['cycles.total'])} ({c['cycles.total'] / acc:.2f} per access): {parts}")
     print(f"pages    {mix_str(r.page_size_mix)} of {human(c['footprint.bytes'])}B resident at the end")
 
