@@ -1,14 +1,17 @@
-//! The OS side of the simulation: processes, their address spaces (VMAs) and page tables,
-//! physical frames, and the mechanisms policies use (map a page, unmap, free, zero).
+//! The OS memory manager: processes, their address spaces (VMAs) and page tables, physical
+//! memory, and the mechanisms every policy uses. docs/MODEL.md describes the whole model.
 //!
-//! This is the minimal OS model: demand paging of anonymous memory, enough for the `base` and
-//! `fixed` policies. What it simplifies, each documented in docs/MODEL.md:
-//! - fork gives the child the parent's VMAs but no pages (no copy-on-write sharing yet);
-//! - mremap moves the pages that stay aligned and drops the others (they fault again);
-//! - unmapping part of a superpage removes the whole superpage;
-//! - frames come from a non-fragmenting allocator, and there is no reclaim.
-//! The OS memory manager (buddy allocator, page cache, COW, reclaim, compaction) replaces these
-//! behind the same interfaces.
+//! Where things live: `frames` (frame table, buddy allocator, mobility grouping), `pagetable`
+//! (radix tables with mixed sizes), this file (processes, VMAs from trace events, demand paging,
+//! exit, watermarks, the validator), `cow` (fork and copy-on-write, reverse map of shared pages),
+//! `filemap` (file mappings), `pagecache` (files, CLOCK reclaim), `swap` (swap-out by the
+//! replacement policy, major faults), `compact` (compaction, promotion by copy), `promote`
+//! (promotion in place, demotion, mTHP folios), `fragmentation` (metrics), `prelude`
+//! (fragmentation preludes), `zeroed` (lazily committed zeroed arrays).
+//!
+//! What it simplifies (each listed in docs/MODEL.md): mremap drops pages that do not stay
+//! aligned; unmapping part of a superpage removes the whole superpage; reclaim keeps mapped
+//! page-cache pages; there is no file THP and no swap cache.
 
 /// A typed outcome of a mechanism or decision: an enum whose variants each have the name their
 /// counter carries (`<mechanism>.<name>`), with `ALL` to enumerate them.
