@@ -214,6 +214,7 @@ impl Results {
         c.insert("faults.cow".into(), oc.cow_faults);
         c.insert("faults.major".into(), oc.major_faults);
         c.insert("os.stack_growths".into(), oc.stack_growths);
+        c.insert("os.partial_unmaps_whole".into(), oc.partial_unmaps_whole);
         for r in crate::os::promote::PromoteResult::ALL {
             c.insert(format!("promote_in_place.{}", r.name()), e.os.promotions.promote[r as usize]);
         }

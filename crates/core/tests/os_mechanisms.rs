@@ -196,3 +196,22 @@ fn mthp_folios_are_contiguous_blocks_mapped_by_base_ptes() {
     assert_eq!(e.os.promotions.folio_fallback[2], 1, "the 16KiB range around it is still partly mapped");
     assert_eq!(e.os.procs[0].resident[0], 32, "one base page came back");
 }
+
+#[test]
+fn unmapping_part_of_a_superpage_splits_it() {
+    let mut e = engine("fixed:size=2MiB,fit=vma");
+    e.run_chunk(&chunk(&[ctx(1), mmap(4 << 20), store(BASE), store(BASE + (2 << 20))])).unwrap();
+    assert_eq!(e.os.procs[0].resident[1], 2);
+    // MADV_DONTNEED on one base page: the 2MB page becomes 511 base pages.
+    e.run_chunk(&chunk(&[Rec::E(Event::Madvise { addr: BASE + 8192, len: 4096, advice: MADV_DONTNEED })])).unwrap();
+    assert_eq!((e.os.procs[0].resident[0], e.os.procs[0].resident[1]), (511, 1));
+    assert_eq!(e.os.phys.frames_by_kind()[1], 511 + 512);
+    // munmap of the first 4KB of the second 2MB page: the VMA splits, the page splits.
+    e.run_chunk(&chunk(&[Rec::E(Event::Munmap { addr: BASE + (2 << 20), len: 4096 })])).unwrap();
+    assert_eq!((e.os.procs[0].resident[0], e.os.procs[0].resident[1]), (511 + 511, 0));
+    // The rest of it is still there: no fault on touching it.
+    let faults = e.os.counters.faults;
+    e.run_chunk(&chunk(&[load(BASE + (2 << 20) + 4096 * 9)])).unwrap();
+    assert_eq!(e.os.counters.faults, faults);
+    e.os.validate().unwrap();
+}

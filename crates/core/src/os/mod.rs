@@ -10,7 +10,7 @@
 //! (fragmentation preludes), `zeroed` (lazily committed zeroed arrays).
 //!
 //! What it simplifies (each listed in docs/MODEL.md): mremap drops pages that do not stay
-//! aligned; unmapping part of a superpage removes the whole superpage; reclaim keeps mapped
+//! aligned; unmapping part of a shared superpage removes all of it; reclaim keeps mapped
 //! page-cache pages; there is no file THP and no swap cache.
 
 /// A typed outcome of a mechanism or decision: an enum whose variants each have the name their
@@ -152,6 +152,8 @@ pub struct OsCounters {
     /// Faults that read a page back from swap.
     pub major_faults: u64,
     pub stack_growths: u64,
+    /// Partial unmaps of a shared superpage, which removed all of it.
+    pub partial_unmaps_whole: u64,
     /// File mmaps whose descriptor the trace never opened (served as anonymous memory).
     pub file_mmaps_unknown_fd: u64,
     /// Faults on file mappings: the page was in the page cache (minor) or read from disk (major).
@@ -396,6 +398,23 @@ impl Os {
     /// Mechanism: unmap every page overlapping the range, free its frames, shoot down its TLB
     /// entries.
     pub fn unmap_range(&mut self, pi: usize, start: u64, len: u64, mmu: &mut Mmu) {
+        // A superpage that straddles an end of the range is split first (Linux splits the THP
+        // and unmaps only the part asked for); the rest of it stays mapped with base pages.
+        // A shared superpage cannot be split under one mapping: it goes whole (counted).
+        let end = start.saturating_add(len);
+        for edge in [start, end.saturating_sub(1)] {
+            if let Some(t) = self.procs[pi].pt.lookup(edge) {
+                let size = self.sizes[t.size_idx as usize].bytes();
+                let (ts, te) = (t.start, t.start + size);
+                // Only what stays inside a VMA is kept (Romer's FIXED may map past a VMA).
+                let keep = (ts >= start || self.covered(pi, ts, start)) && (te <= end || self.covered(pi, end, te));
+                if t.size_idx > 0 && (ts < start || te > end) && keep {
+                    if self.demote(pi, edge, 0, mmu) != promote::DemoteResult::Demoted {
+                        self.counters.partial_unmaps_whole += 1;
+                    }
+                }
+            }
+        }
         let mut removed = std::mem::take(&mut self.scratch);
         removed.clear();
         self.procs[pi].pt.unmap_range(start, len, &mut removed);
@@ -409,6 +428,18 @@ impl Os {
         }
         self.scratch = removed;
         self.drop_swapped(pi, start, start.saturating_add(len));
+    }
+
+    /// Whether VMAs cover all of [a, b).
+    fn covered(&self, pi: usize, a: u64, b: u64) -> bool {
+        let mut at = a;
+        while at < b {
+            match self.procs[pi].find_vma(at) {
+                Some(v) => at = v.end,
+                None => return false,
+            }
+        }
+        true
     }
 
     /// Insert a VMA, replacing whatever it overlaps (MAP_FIXED semantics).
