@@ -166,14 +166,8 @@ impl Os {
         }
         let order = self.order_of(t.size_idx);
         let bytes = self.sizes[t.size_idx as usize].bytes();
-        let new = match self.phys.alloc(order, FrameKind::Anon) {
-            Some(p) => Some(p),
-            None => {
-                self.counters.direct_reclaims += 1;
-                self.cache.reclaim(&mut self.phys, &self.file_mappers, super::pagecache::SWAP_CLUSTER_MAX << order.0.min(9));
-                self.phys.alloc(order, FrameKind::Anon)
-            }
-        };
+        // Page cache only (no swap) before falling back to base pages below.
+        let new = self.alloc_reclaiming(order, FrameKind::Anon, None);
         self.remove_mapper(t.pfn.0, me);
         self.procs[pi].cow_pages -= 1;
         self.counters.cow_copies += 1;

@@ -81,18 +81,7 @@ impl Os {
             return true;
         }
         // Private: copy into an anonymous page.
-        let new = match self.phys.alloc(Order(0), FrameKind::Anon) {
-            Some(p) => p,
-            None => {
-                if self.cache.reclaim(&mut self.phys, &self.file_mappers, super::pagecache::SWAP_CLUSTER_MAX) == 0 {
-                    self.swap_out(super::pagecache::SWAP_CLUSTER_MAX as u64, mmu);
-                }
-                match self.phys.alloc(Order(0), FrameKind::Anon) {
-                    Some(p) => p,
-                    None => return false,
-                }
-            }
-        };
+        let Some(new) = self.alloc_reclaiming(Order(0), FrameKind::Anon, Some(mmu)) else { return false };
         self.unlist_file_mapper(t.pfn.0, Owner::anon(pi, t.start >> self.base.shift()));
         self.procs[pi].pt.rewrite(t.start, t.size_idx, new, false);
         self.phys.set_owner(new, Owner::anon(pi, t.start >> self.base.shift()));

@@ -222,9 +222,6 @@ impl PhysMem {
     pub fn pageblock_type(&self, pb: usize) -> MigrateType {
         MigrateType::ALL[self.pb_type[pb] as usize]
     }
-    pub fn pageblock_free(&self, pb: usize) -> u32 {
-        self.pb_free[pb]
-    }
     /// Frames in use by kind (index = FrameKind as usize; index 0 counts free frames).
     pub fn frames_by_kind(&self) -> [u64; 6] {
         self.used_by_kind
@@ -232,9 +229,6 @@ impl PhysMem {
     /// Free blocks per order (all migrate types).
     pub fn free_blocks(&self, order: u8) -> u64 {
         (0..3).map(|t| self.list_len[t][order as usize]).sum()
-    }
-    pub fn free_blocks_of(&self, mt: MigrateType, order: u8) -> u64 {
-        self.list_len[mt as usize][order as usize]
     }
 
     #[inline]

@@ -321,22 +321,29 @@ impl Os {
         }
         let created = std::mem::take(&mut self.procs[pi].pt.created);
         for n in created {
-            let mut f = self.phys.alloc(Order(0), FrameKind::PageTable);
-            if f.is_none() {
-                self.counters.direct_reclaims += 1;
-                if self.cache.reclaim(&mut self.phys, &self.file_mappers, pagecache::SWAP_CLUSTER_MAX) == 0 {
-                    if let Some(m) = mmu.as_deref_mut() {
-                        self.swap_out(pagecache::SWAP_CLUSTER_MAX as u64, m);
-                    }
-                }
-                f = self.phys.alloc(Order(0), FrameKind::PageTable);
-            }
-            match f {
+            match self.alloc_reclaiming(Order(0), FrameKind::PageTable, mmu.as_deref_mut()) {
                 Some(f) => self.procs[pi].pt.set_node_frame(n, f.0),
                 None => ok = false,
             }
         }
         ok
+    }
+
+    /// Allocate a block; if none is free, reclaim directly (page cache first, then, with the
+    /// MMU at hand for shootdowns, swap) about SWAP_CLUSTER_MAX pages per base page of the
+    /// block, and try once more. Counted in `os.direct_reclaims`.
+    pub(crate) fn alloc_reclaiming(&mut self, order: Order, kind: FrameKind, mmu: Option<&mut Mmu>) -> Option<Pfn> {
+        if let Some(p) = self.phys.alloc(order, kind) {
+            return Some(p);
+        }
+        self.counters.direct_reclaims += 1;
+        let want = pagecache::SWAP_CLUSTER_MAX << order.0.min(9);
+        if self.cache.reclaim(&mut self.phys, &self.file_mappers, want) == 0 {
+            if let Some(m) = mmu {
+                self.swap_out(want as u64, m);
+            }
+        }
+        self.phys.alloc(order, kind)
     }
 
     pub fn order_of(&self, si: u32) -> Order {
@@ -357,21 +364,14 @@ impl Os {
                 // Part of the range is in swap: a larger page would lose it.
                 return MapOutcome::OverlapsMapping;
             }
-            let pfn = match self.phys.alloc(self.order_of(si), FrameKind::Anon) {
-                Some(p) => p,
-                None if si == 0 => {
-                    // Direct reclaim: page cache first, then swap; then one more try.
-                    self.counters.direct_reclaims += 1;
-                    if self.cache.reclaim(&mut self.phys, &self.file_mappers, pagecache::SWAP_CLUSTER_MAX) == 0 {
-                        self.swap_out(pagecache::SWAP_CLUSTER_MAX as u64, mmu);
-                    }
-                    match self.phys.alloc(Order(0), FrameKind::Anon) {
-                        Some(p) => p,
-                        None => return MapOutcome::NoContiguousExtent,
-                    }
-                }
-                None => return MapOutcome::NoContiguousExtent,
+            // A base page may reclaim (page cache, then swap); a larger one only takes what is
+            // free (the policy decides about compaction).
+            let got = if si == 0 {
+                self.alloc_reclaiming(Order(0), FrameKind::Anon, Some(mmu))
+            } else {
+                self.phys.alloc(self.order_of(si), FrameKind::Anon)
             };
+            let Some(pfn) = got else { return MapOutcome::NoContiguousExtent };
             if !self.procs[pi].pt.map(start, si, pfn) {
                 self.phys.free(pfn, self.order_of(si));
                 return MapOutcome::OverlapsMapping;
@@ -751,7 +751,7 @@ impl Os {
             if k >= old && to & (size - 1) == 0 && to + size <= new + new_len {
                 self.procs[pi].swapped.insert(to, e);
             } else {
-                self.drop_entry(e);
+                self.slot_put(e.slot);
             }
         }
         let mut moved = Vec::new();

@@ -61,13 +61,9 @@ impl PageCache {
     }
 
     /// Read (or write) page `index` of `file`: a hit marks it referenced; a miss allocates a
-    /// frame, reclaiming if memory is short. Returns false if no frame could be had.
-    pub fn access(&mut self, phys: &mut PhysMem, mapped: &HashMap<u64, Vec<Owner>>, file: u32, index: u64, write: bool) -> bool {
-        self.access_with(phys, mapped, file, index, write, u64::MAX)
-    }
-
-    /// `access`, keeping at least `reserve` frames free by reclaiming first (the page cache
-    /// grows only while free memory is above the low watermark).
+    /// frame, reclaiming if memory is short, and first whenever free frames are at or below
+    /// `reserve` (the page cache grows only above the low watermark; `u64::MAX`: never).
+    /// Returns false if no frame could be had.
     #[allow(clippy::too_many_arguments)]
     pub fn access_with(&mut self, phys: &mut PhysMem, mapped: &HashMap<u64, Vec<Owner>>, file: u32, index: u64, write: bool, reserve: u64) -> bool {
         if reserve != u64::MAX && phys.free_frames() <= reserve && self.cached > 0 {
@@ -157,9 +153,5 @@ impl PageCache {
         self.files.iter().enumerate().flat_map(|(fi, f)| {
             f.pages.iter().enumerate().filter(|(_, &p)| p != NIL).map(move |(i, &p)| (fi as u32, i as u64, p as u64))
         })
-    }
-
-    pub fn written_back_pages(&self) -> u64 {
-        self.counters.written_back
     }
 }

@@ -198,30 +198,18 @@ impl PageTable {
     /// last-level entry when the node's leaf bitmap and summary answer (it holds one size).
     #[inline]
     pub fn size_at(&self, va: u64) -> Option<u32> {
-        if self.levels > 1 {
-            let region = va >> self.span_shift(2);
-            let slot = &self.region_cache[region as usize & (REGION_CACHE - 1)];
-            let (tag, node) = slot.get();
-            if tag == region + 1 {
-                return self.last_level_size(node as usize, va);
-            }
-            if let Descent::LastLevel(node) = self.descend(va) {
-                slot.set((region + 1, node as u32));
-                return self.last_level_size(node, va);
-            }
+        if let Some(node) = self.cached_last_level(va) {
+            return self.last_level_size(node, va);
         }
         match self.descend(va) {
             Descent::Absent => None,
             Descent::Leaf(e) => Some(((e >> SIZE_SHIFT) & 0xf) as u32),
             Descent::LastLevel(node) => {
-                let idx = self.index(va, 1);
-                let m = self.meta[node];
-                if m & META_MIXED == 0 {
-                    let w = self.leaf_bits[node * self.words_per_node + idx / 64];
-                    return (w >> (idx % 64) & 1 != 0).then_some((m >> META_SIZE_SHIFT) & 0xf);
+                if self.levels > 1 {
+                    let region = va >> self.span_shift(2);
+                    self.region_cache[region as usize & (REGION_CACHE - 1)].set((region + 1, node as u32));
                 }
-                let e = self.nodes[self.slot(node, idx)];
-                (e & PRESENT != 0).then_some(((e >> SIZE_SHIFT) & 0xf) as u32)
+                self.last_level_size(node, va)
             }
         }
     }

@@ -52,7 +52,7 @@ impl Os {
     }
 
     /// One entry referencing `slot` is gone; the slot is freed with its last entry.
-    fn slot_put(&mut self, slot: u64) {
+    pub(crate) fn slot_put(&mut self, slot: u64) {
         let e = self.swap_slots.get_mut(&slot).expect("swap entry without a slot");
         e.0 -= 1;
         if e.0 == 0 {
@@ -60,11 +60,6 @@ impl Os {
             self.swap_slots.remove(&slot);
             self.swap_used -= pages;
         }
-    }
-
-    /// An entry taken out of a process is dropped.
-    pub(crate) fn drop_entry(&mut self, e: SwapEntry) {
-        self.slot_put(e.slot);
     }
 
     /// Another entry now references `slot` (fork, mremap copies).
