@@ -16,7 +16,11 @@ apt_install() {
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
-command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)   # lackey traces in the tests
+command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)   # lackey traces, capture --lackey
+command -v qemu-x86_64 >/dev/null 2>&1 || need_apt+=(qemu-user) # capture: runs programs with our TCG plugin
+command -v gzip >/dev/null 2>&1 || need_apt+=(gzip)             # real programs in the workload suite
+command -v bzip2 >/dev/null 2>&1 || need_apt+=(bzip2)
+command -v sqlite3 >/dev/null 2>&1 || need_apt+=(sqlite3)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 # Python headers: pycachesim (the test peer) compiles a C extension.
 python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null \

@@ -618,6 +618,93 @@ fn tlb_only(py: Python<'_>, addresses: &[u8], entries: u32, ways: u32, page_size
     }))
 }
 
+/// The receiving end of a capture (the qemu-user plugin's socket), writing an .spt file on a
+/// thread of its own while Python runs and watches the traced program.
+#[pyclass]
+struct CaptureSession {
+    progress: std::sync::Arc<tr::capture::Progress>,
+    worker: Option<std::thread::JoinHandle<(tr::capture::Receiver, core::Result<()>)>>,
+}
+
+#[pymethods]
+impl CaptureSession {
+    /// `fd`: the receiving socket; `root_pid`: the host pid of the traced command;
+    /// `meta`: provenance for the trace header (JSON object text).
+    #[new]
+    fn new(fd: i32, out: &str, root_pid: u32, meta: &str) -> PyResult<Self> {
+        let extra: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(meta).map_err(|e| usage(format!("capture metadata is not a JSON object: {e}")))?;
+        let mut prov = provenance(BTreeMap::new());
+        prov.extend(extra);
+        let mut rx = tr::capture::Receiver::create(out, &prov, root_pid).map_err(err)?;
+        let progress = std::sync::Arc::new(tr::capture::Progress::default());
+        let p = progress.clone();
+        let worker = std::thread::Builder::new()
+            .name("spt-capture".into())
+            .spawn(move || {
+                let r = rx.receive(fd, &p);
+                (rx, r)
+            })
+            .map_err(|e| usage(format!("cannot start the capture thread: {e}")))?;
+        Ok(CaptureSession { progress, worker: Some(worker) })
+    }
+
+    /// (accesses, packets, bytes received, receiving finished, writing failed)
+    fn progress(&self) -> (u64, u64, u64, bool, bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let p = &self.progress;
+        let done = self.worker.as_ref().map_or(true, |w| w.is_finished());
+        (p.accesses.load(Relaxed), p.packets.load(Relaxed), p.bytes_in.load(Relaxed), done, p.write_failed.load(Relaxed))
+    }
+
+    /// Stop receiving (the program is being stopped); `finish` follows.
+    fn stop(&self) {
+        self.progress.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Wait for the receiving thread, end the trace, and report.
+    #[pyo3(signature = (interrupted=false))]
+    fn finish(&mut self, py: Python<'_>, interrupted: bool) -> PyResult<PyObject> {
+        let w = self.worker.take().ok_or_else(|| usage("capture already finished".into()))?;
+        let (rx, recv) = py.allow_threads(|| w.join()).map_err(|_| usage("the capture thread panicked".into()))?;
+        let stream_error = recv.err().map(|e| e.to_string());
+        let s = py.allow_threads(|| rx.finish(interrupted || stream_error.is_some())).map_err(err)?;
+        let d = PyDict::new(py);
+        d.set_item("records", s.write.records)?;
+        d.set_item("accesses", s.write.accesses)?;
+        d.set_item("chunks", s.write.chunks)?;
+        d.set_item("bytes", s.write.bytes)?;
+        d.set_item("processes", s.processes)?;
+        d.set_item("threads", s.threads)?;
+        d.set_item("packets", s.packets)?;
+        d.set_item("orphans", s.orphans)?;
+        d.set_item("truncated", s.truncated)?;
+        d.set_item("write_error", s.write_error)?;
+        d.set_item("stream_error", stream_error)?;
+        let ends = PyList::empty(py);
+        for (pid, host, end) in s.endings {
+            let e = PyDict::new(py);
+            e.set_item("pid", pid)?;
+            e.set_item("host_pid", host)?;
+            match end {
+                Some(tr::capture::Ending::Exit(c)) => {
+                    e.set_item("end", "exit")?;
+                    e.set_item("code", c)?;
+                }
+                Some(tr::capture::Ending::Exec(p)) => {
+                    e.set_item("end", "exec")?;
+                    e.set_item("program", p)?;
+                }
+                Some(tr::capture::Ending::Signal) => e.set_item("end", "signal")?,
+                None => e.set_item("end", "cut")?,
+            }
+            ends.append(e)?;
+        }
+        d.set_item("endings", ends)?;
+        Ok(d.into())
+    }
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SuperpagerError", m.py().get_type::<SuperpagerError>())?;
@@ -636,5 +723,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Simulation>()?;
     m.add_class::<ScenarioRun>()?;
     m.add_class::<TraceDumper>()?;
+    m.add_class::<CaptureSession>()?;
     Ok(())
 }

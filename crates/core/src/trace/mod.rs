@@ -6,6 +6,7 @@
 //! instruction-count marks). Accesses belong to the process and thread named by the latest
 //! `Context` event.
 
+pub mod capture;
 pub mod champsim;
 pub mod gen;
 pub mod lackey;

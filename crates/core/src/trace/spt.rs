@@ -270,6 +270,11 @@ impl<W: Write> SptWriter<W> {
 
     /// Write the index and trailer; the file is complete only after this.
     pub fn finish(mut self) -> Result<WriteSummary> {
+        self.close_out()?;
+        Ok(self.summary)
+    }
+
+    fn close_out(&mut self) -> Result<()> {
         self.flush_pending()?;
         // A chunk holding only the repeated context carries nothing: drop it.
         if self.chunk_accesses == 0 && self.context.is_some() && self.chunk_records == 1 {
@@ -277,7 +282,18 @@ impl<W: Write> SptWriter<W> {
             self.chunk_records = 0;
         }
         self.flush_chunk()?;
-        let mut idx = Vec::with_capacity(self.index.len() * 20 + 32);
+        self.write_index()
+    }
+
+    /// Accesses in complete chunks so far (what a salvaged file would hold).
+    pub fn accesses_written(&self) -> u64 {
+        self.summary.accesses
+    }
+
+    /// The index (marked truncated if so) and the trailer, at the end of the complete chunks.
+    fn write_index(&mut self) -> Result<()> {
+        let mut idx = Vec::with_capacity(self.index.len() * 20 + 64);
+        idx.extend_from_slice(INDEX_MAGIC);
         idx.extend_from_slice(&(self.index.len() as u32).to_le_bytes());
         for c in &self.index {
             idx.extend_from_slice(&c.offset.to_le_bytes());
@@ -286,17 +302,51 @@ impl<W: Write> SptWriter<W> {
         }
         idx.extend_from_slice(&self.flags.to_le_bytes());
         idx.extend_from_slice(&self.summary.accesses.to_le_bytes());
-        let crc = crc32fast::hash(&idx);
+        let crc = crc32fast::hash(&idx[4..]);
         let index_offset = self.offset;
-        let path = self.path.clone();
-        let io = |e: std::io::Error| Error::io(&path, &e);
-        self.out.write_all(INDEX_MAGIC).map_err(io)?;
+        idx.extend_from_slice(&crc.to_le_bytes());
+        idx.extend_from_slice(&index_offset.to_le_bytes());
+        idx.extend_from_slice(END_MAGIC);
+        let io = |e: std::io::Error| Error::io(&self.path, &e);
         self.out.write_all(&idx).map_err(io)?;
-        self.out.write_all(&crc.to_le_bytes()).map_err(io)?;
-        self.out.write_all(&index_offset.to_le_bytes()).map_err(io)?;
-        self.out.write_all(END_MAGIC).map_err(io)?;
-        self.out.flush().map_err(io)?;
-        self.summary.bytes = index_offset + 4 + idx.len() as u64 + 4 + 16;
+        self.out.flush().map_err(|e| Error::io(&self.path, &e))?;
+        self.summary.bytes = index_offset + idx.len() as u64;
+        Ok(())
+    }
+}
+
+impl SptWriter<File> {
+    /// A writer straight to the file (no user-space buffer), so that after a failed write the
+    /// file holds exactly the complete chunks plus the failed chunk's bytes: see `salvage`.
+    pub fn create_unbuffered(path: &str, provenance: &Provenance) -> Result<Self> {
+        let f = File::create(path).map_err(|e| Error::io(path, &e))?;
+        SptWriter::new(f, path, provenance)
+    }
+
+    /// `finish`, or if writing fails, `salvage` (the error comes back with what was kept).
+    pub fn finish_or_salvage(mut self) -> std::result::Result<WriteSummary, (WriteSummary, Error)> {
+        match self.close_out() {
+            Ok(()) => Ok(self.summary),
+            Err(e) => match self.salvage() {
+                Ok(s) => Err((s, e)),
+                Err(_) => Err((WriteSummary::default(), e)),
+            },
+        }
+    }
+
+    /// After a write failed (a full disk): cut the file back to its last complete chunk and
+    /// end it with an index marked truncated, so every recorded chunk stays readable. If even
+    /// the index does not fit, the file is left without one, which readers also accept as a
+    /// truncated trace (`--allow-truncated`). Returns what the file holds.
+    pub fn salvage(mut self) -> Result<WriteSummary> {
+        self.flags |= FLAG_TRUNCATED;
+        let io = |e: std::io::Error| Error::io(&self.path, &e);
+        self.out.set_len(self.offset).map_err(io)?;
+        self.out.seek(SeekFrom::Start(self.offset)).map_err(|e| Error::io(&self.path, &e))?;
+        if self.write_index().is_err() {
+            let _ = self.out.set_len(self.offset);
+            self.summary.bytes = self.offset;
+        }
         Ok(self.summary)
     }
 }

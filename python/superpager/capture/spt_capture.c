@@ -1,0 +1,620 @@
+/*
+ * superpager's capture plugin for qemu-user (TCG plugin API version 1).
+ *
+ * It records what a guest program does to memory: every load and store (and, when asked,
+ * every instruction fetch), instruction counts, and the system calls that shape the address
+ * space or read files. It does no encoding or compression itself: records go, in packets, to a
+ * SOCK_SEQPACKET socket whose other end is superpager's Rust trace writer (docs/CAPTURE.md).
+ *
+ * Hot path. A memory callback either extends the calling thread's open run (same 4KiB page,
+ * same stream: the run collapse of the .spt format, done here so sequential code costs a
+ * compare and an increment) or closes the run into the thread's packet buffer. Nothing on it
+ * allocates, locks or makes a system call; a full buffer is sent with one send(2).
+ *
+ * Threads. Every guest thread is a QEMU vCPU with its own state and packet buffer. A packet
+ * names its process and thread (host ids: qemu-user runs the guest's threads and processes as
+ * its own). When a process has several threads, each thread sends its buffer at every system
+ * call it makes, so what the kernel orders (a munmap after another thread's last access, a
+ * futex wake and wait) stays in order in the trace; between system calls, threads interleave
+ * at packet granularity.
+ *
+ * Processes. fork is qemu-user's own fork: the child inherits this plugin, its buffers and the
+ * socket. The parent sends its buffer before forking and a `fork` event right after; the child
+ * drops the copies of other threads' buffers that it inherited.
+ *
+ * Wire format (little-endian; every packet is one datagram, so writers never interleave):
+ *   packet := u32 magic "SPQ1" | u32 pid | u32 tid | u32 nwords | u64 word[nwords]
+ *   access := bit 63 = 0 | bits 61-62 kind (0 load, 1 store, 2 both, 3 fetch)
+ *             | bits 58-60 log2 size | bit 57 a count word follows | bits 0-56 address
+ *   event  := bit 63 = 1 | bits 48-55 code | bits 0-15 number of argument words that follow
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "qemu_plugin_v1.h"
+
+SP_PLUGIN_EXPORT int qemu_plugin_version = SP_QEMU_PLUGIN_API_VERSION;
+
+/* ---- wire format ------------------------------------------------------------------------ */
+
+#define PKT_MAGIC 0x31515053u /* "SPQ1" */
+#define PKT_WORDS 4096        /* 32 KiB of records per datagram */
+#define ADDR_MASK ((1ull << 57) - 1)
+#define COUNT_FOLLOWS (1ull << 57)
+#define EVENT_BIT (1ull << 63)
+#define RUN_MAX 0xffffffffu
+
+enum kind { K_LOAD = 0, K_STORE = 1, K_MODIFY = 2, K_FETCH = 3 };
+
+/* Event codes: the .spt event codes (docs/TRACE_FORMAT.md), plus plugin-only ones. */
+enum ev {
+    EV_MMAP = 1, EV_MUNMAP = 2, EV_MREMAP = 3, EV_MPROTECT = 4, EV_BRK = 5, EV_MADVISE = 6,
+    EV_FORK = 7, EV_EXIT = 8, EV_OPEN = 9, EV_CLOSE = 10, EV_READ = 11, EV_INSNS = 12,
+    EV_EXEC = 64,    /* execve(path) attempted: on success the new program runs untraced */
+    EV_THREAD = 65,  /* a thread was created (child tid) */
+    EV_SIGNAL = 66,  /* the process is ending without exit(2): killed by a signal */
+};
+
+struct packet {
+    uint32_t magic, pid, tid, nwords;
+    uint64_t w[PKT_WORDS];
+};
+
+/* One guest thread. `run_*` is the open run; it is not in the buffer until closed. */
+struct vcpu {
+    uint64_t run_addr;
+    uint32_t run_count;
+    uint8_t run_kind, run_shift, run_open, pad;
+    uint64_t insns;
+    /* system call in progress (pre-callback arguments, for the return callback) */
+    int64_t sc_num;
+    uint64_t sc_args[6];
+    struct packet pkt;
+};
+
+#define MAX_VCPUS 1024
+static struct vcpu *vcpus[MAX_VCPUS];
+static int sock = -1;
+static int want_fetches;
+static int live_threads;       /* threads of this process (approximate: only a hint) */
+static int maps_sent;          /* the initial address space has been described */
+static int exited;             /* exit(2)/exit_group(2) seen in this process */
+static uint64_t fetch_words;   /* (unused when fetches are off) */
+#define MAX_TRACKED_FD 65536
+static uint8_t file_fd[MAX_TRACKED_FD / 8]; /* fds naming regular files we reported */
+
+static void die(const char *msg)
+{
+    /* The recorder is gone (or the socket broke): a capture without it is pointless. */
+    fprintf(stderr, "superpager capture plugin: %s (%s)\n", msg, strerror(errno));
+    _exit(125);
+}
+
+static void send_packet(struct vcpu *c)
+{
+    struct packet *p = &c->pkt;
+    if (p->nwords == 0)
+        return;
+    p->magic = PKT_MAGIC;
+    p->pid = (uint32_t)getpid();
+    p->tid = (uint32_t)syscall(SYS_gettid);
+    size_t len = 16 + 8 * (size_t)p->nwords;
+    for (;;) {
+        ssize_t n = send(sock, p, len, MSG_NOSIGNAL);
+        if (n == (ssize_t)len)
+            break;
+        if (n < 0 && errno == EINTR)
+            continue;
+        die("cannot send records to superpager");
+    }
+    p->nwords = 0;
+}
+
+static inline void ensure_room(struct vcpu *c, uint32_t words)
+{
+    if (c->pkt.nwords + words > PKT_WORDS)
+        send_packet(c);
+}
+
+static inline void close_run(struct vcpu *c)
+{
+    if (!c->run_open)
+        return;
+    ensure_room(c, 2);
+    uint64_t w = (c->run_addr & ADDR_MASK) | ((uint64_t)c->run_kind << 61) |
+                 ((uint64_t)c->run_shift << 58);
+    struct packet *p = &c->pkt;
+    if (c->run_count > 1) {
+        p->w[p->nwords++] = w | COUNT_FOLLOWS;
+        p->w[p->nwords++] = c->run_count;
+    } else {
+        p->w[p->nwords++] = w;
+    }
+    c->run_open = 0;
+}
+
+static inline void data_access(unsigned int vcpu_index, qemu_plugin_meminfo_t info, uint64_t va,
+                               int kind)
+{
+    struct vcpu *c = vcpus[vcpu_index];
+    if (c->run_open && ((va ^ c->run_addr) >> 12) == 0 && c->run_kind != K_FETCH &&
+        c->run_count < RUN_MAX) {
+        c->run_count++;
+        if (c->run_kind != kind)
+            c->run_kind = K_MODIFY;
+        return;
+    }
+    close_run(c);
+    c->run_addr = va;
+    c->run_count = 1;
+    c->run_kind = (uint8_t)kind;
+    c->run_shift = (uint8_t)qemu_plugin_mem_size_shift(info);
+    c->run_open = 1;
+}
+
+static void on_load(unsigned int vcpu_index, qemu_plugin_meminfo_t info, uint64_t va, void *u)
+{
+    (void)u;
+    data_access(vcpu_index, info, va, K_LOAD);
+}
+
+static void on_store(unsigned int vcpu_index, qemu_plugin_meminfo_t info, uint64_t va, void *u)
+{
+    (void)u;
+    data_access(vcpu_index, info, va, K_STORE);
+}
+
+/* ---- translation blocks: instruction counts and fetches ------------------------------------ */
+
+/* What a translation block needs at run time: its instructions, split at 4KiB boundaries. */
+struct tb_info {
+    uint64_t vaddr;        /* first instruction */
+    uint64_t vaddr2;       /* first instruction on the next page, if the block crosses one */
+    uint32_t n, n_first;   /* all instructions; those on the first page */
+};
+
+static void fetch_run(struct vcpu *c, uint64_t va, uint32_t n)
+{
+    close_run(c);
+    c->run_addr = va;
+    c->run_count = n;
+    c->run_kind = K_FETCH;
+    c->run_shift = 0;
+    c->run_open = 1;
+}
+
+static void on_tb_exec(unsigned int vcpu_index, void *udata)
+{
+    struct vcpu *c = vcpus[vcpu_index];
+    const struct tb_info *t = udata;
+    c->insns += t->n;
+    if (want_fetches) {
+        fetch_run(c, t->vaddr, t->n_first);
+        if (t->n_first < t->n)
+            fetch_run(c, t->vaddr2, t->n - t->n_first);
+    }
+}
+
+static void emit_event(struct vcpu *c, int code, int nargs, const uint64_t *args);
+static void send_initial_maps(struct vcpu *c);
+
+static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    (void)id;
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    struct tb_info *t = calloc(1, sizeof *t);
+    if (!t)
+        die("out of memory");
+    t->vaddr = qemu_plugin_tb_vaddr(tb);
+    t->n = (uint32_t)n;
+    t->n_first = (uint32_t)n;
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        uint64_t va = qemu_plugin_insn_vaddr(insn);
+        if (t->n_first == n && (va >> 12) != (t->vaddr >> 12)) {
+            t->n_first = (uint32_t)i;
+            t->vaddr2 = va;
+        }
+        qemu_plugin_register_vcpu_mem_cb(insn, on_load, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_R,
+                                         NULL);
+        qemu_plugin_register_vcpu_mem_cb(insn, on_store, QEMU_PLUGIN_CB_NO_REGS,
+                                         QEMU_PLUGIN_MEM_W, NULL);
+    }
+    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_exec, QEMU_PLUGIN_CB_NO_REGS, t);
+}
+
+/* ---- events ------------------------------------------------------------------------------- */
+
+static void emit_event(struct vcpu *c, int code, int nargs, const uint64_t *args)
+{
+    close_run(c);
+    ensure_room(c, 1 + (uint32_t)nargs);
+    struct packet *p = &c->pkt;
+    p->w[p->nwords++] = EVENT_BIT | ((uint64_t)code << 48) | (uint64_t)nargs;
+    for (int i = 0; i < nargs; i++)
+        p->w[p->nwords++] = args[i];
+}
+
+static void emit_insns(struct vcpu *c)
+{
+    if (c->insns) {
+        uint64_t a = c->insns;
+        c->insns = 0;
+        emit_event(c, EV_INSNS, 1, &a);
+    }
+}
+
+/* An event with a path: fixed arguments, then the path's length and bytes in whole words. */
+static void emit_path_event(struct vcpu *c, int code, int nfixed, const uint64_t *fixed,
+                            const char *path)
+{
+    uint64_t args[4 + 512] = {0};
+    size_t len = strnlen(path, 4000);
+    for (int i = 0; i < nfixed; i++)
+        args[i] = fixed[i];
+    args[nfixed] = len;
+    memcpy(&args[nfixed + 1], path, len);
+    emit_event(c, code, nfixed + 1 + (int)((len + 7) / 8), args);
+}
+
+static int fd_tracked(int64_t fd)
+{
+    return fd >= 0 && fd < MAX_TRACKED_FD && (file_fd[fd / 8] >> (fd % 8)) & 1;
+}
+
+static void set_fd(int64_t fd, int on)
+{
+    if (fd < 0 || fd >= MAX_TRACKED_FD)
+        return;
+    if (on)
+        file_fd[fd / 8] |= (uint8_t)(1u << (fd % 8));
+    else
+        file_fd[fd / 8] &= (uint8_t)~(1u << (fd % 8));
+}
+
+/* A newly opened descriptor: report it if it names a regular file. */
+static void report_open(struct vcpu *c, int64_t fd)
+{
+    struct stat st;
+    char link[64], path[4096];
+    if (fd < 0 || fstat((int)fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return;
+    snprintf(link, sizeof link, "/proc/self/fd/%d", (int)fd);
+    ssize_t n = readlink(link, path, sizeof path - 1);
+    if (n <= 0)
+        return;
+    path[n] = 0;
+    uint64_t fixed[2] = {(uint64_t)fd, (uint64_t)st.st_size};
+    emit_path_event(c, EV_OPEN, 2, fixed, path);
+    set_fd(fd, 1);
+}
+
+/*
+ * The address space the guest starts with was built by qemu-user's ELF loader, not by system
+ * calls: describe it once, before the first guest instruction. qemu-user places the guest at
+ * host addresses equal to its own (guest_base 0 is checked by the driver), below qemu's own
+ * executable; everything mapped there is the guest's.
+ */
+static void send_initial_maps(struct vcpu *c)
+{
+    char self[4096];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0)
+        return;
+    self[sl] = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return;
+    /* First pass: where qemu's own executable starts. */
+    char line[4608];
+    uint64_t qemu_start = ~0ull;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long s, e;
+        char *path = strchr(line, '/');
+        if (sscanf(line, "%llx-%llx", &s, &e) == 2 && path) {
+            path[strcspn(path, "\n")] = 0;
+            if (strcmp(path, self) == 0 && s < qemu_start)
+                qemu_start = s;
+        }
+    }
+    rewind(f);
+    int next_fd = 1 << 20; /* descriptor numbers no program uses, closed right after */
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long s, e, off;
+        char perms[8];
+        if (sscanf(line, "%llx-%llx %7s %llx", &s, &e, perms, &off) != 4 || e > qemu_start)
+            continue;
+        uint64_t prot = (perms[0] == 'r' ? 1 : 0) | (perms[1] == 'w' ? 2 : 0) |
+                        (perms[2] == 'x' ? 4 : 0);
+        char *path = strchr(line, '/');
+        if (path) {
+            path[strcspn(path, "\n")] = 0;
+            struct stat st;
+            uint64_t size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+            uint64_t fixed[2] = {(uint64_t)next_fd, size};
+            emit_path_event(c, EV_OPEN, 2, fixed, path);
+            /* The guest's code shows as r-- on the host (qemu translates it); a file mapping
+             * the loader made readable and not writable is the guest's text or rodata. */
+            uint64_t a[6] = {s, e - s, prot, 0x02 /* MAP_PRIVATE */, (uint64_t)next_fd, off};
+            emit_event(c, EV_MMAP, 6, a);
+            uint64_t cl = (uint64_t)next_fd;
+            emit_event(c, EV_CLOSE, 1, &cl);
+            next_fd++;
+        } else {
+            uint64_t a[6] = {s, e - s, prot, 0x22 /* MAP_PRIVATE|MAP_ANONYMOUS */, (uint64_t)-1, 0};
+            emit_event(c, EV_MMAP, 6, a);
+        }
+    }
+    fclose(f);
+}
+
+/* ---- system calls --------------------------------------------------------------------------- */
+
+/* x86-64 system call numbers. */
+enum {
+    NR_read = 0, NR_open = 2, NR_close = 3, NR_mmap = 9, NR_mprotect = 10, NR_munmap = 11,
+    NR_brk = 12, NR_pread64 = 17, NR_mremap = 25, NR_madvise = 28, NR_clone = 56, NR_fork = 57,
+    NR_vfork = 58, NR_execve = 59, NR_exit = 60, NR_creat = 85, NR_exit_group = 231,
+    NR_openat = 257, NR_execveat = 322, NR_clone3 = 435, NR_openat2 = 437,
+};
+#define CLONE_VM 0x100
+#define CLONE_VFORK 0x4000
+
+static int is_process_clone(int64_t num, uint64_t flags)
+{
+    if (num == NR_fork || num == NR_vfork)
+        return 1;
+    /* qemu-user turns a vfork-style clone into fork; a clone sharing memory is a thread. */
+    return num == NR_clone && (!(flags & CLONE_VM) || (flags & CLONE_VFORK));
+}
+
+static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t num, uint64_t a1,
+                       uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6,
+                       uint64_t a7, uint64_t a8)
+{
+    (void)id, (void)a7, (void)a8;
+    struct vcpu *c = vcpus[vcpu_index];
+    c->sc_num = num;
+    c->sc_args[0] = a1, c->sc_args[1] = a2, c->sc_args[2] = a3;
+    c->sc_args[3] = a4, c->sc_args[4] = a5, c->sc_args[5] = a6;
+    switch (num) {
+    case NR_exit_group:
+    case NR_exit:
+        emit_insns(c);
+        if (num == NR_exit_group || live_threads <= 1) {
+            uint64_t code = (uint64_t)(int64_t)(int32_t)a1;
+            emit_event(c, EV_EXIT, 1, &code);
+            exited = 1;
+        }
+        close_run(c);
+        send_packet(c);
+        return;
+    case NR_execve:
+    case NR_execveat: {
+        /* On success the new program runs natively (qemu-user does not follow exec): say so. */
+        const char *path = (const char *)(uintptr_t)(num == NR_execve ? a1 : a2);
+        emit_insns(c);
+        emit_path_event(c, EV_EXEC, 0, NULL, path ? path : "");
+        close_run(c);
+        send_packet(c);
+        return;
+    }
+    default:
+        if (num == NR_clone || num == NR_fork || num == NR_vfork || num == NR_clone3) {
+            /* The child inherits this buffer: send it first so nothing is recorded twice. */
+            emit_insns(c);
+            close_run(c);
+            send_packet(c);
+        } else if (live_threads > 1) {
+            close_run(c);
+            send_packet(c);
+        }
+    }
+}
+
+static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t num, int64_t ret)
+{
+    (void)id;
+    struct vcpu *c = vcpus[vcpu_index];
+    const uint64_t *a = c->sc_args;
+    if (c->sc_num != num)
+        return; /* not the call we saw start (cannot happen in qemu-user; be safe) */
+    int ok = ret >= 0 || ret < -4095;
+    switch (num) {
+    case NR_mmap:
+        if (ok) {
+            uint64_t e[6] = {(uint64_t)ret, a[1], a[2], a[3], (uint64_t)(int64_t)(int32_t)a[4], a[5]};
+            emit_event(c, EV_MMAP, 6, e);
+        }
+        break;
+    case NR_munmap:
+        if (ret == 0)
+            emit_event(c, EV_MUNMAP, 2, a);
+        break;
+    case NR_mremap:
+        if (ok) {
+            uint64_t e[4] = {a[0], a[1], (uint64_t)ret, a[2]};
+            emit_event(c, EV_MREMAP, 4, e);
+        }
+        break;
+    case NR_mprotect:
+        if (ret == 0)
+            emit_event(c, EV_MPROTECT, 3, a);
+        break;
+    case NR_madvise:
+        if (ret == 0)
+            emit_event(c, EV_MADVISE, 3, a);
+        break;
+    case NR_brk: {
+        uint64_t b = (uint64_t)ret;
+        emit_event(c, EV_BRK, 1, &b);
+        break;
+    }
+    case NR_open:
+    case NR_openat:
+    case NR_openat2:
+    case NR_creat:
+        if (ret >= 0)
+            report_open(c, ret);
+        break;
+    case NR_close:
+        if (ret == 0 && fd_tracked((int64_t)a[0])) {
+            set_fd((int64_t)a[0], 0);
+            emit_event(c, EV_CLOSE, 1, a);
+        }
+        break;
+    case NR_read:
+    case NR_pread64:
+        if (ret > 0 && fd_tracked((int64_t)a[0])) {
+            uint64_t off;
+            if (num == NR_pread64) {
+                off = a[3];
+            } else {
+                off_t pos = lseek((int)a[0], 0, SEEK_CUR);
+                off = pos >= ret ? (uint64_t)(pos - ret) : 0;
+            }
+            uint64_t e[3] = {a[0], off, (uint64_t)ret};
+            emit_event(c, EV_READ, 3, e);
+        }
+        break;
+    case NR_clone:
+    case NR_fork:
+    case NR_vfork:
+    case NR_clone3:
+        if (ret > 0 && is_process_clone(num, a[0])) {
+            uint64_t child = (uint64_t)ret;
+            emit_event(c, EV_FORK, 1, &child);
+            send_packet(c); /* the child's records must not wait long for this */
+        } else if (ret > 0) {
+            uint64_t child = (uint64_t)ret;
+            emit_event(c, EV_THREAD, 1, &child);
+            live_threads++;
+        } else if (ret == 0 && is_process_clone(num, a[0])) {
+            /* The child: only this thread exists here; the others' buffers are the parent's. */
+            for (int i = 0; i < MAX_VCPUS; i++)
+                if (vcpus[i] && (unsigned)i != vcpu_index)
+                    vcpus[i]->pkt.nwords = 0, vcpus[i]->run_open = 0;
+            c->insns = 0;
+            live_threads = 1;
+            exited = 0;
+        }
+        break;
+    default:
+        break;
+    }
+    c->sc_num = -1;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------ */
+
+static void on_vcpu_init(qemu_plugin_id_t id, unsigned int vcpu_index)
+{
+    (void)id;
+    if (vcpu_index >= MAX_VCPUS) {
+        errno = 0;
+        die("too many threads");
+    }
+    if (!vcpus[vcpu_index]) {
+        struct vcpu *c;
+        if (posix_memalign((void **)&c, 64, sizeof *c) != 0)
+            die("out of memory");
+        memset(c, 0, sizeof *c);
+        c->sc_num = -1;
+        vcpus[vcpu_index] = c;
+    }
+    if (live_threads == 0)
+        live_threads = 1;
+}
+
+static void on_vcpu_exit(qemu_plugin_id_t id, unsigned int vcpu_index)
+{
+    (void)id;
+    struct vcpu *c = vcpus[vcpu_index];
+    if (!c)
+        return;
+    emit_insns(c);
+    close_run(c);
+    send_packet(c);
+    if (live_threads > 1)
+        live_threads--;
+}
+
+static void on_exit_all(qemu_plugin_id_t id, void *u)
+{
+    (void)id, (void)u;
+    /* QEMU stopped every vCPU before calling this: all buffers are quiet. */
+    struct vcpu *last = NULL;
+    for (int i = 0; i < MAX_VCPUS; i++) {
+        struct vcpu *c = vcpus[i];
+        if (!c)
+            continue;
+        emit_insns(c);
+        close_run(c);
+        send_packet(c);
+        last = c;
+    }
+    if (last && !exited) {
+        /* Ending without exit(2): a fatal signal (qemu-user reports it on stderr). */
+        emit_event(last, EV_SIGNAL, 0, NULL);
+        send_packet(last);
+    }
+}
+
+/* The first translation happens after the loader built the guest, before it runs. */
+static void on_first_tb(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    if (!maps_sent) {
+        maps_sent = 1;
+        for (int i = 0; i < MAX_VCPUS; i++)
+            if (vcpus[i]) {
+                send_initial_maps(vcpus[i]);
+                break;
+            }
+    }
+    on_tb_trans(id, tb);
+}
+
+SP_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc,
+                                         char **argv)
+{
+    if (info->system_emulation) {
+        fprintf(stderr, "superpager capture plugin: runs under qemu-user only\n");
+        return -1;
+    }
+    for (int i = 0; i < argc; i++) {
+        if (strncmp(argv[i], "out=", 4) == 0)
+            sock = atoi(argv[i] + 4);
+        else if (strcmp(argv[i], "fetches=on") == 0)
+            want_fetches = 1;
+        else if (strcmp(argv[i], "fetches=off") == 0)
+            want_fetches = 0;
+        else {
+            fprintf(stderr, "superpager capture plugin: unknown argument '%s'\n", argv[i]);
+            return -1;
+        }
+    }
+    int type;
+    socklen_t tl = sizeof type;
+    if (sock < 0 || getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_SEQPACKET) {
+        fprintf(stderr, "superpager capture plugin: out=FD must name a SOCK_SEQPACKET socket\n");
+        return -1;
+    }
+    /* The recorder must not be inherited by programs the guest execs (they run untraced). */
+    fcntl(sock, F_SETFD, FD_CLOEXEC);
+    (void)fetch_words;
+    qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
+    qemu_plugin_register_vcpu_exit_cb(id, on_vcpu_exit);
+    qemu_plugin_register_vcpu_tb_trans_cb(id, on_first_tb);
+    qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);
+    qemu_plugin_register_vcpu_syscall_ret_cb(id, on_syscall_ret);
+    qemu_plugin_register_atexit_cb(id, on_exit_all, NULL);
+    return 0;
+}
