@@ -296,6 +296,131 @@ def cmd_bench(a) -> int:
     return bench.main(a)
 
 
+EPILOG_CAPTURE = """examples:
+  superpager capture -- gzip -k -f big.txt             # writes gzip.spt
+  superpager capture --out ls.spt --fetches -- ls -l /   # instruction fetches too
+  superpager capture --lackey -- ./prog                # Valgrind lackey (slow), for what qemu-user cannot run
+  superpager trace info gzip.spt && superpager simulate gzip.spt --policy linux-thp
+
+The program runs under qemu-user with superpager's TCG plugin: every load and store (and with
+--fetches every instruction fetch, one record per basic block), instruction counts, threads, and
+the system calls that shape the address space (mmap, munmap, mremap, mprotect, brk, madvise,
+fork, exit) or read files (openat, read, pread, close). Programs it execs run natively and are
+not traced. Exit status: the program's own (128+N if signal N killed it); 127 if the command
+does not exist; 1 if the trace could not be written. A trace whose program was killed, or that
+was stopped by Ctrl-C or a full disk, is kept up to its last complete chunk and marked
+truncated. Details: docs/CAPTURE.md."""
+
+EPILOG_WORKLOADS = """examples:
+  superpager workloads list
+  superpager workloads capture gups --size 1GiB        # writes gups.spt
+  superpager workloads capture all --size 16MiB --out traces/
+"""
+
+
+class _Counter:
+    """A running count on stderr for work of unknown length (shown on a terminal only)."""
+
+    def __init__(self, label: str):
+        self.p = Progress(label)
+
+    def __call__(self, accesses: int, seconds: float) -> None:
+        p = self.p
+        if not p.enabled or seconds < p.delay:
+            return
+        p.shown = True
+        rate = accesses / max(seconds, 1e-9)
+        sys.stderr.write(f"\r{p.label}: {human(accesses)} accesses recorded, {seconds:6.1f}s ({human(rate)}/s)   ")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        self.p.close()
+
+
+def report_capture(r, label: str) -> int:
+    """Print what a capture produced; return the exit status."""
+    from .capture import CaptureResult  # noqa: F401  (type of r)
+
+    extra = f", {r.processes} processes" if r.processes > 1 else ""
+    extra += f", {r.threads} threads" if r.threads > 1 else ""
+    print(f"wrote {r.path}: {human(r.accesses)} accesses in {human(r.records)} records, {human(r.bytes)}B "
+          f"({r.bytes_per_access:.3f} bytes per access){extra}; {r.seconds:.1f}s, {human(r.rate)} accesses/s")
+    for n in r.notes:
+        print(f"note: {n}", file=sys.stderr)
+    if r.write_error:
+        print(f"superpager: error: {r.write_error}: stopped the program; the trace keeps the "
+              f"{human(r.accesses)} accesses recorded until then and is marked truncated", file=sys.stderr)
+        return 1
+    if r.status > 128:
+        sig = r.status - 128
+        from .capture import _signal_name
+
+        lost = "; its last records were lost and the trace is marked truncated" if r.truncated else \
+            "; the trace holds everything it did until then"
+        print(f"superpager: {label} was killed by signal {sig} ({_signal_name(sig)}){lost}", file=sys.stderr)
+    elif r.truncated:
+        print(f"superpager: the trace is marked truncated (the capture was stopped before {label} finished)", file=sys.stderr)
+    elif r.status != 0:
+        print(f"superpager: {label} exited with status {r.status}", file=sys.stderr)
+    return r.status
+
+
+def cmd_capture(a) -> int:
+    from . import capture as cap
+
+    cmd = list(a.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        print("superpager: error: no command to capture (usage: superpager capture [options] -- CMD ARGS)", file=sys.stderr)
+        return 2
+    out = a.out or (os.path.basename(cmd[0]) + ".spt")
+    bar = _Counter("capture")
+    try:
+        r = cap.capture(cmd, out, fetches=a.fetches, lackey=a.lackey, progress=bar)
+    except cap.CaptureError as e:
+        bar.close()
+        print(f"superpager: error: {e}", file=sys.stderr)
+        return e.status
+    bar.close()
+    return report_capture(r, os.path.basename(cmd[0]))
+
+
+def cmd_workloads_list(a) -> int:
+    from . import workloads as W
+
+    rows = []
+    for w in W.WORKLOADS.values():
+        why = W.available(w)
+        rows.append([w.name, w.kind, w.default_size, w.description + (f"  [unavailable: {why}]" if why else ""), w.models])
+    print(table(rows, ["name", "kind", "default size", "what it does", "modelled on"]))
+    return 0
+
+
+def cmd_workloads_capture(a) -> int:
+    from . import capture as cap
+    from . import workloads as W
+
+    names = list(W.WORKLOADS) if a.name == "all" else [a.name]
+    status = 0
+    for n in names:
+        if a.name == "all" or (a.out and os.path.isdir(a.out)):
+            out = os.path.join(a.out or ".", f"{n}.spt")
+        else:
+            out = a.out or f"{n}.spt"
+        bar = _Counter(f"capture {n}")
+        try:
+            r = W.capture(n, out=out, size=a.size, fetches=a.fetches, progress=bar)
+        except cap.CaptureError as e:
+            bar.close()
+            print(f"superpager: error: {e}", file=sys.stderr)
+            status = status or e.status
+            continue
+        bar.close()
+        status = report_capture(r, n) or status
+    return status
+
+
 def cmd_demo(a) -> int:
     from . import demo
 
@@ -410,6 +535,28 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", help="write the markdown report here (e.g. docs/PERFORMANCE.md)")
     b.add_argument("--workdir", default=None, help="where traces go (default: a temporary directory)")
     b.set_defaults(fn=cmd_bench)
+
+    cp = sub.add_parser("capture", help="run a program and record its memory accesses and address-space syscalls",
+                        usage="superpager capture [--out FILE] [--fetches] [--lackey] -- CMD [ARGS ...]",
+                        epilog=EPILOG_CAPTURE, formatter_class=raw)
+    cp.add_argument("--out", "-o", metavar="FILE", help="trace to write (default: CMD's name + .spt)")
+    cp.add_argument("--fetches", action="store_true", help="record instruction fetches too (one run per basic block)")
+    cp.add_argument("--lackey", action="store_true", help="use Valgrind lackey instead of qemu-user (100x slower)")
+    cp.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the program to run, after --")
+    cp.set_defaults(fn=cmd_capture)
+
+    wl = sub.add_parser("workloads", help="the workload suite: list it, or build and capture a workload",
+                        epilog=EPILOG_WORKLOADS, formatter_class=raw)
+    wsub = wl.add_subparsers(dest="wcmd", metavar="SUBCOMMAND")
+    wls = wsub.add_parser("list", help="the suite's programs and the real programs, with their size knobs")
+    wls.set_defaults(fn=cmd_workloads_list)
+    wlc = wsub.add_parser("capture", help="build (or prepare the input of) a workload and capture it")
+    wlc.add_argument("name", help="a workload from `superpager workloads list`, or all")
+    wlc.add_argument("--size", help="the workload's footprint or input size, e.g. 256MiB (default: its own)")
+    wlc.add_argument("--out", "-o", help="trace file (default NAME.spt), or a directory")
+    wlc.add_argument("--fetches", action="store_true", help="record instruction fetches too")
+    wlc.set_defaults(fn=cmd_workloads_capture)
+    wl.set_defaults(fn=lambda a: (wl.print_help(), 2)[1])
 
     d = sub.add_parser("demo", help="make a few workloads, compare policies on two machines, write results")
     d.add_argument("--out", default="demo-out", help="directory for traces and results (default demo-out)")

@@ -371,7 +371,7 @@ pub fn ensure_traces(sc: &Scenario, progress: &mut dyn FnMut(&str, f64)) -> Resu
         let out = p.trace.to_string_lossy().to_string();
         let tmp = format!("{out}.partial.{}", std::process::id());
         let mut prov = crate::trace::Provenance::new();
-        prov.insert("format".into(), "superpager .spt v1".into());
+        prov.insert("format".into(), "superpager .spt v2".into());
         prov.insert("producer".into(), format!("superpager {}", env!("CARGO_PKG_VERSION")).into());
         prov.insert("source".into(), format!("superpager gen {} (scenario {})", g.kind, sc.file).into());
         let mut w = crate::trace::spt::SptWriter::create(&tmp, &prov)?;

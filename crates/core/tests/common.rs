@@ -10,6 +10,7 @@ pub fn tmp(name: &str) -> String {
     dir.join(name).to_string_lossy().into_owned()
 }
 
+#[derive(Debug, PartialEq)]
 pub enum Rec {
     A(Access),
     E(Event),

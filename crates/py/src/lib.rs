@@ -246,7 +246,7 @@ fn forward_progress(py: Python<'_>, cb: &Option<PyObject>, err: &mut Option<PyEr
 
 fn provenance(py_meta: BTreeMap<String, String>) -> tr::Provenance {
     let mut p = tr::Provenance::new();
-    p.insert("format".into(), "superpager .spt v1".into());
+    p.insert("format".into(), "superpager .spt v2".into());
     p.insert("producer".into(), format!("superpager {}", env!("CARGO_PKG_VERSION")).into());
     for (k, v) in py_meta {
         p.insert(k, v.into());

@@ -140,12 +140,15 @@ def _signal_name(n: int) -> str:
 
 
 def capture(cmd: Sequence[str], out: str, fetches: bool = False, lackey: bool = False,
-            progress: Optional[Callable[[int, float], None]] = None) -> CaptureResult:
+            progress: Optional[Callable[[int, float], None]] = None, stdout=None,
+            cwd: Optional[str] = None) -> CaptureResult:
     """Run `cmd` and record it into `out`. `progress(accesses, seconds)` is called about twice a
-    second. The program's own output goes where ours goes."""
+    second. The program's output goes where ours goes unless `stdout` says otherwise (as for
+    subprocess); `cwd` is the directory it runs in."""
     argv = resolve_command(cmd)
+    run = dict(stdout=stdout, cwd=cwd, start_new_session=True)
     if lackey:
-        return _capture_lackey(argv, list(cmd), out, fetches, progress)
+        return _capture_lackey(argv, list(cmd), out, fetches, progress, run)
     qemu = find_qemu()
     so = plugin_path()
     outdir = os.path.dirname(os.path.abspath(out))
@@ -168,7 +171,7 @@ def capture(cmd: Sequence[str], out: str, fetches: bool = False, lackey: bool = 
     }
     t0 = time.monotonic()
     try:
-        proc = subprocess.Popen([qemu, "-plugin", plugin_arg, *argv], pass_fds=[tx.fileno()], start_new_session=True)
+        proc = subprocess.Popen([qemu, "-plugin", plugin_arg, *argv], pass_fds=[tx.fileno()], **run)
     except OSError as e:
         rx.close()
         tx.close()
@@ -254,14 +257,14 @@ def _result(out, cmd, recorder, s, returncode, seconds, interrupted) -> CaptureR
                          write_error=s.get("write_error"), notes=notes)
 
 
-def _capture_lackey(argv, cmd, out, fetches, progress) -> CaptureResult:
+def _capture_lackey(argv, cmd, out, fetches, progress, run) -> CaptureResult:
     valgrind = shutil.which("valgrind")
     if not valgrind:
         raise CaptureError("capture: valgrind not found; install the Debian package valgrind (make setup does)")
     r, w = os.pipe()
     t0 = time.monotonic()
     proc = subprocess.Popen([valgrind, "--tool=lackey", "--trace-mem=yes", f"--log-fd={w}", *argv],
-                            pass_fds=[w], start_new_session=True)
+                            pass_fds=[w], **run)
     os.close(w)
     result: dict = {}
 

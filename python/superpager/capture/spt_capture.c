@@ -98,11 +98,18 @@ static void die(const char *msg)
     _exit(125);
 }
 
+static uint64_t take_insns(struct vcpu *c);
+
 static void send_packet(struct vcpu *c)
 {
     struct packet *p = &c->pkt;
     if (p->nwords == 0)
         return;
+    uint64_t insns = take_insns(c);
+    if (insns) {
+        p->w[p->nwords++] = EVENT_BIT | ((uint64_t)EV_INSNS << 48) | 1;
+        p->w[p->nwords++] = insns;
+    }
     p->magic = PKT_MAGIC;
     p->pid = (uint32_t)getpid();
     p->tid = (uint32_t)syscall(SYS_gettid);
@@ -118,9 +125,11 @@ static void send_packet(struct vcpu *c)
     p->nwords = 0;
 }
 
+/* Records fill a packet up to PKT_WORDS - 2; the last two words are for the `insns` mark
+ * that send_packet adds. */
 static inline void ensure_room(struct vcpu *c, uint32_t words)
 {
-    if (c->pkt.nwords + words > PKT_WORDS)
+    if (c->pkt.nwords + words > PKT_WORDS - 2)
         send_packet(c);
 }
 
@@ -141,6 +150,36 @@ static inline void close_run(struct vcpu *c)
     c->run_open = 0;
 }
 
+/*
+ * Decoding `info` without a call into QEMU per access. QEMU 7.2 builds it as
+ * (MemOp << 4 | mmu index) | direction << 16, with the size in MemOp's low 3 bits
+ * (include/qemu/plugin-memory.h, include/exec/memop.h). `check_info_layout` confirms that
+ * layout against QEMU's own accessors at start-up; if it differs, the accessors are used.
+ */
+static int info_fast;
+
+static inline int info_is_store(qemu_plugin_meminfo_t info)
+{
+    return info_fast ? (info >> 16) & QEMU_PLUGIN_MEM_W : qemu_plugin_mem_is_store(info);
+}
+
+static inline unsigned info_size_shift(qemu_plugin_meminfo_t info)
+{
+    return info_fast ? (info >> 4) & 7 : qemu_plugin_mem_size_shift(info);
+}
+
+static void check_info_layout(void)
+{
+    info_fast = 1;
+    for (unsigned shift = 0; shift < 4; shift++)
+        for (unsigned rw = 1; rw <= 2; rw++) {
+            qemu_plugin_meminfo_t i = (shift << 4) | (rw << 16);
+            if (qemu_plugin_mem_size_shift(i) != shift ||
+                (int)qemu_plugin_mem_is_store(i) != (rw == QEMU_PLUGIN_MEM_W))
+                info_fast = 0;
+        }
+}
+
 static inline void data_access(unsigned int vcpu_index, qemu_plugin_meminfo_t info, uint64_t va,
                                int kind)
 {
@@ -156,20 +195,16 @@ static inline void data_access(unsigned int vcpu_index, qemu_plugin_meminfo_t in
     c->run_addr = va;
     c->run_count = 1;
     c->run_kind = (uint8_t)kind;
-    c->run_shift = (uint8_t)qemu_plugin_mem_size_shift(info);
+    c->run_shift = (uint8_t)info_size_shift(info);
     c->run_open = 1;
 }
 
-static void on_load(unsigned int vcpu_index, qemu_plugin_meminfo_t info, uint64_t va, void *u)
+/* One callback for both directions: qemu 7.2 calls a callback registered for loads only on
+ * stores too (it does not filter by direction), so the direction comes from `info`. */
+static void on_mem(unsigned int vcpu_index, qemu_plugin_meminfo_t info, uint64_t va, void *u)
 {
     (void)u;
-    data_access(vcpu_index, info, va, K_LOAD);
-}
-
-static void on_store(unsigned int vcpu_index, qemu_plugin_meminfo_t info, uint64_t va, void *u)
-{
-    (void)u;
-    data_access(vcpu_index, info, va, K_STORE);
+    data_access(vcpu_index, info, va, info_is_store(info) ? K_STORE : K_LOAD);
 }
 
 /* ---- translation blocks: instruction counts and fetches ------------------------------------ */
@@ -191,16 +226,33 @@ static void fetch_run(struct vcpu *c, uint64_t va, uint32_t n)
     c->run_open = 1;
 }
 
+/* With fetches: a callback per executed block records its fetch runs and counts. */
 static void on_tb_exec(unsigned int vcpu_index, void *udata)
 {
     struct vcpu *c = vcpus[vcpu_index];
     const struct tb_info *t = udata;
     c->insns += t->n;
-    if (want_fetches) {
-        fetch_run(c, t->vaddr, t->n_first);
-        if (t->n_first < t->n)
-            fetch_run(c, t->vaddr2, t->n - t->n_first);
+    fetch_run(c, t->vaddr, t->n_first);
+    if (t->n_first < t->n)
+        fetch_run(c, t->vaddr2, t->n - t->n_first);
+}
+
+/* Without fetches, blocks add their instruction count inline (no call): to one counter per
+ * process, which a thread reads when it sends a packet. With several threads, each `insns`
+ * mark then holds the process's instructions since the previous mark of any thread. */
+static uint64_t process_insns, process_insns_reported;
+
+static uint64_t take_insns(struct vcpu *c)
+{
+    uint64_t n = c->insns;
+    c->insns = 0;
+    if (!want_fetches) {
+        uint64_t now = __atomic_load_n(&process_insns, __ATOMIC_RELAXED);
+        uint64_t before = __atomic_exchange_n(&process_insns_reported, now, __ATOMIC_RELAXED);
+        if (now > before)
+            n += now - before;
     }
+    return n;
 }
 
 static void emit_event(struct vcpu *c, int code, int nargs, const uint64_t *args);
@@ -223,12 +275,13 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
             t->n_first = (uint32_t)i;
             t->vaddr2 = va;
         }
-        qemu_plugin_register_vcpu_mem_cb(insn, on_load, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_R,
+        qemu_plugin_register_vcpu_mem_cb(insn, on_mem, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
                                          NULL);
-        qemu_plugin_register_vcpu_mem_cb(insn, on_store, QEMU_PLUGIN_CB_NO_REGS,
-                                         QEMU_PLUGIN_MEM_W, NULL);
     }
-    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_exec, QEMU_PLUGIN_CB_NO_REGS, t);
+    if (want_fetches)
+        qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_exec, QEMU_PLUGIN_CB_NO_REGS, t);
+    else
+        qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &process_insns, n);
 }
 
 /* ---- events ------------------------------------------------------------------------------- */
@@ -245,11 +298,9 @@ static void emit_event(struct vcpu *c, int code, int nargs, const uint64_t *args
 
 static void emit_insns(struct vcpu *c)
 {
-    if (c->insns) {
-        uint64_t a = c->insns;
-        c->insns = 0;
+    uint64_t a = take_insns(c);
+    if (a)
         emit_event(c, EV_INSNS, 1, &a);
-    }
 }
 
 /* An event with a path: fixed arguments, then the path's length and bytes in whole words. */
@@ -503,6 +554,7 @@ static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t
                 if (vcpus[i] && (unsigned)i != vcpu_index)
                     vcpus[i]->pkt.nwords = 0, vcpus[i]->run_open = 0;
             c->insns = 0;
+            process_insns_reported = __atomic_load_n(&process_insns, __ATOMIC_RELAXED);
             live_threads = 1;
             exited = 0;
         }
@@ -609,6 +661,7 @@ SP_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t 
     }
     /* The recorder must not be inherited by programs the guest execs (they run untraced). */
     fcntl(sock, F_SETFD, FD_CLOEXEC);
+    check_info_layout();
     (void)fetch_words;
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     qemu_plugin_register_vcpu_exit_cb(id, on_vcpu_exit);

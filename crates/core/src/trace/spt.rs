@@ -1,8 +1,9 @@
-//! The `.spt` trace format, version 1 (spec: docs/TRACE_FORMAT.md).
+//! The `.spt` trace format, version 2 (spec: docs/TRACE_FORMAT.md). Version 1 files (magic
+//! "SPTRACE1") read unchanged: version 2 only gives meaning to a tag bit version 1 kept at 0.
 //!
 //! ```text
 //! file   := header chunk* index?
-//! header := "SPTRACE1" u32:json_len json u32:crc32(json)
+//! header := "SPTRACE2" u32:json_len json u32:crc32(json)
 //! chunk  := "SPCK" u32:raw_len u32:comp_len u32:n_records u64:n_accesses u32:crc32(comp) zstd(comp)
 //! index  := "SPIX" u32:n_chunks (u64:offset u32:n_records u64:n_accesses)* u32:flags
 //!           u64:total_accesses u32:crc32(from n_chunks to total) u64:index_offset "SPTEND\0\0"
@@ -22,7 +23,9 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::sync::mpsc;
 
-pub const FILE_MAGIC: &[u8; 8] = b"SPTRACE1";
+pub const FILE_MAGIC: &[u8; 8] = b"SPTRACE2";
+/// The first version's magic, still read.
+pub const FILE_MAGIC_V1: &[u8; 8] = b"SPTRACE1";
 pub const CHUNK_MAGIC: &[u8; 4] = b"SPCK";
 pub const INDEX_MAGIC: &[u8; 4] = b"SPIX";
 pub const END_MAGIC: &[u8; 8] = b"SPTEND\0\0";
@@ -36,7 +39,16 @@ pub const FLAG_TRUNCATED: u32 = 1;
 pub const DEFAULT_CHUNK_RECORDS: u32 = 1 << 16;
 const TAG_EVENT: u8 = 0x80;
 const TAG_COUNT: u8 = 0x20;
-const TAG_RESERVED: u8 = 0x40;
+/// Data access: its address is a delta from the second data predictor (version 2).
+const TAG_PRED_B: u8 = 0x40;
+/// Address predictors: 0 data A, 1 instruction fetches, 2 data B.
+const PRED_DATA_A: usize = 0;
+const PRED_FETCH: usize = 1;
+const PRED_DATA_B: usize = 2;
+/// A data access within this distance of a data predictor is encoded from the nearer one;
+/// farther, from the less recently used one (which it then replaces). Two interleaved streams
+/// (a sequential sweep and random probes, a stack and a heap) so keep a predictor each.
+const PRED_NEAR: u64 = 64 << 10;
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ChunkInfo {
@@ -60,7 +72,9 @@ pub struct SptWriter<W: Write> {
     path: String,
     raw: Vec<u8>,
     pending: Option<Access>,
-    prev: [u64; 2],
+    prev: [u64; 3],
+    /// The data predictor used last (the other one is replaced by a far access).
+    last_data: usize,
     context: Option<(u32, u32)>,
     chunk_records: u32,
     chunk_accesses: u64,
@@ -94,7 +108,8 @@ impl<W: Write> SptWriter<W> {
             path: path.to_string(),
             raw: Vec::with_capacity(8 << 20),
             pending: None,
-            prev: [0; 2],
+            prev: [0; 3],
+            last_data: PRED_DATA_B,
             context: None,
             chunk_records: 0,
             chunk_accesses: 0,
@@ -120,13 +135,31 @@ impl<W: Write> SptWriter<W> {
         self.flags |= FLAG_TRUNCATED;
     }
 
+    /// Which predictor encodes `a`; updates the data predictors' recency.
     #[inline]
-    fn stream(kind: AccessKind) -> usize {
-        kind.is_fetch() as usize
+    fn predictor(&mut self, a: &Access) -> usize {
+        if a.kind.is_fetch() {
+            return PRED_FETCH;
+        }
+        let da = a.addr.abs_diff(self.prev[PRED_DATA_A]);
+        let db = a.addr.abs_diff(self.prev[PRED_DATA_B]);
+        let p = if da.min(db) <= PRED_NEAR {
+            if da <= db {
+                PRED_DATA_A
+            } else {
+                PRED_DATA_B
+            }
+        } else if self.last_data == PRED_DATA_A {
+            PRED_DATA_B
+        } else {
+            PRED_DATA_A
+        };
+        self.last_data = p;
+        p
     }
 
     fn encode_access(&mut self, a: Access) {
-        let stream = Self::stream(a.kind);
+        let stream = self.predictor(&a);
         let size_code = match a.size {
             1 => 0u8,
             2 => 1,
@@ -140,6 +173,9 @@ impl<W: Write> SptWriter<W> {
         let mut tag = (a.kind as u8) | (size_code << 2);
         if a.count > 1 {
             tag |= TAG_COUNT;
+        }
+        if stream == PRED_DATA_B {
+            tag |= TAG_PRED_B;
         }
         self.raw.push(tag);
         if size_code == 7 {
@@ -260,7 +296,8 @@ impl<W: Write> SptWriter<W> {
         self.raw.clear();
         self.chunk_records = 0;
         self.chunk_accesses = 0;
-        self.prev = [0; 2];
+        self.prev = [0; 3];
+        self.last_data = PRED_DATA_B;
         // Every chunk opens with the context in force, so it decodes alone.
         if let Some((pid, tid)) = self.context {
             self.encode_event(&Event::Context { pid, tid });
@@ -440,7 +477,7 @@ fn sniff(head: &[u8]) -> &'static str {
     } else if head.starts_with(b"# superpager text") {
         "it is superpager's text form (use `superpager trace import FILE --from text`)"
     } else {
-        "expected the magic \"SPTRACE1\""
+        "expected the magic \"SPTRACE2\" (or \"SPTRACE1\")"
     }
 }
 
@@ -450,15 +487,15 @@ pub fn open_meta(path: &str) -> Result<(TraceMeta, BufReader<File>)> {
     let file_len = f.metadata().map_err(|e| Error::io(path, &e))?.len();
     let mut r = BufReader::with_capacity(1 << 20, f);
     if file_len == 0 {
-        return Err(Error::trace(path, 0, "empty file: not a superpager trace (expected the magic \"SPTRACE1\")"));
+        return Err(Error::trace(path, 0, "empty file: not a superpager trace (expected the magic \"SPTRACE2\" or \"SPTRACE1\")"));
     }
     let mut magic = [0u8; 12];
     let n = (file_len as usize).min(12);
     read_exact_at(&mut r, &mut magic[..n], path, 0, "file header")?;
-    if n < 8 && magic[..n] == FILE_MAGIC[..n] {
+    if n < 8 && (magic[..n] == FILE_MAGIC[..n] || magic[..n] == FILE_MAGIC_V1[..n]) {
         return Err(Error::trace(path, n as u64, format!("truncated: file ends inside the header ({n} bytes present)")));
     }
-    if n < 8 || &magic[..8] != FILE_MAGIC {
+    if n < 8 || (&magic[..8] != FILE_MAGIC && &magic[..8] != FILE_MAGIC_V1) {
         return Err(Error::trace(path, 0, format!("not a superpager .spt trace: {}", sniff(&magic[..n]))));
     }
     if n < 12 {
@@ -536,7 +573,7 @@ fn read_index(f: &mut File, path: &str, index_offset: u64, file_len: u64, meta: 
 /// Decode one chunk's raw (decompressed) payload into `out`.
 pub fn decode_payload(raw: &[u8], n_records: u32, n_accesses: u64, path: &str, base: u64, out: &mut Chunk) -> Result<()> {
     let mut pos = 0usize;
-    let mut prev = [0u64; 2];
+    let mut prev = [0u64; 3];
     let mut records = 0u32;
     let mut accesses = 0u64;
     // Offsets inside the payload are reported as "chunk at B, payload byte P": the payload is
@@ -547,10 +584,10 @@ pub fn decode_payload(raw: &[u8], n_records: u32, n_accesses: u64, path: &str, b
         let tag = raw[pos];
         pos += 1;
         if tag & TAG_EVENT == 0 {
-            if tag & TAG_RESERVED != 0 {
+            let kind = AccessKind::from_bits(tag);
+            if tag & TAG_PRED_B != 0 && kind.is_fetch() {
                 return Err(bad(at, &format!("bad record tag {tag:#04x}")));
             }
-            let kind = AccessKind::from_bits(tag);
             let code = (tag >> 2) & 7;
             let size = if code == 7 {
                 let s = get_u64(raw, &mut pos).ok_or_else(|| bad(pos, "bad varint (access size)"))?;
@@ -562,7 +599,13 @@ pub fn decode_payload(raw: &[u8], n_records: u32, n_accesses: u64, path: &str, b
                 1u8 << code
             };
             let d = get_u64(raw, &mut pos).ok_or_else(|| bad(pos, "bad varint (address delta)"))?;
-            let stream = kind.is_fetch() as usize;
+            let stream = if kind.is_fetch() {
+                PRED_FETCH
+            } else if tag & TAG_PRED_B != 0 {
+                PRED_DATA_B
+            } else {
+                PRED_DATA_A
+            };
             let addr = prev[stream].wrapping_add(unzigzag(d) as u64);
             prev[stream] = addr;
             let count = if tag & TAG_COUNT != 0 {
