@@ -5,7 +5,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test setup install dev bench bench-os clean
+.PHONY: demo test setup install dev bench bench-os bench-capture clean
 
 setup:
 	@bash scripts/setup.sh
@@ -31,6 +31,9 @@ bench: install
 
 bench-os: install
 	$(VENV)/bin/superpager bench --os --repeats 3 --out docs/OS_SCALE.md
+
+bench-capture: install
+	$(VENV)/bin/superpager bench --capture --repeats 3 --out docs/PERFORMANCE.md
 
 clean:
 	rm -rf target build dist demo-out python/superpager/_core*.so

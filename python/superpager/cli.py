@@ -291,6 +291,10 @@ def cmd_bench(a) -> int:
         from . import bench_os
 
         return bench_os.main(a)
+    if a.capture:
+        from . import bench_capture
+
+        return bench_capture.main(a)
     from . import bench
 
     return bench.main(a)
@@ -530,6 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="measure throughput against pycachesim (writes a markdown report)")
     b.add_argument("--os", action="store_true", help="instead: the OS model at scale (64GiB prelude time, 384GiB host RSS)")
+    b.add_argument("--capture", action="store_true", help="instead: capture speed (vs native and lackey) and trace bytes per access")
     b.add_argument("--accesses", type=count, default=4_000_000, help="trace length (default 4M)")
     b.add_argument("--repeats", type=int, default=5, help="runs per measurement; the median is reported")
     b.add_argument("--out", help="write the markdown report here (e.g. docs/PERFORMANCE.md)")

@@ -46,7 +46,7 @@ SP_PLUGIN_EXPORT int qemu_plugin_version = SP_QEMU_PLUGIN_API_VERSION;
 /* ---- wire format ------------------------------------------------------------------------ */
 
 #define PKT_MAGIC 0x31515053u /* "SPQ1" */
-#define PKT_WORDS 4096        /* 32 KiB of records per datagram */
+#define PKT_WORDS 16384       /* 128 KiB of records per datagram */
 #define ADDR_MASK ((1ull << 57) - 1)
 #define COUNT_FOLLOWS (1ull << 57)
 #define EVENT_BIT (1ull << 63)

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 const PKT_MAGIC: u32 = 0x3151_5053; // "SPQ1"
 const PKT_HEADER: usize = 16;
 /// The plugin's packet size limit (PKT_WORDS) plus slack.
-pub const MAX_PACKET: usize = PKT_HEADER + 8 * 4096;
+pub const MAX_PACKET: usize = PKT_HEADER + 8 * 16384;
 const SOURCE: &str = "<capture stream>";
 
 // Plugin-only event codes (the others are the .spt event codes).
