@@ -190,6 +190,13 @@ def capture(cmd: Sequence[str], out: str, fetches: bool = False, lackey: bool = 
     finally:
         if proc.poll() is None:
             _kill(proc)
+        if interrupted:
+            # Give the recorder a few seconds to drain; a process that escaped the program's
+            # process group may still hold the socket open, so do not wait for it forever.
+            deadline = time.monotonic() + 5
+            while not session.progress()[3] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            session.stop()
         summary = session.finish(interrupted)
         rx.close()
     seconds = time.monotonic() - t0
@@ -236,7 +243,7 @@ def _watch(proc, session, progress, t0) -> bool:
             proc.wait(timeout=5)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             _kill(proc)
-        session.stop()
+        # The recorder drains what was sent and sees the end of the stream by itself.
         return True
 
 
