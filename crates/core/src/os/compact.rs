@@ -140,7 +140,8 @@ impl Os {
             let end = (m + pb).min(total);
             while f < end {
                 let o = if self.phys.is_head(f) { self.phys.order_at(f) } else { 0 };
-                if self.phys.is_head(f) && self.phys.kind_of(f).movable() && o < order && self.phys.owner(f) != Owner::NONE {
+                // Frames inside a reservation stay put: moving one would empty its slot in the extent.
+                if self.phys.is_head(f) && self.phys.kind_of(f).movable() && o < order && self.phys.owner(f) != Owner::NONE && !self.phys.reservs.is_member(f) {
                     batch.push((f, o));
                 }
                 f += 1u64 << o;

@@ -23,6 +23,7 @@
 //! largest free block of a fallback type, claiming the whole pageblock when the block is at
 //! least half a pageblock or the request is not movable (`can_steal_fallback`).
 
+use super::reserv::Reservations;
 use super::zeroed::ZeroedBuf;
 use crate::units::{Order, Pfn};
 
@@ -51,11 +52,20 @@ pub enum FrameKind {
     Wired = 4,
     /// Reserved at boot (firmware, kernel image): never freed.
     Reserved = 5,
+    /// Set aside in a reservation (os/reserv.rs), not yet populated.
+    Reservation = 6,
 }
 
 impl FrameKind {
-    pub const ALL: [FrameKind; 6] =
-        [FrameKind::Free, FrameKind::Anon, FrameKind::File, FrameKind::PageTable, FrameKind::Wired, FrameKind::Reserved];
+    pub const ALL: [FrameKind; 7] = [
+        FrameKind::Free,
+        FrameKind::Anon,
+        FrameKind::File,
+        FrameKind::PageTable,
+        FrameKind::Wired,
+        FrameKind::Reserved,
+        FrameKind::Reservation,
+    ];
     fn from_u8(v: u8) -> FrameKind {
         FrameKind::ALL[(v & KIND_MASK) as usize]
     }
@@ -67,13 +77,14 @@ impl FrameKind {
             FrameKind::PageTable => "page_table",
             FrameKind::Wired => "wired",
             FrameKind::Reserved => "reserved",
+            FrameKind::Reservation => "reservation",
         }
     }
     /// The migrate type an allocation of this kind asks for (Linux: GFP_HIGHUSER_MOVABLE for
     /// user and page-cache pages; page tables and kernel objects are unmovable).
     pub fn migrate_type(self) -> MigrateType {
         match self {
-            FrameKind::Anon | FrameKind::File => MigrateType::Movable,
+            FrameKind::Anon | FrameKind::File | FrameKind::Reservation => MigrateType::Movable,
             _ => MigrateType::Unmovable,
         }
     }
@@ -158,8 +169,10 @@ pub struct PhysMem {
     pb_type: Vec<u8>,
     pb_free: Vec<u32>,
     free: u64,
-    used_by_kind: [u64; 6],
+    used_by_kind: [u64; 7],
     pub counters: PhysCounters,
+    /// Reservations (os/reserv.rs): freeing a frame inside one gives it back to it.
+    pub reservs: Reservations,
 }
 
 impl PhysMem {
@@ -189,8 +202,9 @@ impl PhysMem {
             pb_type: vec![MigrateType::Movable as u8; pbs],
             pb_free: vec![0; pbs],
             free: 0,
-            used_by_kind: [0; 6],
+            used_by_kind: [0; 7],
             counters: PhysCounters::default(),
+            reservs: Reservations::new(frames)?,
         };
         // Cut memory into maximal aligned blocks (a size that is not a multiple of the largest
         // block leaves smaller blocks at the top).
@@ -223,7 +237,7 @@ impl PhysMem {
         MigrateType::ALL[self.pb_type[pb] as usize]
     }
     /// Frames in use by kind (index = FrameKind as usize; index 0 counts free frames).
-    pub fn frames_by_kind(&self) -> [u64; 6] {
+    pub fn frames_by_kind(&self) -> [u64; 7] {
         self.used_by_kind
     }
     /// Free blocks per order (all migrate types).
@@ -488,6 +502,10 @@ impl PhysMem {
         let (pfn, o) = (pfn.0, order.0);
         debug_assert!(self.is_head(pfn), "free of a non-head frame {pfn:#x}");
         debug_assert_eq!(self.order[pfn as usize], o, "free with the wrong order at {pfn:#x}");
+        if let Some(id) = self.reservs.of_frame(pfn) {
+            self.reserv_free(id, pfn, o);
+            return;
+        }
         self.mark_block_free(pfn, o);
         self.merge_in(pfn, o);
     }
@@ -508,6 +526,17 @@ impl PhysMem {
     /// maximal aligned extents, so a run of N frames costs about log N list operations instead
     /// of N frees with their merges (and no sort of the blocks).
     pub fn free_many(&mut self, blocks: &mut [(u64, u8)]) {
+        if self.reservs.count() > 0 && blocks.iter().any(|b| self.reservs.is_member(b.0)) {
+            // Frames inside reservations go back to them, one by one; the rest as below.
+            let mut rest: Vec<(u64, u8)> = Vec::with_capacity(blocks.len());
+            for &(pfn, o) in blocks.iter() {
+                match self.reservs.of_frame(pfn) {
+                    Some(id) => self.reserv_free(id, pfn, o),
+                    None => rest.push((pfn, o)),
+                }
+            }
+            return self.free_many(&mut rest);
+        }
         if blocks.len() < 64 {
             for &(pfn, o) in blocks.iter() {
                 self.free(Pfn(pfn), Order(o));
@@ -640,7 +669,7 @@ impl PhysMem {
         let mut f = 0u64;
         let mut free = 0u64;
         let mut pb_free = vec![0u32; self.pb_type.len()];
-        let mut by_kind = [0u64; 6];
+        let mut by_kind = [0u64; 7];
         let mut listed = [[0u64; MAX_ORDER + 1]; 3];
         while f < self.frames {
             if !self.is_head(f) {

@@ -39,6 +39,7 @@ pub mod pagecache;
 pub mod pagetable;
 pub mod prelude;
 pub mod promote;
+pub mod reserv;
 pub mod swap;
 pub mod zeroed;
 
@@ -372,27 +373,34 @@ impl Os {
                 self.phys.alloc(self.order_of(si), FrameKind::Anon)
             };
             let Some(pfn) = got else { return MapOutcome::NoContiguousExtent };
-            if !self.procs[pi].pt.map(start, si, pfn) {
-                self.phys.free(pfn, self.order_of(si));
-                return MapOutcome::OverlapsMapping;
-            }
-            self.procs[pi].resident[si as usize] += 1;
-            self.counters.zeroed_bytes += size.bytes();
-            self.phys.set_owner(pfn, Owner::anon(pi, start >> self.base.shift()));
-            if self.swap_total > 0 {
-                let r = self.page_ref(pi, start, si);
-                self.replacement.on_insert(r);
-            }
-            if !self.settle_pt_with(pi, Some(mmu)) {
-                self.pt_oom = true;
-            }
-            if self.phys.free_frames() < self.watermarks.1 {
-                self.kswapd(mmu);
-            }
-            MapOutcome::Mapped
+            self.map_fresh_frames(pi, start, si, pfn, mmu)
         })();
         self.counters.map_outcomes[si as usize][out as usize] += 1;
         out
+    }
+
+    /// Map freshly allocated anonymous frames `pfn` as the page of size `si` at `start`, zeroed:
+    /// the page table, reverse map, counters, replacement, page-table frames, and kswapd when
+    /// free memory runs low. On an overlapping mapping the frames are freed.
+    pub(crate) fn map_fresh_frames(&mut self, pi: usize, start: u64, si: u32, pfn: Pfn, mmu: &mut Mmu) -> MapOutcome {
+        if !self.procs[pi].pt.map(start, si, pfn) {
+            self.phys.free(pfn, self.order_of(si));
+            return MapOutcome::OverlapsMapping;
+        }
+        self.procs[pi].resident[si as usize] += 1;
+        self.counters.zeroed_bytes += self.sizes[si as usize].bytes();
+        self.phys.set_owner(pfn, Owner::anon(pi, start >> self.base.shift()));
+        if self.swap_total > 0 {
+            let r = self.page_ref(pi, start, si);
+            self.replacement.on_insert(r);
+        }
+        if !self.settle_pt_with(pi, Some(mmu)) {
+            self.pt_oom = true;
+        }
+        if self.phys.free_frames() < self.watermarks.1 {
+            self.kswapd(mmu);
+        }
+        MapOutcome::Mapped
     }
 
     /// Mechanism: unmap every page overlapping the range, free its frames, shoot down its TLB
@@ -858,6 +866,7 @@ impl Os {
     /// used frames equals the total.
     pub fn validate(&self) -> std::result::Result<(), String> {
         self.phys.validate()?;
+        self.phys.validate_reservations()?;
         let mut anon_frames = 0u64;
         let mut pt_frames = 0u64;
         let mut shared_seen = 0u64;
