@@ -70,6 +70,8 @@ pub struct Engine {
     ticks: bool,
     /// The policy watches TLB misses (`Policy::on_tlb_miss`).
     tlb_miss_hook: bool,
+    /// The policy serves anonymous faults itself (`Policy::serve_fault`).
+    serves_faults: bool,
     /// Scenario runs: pids of the current source are its trace's pids plus `pid_base`; the
     /// last pid each source ran, to resume it at its next quantum.
     pid_base: u32,
@@ -88,6 +90,7 @@ impl Engine {
         let base_only = cfg.fast_paths && policy.only_size() == Some(0);
         let ticks = policy.wants_tick();
         let tlb_miss_hook = policy.wants_tlb_misses();
+        let serves_faults = policy.serves_faults();
         let mmu = Mmu::new(machine);
         let os = Os::new(&mmu, cfg.memory, cfg.swap, &cfg.replacement)?;
         // No periodic samples when sample_every is 0: the first sample point is never reached.
@@ -112,6 +115,7 @@ impl Engine {
             base_only,
             ticks,
             tlb_miss_hook,
+            serves_faults,
             pid_base: 0,
             source: 0,
             source_pid: Vec::new(),
@@ -386,6 +390,19 @@ impl Engine {
             self.cur_cow = self.os.procs[pi].cow_pages > 0;
             return Ok(Some(0));
         }
+        if self.serves_faults {
+            let now = Cycles(self.now());
+            let mut sys = Sys { os: &mut self.os, mmu: &mut self.mmu, now };
+            if let Some(si) = self.policy.serve_fault(&mut sys, pi, va, a.kind.writes(), &vma) {
+                if self.os.pt_oom {
+                    return Err(self.os.oom(self.os.procs[pi].pid));
+                }
+                self.os.counters.faults += 1;
+                self.os.counters.faults_by_size[si as usize] += 1;
+                self.mmu.live_sizes |= 1 << si;
+                return Ok(Some(si));
+            }
+        }
         let d = self.policy.on_fault(&FaultInfo {
             va,
             write: a.kind.writes(),
@@ -460,7 +477,11 @@ impl Engine {
                 if !self.os.procs[self.cur_pi].alive {
                     return Ok(());
                 }
+                let old_brk = self.os.procs[self.cur_pi].brk;
                 self.os.apply(self.cur_pi, e, &mut self.mmu)?;
+                if self.serves_faults {
+                    self.tell_unmap(e, old_brk);
+                }
                 self.cur_cow = self.os.procs[self.cur_pi].cow_pages > 0;
                 if let Event::Exit { .. } = e {
                     self.cur_live = false;
@@ -471,6 +492,23 @@ impl Engine {
             self.os.validate().map_err(|m| Error::Sim(format!("invariant broken after {}: {m}", e.name())))?;
         }
         Ok(())
+    }
+
+    /// Tell a fault-serving policy which pages an address-space event took away.
+    fn tell_unmap(&mut self, e: &Event, old_brk: u64) {
+        let pi = self.cur_pi;
+        let page = self.os.base.bytes();
+        let up = |x: u64| x.saturating_add(page - 1) & !(page - 1);
+        match *e {
+            Event::Munmap { addr, len } => self.policy.on_unmap(pi, addr & !(page - 1), up(addr.saturating_add(len))),
+            Event::Madvise { addr, len, advice } if advice == crate::trace::MADV_DONTNEED => {
+                self.policy.on_unmap(pi, addr & !(page - 1), up(addr.saturating_add(len)))
+            }
+            Event::Mremap { old_addr, old_len, .. } => self.policy.on_unmap(pi, old_addr & !(page - 1), up(old_addr.saturating_add(old_len))),
+            Event::Exit { .. } => self.policy.on_unmap(pi, 0, u64::MAX),
+            Event::Brk { .. } if self.os.procs[pi].brk < old_brk => self.policy.on_unmap(pi, self.os.procs[pi].brk, old_brk),
+            _ => {}
+        }
     }
 
     /// Let the policy's daemons run at the current simulated time.

@@ -8,6 +8,7 @@
 pub mod base;
 pub mod fixed;
 pub mod linux_thp;
+pub mod navarro;
 pub mod replacement;
 
 use crate::error::{Error, Result};
@@ -78,6 +79,19 @@ pub trait Policy: Send {
     fn name(&self) -> String;
     /// A page fault on an unmapped address inside a VMA.
     fn on_fault(&mut self, f: &FaultInfo) -> FaultDecision;
+    /// Serve an anonymous page fault of process `pi` at `va` in `vma` with the OS mechanisms
+    /// directly (reservation-based policies choose the frame, not only the size). Returns the
+    /// size index of the page that maps `va` afterwards, or None to let the engine map what
+    /// `on_fault` decides. Called only if `serves_faults`.
+    fn serve_fault(&mut self, _sys: &mut Sys, _pi: usize, _va: u64, _write: bool, _vma: &Vma) -> Option<u32> {
+        None
+    }
+    fn serves_faults(&self) -> bool {
+        false
+    }
+    /// Pages of process `pi` in [start, end) were unmapped (munmap, MADV_DONTNEED, mremap's
+    /// old range, a shrinking brk; the whole space at exit). Called only if `serves_faults`.
+    fn on_unmap(&mut self, _pi: usize, _start: u64, _end: u64) {}
     /// A last-level TLB miss that found a valid translation of size index `size_idx`.
     fn on_tlb_miss(&mut self, _va: u64, _size_idx: u32) {}
     /// Whether `on_tlb_miss` does anything (the engine skips the call per miss otherwise).
@@ -119,7 +133,7 @@ pub struct PolicyInfo {
     pub build: fn(&Params, &[PageSize]) -> Result<Box<dyn Policy>>,
 }
 
-pub const REGISTRY: [PolicyInfo; 3] = [
+pub const REGISTRY: [PolicyInfo; 4] = [
     PolicyInfo {
         name: "base",
         summary: "base pages only: every fault maps one base page",
@@ -137,6 +151,12 @@ pub const REGISTRY: [PolicyInfo; 3] = [
         summary: "Linux transparent huge pages: fault-time 2MB pages, khugepaged collapse, compaction, mTHP sizes",
         params: linux_thp::PARAMS,
         build: linux_thp::build,
+    },
+    PolicyInfo {
+        name: "navarro",
+        summary: "Navarro et al.'s reservations at first touch, incremental in-place promotion, preemption (navarro:sizes=64KiB+4MiB)",
+        params: navarro::PARAMS,
+        build: navarro::build,
     },
 ];
 

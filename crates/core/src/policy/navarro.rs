@@ -1,0 +1,495 @@
+//! `navarro`: reservation-based superpages with incremental promotion (Navarro, Iyer, Druschel,
+//! Cox, OSDI 2002; the rules are listed in ../shared/notes/seeds-navarro-romer.md part A).
+//!
+//! On a first touch the policy reserves an aligned extent of the preferred superpage size
+//! around the page (os/reserv.rs) and maps the page at the frame with the matching offset; the
+//! neighbours' first touches take the other frames of the extent; as soon as an aligned
+//! extent of a superpage size inside a reservation is fully populated it is promoted in place,
+//! smallest sizes first (incremental promotion), with no copying. When no extent of the wanted
+//! size is free, the least recently allocated reservation that can yield one is preempted.
+//!
+//! Structures (per process) and their invariants:
+//! - *Population map*: `leaves` holds the base pages this policy populated and that are still
+//!   mapped; `nodes[(l, idx)]` (located by hash, created lazily: a missing node has both
+//!   counts 0) counts, for the aligned region of level-`l` size with index `idx`, its children
+//!   (regions of level l-1) with at least one populated page (`somepop`) and fully populated
+//!   (`fullpop`); counts change upward only on a child's 0<->1 and (fan-1)<->fan transitions.
+//! - *Reservations*: `reservs[(l, idx)]` names the reservation whose extent is that level-`l`
+//!   region. A reservation can die behind the policy's back (its last page unmapped), so every
+//!   use checks it is still the same live extent (`ResRef::live`).
+//! - *Reservation lists*: one per level below the largest; a reservation is on the list of the
+//!   largest extent it would yield if preempted, keyed by the time of its latest allocation
+//!   (the head is the least recently allocated); partial pieces of a preempted reservation go
+//!   to the head of their list.
+//!
+//! Not yet modelled (docs/NAVARRO.md lists them): demotion on protection change, on writes
+//! to clean superpages and speculatively under pressure; the contiguity-aware page daemon;
+//! cache pages in the buddy lists; wired-page clustering; aligned placement of file mappings;
+//! PTE-replication and dirty write-back costs. Pages a child inherits at fork are not in its
+//! population map.
+
+use super::{check_params, FaultDecision, FaultInfo, Params, Policy, Sys};
+use crate::error::{Error, Result};
+use crate::os::promote::PromoteResult;
+use crate::os::{MapOutcome, Vma, VmaKind};
+use crate::units::{Order, PageSize};
+use std::collections::{BTreeSet, HashMap};
+
+pub const PARAMS: &str = "sizes=S1+S2+... (superpage sizes to use; default: every size of the machine); \
+retry_smaller=true (when the preferred extent cannot be had even by preemption, try the intermediate sizes before a base page)";
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Node {
+    somepop: u32,
+    fullpop: u32,
+}
+
+/// A reservation as the policy knows it: the id and the extent it had when made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct ResRef {
+    id: u32,
+    pfn: u64,
+    order: u8,
+}
+
+impl ResRef {
+    fn live(&self, sys: &Sys) -> bool {
+        sys.os.phys.reservs.get(self.id).is_some_and(|r| r.pfn == self.pfn && r.order == self.order)
+    }
+}
+
+#[derive(Default)]
+struct ProcMap {
+    leaves: BTreeSet<u64>,
+    nodes: HashMap<(u8, u64), Node>,
+    reservs: HashMap<(u8, u64), ResRef>,
+}
+
+/// Where a reservation sits on the lists.
+#[derive(Clone, Copy)]
+struct Listed {
+    list: u8,
+    key: i64,
+    pi: usize,
+    level: u8,
+    idx: u64,
+}
+
+#[derive(Default, Clone)]
+struct Counters {
+    faults: u64,
+    from_reservation: u64,
+    reserved: Vec<u64>,
+    reserve_failed: Vec<u64>,
+    preempted: Vec<u64>,
+    base_fallback: u64,
+    base_preempt: u64,
+    promoted: Vec<u64>,
+    promote_refused: [u64; 8],
+    cap_object: u64,
+    cap_overlap: u64,
+    preferred: Vec<u64>,
+}
+
+pub struct Navarro {
+    /// Machine size index of each level; level 0 is the base page.
+    levels: Vec<u32>,
+    shifts: Vec<u32>,
+    /// Children per node at each level (level 0 unused).
+    fan: Vec<u64>,
+    retry_smaller: bool,
+    procs: HashMap<usize, ProcMap>,
+    lists: Vec<BTreeSet<(i64, ResRef)>>,
+    listed: HashMap<ResRef, Listed>,
+    clock: i64,
+    head_clock: i64,
+    c: Counters,
+}
+
+pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
+    check_params("navarro", params, &["sizes", "retry_smaller"])?;
+    let mut levels = vec![0u32];
+    match params.get("sizes") {
+        None => levels.extend(1..sizes.len() as u32),
+        Some(list) => {
+            let mut want = Vec::new();
+            for s in list.split('+') {
+                let p = PageSize::parse(s.trim()).map_err(|m| Error::usage(format!("policy navarro: sizes: {m}")))?;
+                let si = sizes.iter().position(|&x| x == p).filter(|&i| i > 0).ok_or_else(|| {
+                    let have: Vec<String> = sizes[1..].iter().map(|p| p.to_string()).collect();
+                    Error::usage(format!("policy navarro: sizes: this machine has no {p} superpages (it has {})", have.join(", ")))
+                })?;
+                want.push(si as u32);
+            }
+            want.sort_unstable();
+            want.dedup();
+            levels.extend(want);
+        }
+    }
+    let retry_smaller = match params.get("retry_smaller").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(o) => return Err(Error::usage(format!("policy navarro: retry_smaller={o}: expected true or false"))),
+    };
+    let shifts: Vec<u32> = levels.iter().map(|&si| sizes[si as usize].shift()).collect();
+    let fan: Vec<u64> = (0..levels.len()).map(|l| if l == 0 { 0 } else { 1u64 << (shifts[l] - shifts[l - 1]) }).collect();
+    let n = levels.len();
+    Ok(Box::new(Navarro {
+        levels,
+        shifts,
+        fan,
+        retry_smaller,
+        procs: HashMap::new(),
+        lists: vec![BTreeSet::new(); n.saturating_sub(1)],
+        listed: HashMap::new(),
+        clock: 0,
+        head_clock: 0,
+        c: Counters {
+            reserved: vec![0; n],
+            reserve_failed: vec![0; n],
+            preempted: vec![0; n],
+            promoted: vec![0; n],
+            preferred: vec![0; n],
+            ..Default::default()
+        },
+    }))
+}
+
+impl Navarro {
+    fn top(&self) -> usize {
+        self.levels.len() - 1
+    }
+
+    fn idx(&self, l: usize, va: u64) -> u64 {
+        va >> self.shifts[l]
+    }
+
+    fn node(&self, pi: usize, l: usize, idx: u64) -> Node {
+        self.procs.get(&pi).and_then(|m| m.nodes.get(&(l as u8, idx))).copied().unwrap_or_default()
+    }
+
+    /// Population map: base page `page` (a byte address) became populated (`on`) or not.
+    fn set_population(&mut self, pi: usize, page: u64, on: bool) {
+        let top = self.top();
+        let shifts = self.shifts.clone();
+        let fan = self.fan.clone();
+        let m = self.procs.entry(pi).or_default();
+        let vpn = page >> shifts[0];
+        let changed = if on { m.leaves.insert(vpn) } else { m.leaves.remove(&vpn) };
+        if !changed {
+            return;
+        }
+        // A base page is "some" and "full" at once: both transitions start at level 1.
+        let (mut some, mut full) = (true, true);
+        for l in 1..=top {
+            if !some && !full {
+                break;
+            }
+            let key = (l as u8, page >> shifts[l]);
+            let n = m.nodes.entry(key).or_default();
+            let (s0, f0) = (n.somepop, n.fullpop);
+            if some {
+                n.somepop = if on { n.somepop + 1 } else { n.somepop - 1 };
+            }
+            if full {
+                n.fullpop = if on { n.fullpop + 1 } else { n.fullpop - 1 };
+            }
+            some = some && ((s0 == 0) != (n.somepop == 0));
+            full = full && ((f0 == fan[l] as u32) != (n.fullpop == fan[l] as u32));
+            if n.somepop == 0 {
+                m.nodes.remove(&key);
+            }
+        }
+    }
+
+    /// The live reservation whose extent holds `va`, with its level.
+    fn find_reservation(&mut self, sys: &Sys, pi: usize, va: u64) -> Option<(usize, ResRef)> {
+        for l in (1..=self.top()).rev() {
+            let key = (l as u8, self.idx(l, va));
+            let Some(&r) = self.procs.get(&pi).and_then(|m| m.reservs.get(&key)) else { continue };
+            if r.live(sys) {
+                return Some((l, r));
+            }
+            self.forget(pi, l, key.1, r);
+        }
+        None
+    }
+
+    fn forget(&mut self, pi: usize, l: usize, idx: u64, r: ResRef) {
+        if let Some(m) = self.procs.get_mut(&pi) {
+            if m.reservs.get(&(l as u8, idx)) == Some(&r) {
+                m.reservs.remove(&(l as u8, idx));
+            }
+        }
+        if let Some(e) = self.listed.remove(&r) {
+            self.lists[e.list as usize].remove(&(e.key, r));
+        }
+    }
+
+    /// The preferred level for a fault at `va` in `vma` (§A.2.3), capped by the population map.
+    fn preferred(&mut self, pi: usize, vma: &Vma, va: u64) -> usize {
+        let len = vma.end - vma.start;
+        let mut want = 0;
+        for l in (1..=self.top()).rev() {
+            let size = 1u64 << self.shifts[l];
+            let start = va & !(size - 1);
+            let fits = match vma.kind {
+                // Growing objects may reach past their growing end, capped at their size.
+                VmaKind::Heap => start >= vma.start && size <= len,
+                VmaKind::Stack => start + size <= vma.end && size <= len,
+                _ => start >= vma.start && start + size <= vma.end,
+            };
+            if fits {
+                want = l;
+                break;
+            }
+        }
+        if want < self.top() {
+            self.c.cap_object += 1;
+        }
+        // Overlap limit: the first node on the root-to-leaf path with nothing populated.
+        let mut limit = 0;
+        for l in (1..=self.top()).rev() {
+            if self.node(pi, l, self.idx(l, va)).somepop == 0 {
+                limit = l;
+                break;
+            }
+        }
+        if limit < want {
+            self.c.cap_overlap += 1;
+            want = limit;
+        }
+        self.c.preferred[want] += 1;
+        want
+    }
+
+    /// The level of the largest extent reservation `(l, idx)` would yield if preempted.
+    fn yield_level(&self, pi: usize, l: usize, idx: u64) -> Option<usize> {
+        let n = self.node(pi, l, idx);
+        if (n.somepop as u64) < self.fan[l] {
+            return Some(l - 1);
+        }
+        if l == 1 {
+            return None;
+        }
+        let per = self.fan[l];
+        (idx * per..(idx + 1) * per).filter_map(|c| self.yield_level(pi, l - 1, c)).max()
+    }
+
+    /// Put reservation `r` at `(l, idx)` on the list it belongs to now; `key` None keeps its
+    /// old place in time (the list may change), Some(k) moves it there.
+    fn relist(&mut self, pi: usize, l: usize, idx: u64, r: ResRef, key: Option<i64>) {
+        let old = self.listed.remove(&r);
+        if let Some(e) = old {
+            self.lists[e.list as usize].remove(&(e.key, r));
+        }
+        let Some(list) = self.yield_level(pi, l, idx) else { return };
+        let key = key.or(old.map(|e| e.key)).unwrap_or(self.clock);
+        self.lists[list].insert((key, r));
+        self.listed.insert(r, Listed { list: list as u8, key, pi, level: l as u8, idx });
+    }
+
+    fn register(&mut self, pi: usize, l: usize, idx: u64, r: ResRef, key: Option<i64>) {
+        self.procs.entry(pi).or_default().reservs.insert((l as u8, idx), r);
+        self.relist(pi, l, idx, r, key);
+    }
+
+    /// Preempt the least recently allocated reservation able to yield an extent of level
+    /// `want` (from its list, or a larger one's). Returns whether one was broken.
+    fn preempt(&mut self, sys: &mut Sys, want: usize) -> bool {
+        for list in want..self.lists.len() {
+            while let Some(&(key, r)) = self.lists[list].iter().next() {
+                self.lists[list].remove(&(key, r));
+                let Some(e) = self.listed.remove(&r) else { continue };
+                if !r.live(sys) {
+                    self.forget(e.pi, e.level as usize, e.idx, r);
+                    continue;
+                }
+                self.break_reservation(sys, r, e);
+                self.c.preempted[list] += 1;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Split a reservation into extents of the next smaller level: empty ones are freed, full
+    /// ones dropped, partial ones become reservations at the head of their lists.
+    fn break_reservation(&mut self, sys: &mut Sys, r: ResRef, e: Listed) {
+        let (pi, l) = (e.pi, e.level as usize);
+        if let Some(m) = self.procs.get_mut(&pi) {
+            m.reservs.remove(&(l as u8, e.idx));
+        }
+        let to = Order((self.shifts[l - 1] - self.shifts[0]) as u8);
+        let out = sys.os.phys.reserv_split(r.id, to);
+        for nid in out.partial {
+            let p = sys.os.phys.reservs.get(nid).expect("a fresh partial piece");
+            let nr = ResRef { id: nid, pfn: p.pfn, order: p.order };
+            let Some((_, vpn)) = p.owner.as_anon() else { continue };
+            let idx = (vpn << self.shifts[0]) >> self.shifts[l - 1];
+            if l - 1 >= 1 {
+                self.head_clock -= 1;
+                let key = i64::MIN / 2 + self.head_clock;
+                self.register(pi, l - 1, idx, nr, Some(key));
+            }
+        }
+    }
+
+    /// Reserve an extent of level `l` around `va` and map `va` from it, preempting as needed.
+    fn reserve(&mut self, sys: &mut Sys, pi: usize, va: u64, l: usize) -> Option<ResRef> {
+        for _ in 0..8 {
+            match sys.os.reserve_and_map(pi, va, self.levels[l], self.clock as u64, sys.mmu) {
+                Ok(id) => {
+                    let p = sys.os.phys.reservs.get(id)?;
+                    self.c.reserved[l] += 1;
+                    return Some(ResRef { id, pfn: p.pfn, order: p.order });
+                }
+                Err(MapOutcome::NoContiguousExtent) => {
+                    if !self.preempt(sys, l) {
+                        break;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        self.c.reserve_failed[l] += 1;
+        None
+    }
+
+    /// Incremental promotion (§A.2.6): the largest fully populated region on `va`'s path that
+    /// lies in a reservation is promoted in place. Returns the size index now mapping `va`.
+    fn promote(&mut self, sys: &mut Sys, pi: usize, va: u64, res_level: usize) -> u32 {
+        for l in (1..=res_level).rev() {
+            if (self.node(pi, l, self.idx(l, va)).fullpop as u64) < self.fan[l] {
+                continue;
+            }
+            let start = va & !((1u64 << self.shifts[l]) - 1);
+            match sys.os.promote_in_place(pi, start, self.levels[l], sys.mmu) {
+                PromoteResult::Promoted => self.c.promoted[l] += 1,
+                PromoteResult::AlreadyLarger => {}
+                other => self.c.promote_refused[(other as usize).min(7)] += 1,
+            }
+            break;
+        }
+        sys.os.procs[pi].pt.size_at(va).unwrap_or(0)
+    }
+}
+
+impl Policy for Navarro {
+    fn name(&self) -> String {
+        "navarro".into()
+    }
+
+    fn on_fault(&mut self, _f: &FaultInfo) -> FaultDecision {
+        FaultDecision::base()
+    }
+
+    fn serves_faults(&self) -> bool {
+        true
+    }
+
+    fn serve_fault(&mut self, sys: &mut Sys, pi: usize, va: u64, _write: bool, vma: &Vma) -> Option<u32> {
+        self.clock += 1;
+        self.c.faults += 1;
+        let page = va & !((1u64 << self.shifts[0]) - 1);
+        // A frame already reserved for this page?
+        if let Some((l, r)) = self.find_reservation(sys, pi, va) {
+            if sys.os.map_from_reservation(pi, va, r.id, self.clock as u64, sys.mmu) == MapOutcome::Mapped {
+                self.c.from_reservation += 1;
+                self.set_population(pi, page, true);
+                let idx = self.idx(l, va);
+                self.relist(pi, l, idx, r, Some(self.clock));
+                return Some(self.promote(sys, pi, va, l));
+            }
+        }
+        let want = self.preferred(pi, vma, va);
+        let mut tries: Vec<usize> = if want > 0 { vec![want] } else { Vec::new() };
+        if self.retry_smaller {
+            tries.extend((1..want).rev());
+        }
+        for l in tries {
+            if let Some(r) = self.reserve(sys, pi, va, l) {
+                self.set_population(pi, page, true);
+                let idx = self.idx(l, va);
+                self.register(pi, l, idx, r, Some(self.clock));
+                return Some(self.promote(sys, pi, va, l));
+            }
+        }
+        if want > 0 {
+            self.c.base_fallback += 1;
+        }
+        // A base page: the buddy allocator, then (last resort) preempting a reservation.
+        let mut out = sys.os.map_page(pi, page, 0, Some((vma.start, vma.end)), sys.mmu);
+        if out == MapOutcome::NoContiguousExtent && self.preempt(sys, 0) {
+            self.c.base_preempt += 1;
+            out = sys.os.map_page(pi, page, 0, Some((vma.start, vma.end)), sys.mmu);
+        }
+        if out != MapOutcome::Mapped {
+            return None; // the engine's own path reports the out-of-memory
+        }
+        self.set_population(pi, page, true);
+        Some(0)
+    }
+
+    fn on_unmap(&mut self, pi: usize, start: u64, end: u64) {
+        if start == 0 && end == u64::MAX {
+            // Exit: the frames went back to their reservations, which died with them.
+            if let Some(m) = self.procs.remove(&pi) {
+                for r in m.reservs.values() {
+                    if let Some(e) = self.listed.remove(r) {
+                        self.lists[e.list as usize].remove(&(e.key, *r));
+                    }
+                }
+            }
+            return;
+        }
+        let Some(m) = self.procs.get(&pi) else { return };
+        let s0 = self.shifts[0];
+        let gone: Vec<u64> = m.leaves.range(start >> s0..end.div_ceil(1 << s0)).copied().collect();
+        let mut touched = BTreeSet::new();
+        for vpn in gone {
+            let va = vpn << s0;
+            self.set_population(pi, va, false);
+            for l in 1..=self.top() {
+                let key = (l as u8, self.idx(l, va));
+                if let Some(&r) = self.procs.get(&pi).and_then(|m| m.reservs.get(&key)) {
+                    touched.insert((l, key.1, r));
+                }
+            }
+        }
+        // Fewer pages: the reservations may now yield larger extents (same place in time).
+        // Dead ones are dropped the next time they are looked at.
+        for (l, idx, r) in touched {
+            if self.listed.contains_key(&r) || self.yield_level(pi, l, idx).is_some() {
+                self.relist(pi, l, idx, r, None);
+            }
+        }
+    }
+
+    fn counters(&self) -> Vec<(String, u64)> {
+        let name = |l: usize| format!("{}", crate::units::Bytes(1u64 << self.shifts[l]));
+        let mut v = vec![
+            ("navarro.faults".to_string(), self.c.faults),
+            ("navarro.fault.from_reservation".to_string(), self.c.from_reservation),
+            ("navarro.fault.base_fallback".to_string(), self.c.base_fallback),
+            ("navarro.fault.base_preempt".to_string(), self.c.base_preempt),
+            ("navarro.preferred_capped.object".to_string(), self.c.cap_object),
+            ("navarro.preferred_capped.overlap".to_string(), self.c.cap_overlap),
+        ];
+        for l in 0..self.levels.len() {
+            v.push((format!("navarro.preferred.{}", name(l)), self.c.preferred[l]));
+            if l > 0 {
+                v.push((format!("navarro.reserve.{}", name(l)), self.c.reserved[l]));
+                v.push((format!("navarro.reserve_failed.{}", name(l)), self.c.reserve_failed[l]));
+                v.push((format!("navarro.promote.{}", name(l)), self.c.promoted[l]));
+            }
+            if l < self.lists.len() {
+                v.push((format!("navarro.preempt.list_{}", name(l)), self.c.preempted[l]));
+            }
+        }
+        for (i, n) in self.c.promote_refused.iter().enumerate().filter(|(_, &n)| n > 0) {
+            v.push((format!("navarro.promote_refused.{}", PromoteResult::ALL.get(i).map_or("other", |r| r.name())), *n));
+        }
+        v
+    }
+}
