@@ -270,3 +270,19 @@ fn conservation_at_every_sample() {
         assert_eq!(total, e.os.phys.total_frames(), "free plus used frames must equal the total at every sample: {:?}", s.frames);
     }
 }
+
+#[test]
+fn invariants_hold_with_reservations() {
+    // navarro: reservations, preemption, incremental promotion among random mmaps, unmaps,
+    // forks, exits, file traffic, swapping and compaction.
+    let mut reserved = 0;
+    for seed in 30..34 {
+        for machine in ["skylake", "alpha21264", "neoverse-n1"] {
+            let e = run(seed, machine, "navarro:retry_smaller=true", 500);
+            reserved += e.os.phys.reservs.counters.created.iter().sum::<u64>();
+        }
+        let e = run_full(seed, "alpha21264", "navarro", 500, 1 << 30, "clock", true);
+        reserved += e.os.phys.reservs.counters.created.iter().sum::<u64>();
+    }
+    assert!(reserved > 0, "no reservation was made");
+}

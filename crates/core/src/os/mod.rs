@@ -337,6 +337,12 @@ impl Os {
         if let Some(p) = self.phys.alloc(order, kind) {
             return Some(p);
         }
+        // Unpopulated frames of reservations count as free: take them back first.
+        while self.phys.reserv_reclaim_one() {
+            if let Some(p) = self.phys.alloc(order, kind) {
+                return Some(p);
+            }
+        }
         self.counters.direct_reclaims += 1;
         let want = pagecache::SWAP_CLUSTER_MAX << order.0.min(9);
         if self.cache.reclaim(&mut self.phys, &self.file_mappers, want) == 0 {
@@ -397,7 +403,7 @@ impl Os {
         if !self.settle_pt_with(pi, Some(mmu)) {
             self.pt_oom = true;
         }
-        if self.phys.free_frames() < self.watermarks.1 {
+        if self.phys.available_frames() < self.watermarks.1 {
             self.kswapd(mmu);
         }
         MapOutcome::Mapped
@@ -663,7 +669,7 @@ impl Os {
         self.counters.kswapd_wakes += 1;
         let was = self.in_daemon;
         self.in_daemon = true;
-        while self.phys.free_frames() < self.watermarks.2 {
+        while self.phys.available_frames() < self.watermarks.2 {
             let mut n = self.cache.reclaim(&mut self.phys, &self.file_mappers, pagecache::SWAP_CLUSTER_MAX) as u64;
             if n == 0 {
                 n = self.swap_out(pagecache::SWAP_CLUSTER_MAX as u64, mmu);

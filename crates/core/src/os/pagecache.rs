@@ -66,7 +66,7 @@ impl PageCache {
     /// Returns false if no frame could be had.
     #[allow(clippy::too_many_arguments)]
     pub fn access_with(&mut self, phys: &mut PhysMem, mapped: &HashMap<u64, Vec<Owner>>, file: u32, index: u64, write: bool, reserve: u64) -> bool {
-        if reserve != u64::MAX && phys.free_frames() <= reserve && self.cached > 0 {
+        if reserve != u64::MAX && phys.available_frames() <= reserve && self.cached > 0 {
             self.reclaim(phys, mapped, SWAP_CLUSTER_MAX);
         }
         let f = &mut self.files[file as usize];
@@ -77,7 +77,12 @@ impl PageCache {
             return true;
         }
         self.counters.misses += 1;
-        let pfn = match phys.alloc(Order(0), FrameKind::File) {
+        let mut got = phys.alloc(Order(0), FrameKind::File);
+        while got.is_none() && phys.reserv_reclaim_one() {
+            // Unpopulated frames of reservations count as free: take them back first.
+            got = phys.alloc(Order(0), FrameKind::File);
+        }
+        let pfn = match got {
             Some(p) => p,
             None => {
                 self.reclaim(phys, mapped, SWAP_CLUSTER_MAX);

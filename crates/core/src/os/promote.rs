@@ -91,7 +91,7 @@ impl Os {
             if !self.settle_pt_with(pi, Some(mmu)) {
                 self.pt_oom = true;
             }
-            if self.phys.free_frames() < self.watermarks.1 {
+            if self.phys.available_frames() < self.watermarks.1 {
                 self.kswapd(mmu);
             }
             MapOutcome::Mapped

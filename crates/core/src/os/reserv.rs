@@ -88,6 +88,8 @@ pub struct ReservCounters {
     pub emptied: u64,
     pub splits: u64,
     pub dissolved: u64,
+    /// Reservations broken by the allocator itself because no free frame was left.
+    pub reclaimed: u64,
 }
 
 impl Reservations {
@@ -289,6 +291,32 @@ impl PhysMem {
             i += step;
         }
         out
+    }
+
+    /// Frames free or set aside but unpopulated in reservations: what an allocation can have
+    /// (FreeBSD counts a reservation's unpopulated pages as free, too).
+    pub fn available_frames(&self) -> u64 {
+        self.free_frames() + self.frames_by_kind()[FrameKind::Reservation as usize]
+    }
+
+    /// When no free frame is left: dissolve the reservation whose latest allocation is the
+    /// oldest, returning its unpopulated frames (FreeBSD's vm_reserv_reclaim_inactive). Returns
+    /// whether there was one with frames to give.
+    pub fn reserv_reclaim_one(&mut self) -> bool {
+        let victim = self
+            .reservs
+            .live()
+            .filter(|(_, r)| (r.popcnt as u64) < r.frames())
+            .min_by_key(|(id, r)| (r.last_alloc, *id))
+            .map(|(id, _)| id);
+        match victim {
+            Some(id) => {
+                self.reserv_split(id, Order(0));
+                self.reservs.counters.reclaimed += 1;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Check the invariants in the module comment (O(reserved frames): tests only).

@@ -425,6 +425,11 @@ impl Policy for Navarro {
             out = sys.os.map_page(pi, page, 0, Some((vma.start, vma.end)), sys.mmu);
         }
         if out != MapOutcome::Mapped {
+            // Under memory pressure the page may have been mapped by an attempt above and swapped
+            // out at once (its reservation then died): bring it back like any swapped page.
+            if sys.os.swapped_at(pi, va).is_some() {
+                return sys.os.swap_in(pi, va, sys.mmu);
+            }
             return None; // the engine's own path reports the out-of-memory
         }
         self.set_population(pi, page, true);

@@ -1,0 +1,146 @@
+//! The `navarro` policy on the OS model, with the invariant validator on: reservations at first
+//! touch, incremental promotion in place, one size against several, preemption when contiguity
+//! runs out, and everything released at unmap and exit.
+use superpager_core::engine::{Engine, EngineConfig};
+use superpager_core::mmu::machine::Machine;
+use superpager_core::os::frames::FrameKind;
+use superpager_core::policy;
+use superpager_core::trace::*;
+use superpager_core::units::Bytes;
+
+const BASE: u64 = 0x1_0000_0000; // aligned to every superpage size
+
+fn engine(machine: &str, pol: &str, memory: u64) -> Engine {
+    let m = Machine::load(machine).unwrap();
+    let p = policy::build(pol, &m.page_sizes).unwrap();
+    Engine::new(m, p, EngineConfig { memory: Bytes(memory), validate: true, ..Default::default() }).unwrap()
+}
+
+fn run(e: &mut Engine, events: Vec<Event>, accesses: impl IntoIterator<Item = u64>) {
+    let mut c = Chunk::default();
+    for ev in events {
+        c.events.push((0, ev));
+    }
+    for va in accesses {
+        c.accesses.push(Access::new(va, AccessKind::Store, 8));
+    }
+    e.run_chunk(&c).unwrap();
+}
+
+fn setup(e: &mut Engine, len: u64) {
+    run(e, vec![Event::Context { pid: 1, tid: 1 }, Event::Mmap { addr: BASE, len, prot: 3, flags: MAP_PRIVATE | MAP_ANONYMOUS, fd: -1, offset: 0 }], []);
+}
+
+fn counter(e: &mut Engine, name: &str) -> u64 {
+    let r = e.results();
+    *r.counters.get(name).unwrap_or_else(|| panic!("no counter {name}"))
+}
+
+#[test]
+fn sequential_first_touch_promotes_incrementally_to_the_largest_size() {
+    // Alpha: 8KB pages, superpages of 64KB, 512KB, 4MB.
+    let mut e = engine("alpha21264", "navarro", 256 << 20);
+    setup(&mut e, 16 << 20);
+    let page = 8192u64;
+    // Touch the first 64KB: one 4MB reservation, then a 64KB promotion.
+    run(&mut e, vec![], (0..8).map(|i| BASE + i * page));
+    let pi = e.os.proc_index(1);
+    assert_eq!(e.os.procs[pi].pt.lookup(BASE).unwrap().size_idx, 1, "64KB after 8 pages");
+    assert_eq!(e.os.phys.reservs.count(), 1);
+    // The rest of the 16MB, in order: every 4MB ends as one page.
+    run(&mut e, vec![], (8..2048).map(|i| BASE + i * page));
+    for k in 0..4 {
+        assert_eq!(e.os.procs[pi].pt.lookup(BASE + k * (4 << 20)).unwrap().size_idx, 3);
+    }
+    assert_eq!(counter(&mut e, "policy.navarro.reserve.4MiB"), 4);
+    // Each fault promotes the largest region it completes: the last 64KB of a 512KB region
+    // completes both and becomes part of a 512KB page at once (and likewise for 4MB).
+    assert_eq!(counter(&mut e, "policy.navarro.promote.64KiB"), 4 * 8 * 7);
+    assert_eq!(counter(&mut e, "policy.navarro.promote.512KiB"), 4 * 7);
+    assert_eq!(counter(&mut e, "policy.navarro.promote.4MiB"), 4);
+    assert_eq!(counter(&mut e, "policy.navarro.fault.from_reservation"), 2048 - 4);
+    assert_eq!(e.os.phys.frames_by_kind()[FrameKind::Reservation as usize], 0, "all populated");
+}
+
+#[test]
+fn preferred_size_respects_the_object_and_what_is_populated() {
+    let mut e = engine("alpha21264", "navarro", 256 << 20);
+    // A 600KB object: the largest aligned superpage inside it is 512KB (at its start).
+    setup(&mut e, 600 << 10);
+    run(&mut e, vec![], [BASE + 8192]);
+    assert_eq!(counter(&mut e, "policy.navarro.reserve.512KiB"), 1);
+    // A fault past 512KB gets a 64KB reservation (the 512KB region above would cross the end).
+    run(&mut e, vec![], [BASE + (512 << 10) + 8192]);
+    assert_eq!(counter(&mut e, "policy.navarro.reserve.64KiB"), 1);
+    assert!(counter(&mut e, "policy.navarro.preferred_capped.object") >= 2);
+}
+
+#[test]
+fn one_size_only() {
+    let mut e = engine("alpha21264", "navarro:sizes=64KiB", 256 << 20);
+    setup(&mut e, 4 << 20);
+    run(&mut e, vec![], (0..512).map(|i| BASE + i * 8192));
+    let pi = e.os.proc_index(1);
+    let mut pages = Vec::new();
+    e.os.procs[pi].pt.pages_in_range(BASE, 4 << 20, &mut pages);
+    assert_eq!(pages.len(), 64);
+    assert!(pages.iter().all(|t| t.size_idx == 1), "only 64KB pages");
+    assert_eq!(counter(&mut e, "policy.navarro.reserve.64KiB"), 64);
+    assert!(policy::build("navarro:sizes=2MiB", &Machine::load("alpha21264").unwrap().page_sizes).is_err());
+}
+
+#[test]
+fn scarce_contiguity_preempts_the_least_recently_allocated_reservation() {
+    // 40MB of memory on Alpha: about nine free 4MB extents. Touch one page in each of forty
+    // 4MB regions: the first reservations take every free 4MB extent, the next ones the 512KB
+    // extents left over; then no list can yield 4MB and, with retry_smaller, faults preempt
+    // the least recently allocated reservation for a 512KB extent.
+    let mut e = engine("alpha21264", "navarro:retry_smaller=true", 40 << 20);
+    setup(&mut e, 160 << 20);
+    run(&mut e, vec![], (0..40).map(|k| BASE + k * (4 << 20)));
+    let big = counter(&mut e, "policy.navarro.reserve.4MiB");
+    assert!((6..12).contains(&big), "{big} 4MB reservations");
+    assert!(counter(&mut e, "policy.navarro.preempt.list_512KiB") >= 1);
+    assert!(counter(&mut e, "policy.navarro.reserve.512KiB") >= 1);
+    // The oldest reservation was the one broken: region 0 is no longer 4MB-reserved.
+    let pi = e.os.proc_index(1);
+    let first = e.os.procs[pi].pt.lookup(BASE).unwrap().pfn.0;
+    assert!(e.os.phys.reservs.live().all(|(_, r)| !(r.order == 9 && r.pfn <= first && first < r.pfn + 512)));
+}
+
+#[test]
+fn unmap_and_exit_release_every_reserved_frame() {
+    let mut e = engine("skylake", "navarro", 256 << 20);
+    setup(&mut e, 8 << 20);
+    run(&mut e, vec![], (0..700).map(|i| BASE + i * 4096));
+    assert_eq!(counter(&mut e, "policy.navarro.promote.2MiB"), 1);
+    // Region 1 holds pages 0..188. Unmap its pages 128..256: the reservation keeps the rest.
+    let r1 = BASE + (2 << 20);
+    run(&mut e, vec![Event::Munmap { addr: r1 + 128 * 4096, len: 128 * 4096 }], []);
+    assert_eq!(e.os.phys.reservs.count(), 2);
+    let pi = e.os.proc_index(1);
+    let base_pfn = e.os.procs[pi].pt.lookup(r1).unwrap().pfn.0;
+    // Mapped again and touched, page 130 gets its old frame back from the reservation.
+    run(&mut e, vec![Event::Mmap { addr: r1 + 128 * 4096, len: 128 * 4096, prot: 3, flags: MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, fd: -1, offset: 0 }], [r1 + 130 * 4096]);
+    assert_eq!(e.os.procs[pi].pt.lookup(r1 + 130 * 4096).unwrap().pfn.0, base_pfn + 130);
+    assert!(counter(&mut e, "policy.navarro.fault.from_reservation") >= 700 - 4 + 1);
+    run(&mut e, vec![Event::Exit { code: 0 }], []);
+    assert_eq!(e.os.phys.reservs.count(), 0);
+    assert_eq!(e.os.phys.frames_by_kind()[FrameKind::Reservation as usize], 0);
+    assert_eq!(e.os.phys.frames_by_kind()[FrameKind::Anon as usize], 0);
+}
+
+#[test]
+fn a_promoted_2mb_page_is_seen_by_every_lookup() {
+    let mut e = engine("skylake", "navarro", 256 << 20);
+    setup(&mut e, 8 << 20);
+    run(&mut e, vec![], (0..512).map(|i| BASE + i * 4096));
+    let pi = e.os.proc_index(1);
+    for va in [BASE, BASE + 4096 * 77, BASE + (2 << 20) - 8] {
+        assert_eq!(e.os.procs[pi].pt.size_at(va), Some(1), "{va:#x}");
+        assert_eq!(e.os.procs[pi].pt.lookup(va).map(|t| t.size_idx), Some(1));
+    }
+    // A neighbouring 4KB page maps fine after the promotion.
+    run(&mut e, vec![], [BASE + (2 << 20) + 4096]);
+    assert_eq!(e.os.procs[pi].pt.size_at(BASE + (2 << 20) + 4096), Some(0));
+}
