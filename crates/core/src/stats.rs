@@ -215,6 +215,8 @@ impl Results {
         c.insert("faults.major".into(), oc.major_faults);
         c.insert("os.stack_growths".into(), oc.stack_growths);
         c.insert("os.partial_unmaps_whole".into(), oc.partial_unmaps_whole);
+        c.insert("os.protection_demotes".into(), oc.protection_demotes);
+        c.insert("os.protection_demote_refused".into(), oc.protection_demote_refused);
         for r in crate::os::promote::PromoteResult::ALL {
             c.insert(format!("promote_in_place.{}", r.name()), e.os.promotions.promote[r as usize]);
         }

@@ -144,3 +144,22 @@ fn a_promoted_2mb_page_is_seen_by_every_lookup() {
     run(&mut e, vec![], [BASE + (2 << 20) + 4096]);
     assert_eq!(e.os.procs[pi].pt.size_at(BASE + (2 << 20) + 4096), Some(0));
 }
+
+#[test]
+fn a_protection_change_demotes_incrementally() {
+    let mut e = engine("alpha21264", "navarro", 256 << 20);
+    setup(&mut e, 4 << 20);
+    run(&mut e, vec![], (0..512).map(|i| BASE + i * 8192));
+    let pi = e.os.proc_index(1);
+    assert_eq!(e.os.procs[pi].pt.lookup(BASE).unwrap().size_idx, 3);
+    // Make one 8KB page read-only: 4MB -> 512KB -> 64KB -> 8KB around it, nothing more.
+    let x = BASE + (1 << 20) + 8192;
+    run(&mut e, vec![Event::Mprotect { addr: x, len: 8192, prot: 1 }], []);
+    let size = |e: &Engine, va: u64| e.os.procs[pi].pt.lookup(va).unwrap().size_idx;
+    assert_eq!(counter(&mut e, "os.protection_demotes"), 3);
+    assert_eq!(size(&e, x), 0);
+    assert_eq!(size(&e, x - 8192), 0, "its 64KB neighbours became 8KB pages");
+    assert_eq!(size(&e, BASE + (1 << 20) + (64 << 10)), 1, "the other 64KB pieces stay");
+    assert_eq!(size(&e, BASE), 2, "the other 512KB pieces stay");
+    assert_eq!(size(&e, BASE + (2 << 20)), 2);
+}

@@ -155,6 +155,11 @@ pub struct OsCounters {
     pub stack_growths: u64,
     /// Partial unmaps of a shared superpage, which removed all of it.
     pub partial_unmaps_whole: u64,
+    /// Superpages demoted (one size down per step) because mprotect changed part of them.
+    pub protection_demotes: u64,
+    /// Superpages mprotect changed in part that could not be demoted (shared): they keep
+    /// their old protection in the model (counted).
+    pub protection_demote_refused: u64,
     /// File mmaps whose descriptor the trace never opened (served as anonymous memory).
     pub file_mmaps_unknown_fd: u64,
     /// Faults on file mappings: the page was in the page cache (minor) or read from disk (major).
@@ -409,6 +414,21 @@ impl Os {
         MapOutcome::Mapped
     }
 
+    /// Demote, one size down at a time, the page that straddles the boundary at `edge` (starts
+    /// before it and ends after it) until none does.
+    fn demote_straddling(&mut self, pi: usize, edge: u64, mmu: &mut Mmu) {
+        while let Some(t) = self.procs[pi].pt.lookup(edge) {
+            if t.start >= edge || t.size_idx == 0 {
+                return;
+            }
+            if self.demote(pi, edge, t.size_idx - 1, mmu) != promote::DemoteResult::Demoted {
+                self.counters.protection_demote_refused += 1;
+                return;
+            }
+            self.counters.protection_demotes += 1;
+        }
+    }
+
     /// Mechanism: unmap every page overlapping the range, free its frames, shoot down its TLB
     /// entries.
     pub fn unmap_range(&mut self, pi: usize, start: u64, len: u64, mmu: &mut Mmu) {
@@ -576,7 +596,14 @@ impl Os {
                 self.mremap(pi, old_addr, up(old_len), new_addr, up(new_len), mmu);
             }
             Event::Mprotect { addr, len, prot } => {
-                self.modify_vmas(pi, addr & !(page - 1), up(addr.saturating_add(len)), |v| v.prot = prot);
+                let (s, e) = (addr & !(page - 1), up(addr.saturating_add(len)));
+                // One protection per TLB entry: a superpage the range cuts is demoted, one size
+                // at a time, until no page straddles either end (Navarro et al.'s
+                // protection-triggered demotion; Linux splits the huge PMD likewise).
+                for edge in [s, e] {
+                    self.demote_straddling(pi, edge, mmu);
+                }
+                self.modify_vmas(pi, s, e, |v| v.prot = prot);
             }
             Event::Brk { addr } => {
                 self.procs[pi].has_layout_events = true;
