@@ -425,6 +425,12 @@ def cmd_workloads_capture(a) -> int:
     return status
 
 
+def cmd_reproduce(a) -> int:
+    from . import reproduce
+
+    return reproduce.main(a)
+
+
 def cmd_demo(a) -> int:
     from . import demo
 
@@ -562,6 +568,15 @@ def build_parser() -> argparse.ArgumentParser:
     wlc.add_argument("--fetches", action="store_true", help="record instruction fetches too")
     wlc.set_defaults(fn=cmd_workloads_capture)
     wl.set_defaults(fn=lambda a: (wl.print_help(), 2)[1])
+
+    rp = sub.add_parser("reproduce", help="run a paper's experiments on the workload suite; its claims beside ours",
+                        formatter_class=raw, epilog="examples:\n  superpager reproduce navarro --quick\n"
+                        "  superpager reproduce navarro --out docs/NAVARRO_RESULTS.md\n\n"
+                        "Traces are captured on first use (qemu-user) and cached in ~/.cache/superpager/traces.")
+    rp.add_argument("paper", help="navarro")
+    rp.add_argument("--quick", action="store_true", help="smaller inputs (about 4x): a first look in a minute or two")
+    rp.add_argument("--out", help="also write the report (markdown) here")
+    rp.set_defaults(fn=cmd_reproduce)
 
     d = sub.add_parser("demo", help="make a few workloads, compare policies on two machines, write results")
     d.add_argument("--out", default="demo-out", help="directory for traces and results (default demo-out)")

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from . import capture as cap
 
@@ -161,22 +161,25 @@ def build(name: str) -> Path:
     return out
 
 
-def command(name: str, size: Optional[str] = None, workdir: Optional[str] = None) -> list[str]:
-    """The command line that runs workload `name` at `size` (default: its own)."""
+def command(name: str, size: Optional[str] = None, workdir: Optional[str] = None, args: Sequence[str] = ()) -> list[str]:
+    """The command line that runs workload `name` at `size` (default: its own). `args` follow
+    the size for suite programs (e.g. stream's passes, gups' rounds: see each source's usage)."""
     w = get(name)
     why = available(w)
     if why:
         raise cap.CaptureError(f"workloads: {name}: {why}")
+    if args and w.kind != "suite":
+        raise cap.CaptureError(f"workloads: {name}: extra arguments are for the suite's own programs")
     d = Path(workdir or (cap.cache_dir() / "workloads" / "data"))
     d.mkdir(parents=True, exist_ok=True)
-    return w.argv(parse_size(size or w.default_size), d)
+    return w.argv(parse_size(size or w.default_size), d) + list(args)
 
 
 def capture(name: str, out: Optional[str] = None, size: Optional[str] = None, fetches: bool = False,
-            progress=None) -> cap.CaptureResult:
+            progress=None, args: Sequence[str] = ()) -> cap.CaptureResult:
     """Build (or prepare the input of) workload `name` and capture it. Its output is discarded;
     suite programs that write files (webserver) do so in a scratch directory."""
-    argv = command(name, size)
+    argv = command(name, size, args=args)
     scratch = cap.cache_dir() / "workloads" / "scratch"
     scratch.mkdir(parents=True, exist_ok=True)
     return cap.capture(argv, out or f"{name}.spt", fetches=fetches, progress=progress,

@@ -1,0 +1,151 @@
+"""`superpager reproduce PAPER`: run a paper's experiments on the workload suite and print its
+claims beside our figures.
+
+    superpager reproduce navarro                 # the experiments built so far
+    superpager reproduce navarro --quick         # smaller inputs (a minute or two)
+    superpager reproduce navarro --out docs/NAVARRO_RESULTS.md
+
+Traces are captured with `superpager workloads capture` (qemu-user) at the experiment's sizes
+and cached in ~/.cache/superpager/traces, keyed by workload, size and the plugin's source hash.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from typing import Callable
+
+from . import api
+from . import capture as cap
+from . import workloads as W
+
+# Navarro et al. ran on an Alpha 21264 (8KB pages; 64KB, 512KB and 4MB superpages).
+NAVARRO_MACHINE = "alpha21264"
+# (workload, size, quick size, extra arguments, role in the paper's Table 1). STREAM-like runs
+# 32 passes: the paper's programs run long after populating their memory, and a first-touch
+# pass costs every policy one miss per page (4 passes would cap any reduction near 80%).
+NAVARRO_BEST_CASE = [
+    ("transpose", "64MiB", "16MiB", (), "Matrix (non-blocked transpose)"),
+    ("stream", "64MiB", "16MiB", ("32",), "dense sweeps (SP-like), 32 passes"),
+    ("hashjoin", "64MiB", "16MiB", (), "dense random (hash join)"),
+    ("pagerank", "64MiB", "16MiB", (), "graph, dense arrays"),
+    ("gups", "256MiB", "64MiB", (), "random updates to one large table"),
+    ("rbtree", "16MiB", "4MiB", (), "Tree (red-black tree of small nodes)"),
+    ("compile", "8MiB", "2MiB", (), "gcc / Linker (many small objects)"),
+    ("bzip2", "4MiB", "1MiB", (), "bzip2"),
+    ("gzip", "8MiB", "2MiB", (), "gzip"),
+    ("webserver", "32MiB", "8MiB", (), "Web (many small files)"),
+]
+DENSE = {"transpose", "stream", "hashjoin"}
+SINGLE_SIZES = ["64KiB", "512KiB", "4MiB"]
+
+
+def trace_for(name: str, size: str, progress: Callable[[str], None], args: tuple = ()) -> str:
+    """A cached capture of workload `name` at `size` (with the suite program's extra `args`)."""
+    h = hashlib.sha256()
+    for p in cap.PLUGIN_SOURCES:
+        h.update(p.read_bytes())
+    if W.get(name).kind == "suite":
+        h.update((W.sources_dir() / f"{name}.c").read_bytes())
+    d = cap.cache_dir() / "traces"
+    d.mkdir(parents=True, exist_ok=True)
+    tag = "-".join((size, *args))
+    path = d / f"{name}-{tag}-{h.hexdigest()[:12]}.spt"
+    if not path.exists():
+        progress(f"capturing {name} at {size}")
+        tmp = str(path) + ".partial"
+        r = W.capture(name, out=tmp, size=size, args=args)
+        if r.status != 0 or r.truncated:
+            raise cap.CaptureError(f"reproduce: capturing {name} failed (status {r.status}, truncated {r.truncated})")
+        os.replace(tmp, path)
+    return str(path)
+
+
+def _pct(new: float, old: float) -> str:
+    return f"{100 * (1 - new / old):.1f}%" if old else "-"
+
+
+def navarro(quick: bool = False, progress: Callable[[str], None] = lambda m: None) -> str:
+    """Best case (Table 1) and one size against several (Tables 2 and 3)."""
+    policies = ["base", "navarro"] + [f"navarro:sizes={s}" for s in SINGLE_SIZES]
+    rows = []
+    for name, size, qsize, args, role in NAVARRO_BEST_CASE:
+        why = W.available(W.get(name))
+        if why:
+            rows.append((name, role, None, why))
+            continue
+        t = trace_for(name, qsize if quick else size, progress, args)
+        progress(f"simulating {name} under {len(policies)} policies")
+        rs = api.run(t, [(NAVARRO_MACHINE, p) for p in policies], "64GiB", 0, False, False, False)
+        rows.append((name, role, {p: r for p, r in zip(policies, rs)}, qsize if quick else size))
+    out = ["## Navarro et al. (OSDI 2002) on `alpha21264`", ""]
+    out += ["### Best case (Table 1): plenty of free, unfragmented memory", "",
+            "Paper: data-TLB misses \"virtually eliminated\" in most cases; Web gains little (many "
+            "small files, no superpage spans objects); zeroing shows where superpages bring nothing "
+            "else (mesa). Ours: data-TLB misses are page walks (the traces hold no instruction "
+            "fetches); the target is at least 95% fewer on the dense workloads.", "",
+            "| workload | models | size | dTLB misses, base | navarro | reduction | pages at the end (navarro) | zeroing, share of cycles (base / navarro) | dense target met |",
+            "|---|---|---|---:|---:|---:|---|---|---|"]
+    for name, role, rs, info in rows:
+        if rs is None:
+            out.append(f"| {name} | {role} | - | - | - | - | - | - | not run: {info} |")
+            continue
+        b, n = rs["base"], rs["navarro"]
+        mix = ", ".join(f"{k} {v:.0%}" for k, v in sorted(n.page_size_mix.items(), key=lambda kv: -kv[1]) if v >= 0.005)
+        total = lambda r: max(sum(v for k, v in r.counters.items() if k.startswith("cycles.")), 1)
+        zb = b.counters.get("cycles.zero", 0) / total(b)
+        zn = n.counters.get("cycles.zero", 0) / total(n)
+        red = 1 - n["walks"] / b["walks"] if b["walks"] else 0.0
+        met = ("yes" if red >= 0.95 else "NO") if name in DENSE else "-"
+        out.append(f"| {name} | {role} | {info} | {b['walks']:,} | {n['walks']:,} | {_pct(n['walks'], b['walks'])} | {mix} | "
+                   f"{zb:.1%} / {zn:.1%} | {met} |")
+    out += ["", "### One size against several (Tables 2 and 3)", "",
+            "Paper: the best single superpage size depends on the application (64KB for SP, 512KB "
+            "for vpr, 4MB for FFTW); all sizes together are at least as good as any single size, and "
+            "mcf's gain doubles. Ours: dTLB misses under each configuration; best single size per "
+            "workload; whether all sizes do at least as well as every single size.", "",
+            "| workload | base | 64KB only | 512KB only | 4MB only | all sizes | best single size | all ≤ every single |",
+            "|---|---:|---:|---:|---:|---:|---|---|"]
+    bests = set()
+    for name, role, rs, info in rows:
+        if rs is None:
+            continue
+        singles = {s: rs[f"navarro:sizes={s}"]["walks"] for s in SINGLE_SIZES}
+        best = min(singles, key=lambda s: (singles[s], SINGLE_SIZES.index(s)))
+        bests.add(best)
+        allw = rs["navarro"]["walks"]
+        ok = all(allw <= w for w in singles.values())
+        out.append(f"| {name} | {rs['base']['walks']:,} | " + " | ".join(f"{singles[s]:,}" for s in SINGLE_SIZES) +
+                   f" | {allw:,} | {best} | {'yes' if ok else 'NO'} |")
+    out += ["", f"Distinct best single sizes across the workloads: {', '.join(sorted(bests, key=SINGLE_SIZES.index))} "
+            f"({'the best size differs between workloads' if len(bests) > 1 else 'the same everywhere: NOT the paper finding'}).", ""]
+    return "\n".join(out)
+
+
+EXPERIMENTS = {"navarro": navarro}
+
+
+def main(a) -> int:
+    if a.paper not in EXPERIMENTS:
+        print(f"superpager: error: no experiments for '{a.paper}' (available: {', '.join(EXPERIMENTS)})", file=sys.stderr)
+        return 2
+    t0 = time.monotonic()
+
+    def say(m: str) -> None:
+        print(f"[{time.monotonic() - t0:6.1f}s] {m}", file=sys.stderr, flush=True)
+
+    try:
+        text = EXPERIMENTS[a.paper](quick=a.quick, progress=say)
+    except cap.CaptureError as e:
+        print(f"superpager: error: {e}", file=sys.stderr)
+        return e.status
+    cmd = f"superpager reproduce {a.paper}" + (" --quick" if a.quick else "") + (f" --out {a.out}" if a.out else "")
+    text = f"Produced by `{cmd}` in {time.monotonic() - t0:.0f} s.\n\n" + text
+    print(text)
+    if a.out:
+        os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+        with open(a.out, "w") as f:
+            f.write(f"# Reproducing {a.paper}\n\n{text}\n")
+        print(f"wrote {a.out}", file=sys.stderr)
+    return 0
