@@ -231,7 +231,7 @@ def test_workloads_list_and_capture(cli, tmp_path):
     code, out, _ = cli("workloads", "list")
     assert code == 0
     for n in ["gups", "btree", "rbtree", "transpose", "hashjoin", "pagerank", "stream", "partition", "webserver",
-              "compile", "gzip", "bzip2", "sqlite3", "python3"]:
+              "compile", "fft", "gzip", "bzip2", "sqlite3", "python3"]:
         assert f"\n{n} " in "\n" + out
     code, out, err = cli("workloads", "capture", "webserver", "--size", "1MiB")
     assert code == 0, err

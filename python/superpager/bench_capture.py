@@ -29,7 +29,7 @@ RATE_CASES = [
 ]
 # Sizes for the bytes-per-access table: big enough to leave start-up behind, small enough that
 # the whole suite captures in a few minutes.
-SUITE_SIZES = {"gups": "256MiB", "btree": "32MiB", "rbtree": "16MiB", "transpose": "64MiB", "hashjoin": "64MiB",
+SUITE_SIZES = {"gups": "256MiB", "btree": "32MiB", "rbtree": "16MiB", "transpose": "64MiB", "hashjoin": "64MiB", "fft": "32MiB",
                "pagerank": "64MiB", "stream": "64MiB", "partition": "64MiB", "webserver": "32MiB", "compile": "8MiB",
                "gzip": "8MiB", "bzip2": "4MiB", "sqlite3": "8MiB", "python3": "8MiB"}
 TARGET_RANDOM, TARGET_SEQ, TARGET_BYTES = 20e6, 60e6, 2.0

@@ -29,6 +29,7 @@ NAVARRO_BEST_CASE = [
     ("transpose", "64MiB", "16MiB", (), "Matrix (non-blocked transpose)"),
     ("stream", "64MiB", "16MiB", ("32",), "dense sweeps (SP-like), 32 passes"),
     ("hashjoin", "64MiB", "16MiB", (), "dense random (hash join)"),
+    ("fft", "64MiB", "16MiB", (), "FFTW (3-D FFT)"),
     ("pagerank", "64MiB", "16MiB", (), "graph, dense arrays"),
     ("gups", "256MiB", "64MiB", (), "random updates to one large table"),
     ("rbtree", "16MiB", "4MiB", (), "Tree (red-black tree of small nodes)"),
@@ -37,7 +38,7 @@ NAVARRO_BEST_CASE = [
     ("gzip", "8MiB", "2MiB", (), "gzip"),
     ("webserver", "32MiB", "8MiB", (), "Web (many small files)"),
 ]
-DENSE = {"transpose", "stream", "hashjoin"}
+DENSE = {"transpose", "stream", "hashjoin", "fft"}
 SINGLE_SIZES = ["64KiB", "512KiB", "4MiB"]
 
 

@@ -97,6 +97,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     _suite("transpose", "64MiB", "non-blocked matrix transpose, column-order writes", "Romer; Navarro 'matrix'"),
     _suite("hashjoin", "128MiB", "hash join: build an open-addressing table, probe it", "database joins (Trident, Solomon)"),
     _suite("pagerank", "128MiB", "PageRank over a generated skewed graph in CSR form", "graph analytics (Trident)"),
+    _suite("fft", "64MiB", "3-D in-place radix-2 FFT: strided butterflies along each dimension", "Navarro 'FFTW'"),
     _suite("stream", "64MiB", "STREAM triad sweeps over three arrays", "McCalpin STREAM; sequential baseline"),
     _suite("partition", "128MiB", "radix partitioning into 4096 outputs: a large sparse working set", "Romer (sparse, large working set)"),
     _suite("webserver", "64MiB", "small-file web server: open, read, close Zipf-popular files", "Navarro 'web'"),

@@ -73,6 +73,14 @@ fn preferred_size_respects_the_object_and_what_is_populated() {
     run(&mut e, vec![], [BASE + (512 << 10) + 8192]);
     assert_eq!(counter(&mut e, "policy.navarro.reserve.64KiB"), 1);
     assert!(counter(&mut e, "policy.navarro.preferred_capped.object") >= 2);
+    // Why neither is a superpage: each holds one populated page of its 64 and 8.
+    assert_eq!(counter(&mut e, "policy.navarro.unpromoted.not_fully_populated.512KiB"), 1);
+    assert_eq!(counter(&mut e, "policy.navarro.unpromoted.not_fully_populated.64KiB"), 1);
+    assert_eq!(counter(&mut e, "policy.navarro.unpromoted.pages_populated"), 2);
+    assert_eq!(counter(&mut e, "policy.navarro.unpromoted.pages_reserved"), 64 + 8);
+    // At exit the same reasons are kept.
+    run(&mut e, vec![Event::Exit { code: 0 }], []);
+    assert_eq!(counter(&mut e, "policy.navarro.unpromoted.not_fully_populated.512KiB"), 1);
 }
 
 #[test]

@@ -89,6 +89,11 @@ struct Counters {
     cap_object: u64,
     cap_overlap: u64,
     preferred: Vec<u64>,
+    /// Reservation extents that ended (at their process's exit) without becoming one superpage
+    /// because they were never fully populated, by level; and how full they were.
+    unpromoted_partial: Vec<u64>,
+    unpromoted_pages: u64,
+    unpromoted_frames: u64,
 }
 
 pub struct Navarro {
@@ -150,6 +155,7 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
             preempted: vec![0; n],
             promoted: vec![0; n],
             preferred: vec![0; n],
+            unpromoted_partial: vec![0; n],
             ..Default::default()
         },
     }))
@@ -200,6 +206,26 @@ impl Navarro {
                 m.nodes.remove(&key);
             }
         }
+    }
+
+    /// Why the reservations of process `pi` are not superpages: (level, populated base pages,
+    /// base pages) of each one not fully populated. A reservation whose pages are all gone
+    /// (dead) has nothing populated and is skipped.
+    fn partial_reservations(&self, pi: usize) -> Vec<(usize, u64, u64)> {
+        let Some(m) = self.procs.get(&pi) else { return Vec::new() };
+        let mut out = Vec::new();
+        for &(l, idx) in m.reservs.keys() {
+            let l = l as usize;
+            let n = m.nodes.get(&(l as u8, idx)).copied().unwrap_or_default();
+            if n.somepop == 0 || n.fullpop as u64 == self.fan[l] {
+                continue;
+            }
+            let start = idx << (self.shifts[l] - self.shifts[0]);
+            let pages = 1u64 << (self.shifts[l] - self.shifts[0]);
+            let populated = m.leaves.range(start..start + pages).count() as u64;
+            out.push((l, populated, pages));
+        }
+        out
     }
 
     /// The live reservation whose extent holds `va`, with its level.
@@ -438,7 +464,13 @@ impl Policy for Navarro {
 
     fn on_unmap(&mut self, pi: usize, start: u64, end: u64) {
         if start == 0 && end == u64::MAX {
-            // Exit: the frames went back to their reservations, which died with them.
+            // Exit: say why the reservations left are not superpages, then forget them (their
+            // frames went back to them, and they died with the last one).
+            for (l, populated, pages) in self.partial_reservations(pi) {
+                self.c.unpromoted_partial[l] += 1;
+                self.c.unpromoted_pages += populated;
+                self.c.unpromoted_frames += pages;
+            }
             if let Some(m) = self.procs.remove(&pi) {
                 for r in m.reservs.values() {
                     if let Some(e) = self.listed.remove(r) {
@@ -492,6 +524,23 @@ impl Policy for Navarro {
                 v.push((format!("navarro.preempt.list_{}", name(l)), self.c.preempted[l]));
             }
         }
+        // Reservations not fully populated: those of exited processes, plus the live ones.
+        let mut partial = self.c.unpromoted_partial.clone();
+        let (mut pages, mut frames) = (self.c.unpromoted_pages, self.c.unpromoted_frames);
+        let mut pis: Vec<usize> = self.procs.keys().copied().collect();
+        pis.sort_unstable();
+        for pi in pis {
+            for (l, p, f) in self.partial_reservations(pi) {
+                partial[l] += 1;
+                pages += p;
+                frames += f;
+            }
+        }
+        for (l, n) in partial.iter().enumerate().skip(1) {
+            v.push((format!("navarro.unpromoted.not_fully_populated.{}", name(l)), *n));
+        }
+        v.push(("navarro.unpromoted.pages_populated".to_string(), pages));
+        v.push(("navarro.unpromoted.pages_reserved".to_string(), frames));
         for (i, n) in self.c.promote_refused.iter().enumerate().filter(|(_, &n)| n > 0) {
             v.push((format!("navarro.promote_refused.{}", PromoteResult::ALL.get(i).map_or("other", |r| r.name())), *n));
         }
