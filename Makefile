@@ -24,7 +24,9 @@ test: setup
 # Fast rebuild of the extension in place (after `make test` made an editable install).
 dev:
 	cargo build --release -p superpager-py
-	cp target/release/lib_core.so python/superpager/_core.abi3.so
+	# Replace by rename: a running superpager keeps the old file mapped, unharmed.
+	cp target/release/lib_core.so python/superpager/_core.abi3.so.tmp
+	mv -f python/superpager/_core.abi3.so.tmp python/superpager/_core.abi3.so
 
 bench: install
 	$(VENV)/bin/superpager bench --out docs/PERFORMANCE.md
