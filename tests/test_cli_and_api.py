@@ -121,3 +121,18 @@ def test_lackey_import_text(cli, tmp_path):
     k = sp.trace_info(str(tmp_path / "l.spt"))["accesses_by_kind"]
     # The load and store to one page collapse into a read-modify-write run of 2.
     assert k == {"load": 0, "store": 0, "modify": 3, "fetch": 2}
+
+
+def test_reproduce_names_the_papers_it_knows(cli):
+    code, _, err = cli("reproduce", "nosuch")
+    assert code == 2 and "no experiments for 'nosuch'" in err and "navarro" in err
+
+
+def test_navarro_is_listed_with_its_parameters(cli):
+    code, out, _ = cli("policies")
+    assert code == 0 and "navarro" in out and "sizes=" in out
+    cli("gen", "seq", "-o", "t.spt", "--size", "1MiB", "--accesses", "1000", check=True)
+    code, _, err = cli("simulate", "t.spt", "--policy", "navarro:sizes=3KiB")
+    assert code == 2 and "policy navarro: sizes" in err
+    code, _, err = cli("simulate", "t.spt", "--machine", "skylake", "--policy", "navarro:sizes=64KiB")
+    assert code == 2 and "no 64KiB superpages" in err
