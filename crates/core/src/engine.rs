@@ -92,7 +92,8 @@ impl Engine {
         let tlb_miss_hook = policy.wants_tlb_misses();
         let serves_faults = policy.serves_faults();
         let mmu = Mmu::new(machine);
-        let os = Os::new(&mmu, cfg.memory, cfg.swap, &cfg.replacement)?;
+        let mut os = Os::new(&mmu, cfg.memory, cfg.swap, &cfg.replacement)?;
+        os.evict_demotes = policy.demotes_on_eviction();
         // No periodic samples when sample_every is 0: the first sample point is never reached.
         let next_sample = if cfg.sample_every == 0 { u64::MAX } else { cfg.sample_every };
         let mut e = Engine {

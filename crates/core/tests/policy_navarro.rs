@@ -171,3 +171,26 @@ fn a_protection_change_demotes_incrementally() {
     assert_eq!(size(&e, BASE), 2, "the other 512KB pieces stay");
     assert_eq!(size(&e, BASE + (2 << 20)), 2);
 }
+
+#[test]
+fn eviction_demotes_around_the_victim_instead_of_swapping_the_superpage_whole() {
+    // 24MB of memory and swap; a 4MB superpage first, then enough other pages to force
+    // reclaim. The cold superpage is evicted one base page at a time: each eviction demotes
+    // the piece holding the victim one size at a time, and only base pages go to swap.
+    let m = Machine::load("alpha21264").unwrap();
+    let p = policy::build("navarro", &m.page_sizes).unwrap();
+    let cfg = EngineConfig { memory: Bytes(24 << 20), swap: Bytes(64 << 20), validate: true, ..Default::default() };
+    let mut e = Engine::new(m, p, cfg).unwrap();
+    setup(&mut e, 48 << 20);
+    run(&mut e, vec![], (0..512).map(|i| BASE + i * 8192));
+    let pi = e.os.proc_index(1);
+    assert_eq!(e.os.procs[pi].pt.lookup(BASE).unwrap().size_idx, 3);
+    run(&mut e, vec![], (512..3200).map(|i| BASE + i * 8192));
+    let out = counter(&mut e, "swap.out");
+    let demotions = counter(&mut e, "swap.evict_demotions");
+    assert!(out > 0 && demotions >= 3, "{out} swapped out, {demotions} demotion steps");
+    assert!(e.os.procs[pi].swapped.values().all(|s| s.si == 0), "only base pages went to swap");
+    let mut pages = Vec::new();
+    e.os.procs[pi].pt.pages_in_range(BASE, 4 << 20, &mut pages);
+    assert!(pages.iter().any(|t| t.size_idx >= 1), "the pieces not yet evicted stay superpages");
+}

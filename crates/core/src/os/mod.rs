@@ -195,6 +195,9 @@ pub struct Os {
     /// Set while a policy daemon (khugepaged, kcompactd) works: its copies run beside the
     /// program and are not charged to it.
     pub in_daemon: bool,
+    /// Evicting part of a superpage demotes it around the victim instead of swapping it whole
+    /// (set from the policy: `Policy::demotes_on_eviction`).
+    pub evict_demotes: bool,
     pub cache: pagecache::PageCache,
     /// File ids by path (files outlive the processes that open them).
     pub file_ids: HashMap<String, u32>,
@@ -260,6 +263,7 @@ impl Os {
             pt_oom: false,
             compaction: compact::Compaction::default(),
             in_daemon: false,
+            evict_demotes: false,
             cache: pagecache::PageCache::default(),
             file_ids: HashMap::new(),
             wired: Vec::new(),

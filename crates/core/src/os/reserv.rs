@@ -239,13 +239,13 @@ impl PhysMem {
         if self.reservs.slots[id as usize].as_ref().unwrap().popcnt == 0 {
             self.reservs.counters.emptied += 1;
             let r = self.reservs.remove(id);
-            self.release_extent_frames(r.pfn, r.order, r.pfn, 1u64 << r.order);
+            self.release_extent_frames(r.pfn, 1u64 << r.order);
         }
     }
 
     /// Unreserved frames [from, from + n) of an extent (all kind `Reservation`, order-0
     /// allocations) go back to the buddy allocator as aligned blocks.
-    fn release_extent_frames(&mut self, _ext: u64, _order: u8, from: u64, n: u64) {
+    fn release_extent_frames(&mut self, from: u64, n: u64) {
         self.reservs.set_member(from, n, false);
         let mut blocks: Vec<(u64, u8)> = (from..from + n).map(|f| (f, 0u8)).collect();
         self.free_many(&mut blocks);
@@ -269,7 +269,7 @@ impl PhysMem {
             let pop = r.populated_in(i, step);
             let pfn = r.pfn + i;
             if pop == 0 {
-                self.release_extent_frames(r.pfn, r.order, pfn, step);
+                self.release_extent_frames(pfn, step);
                 out.freed += 1;
             } else if pop == step {
                 self.reservs.set_member(pfn, step, false);

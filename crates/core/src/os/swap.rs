@@ -36,6 +36,9 @@ pub struct SwapCounters {
     pub full: u64,
     /// Swapped pages read back as one base page (no block of their size was free).
     pub split_on_swapin: u64,
+    /// Demotion steps taken so that only a victim's base page was evicted, not its whole
+    /// superpage (policies that ask for it: Navarro et al.'s eviction-triggered demotion).
+    pub evict_demotions: u64,
 }
 
 impl Os {
@@ -90,11 +93,22 @@ impl Os {
             tries -= 1;
             let Some(v) = self.replacement.victim() else { break };
             let Some(pi) = self.procs.iter().position(|p| p.pid == v.pid && p.alive) else { continue };
-            let Some(t) = self.procs[pi].pt.lookup(v.start).filter(|t| t.start == v.start && t.size_idx == v.size_idx) else {
+            let Some(mut t) = self.procs[pi].pt.lookup(v.start).filter(|t| t.start == v.start && t.size_idx == v.size_idx) else {
                 continue;
             };
             if self.is_file_frame(t.pfn.0) {
                 continue; // the page cache reclaims file pages
+            }
+            if self.evict_demotes && t.size_idx > 0 {
+                // Demote one size at a time until the victim, the superpage's first base page,
+                // is a page of its own; only it is evicted, the other pieces stay superpages.
+                while t.size_idx > 0 && self.demote(pi, t.start, t.size_idx - 1, mmu) == super::promote::DemoteResult::Demoted {
+                    self.swap.evict_demotions += 1;
+                    match self.procs[pi].pt.lookup(v.start) {
+                        Some(n) => t = n,
+                        None => break,
+                    }
+                }
             }
             // Every mapping of the block goes to swap (several after fork: they share the slot
             // and each reads back its own copy, as the model keeps no swap cache).

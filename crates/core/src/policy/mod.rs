@@ -89,6 +89,11 @@ pub trait Policy: Send {
     fn serves_faults(&self) -> bool {
         false
     }
+    /// When memory is reclaimed from a superpage, demote it around the victim base page and
+    /// evict only that page (Navarro et al.), rather than swapping the superpage whole.
+    fn demotes_on_eviction(&self) -> bool {
+        false
+    }
     /// Pages of process `pi` in [start, end) were unmapped (munmap, MADV_DONTNEED, mremap's
     /// old range, a shrinking brk; the whole space at exit). Called only if `serves_faults`.
     fn on_unmap(&mut self, _pi: usize, _start: u64, _end: u64) {}

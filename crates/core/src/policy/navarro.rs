@@ -414,6 +414,10 @@ impl Policy for Navarro {
         true
     }
 
+    fn demotes_on_eviction(&self) -> bool {
+        true
+    }
+
     fn serve_fault(&mut self, sys: &mut Sys, pi: usize, va: u64, _write: bool, vma: &Vma) -> Option<u32> {
         self.clock += 1;
         self.c.faults += 1;
