@@ -220,6 +220,7 @@ impl Results {
         for r in crate::os::promote::PromoteResult::ALL {
             c.insert(format!("promote_in_place.{}", r.name()), e.os.promotions.promote[r as usize]);
         }
+        c.insert("promote_in_place.ptes_covered".into(), e.os.promotions.promote_ptes);
         for o in 1..e.os.promotions.folio_alloc.len() {
             let (a, f) = (e.os.promotions.folio_alloc[o], e.os.promotions.folio_fallback[o]);
             if a > 0 || f > 0 {

@@ -47,11 +47,21 @@ pub struct PromoteCounters {
     /// mTHP folios mapped, and attempts that fell back, per order.
     pub folio_alloc: [u64; 21],
     pub folio_fallback: [u64; 21],
+    /// Base pages covered by in-place promotions: the PTEs a page table that replicates a
+    /// superpage's PTE in every base slot (Alpha, Navarro et al. §A.2.6) rewrites, so the
+    /// promotion cost that is linear in superpage size.
+    pub promote_ptes: u64,
 }
 
 impl Default for PromoteCounters {
     fn default() -> Self {
-        PromoteCounters { promote: [0; PromoteResult::ALL.len()], demote: [0; DemoteResult::ALL.len()], folio_alloc: [0; 21], folio_fallback: [0; 21] }
+        PromoteCounters {
+            promote: [0; PromoteResult::ALL.len()],
+            demote: [0; DemoteResult::ALL.len()],
+            folio_alloc: [0; 21],
+            folio_fallback: [0; 21],
+            promote_ptes: 0,
+        }
     }
 }
 
@@ -109,6 +119,9 @@ impl Os {
     pub fn promote_in_place(&mut self, pi: usize, start: u64, si: u32, mmu: &mut Mmu) -> PromoteResult {
         let r = self.promote_inner(pi, start, si, mmu);
         self.promotions.promote[r as usize] += 1;
+        if r == PromoteResult::Promoted {
+            self.promotions.promote_ptes += 1 << self.order_of(si).0;
+        }
         r
     }
 
