@@ -260,6 +260,7 @@ impl Results {
         c.insert("pagecache.hits".into(), pcc.hits);
         c.insert("pagecache.misses".into(), pcc.misses);
         c.insert("pagecache.evicted".into(), pcc.evicted);
+        c.insert("pagecache.deactivated_on_close".into(), pcc.deactivated_on_close);
         c.insert("pagecache.written_back".into(), pcc.written_back);
         c.insert("pagecache.pages".into(), e.os.cache.cached);
         for (k, v) in e.policy.counters() {

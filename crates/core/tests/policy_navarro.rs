@@ -194,3 +194,14 @@ fn eviction_demotes_around_the_victim_instead_of_swapping_the_superpage_whole() 
     e.os.procs[pi].pt.pages_in_range(BASE, 4 << 20, &mut pages);
     assert!(pages.iter().any(|t| t.size_idx >= 1), "the pieces not yet evicted stay superpages");
 }
+
+#[test]
+fn closing_a_file_last_makes_its_cached_pages_inactive() {
+    for (pol, want) in [("navarro", 10), ("base", 0)] {
+        let mut e = engine("skylake", pol, 256 << 20);
+        let open = Event::FileOpen { fd: 3, path: "/data/f".into(), size: 1 << 20 };
+        let read = Event::FileRead { fd: 3, offset: 0, len: 10 * 4096 };
+        run(&mut e, vec![Event::Context { pid: 1, tid: 1 }, open, read.clone(), read, Event::FileClose { fd: 3 }], []);
+        assert_eq!(counter(&mut e, "pagecache.deactivated_on_close"), want, "{pol}");
+    }
+}

@@ -198,6 +198,9 @@ pub struct Os {
     /// Evicting part of a superpage demotes it around the victim instead of swapping it whole
     /// (set from the policy: `Policy::demotes_on_eviction`).
     pub evict_demotes: bool,
+    /// A file's cached pages become inactive when its last opener closes it (set from the
+    /// policy: `Policy::deactivates_on_close`).
+    pub deactivate_on_close: bool,
     pub cache: pagecache::PageCache,
     /// File ids by path (files outlive the processes that open them).
     pub file_ids: HashMap<String, u32>,
@@ -264,6 +267,7 @@ impl Os {
             compaction: compact::Compaction::default(),
             in_daemon: false,
             evict_demotes: false,
+            deactivate_on_close: false,
             cache: pagecache::PageCache::default(),
             file_ids: HashMap::new(),
             wired: Vec::new(),
@@ -682,6 +686,9 @@ impl Os {
                 if let Some(id) = self.procs[pi].fds.remove(&fd) {
                     let f = &mut self.cache.files[id as usize];
                     f.open = f.open.saturating_sub(1);
+                    if f.open == 0 && self.deactivate_on_close {
+                        self.cache.deactivate(id);
+                    }
                 }
             }
             Event::FileRead { fd, offset, len } => {

@@ -94,6 +94,11 @@ pub trait Policy: Send {
     fn demotes_on_eviction(&self) -> bool {
         false
     }
+    /// Make a file's cached pages inactive when its last opener closes it (Navarro et al.),
+    /// rather than leaving their reference state alone (stock FreeBSD, Linux).
+    fn deactivates_on_close(&self) -> bool {
+        false
+    }
     /// Pages of process `pi` in [start, end) were unmapped (munmap, MADV_DONTNEED, mremap's
     /// old range, a shrinking brk; the whole space at exit). Called only if `serves_faults`.
     fn on_unmap(&mut self, _pi: usize, _start: u64, _end: u64) {}

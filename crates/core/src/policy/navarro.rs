@@ -418,6 +418,10 @@ impl Policy for Navarro {
         true
     }
 
+    fn deactivates_on_close(&self) -> bool {
+        true
+    }
+
     fn serve_fault(&mut self, sys: &mut Sys, pi: usize, va: u64, _write: bool, vma: &Vma) -> Option<u32> {
         self.clock += 1;
         self.c.faults += 1;
