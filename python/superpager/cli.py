@@ -52,9 +52,11 @@ def human(n: float) -> str:
     return f"{n:.0f}" if float(n).is_integer() else f"{n:.3g}"
 
 
-def table(rows: list[list[str]], header: list[str]) -> str:
+def table(rows: list[list[str]], header: list[str], left: int = 2) -> str:
+    """A plain table: the first `left` columns left-aligned (names), the rest right-aligned
+    (figures)."""
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    fmt = lambda r: "  ".join(str(x).rjust(w) if i > 1 else str(x).ljust(w) for i, (x, w) in enumerate(zip(r, widths)))
+    fmt = lambda r: "  ".join(str(x).rjust(w) if i >= left else str(x).ljust(w) for i, (x, w) in enumerate(zip(r, widths))).rstrip()
     lines = [fmt(header), "  ".join("-" * w for w in widths)]
     lines += [fmt(r) for r in rows]
     return "\n".join(lines)
@@ -397,7 +399,7 @@ def cmd_workloads_list(a) -> int:
     for w in W.WORKLOADS.values():
         why = W.available(w)
         rows.append([w.name, w.kind, w.default_size, w.description + (f"  [unavailable: {why}]" if why else ""), w.models])
-    print(table(rows, ["name", "kind", "default size", "what it does", "modelled on"]))
+    print(table(rows, ["name", "kind", "default size", "what it does", "modelled on"], left=5))
     return 0
 
 
