@@ -205,3 +205,26 @@ fn closing_a_file_last_makes_its_cached_pages_inactive() {
         assert_eq!(counter(&mut e, "pagecache.deactivated_on_close"), want, "{pol}");
     }
 }
+
+#[test]
+fn a_population_threshold_below_one_zeroes_the_rest_and_promotes() {
+    // Every other 8KB page of a 4MB region: never fully populated, so threshold 1 (the paper's
+    // choice) promotes nothing. Threshold 0.5 fills each region once half of it is populated
+    // (zeroed pages count, so larger regions fill sooner) and ends with one 4MB page: the
+    // program touched 256 pages, the policy zeroed at least the other 256, some of them before
+    // the program would have touched them.
+    for (pol, size) in [("navarro", 0), ("navarro:threshold=0.5", 3)] {
+        let mut e = engine("alpha21264", pol, 256 << 20);
+        setup(&mut e, 4 << 20);
+        run(&mut e, vec![], (0..256).map(|i| BASE + 2 * i * 8192));
+        let pi = e.os.proc_index(1);
+        assert_eq!(e.os.procs[pi].pt.lookup(BASE).unwrap().size_idx, size, "{pol}");
+        let zeroed = counter(&mut e, "policy.navarro.prezeroed_pages");
+        if size == 0 {
+            assert_eq!(zeroed, 0);
+        } else {
+            assert!((256..512).contains(&zeroed), "{zeroed} pages zeroed ahead");
+        }
+    }
+    assert!(policy::build("navarro:threshold=1.5", &Machine::load("alpha21264").unwrap().page_sizes).is_err());
+}

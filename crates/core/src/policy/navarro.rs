@@ -36,7 +36,8 @@ use crate::units::{Order, PageSize};
 use std::collections::{BTreeSet, HashMap};
 
 pub const PARAMS: &str = "sizes=S1+S2+... (superpage sizes to use; default: every size of the machine); \
-retry_smaller=true (when the preferred extent cannot be had even by preemption, try the intermediate sizes before a base page)";
+retry_smaller=true (when the preferred extent cannot be had even by preemption, try the intermediate sizes before a base page); \
+threshold=F (promote once a fraction F of a region is populated, zeroing the rest; default 1)";
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Node {
@@ -94,6 +95,8 @@ struct Counters {
     unpromoted_partial: Vec<u64>,
     unpromoted_pages: u64,
     unpromoted_frames: u64,
+    /// Pages mapped and zeroed ahead of their first touch so a region could be promoted.
+    prezeroed: u64,
 }
 
 pub struct Navarro {
@@ -103,6 +106,9 @@ pub struct Navarro {
     /// Children per node at each level (level 0 unused).
     fan: Vec<u64>,
     retry_smaller: bool,
+    /// Promote a region once this fraction of it is populated, zeroing the rest (1: only full
+    /// regions, the paper's choice).
+    threshold: f64,
     procs: HashMap<usize, ProcMap>,
     lists: Vec<BTreeSet<(i64, ResRef)>>,
     listed: HashMap<ResRef, Listed>,
@@ -112,7 +118,14 @@ pub struct Navarro {
 }
 
 pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
-    check_params("navarro", params, &["sizes", "retry_smaller"])?;
+    check_params("navarro", params, &["sizes", "retry_smaller", "threshold"])?;
+    let threshold = match params.get("threshold") {
+        None => 1.0,
+        Some(t) => match t.parse::<f64>() {
+            Ok(x) if x > 0.0 && x <= 1.0 => x,
+            _ => return Err(Error::usage(format!("policy navarro: threshold={t}: expected a fraction in (0, 1]"))),
+        },
+    };
     let mut levels = vec![0u32];
     match params.get("sizes") {
         None => levels.extend(1..sizes.len() as u32),
@@ -144,6 +157,7 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
         shifts,
         fan,
         retry_smaller,
+        threshold,
         procs: HashMap::new(),
         lists: vec![BTreeSet::new(); n.saturating_sub(1)],
         listed: HashMap::new(),
@@ -384,12 +398,13 @@ impl Navarro {
 
     /// Incremental promotion (§A.2.6): the largest fully populated region on `va`'s path that
     /// lies in a reservation is promoted in place. Returns the size index now mapping `va`.
-    fn promote(&mut self, sys: &mut Sys, pi: usize, va: u64, res_level: usize) -> u32 {
+    fn promote(&mut self, sys: &mut Sys, pi: usize, va: u64, res_level: usize, r: ResRef, vma: &Vma) -> u32 {
         for l in (1..=res_level).rev() {
-            if (self.node(pi, l, self.idx(l, va)).fullpop as u64) < self.fan[l] {
+            let full = (self.node(pi, l, self.idx(l, va)).fullpop as u64) >= self.fan[l];
+            let start = va & !((1u64 << self.shifts[l]) - 1);
+            if !full && !self.prezero(sys, pi, start, l, r, vma) {
                 continue;
             }
-            let start = va & !((1u64 << self.shifts[l]) - 1);
             match sys.os.promote_in_place(pi, start, self.levels[l], sys.mmu) {
                 PromoteResult::Promoted => self.c.promoted[l] += 1,
                 PromoteResult::AlreadyLarger => {}
@@ -398,6 +413,34 @@ impl Navarro {
             break;
         }
         sys.os.procs[pi].pt.size_at(va).unwrap_or(0)
+    }
+
+    /// The population threshold below 1 (§A.2.6's alternative): once at least `threshold` of
+    /// the region at `start` (level `l`, inside reservation `r` and the VMA) is populated, map
+    /// and zero the rest from the reservation so it can be promoted. Returns whether it did.
+    fn prezero(&mut self, sys: &mut Sys, pi: usize, start: u64, l: usize, r: ResRef, vma: &Vma) -> bool {
+        if self.threshold >= 1.0 || start < vma.start || start + (1u64 << self.shifts[l]) > vma.end {
+            return false;
+        }
+        let s0 = self.shifts[0];
+        let pages = 1u64 << (self.shifts[l] - s0);
+        let Some(m) = self.procs.get(&pi) else { return false };
+        let have = m.leaves.range(start >> s0..(start >> s0) + pages).count() as u64;
+        if (have as f64) < self.threshold * pages as f64 {
+            return false;
+        }
+        for k in 0..pages {
+            let page = start + (k << s0);
+            if self.procs.get(&pi).is_some_and(|m| m.leaves.contains(&(page >> s0))) {
+                continue;
+            }
+            if sys.os.map_from_reservation(pi, page, r.id, self.clock as u64, sys.mmu) != MapOutcome::Mapped {
+                return false; // something else maps it (or the frame is gone): leave it
+            }
+            self.set_population(pi, page, true);
+            self.c.prezeroed += 1;
+        }
+        true
     }
 }
 
@@ -433,7 +476,7 @@ impl Policy for Navarro {
                 self.set_population(pi, page, true);
                 let idx = self.idx(l, va);
                 self.relist(pi, l, idx, r, Some(self.clock));
-                return Some(self.promote(sys, pi, va, l));
+                return Some(self.promote(sys, pi, va, l, r, vma));
             }
         }
         let want = self.preferred(pi, vma, va);
@@ -446,7 +489,7 @@ impl Policy for Navarro {
                 self.set_population(pi, page, true);
                 let idx = self.idx(l, va);
                 self.register(pi, l, idx, r, Some(self.clock));
-                return Some(self.promote(sys, pi, va, l));
+                return Some(self.promote(sys, pi, va, l, r, vma));
             }
         }
         if want > 0 {
@@ -518,6 +561,7 @@ impl Policy for Navarro {
             ("navarro.fault.from_reservation".to_string(), self.c.from_reservation),
             ("navarro.fault.base_fallback".to_string(), self.c.base_fallback),
             ("navarro.fault.base_preempt".to_string(), self.c.base_preempt),
+            ("navarro.prezeroed_pages".to_string(), self.c.prezeroed),
             ("navarro.preferred_capped.object".to_string(), self.c.cap_object),
             ("navarro.preferred_capped.overlap".to_string(), self.c.cap_overlap),
         ];
