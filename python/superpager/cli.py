@@ -345,8 +345,6 @@ class _Counter:
 
 def report_capture(r, label: str) -> int:
     """Print what a capture produced; return the exit status."""
-    from .capture import CaptureResult  # noqa: F401  (type of r)
-
     extra = f", {r.processes} processes" if r.processes > 1 else ""
     extra += f", {r.threads} threads" if r.threads > 1 else ""
     print(f"wrote {r.path}: {human(r.accesses)} accesses in {human(r.records)} records, {human(r.bytes)}B "

@@ -128,8 +128,6 @@ def navarro(quick: bool = False, progress: Callable[[str], None] = lambda m: Non
 
 def navarro_adversaries(progress: Callable[[str], None]) -> str:
     """The incremental-promotion adversary (§A.4.5): one touch per page, then nothing."""
-    from . import _core  # noqa: F401  (the generator lives in the core)
-
     d = cap.cache_dir() / "traces"
     d.mkdir(parents=True, exist_ok=True)
     t = str(d / "adversary-onebyte-256MiB.spt")

@@ -360,11 +360,8 @@ impl Engine {
                 Some(si) => si,
                 None => return Err(self.os.oom(self.os.procs[pi].pid)),
             };
-            self.os.counters.faults += 1;
             self.os.counters.major_faults += 1;
-            self.os.counters.faults_by_size[si as usize] += 1;
-            self.mmu.live_sizes |= 1 << si;
-            return Ok(Some(si));
+            return Ok(Some(self.fault_served(si)));
         }
         let found = self.os.procs[pi].find_vma(va).copied();
         let found = match found {
@@ -399,10 +396,7 @@ impl Engine {
                 if self.os.pt_oom {
                     return Err(self.os.oom(self.os.procs[pi].pid));
                 }
-                self.os.counters.faults += 1;
-                self.os.counters.faults_by_size[si as usize] += 1;
-                self.mmu.live_sizes |= 1 << si;
-                return Ok(Some(si));
+                return Ok(Some(self.fault_served(si)));
             }
         }
         let d = self.policy.on_fault(&FaultInfo {
@@ -464,10 +458,15 @@ impl Engine {
             return Err(self.os.oom(self.os.procs[pi].pid));
         }
         self.policy.on_fault_done(wanted, si);
+        Ok(Some(self.fault_served(si)))
+    }
+
+    /// Count a fault served with a page of size index `si`, which the TLBs may now hold.
+    fn fault_served(&mut self, si: u32) -> u32 {
         self.os.counters.faults += 1;
         self.os.counters.faults_by_size[si as usize] += 1;
         self.mmu.live_sizes |= 1 << si;
-        Ok(Some(si))
+        si
     }
 
     fn event(&mut self, e: &Event) -> Result<()> {

@@ -87,7 +87,6 @@ static int want_fetches;
 static int live_threads;       /* threads of this process (approximate: only a hint) */
 static int maps_sent;          /* the initial address space has been described */
 static int exited;             /* exit(2)/exit_group(2) seen in this process */
-static uint64_t fetch_words;   /* (unused when fetches are off) */
 #define MAX_TRACKED_FD 65536
 static uint8_t file_fd[MAX_TRACKED_FD / 8]; /* fds naming regular files we reported */
 
@@ -662,7 +661,6 @@ SP_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t 
     /* The recorder must not be inherited by programs the guest execs (they run untraced). */
     fcntl(sock, F_SETFD, FD_CLOEXEC);
     check_info_layout();
-    (void)fetch_words;
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     qemu_plugin_register_vcpu_exit_cb(id, on_vcpu_exit);
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_first_tb);

@@ -347,14 +347,9 @@ impl Os {
     /// MMU at hand for shootdowns, swap) about SWAP_CLUSTER_MAX pages per base page of the
     /// block, and try once more. Counted in `os.direct_reclaims`.
     pub(crate) fn alloc_reclaiming(&mut self, order: Order, kind: FrameKind, mmu: Option<&mut Mmu>) -> Option<Pfn> {
-        if let Some(p) = self.phys.alloc(order, kind) {
+        // Unpopulated frames of reservations count as free: they are taken back first.
+        if let Some(p) = self.phys.alloc_or_unreserve(order, kind) {
             return Some(p);
-        }
-        // Unpopulated frames of reservations count as free: take them back first.
-        while self.phys.reserv_reclaim_one() {
-            if let Some(p) = self.phys.alloc(order, kind) {
-                return Some(p);
-            }
         }
         self.counters.direct_reclaims += 1;
         let want = pagecache::SWAP_CLUSTER_MAX << order.0.min(9);

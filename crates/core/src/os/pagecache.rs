@@ -80,12 +80,7 @@ impl PageCache {
             return true;
         }
         self.counters.misses += 1;
-        let mut got = phys.alloc(Order(0), FrameKind::File);
-        while got.is_none() && phys.reserv_reclaim_one() {
-            // Unpopulated frames of reservations count as free: take them back first.
-            got = phys.alloc(Order(0), FrameKind::File);
-        }
-        let pfn = match got {
+        let pfn = match phys.alloc_or_unreserve(Order(0), FrameKind::File) {
             Some(p) => p,
             None => {
                 self.reclaim(phys, mapped, SWAP_CLUSTER_MAX);

@@ -299,6 +299,19 @@ impl PhysMem {
         self.free_frames() + self.frames_by_kind()[FrameKind::Reservation as usize]
     }
 
+    /// `alloc`, and if no free block of the order exists, dissolve reservations (oldest
+    /// allocation first) until one does: their unpopulated frames count as free.
+    pub fn alloc_or_unreserve(&mut self, order: Order, kind: FrameKind) -> Option<Pfn> {
+        loop {
+            if let Some(p) = self.alloc(order, kind) {
+                return Some(p);
+            }
+            if !self.reserv_reclaim_one() {
+                return None;
+            }
+        }
+    }
+
     /// When no free frame is left: dissolve the reservation whose latest allocation is the
     /// oldest, returning its unpopulated frames (FreeBSD's vm_reserv_reclaim_inactive). Returns
     /// whether there was one with frames to give.

@@ -191,8 +191,7 @@ impl Navarro {
     /// Population map: base page `page` (a byte address) became populated (`on`) or not.
     fn set_population(&mut self, pi: usize, page: u64, on: bool) {
         let top = self.top();
-        let shifts = self.shifts.clone();
-        let fan = self.fan.clone();
+        let (shifts, fan) = (&self.shifts, &self.fan);
         let m = self.procs.entry(pi).or_default();
         let vpn = page >> shifts[0];
         let changed = if on { m.leaves.insert(vpn) } else { m.leaves.remove(&vpn) };
@@ -362,16 +361,15 @@ impl Navarro {
         }
         let to = Order((self.shifts[l - 1] - self.shifts[0]) as u8);
         let out = sys.os.phys.reserv_split(r.id, to);
+        // (Pieces of one base page are empty or full, so partial pieces have level l-1 >= 1.)
         for nid in out.partial {
             let p = sys.os.phys.reservs.get(nid).expect("a fresh partial piece");
             let nr = ResRef { id: nid, pfn: p.pfn, order: p.order };
             let Some((_, vpn)) = p.owner.as_anon() else { continue };
             let idx = (vpn << self.shifts[0]) >> self.shifts[l - 1];
-            if l - 1 >= 1 {
-                self.head_clock -= 1;
-                let key = i64::MIN / 2 + self.head_clock;
-                self.register(pi, l - 1, idx, nr, Some(key));
-            }
+            self.head_clock -= 1;
+            let key = i64::MIN / 2 + self.head_clock;
+            self.register(pi, l - 1, idx, nr, Some(key));
         }
     }
 
