@@ -84,7 +84,10 @@ struct vcpu {
 static struct vcpu *vcpus[MAX_VCPUS];
 static int sock = -1;
 static int want_fetches;
-static int live_threads;       /* threads of this process (approximate: only a hint) */
+/* Threads of this process. Counted up when the parent enters a thread-making clone (the new
+ * thread can run, and even exit, before the parent returns from it), back down if the clone
+ * failed or when a vCPU exits; updated atomically since every thread touches it. */
+static int live_threads;
 static int maps_sent;          /* the initial address space has been described */
 static int exited;             /* exit(2)/exit_group(2) seen in this process */
 #define MAX_TRACKED_FD 65536
@@ -418,12 +421,30 @@ enum {
 #define CLONE_VM 0x100
 #define CLONE_VFORK 0x4000
 
-static int is_process_clone(int64_t num, uint64_t flags)
+/* The clone flags of fork/vfork/clone/clone3 (clone3 passes them in its argument struct). */
+static uint64_t clone_flags(int64_t num, uint64_t a1)
+{
+    if (num == NR_clone)
+        return a1;
+    if (num == NR_clone3)
+        return a1 ? *(const uint64_t *)(uintptr_t)a1 : 0;
+    return 0;
+}
+
+static int is_process_clone(int64_t num, uint64_t a1)
 {
     if (num == NR_fork || num == NR_vfork)
         return 1;
+    if (num != NR_clone && num != NR_clone3)
+        return 0;
     /* qemu-user turns a vfork-style clone into fork; a clone sharing memory is a thread. */
-    return num == NR_clone && (!(flags & CLONE_VM) || (flags & CLONE_VFORK));
+    uint64_t flags = clone_flags(num, a1);
+    return !(flags & CLONE_VM) || (flags & CLONE_VFORK);
+}
+
+static int is_thread_clone(int64_t num, uint64_t a1)
+{
+    return (num == NR_clone || num == NR_clone3) && !is_process_clone(num, a1);
 }
 
 static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t num, uint64_t a1,
@@ -439,7 +460,7 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t num
     case NR_exit_group:
     case NR_exit:
         emit_insns(c);
-        if (num == NR_exit_group || live_threads <= 1) {
+        if (num == NR_exit_group || __atomic_load_n(&live_threads, __ATOMIC_SEQ_CST) <= 1) {
             uint64_t code = (uint64_t)(int64_t)(int32_t)a1;
             emit_event(c, EV_EXIT, 1, &code);
             exited = 1;
@@ -459,11 +480,13 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t num
     }
     default:
         if (num == NR_clone || num == NR_fork || num == NR_vfork || num == NR_clone3) {
+            if (is_thread_clone(num, a1))
+                __atomic_add_fetch(&live_threads, 1, __ATOMIC_SEQ_CST);
             /* The child inherits this buffer: send it first so nothing is recorded twice. */
             emit_insns(c);
             close_run(c);
             send_packet(c);
-        } else if (live_threads > 1) {
+        } else if (__atomic_load_n(&live_threads, __ATOMIC_RELAXED) > 1) {
             close_run(c);
             send_packet(c);
         }
@@ -546,7 +569,8 @@ static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t
         } else if (ret > 0) {
             uint64_t child = (uint64_t)ret;
             emit_event(c, EV_THREAD, 1, &child);
-            live_threads++;
+        } else if (ret < 0 && is_thread_clone(num, a[0])) {
+            __atomic_sub_fetch(&live_threads, 1, __ATOMIC_SEQ_CST); /* no thread after all */
         } else if (ret == 0 && is_process_clone(num, a[0])) {
             /* The child: only this thread exists here; the others' buffers are the parent's. */
             for (int i = 0; i < MAX_VCPUS; i++)
@@ -554,7 +578,7 @@ static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t
                     vcpus[i]->pkt.nwords = 0, vcpus[i]->run_open = 0;
             c->insns = 0;
             process_insns_reported = __atomic_load_n(&process_insns, __ATOMIC_RELAXED);
-            live_threads = 1;
+            __atomic_store_n(&live_threads, 1, __ATOMIC_SEQ_CST);
             exited = 0;
         }
         break;
@@ -581,8 +605,8 @@ static void on_vcpu_init(qemu_plugin_id_t id, unsigned int vcpu_index)
         c->sc_num = -1;
         vcpus[vcpu_index] = c;
     }
-    if (live_threads == 0)
-        live_threads = 1;
+    int none = 0;
+    __atomic_compare_exchange_n(&live_threads, &none, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
 static void on_vcpu_exit(qemu_plugin_id_t id, unsigned int vcpu_index)
@@ -594,8 +618,8 @@ static void on_vcpu_exit(qemu_plugin_id_t id, unsigned int vcpu_index)
     emit_insns(c);
     close_run(c);
     send_packet(c);
-    if (live_threads > 1)
-        live_threads--;
+    if (__atomic_sub_fetch(&live_threads, 1, __ATOMIC_SEQ_CST) < 1)
+        __atomic_store_n(&live_threads, 1, __ATOMIC_SEQ_CST); /* the last one never leaves */
 }
 
 static void on_exit_all(qemu_plugin_id_t id, void *u)
