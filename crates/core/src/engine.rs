@@ -95,6 +95,8 @@ impl Engine {
         let mut os = Os::new(&mmu, cfg.memory, cfg.swap, &cfg.replacement)?;
         os.evict_demotes = policy.demotes_on_eviction();
         os.deactivate_on_close = policy.deactivates_on_close();
+        os.cache.to_cache = policy.cache_pages_in_buddy();
+        os.wired_clustering = policy.clusters_wired();
         // No periodic samples when sample_every is 0: the first sample point is never reached.
         let next_sample = if cfg.sample_every == 0 { u64::MAX } else { cfg.sample_every };
         let mut e = Engine {

@@ -263,6 +263,26 @@ impl Results {
         c.insert("pagecache.deactivated_on_close".into(), pcc.deactivated_on_close);
         c.insert("pagecache.written_back".into(), pcc.written_back);
         c.insert("pagecache.pages".into(), e.os.cache.cached);
+        c.insert("pagecache.to_cache".into(), pcc.to_cache);
+        c.insert("pagecache.cache_reactivated".into(), pcc.cache_reactivated);
+        let pc = &e.os.phys.counters;
+        c.insert("pagecache.cache_frames".into(), e.os.phys.cache_frames());
+        c.insert("buddy.cache_freed".into(), pc.cache_freed);
+        c.insert("buddy.cache_lost".into(), pc.cache_lost);
+        c.insert("buddy.cache_reclaimed".into(), pc.cache_reclaimed);
+        c.insert("buddy.cache_reclaimed_preempting".into(), pc.cache_reclaimed_preempting);
+        let dc = &e.os.daemon;
+        c.insert("daemon.wakeups".into(), dc.wakeups);
+        c.insert("daemon.already_free".into(), dc.already_free);
+        c.insert("daemon.goal_unmet".into(), dc.goal_unmet);
+        c.insert("daemon.pages_to_cache".into(), dc.pages_to_cache);
+        c.insert("daemon.pages_written_back".into(), dc.pages_written_back);
+        c.insert("daemon.wired_pools".into(), dc.wired_pools);
+        for s in sizes.iter().skip(1) {
+            let o = (s.shift() - sizes[0].shift()) as usize;
+            c.insert(format!("daemon.wanted.{}", s.name()), dc.wanted.get(o).copied().unwrap_or(0));
+            c.insert(format!("daemon.recovered.{}", s.name()), dc.recovered.get(o).copied().unwrap_or(0));
+        }
         for (k, v) in e.policy.counters() {
             c.insert(format!("policy.{k}"), v);
         }

@@ -12,6 +12,13 @@
 //! - No two free buddies of the same order coexist (freeing merges them).
 //! - `pb_free[b]` is the number of free frames in pageblock b; `free` is their sum.
 //! - An allocated head's `owner` says who maps it (the reverse map compaction uses).
+//! - *Cache frames* (Navarro et al. §A.2.9: cache pages coalesced into the buddy lists): a frame
+//!   with its bit in `cache_bits` is free (or set aside, unpopulated, in a reservation) yet still
+//!   holds a page-cache page's contents, named by its `owner`. The contents survive until the
+//!   frame is allocated for real (a buddy allocation or a reservation populating it), which
+//!   clears the bit (`cache_lost`). `cache_frames` counts the bits. Blocks freed with a cache
+//!   page go to the *tail* of their list, so allocations take truly free blocks first and
+//!   cache pages in the order they were cached.
 //!
 //! Memory per frame: 18 bytes (kind, order, two u32 links, owner), allocated zeroed so that the
 //! host only commits the pages of the table that a run touches: 384 GiB of simulated memory is
@@ -152,6 +159,14 @@ pub struct PhysCounters {
     pub pageblocks_claimed: u64,
     pub splits: u64,
     pub merges: u64,
+    /// Page-cache pages whose frames went to the buddy lists with their contents (cache pages).
+    pub cache_freed: u64,
+    /// Cache pages whose frames were allocated for something else: their contents are gone.
+    pub cache_lost: u64,
+    /// Cache pages referenced again and taken back out of the buddy lists, contents reused.
+    pub cache_reclaimed: u64,
+    /// ... of which out of a reservation, which was preempted (dissolved) for it.
+    pub cache_reclaimed_preempting: u64,
 }
 
 pub struct PhysMem {
@@ -165,6 +180,7 @@ pub struct PhysMem {
     /// Raw `Owner` values.
     owner: ZeroedBuf<u64>,
     heads: [[u32; MAX_ORDER + 1]; 3],
+    tails: [[u32; MAX_ORDER + 1]; 3],
     list_len: [[u64; MAX_ORDER + 1]; 3],
     pb_type: Vec<u8>,
     pb_free: Vec<u32>,
@@ -173,6 +189,9 @@ pub struct PhysMem {
     pub counters: PhysCounters,
     /// Reservations (os/reserv.rs): freeing a frame inside one gives it back to it.
     pub reservs: Reservations,
+    /// Frames holding a cache page's contents while free or reserved (see the header).
+    cache_bits: ZeroedBuf<u64>,
+    cache_frames: u64,
 }
 
 impl PhysMem {
@@ -198,6 +217,7 @@ impl PhysMem {
             prev: ZeroedBuf::new(n)?,
             owner: ZeroedBuf::new(n)?,
             heads: [[NIL; MAX_ORDER + 1]; 3],
+            tails: [[NIL; MAX_ORDER + 1]; 3],
             list_len: [[0; MAX_ORDER + 1]; 3],
             pb_type: vec![MigrateType::Movable as u8; pbs],
             pb_free: vec![0; pbs],
@@ -205,6 +225,8 @@ impl PhysMem {
             used_by_kind: [0; 7],
             counters: PhysCounters::default(),
             reservs: Reservations::new(frames)?,
+            cache_bits: ZeroedBuf::new((n).div_ceil(64))?,
+            cache_frames: 0,
         };
         // Cut memory into maximal aligned blocks (a size that is not a multiple of the largest
         // block leaves smaller blocks at the top).
@@ -283,6 +305,8 @@ impl PhysMem {
         self.prev[p as usize] = NIL;
         if h != NIL {
             self.prev[h as usize] = p;
+        } else {
+            self.tails[mt][o as usize] = p;
         }
         self.heads[mt][o as usize] = p;
         self.list_len[mt][o as usize] += 1;
@@ -302,6 +326,8 @@ impl PhysMem {
         }
         if n != NIL {
             self.prev[n as usize] = p;
+        } else {
+            self.tails[mt][o] = p;
         }
         self.list_len[mt][o] -= 1;
         self.kind[pfn as usize] = FrameKind::Free as u8;
@@ -327,6 +353,104 @@ impl PhysMem {
         self.list_push(pfn, o);
     }
 
+    /// Move the free block at `pfn` (just pushed at its list's head) to the list's tail.
+    fn list_to_tail(&mut self, pfn: u64) {
+        let mt = ((self.kind[pfn as usize] >> 4) & 3) as usize;
+        let o = self.order[pfn as usize] as usize;
+        let t = self.tails[mt][o];
+        if t == pfn as u32 {
+            return;
+        }
+        let n = self.next[pfn as usize];
+        debug_assert!(self.heads[mt][o] == pfn as u32 && n != NIL);
+        self.heads[mt][o] = n;
+        self.prev[n as usize] = NIL;
+        self.next[t as usize] = pfn as u32;
+        self.prev[pfn as usize] = t;
+        self.next[pfn as usize] = NIL;
+        self.tails[mt][o] = pfn as u32;
+    }
+
+    /// Whether frame `pfn` holds a cache page's contents while free or reserved.
+    pub fn is_cache_frame(&self, pfn: u64) -> bool {
+        self.cache_frames > 0 && self.cache_bits[(pfn / 64) as usize] >> (pfn % 64) & 1 != 0
+    }
+
+    pub fn cache_frames(&self) -> u64 {
+        self.cache_frames
+    }
+
+    fn clear_cache_bit(&mut self, pfn: u64) {
+        self.cache_bits[(pfn / 64) as usize] &= !(1u64 << (pfn % 64));
+        self.cache_frames -= 1;
+    }
+
+    /// Frames [pfn, pfn + n) are being allocated for real: cache contents in them are lost.
+    fn lose_cache(&mut self, pfn: u64, n: u64) {
+        if self.cache_frames == 0 {
+            return;
+        }
+        let mut f = pfn;
+        while f < pfn + n {
+            let w = self.cache_bits[(f / 64) as usize] >> (f % 64);
+            if w == 0 {
+                f = (f / 64 + 1) * 64;
+                continue;
+            }
+            f += w.trailing_zeros() as u64;
+            if f >= pfn + n {
+                break;
+            }
+            self.clear_cache_bit(f);
+            self.counters.cache_lost += 1;
+            f += 1;
+        }
+    }
+
+    /// A reserved frame is being populated: a cache page in it is lost.
+    pub(super) fn lose_cache_frame(&mut self, pfn: u64) {
+        self.lose_cache(pfn, 1);
+    }
+
+    /// Mechanism (Navarro et al.'s cache pages): free the order-0 page-cache frame `pfn` into
+    /// the buddy lists keeping its contents, named by `owner`. The block it merges into goes to
+    /// the tail of its list.
+    pub fn free_to_cache(&mut self, pfn: u64, owner: Owner) {
+        debug_assert!(self.is_head(pfn) && self.order[pfn as usize] == 0 && self.kind_of(pfn) == FrameKind::File);
+        debug_assert!(!self.reservs.is_member(pfn), "a page-cache frame inside a reservation");
+        self.mark_block_free(pfn, 0);
+        self.owner[pfn as usize] = owner.0;
+        self.cache_bits[(pfn / 64) as usize] |= 1u64 << (pfn % 64);
+        self.cache_frames += 1;
+        self.counters.cache_freed += 1;
+        self.merge_in(pfn, 0);
+    }
+
+    /// The cache page in frame `pfn`, if its contents are still there, under `owner`.
+    pub fn cache_owner(&self, pfn: u64) -> Option<Owner> {
+        self.is_cache_frame(pfn).then(|| Owner(self.owner[pfn as usize]))
+    }
+
+    /// Mechanism: a referenced cache page comes back out of the buddy lists (or out of the
+    /// reservation that holds its frame, which is preempted: dissolved) as an allocated order-0
+    /// `File` frame with its contents. Returns false if the frame no longer holds them.
+    pub fn reclaim_cache_frame(&mut self, pfn: u64, owner: Owner) -> bool {
+        if self.cache_owner(pfn) != Some(owner) {
+            return false;
+        }
+        if self.kind_of(pfn) == FrameKind::Reservation {
+            let id = self.reservs.of_frame(pfn).expect("a reserved frame outside any reservation");
+            self.reserv_split(id, Order(0));
+            self.counters.cache_reclaimed_preempting += 1;
+        }
+        self.clear_cache_bit(pfn);
+        let ok = self.alloc_at(pfn, 0, FrameKind::File);
+        debug_assert!(ok, "a cache frame that is not free");
+        self.owner[pfn as usize] = owner.0;
+        self.counters.cache_reclaimed += 1;
+        ok
+    }
+
     fn is_free_head_of_order(&self, pfn: u64, o: u8) -> bool {
         let k = self.kind[pfn as usize];
         k & HEAD != 0 && k & KIND_MASK == FrameKind::Free as u8 && self.order[pfn as usize] == o
@@ -349,11 +473,17 @@ impl PhysMem {
 
     fn mark_allocated(&mut self, pfn: u64, o: u8, kind: FrameKind) {
         let n = 1usize << o;
+        if kind != FrameKind::Reservation {
+            // A reservation keeps the cache pages in its extent until it populates them.
+            self.lose_cache(pfn, n as u64);
+        }
         let k = kind as u8;
         self.kind[pfn as usize..pfn as usize + n].fill(k);
         self.kind[pfn as usize] = k | HEAD;
         self.order[pfn as usize] = o;
-        self.owner[pfn as usize] = 0;
+        if !self.is_cache_frame(pfn) {
+            self.owner[pfn as usize] = 0;
+        }
         self.used_by_kind[0] -= n as u64;
         self.used_by_kind[kind as usize] += n as u64;
         self.counters.allocs[o as usize] += 1;
@@ -516,7 +646,9 @@ impl PhysMem {
         debug_assert!(kind != FrameKind::Free && kind != FrameKind::Reserved, "double free at {pfn:#x}");
         let n = 1usize << o;
         self.kind[pfn as usize..pfn as usize + n].fill(FrameKind::Free as u8);
-        self.owner[pfn as usize] = 0;
+        if !self.is_cache_frame(pfn) {
+            self.owner[pfn as usize] = 0;
+        }
         self.used_by_kind[kind as usize] -= n as u64;
         self.used_by_kind[0] += n as u64;
     }
@@ -580,7 +712,8 @@ impl PhysMem {
     }
 
     /// Insert the free block at `pfn` (frames already marked free), merging with buddies.
-    fn merge_in(&mut self, mut pfn: u64, mut o: u8) {
+    /// Returns the head of the block it ended in.
+    fn merge_in(&mut self, mut pfn: u64, mut o: u8) -> u64 {
         while o < self.max_order {
             let buddy = pfn ^ (1u64 << o);
             if buddy + (1u64 << o) > self.frames || !self.is_free_head_of_order(buddy, o) {
@@ -594,6 +727,24 @@ impl PhysMem {
         }
         self.kind[pfn as usize] = FrameKind::Free as u8;
         self.add_free_block(pfn, o);
+        if self.cache_frames > 0 && self.holds_cache(pfn, 1u64 << o) {
+            self.list_to_tail(pfn);
+        }
+        pfn
+    }
+
+    /// Whether any frame of [pfn, pfn + n) holds a cache page.
+    fn holds_cache(&self, pfn: u64, n: u64) -> bool {
+        let (mut f, end) = (pfn, pfn + n);
+        while f < end {
+            let take = (64 - f % 64).min(end - f);
+            let mask = if take == 64 { u64::MAX } else { ((1u64 << take) - 1) << (f % 64) };
+            if self.cache_bits[(f / 64) as usize] & mask != 0 {
+                return true;
+            }
+            f += take;
+        }
+        false
     }
 
     /// Turn an allocated block into 2^(order-to) allocated blocks of order `to` (a demotion or
@@ -602,7 +753,8 @@ impl PhysMem {
         let o = self.order[pfn.0 as usize];
         debug_assert!(self.is_head(pfn.0) && to.0 <= o);
         let kind = self.kind_of(pfn.0) as u8;
-        let owner = Owner(self.owner[pfn.0 as usize]);
+        // (A cache frame's owner names its contents, not the allocation: leave those alone.)
+        let owner = if self.is_cache_frame(pfn.0) { Owner::NONE } else { Owner(self.owner[pfn.0 as usize]) };
         let step = 1u64 << to.0;
         let mut f = pfn.0;
         let mut i = 0u64;
@@ -610,10 +762,12 @@ impl PhysMem {
             self.kind[f as usize] = kind | HEAD;
             self.order[f as usize] = to.0;
             // Anonymous owners advance with the address; others keep the head's.
-            self.owner[f as usize] = match owner.as_anon() {
-                Some((pi, vpn)) => Owner::anon(pi, vpn + i * step).0,
-                None => owner.0,
-            };
+            if !self.is_cache_frame(f) {
+                self.owner[f as usize] = match owner.as_anon() {
+                    Some((pi, vpn)) => Owner::anon(pi, vpn + i * step).0,
+                    None => owner.0,
+                };
+            }
             f += step;
             i += 1;
         }
@@ -712,6 +866,25 @@ impl PhysMem {
         if pb_free != self.pb_free {
             return Err("per-pageblock free counts disagree with the frame table".into());
         }
+        let mut cached = 0u64;
+        for (w, &bits) in self.cache_bits.iter().enumerate() {
+            let mut b = bits;
+            while b != 0 {
+                let f = w as u64 * 64 + b.trailing_zeros() as u64;
+                b &= b - 1;
+                cached += 1;
+                let k = self.kind_of(f);
+                if k != FrameKind::Free && k != FrameKind::Reservation {
+                    return Err(format!("frame {f:#x} holds a cache page but is allocated ({})", k.name()));
+                }
+                if Owner(self.owner[f as usize]).as_file().is_none() {
+                    return Err(format!("cache frame {f:#x} names no file page"));
+                }
+            }
+        }
+        if cached != self.cache_frames {
+            return Err(format!("{cached} cache frames in the bitmap, counted {}", self.cache_frames));
+        }
         // Walk every list: lengths and membership.
         for mt in 0..3 {
             for o in 0..=self.max_order as usize {
@@ -728,6 +901,9 @@ impl PhysMem {
                     }
                     prev = p;
                     p = self.next[p as usize];
+                }
+                if prev != self.tails[mt][o] && n > 0 {
+                    return Err(format!("free list ({}, order {o}) ends at {prev:#x} but its tail says {:#x}", MigrateType::ALL[mt].name(), self.tails[mt][o]));
                 }
                 if n != self.list_len[mt][o] || n != listed[mt][o] {
                     return Err(format!("free list ({}, order {o}) has {n} entries, counted {}, frame table says {}", MigrateType::ALL[mt].name(), self.list_len[mt][o], listed[mt][o]));

@@ -36,6 +36,7 @@ pub mod filemap;
 pub mod fragmentation;
 pub mod frames;
 pub mod pagecache;
+pub mod pagedaemon;
 pub mod pagetable;
 pub mod prelude;
 pub mod promote;
@@ -201,6 +202,11 @@ pub struct Os {
     /// A file's cached pages become inactive when its last opener closes it (set from the
     /// policy: `Policy::deactivates_on_close`).
     pub deactivate_on_close: bool,
+    /// Wired pages come from contiguous pools (set from the policy: `Policy::clusters_wired`).
+    pub wired_clustering: bool,
+    /// The current wired pool: frames [next, end) of an extent set aside for wired pages.
+    pub wired_pool: (u64, u64),
+    pub daemon: pagedaemon::DaemonCounters,
     pub cache: pagecache::PageCache,
     /// File ids by path (files outlive the processes that open them).
     pub file_ids: HashMap<String, u32>,
@@ -268,6 +274,9 @@ impl Os {
             in_daemon: false,
             evict_demotes: false,
             deactivate_on_close: false,
+            wired_clustering: false,
+            wired_pool: (0, 0),
+            daemon: Default::default(),
             cache: pagecache::PageCache::default(),
             file_ids: HashMap::new(),
             wired: Vec::new(),
@@ -1010,6 +1019,14 @@ impl Os {
             }
             file_frames += 1;
         }
+        for pfn in 0..self.phys.total_frames() {
+            if let Some(o) = self.phys.cache_owner(pfn) {
+                let (file, index) = o.as_file().expect("checked by the frame table");
+                if !self.cache.in_cache_frame(file, index, pfn) {
+                    return Err(format!("cache frame {pfn:#x} holds file {file} page {index}, which the page cache does not list there"));
+                }
+            }
+        }
         if by_kind[FrameKind::File as usize] != file_frames || file_frames != self.cache.cached {
             return Err(format!("file frames: {} allocated, {} cached, {} counted", by_kind[FrameKind::File as usize], file_frames, self.cache.cached));
         }
@@ -1018,7 +1035,7 @@ impl Os {
                 return Err(format!("wired frame {f:#x} is no longer a wired block"));
             }
         }
-        if by_kind[FrameKind::Wired as usize] != self.wired.len() as u64 {
+        if by_kind[FrameKind::Wired as usize] != self.wired.len() as u64 + (self.wired_pool.1 - self.wired_pool.0) {
             return Err(format!("{} wired frames allocated, {} placed", by_kind[FrameKind::Wired as usize], self.wired.len()));
         }
         if by_kind[FrameKind::PageTable as usize] != pt_frames {

@@ -10,6 +10,13 @@
 //! page read since the hand last passed it is spared once. Clean pages are dropped; dirty pages
 //! are written back first (counted, with their I/O). Reclaim frees SWAP_CLUSTER_MAX = 32 pages
 //! per call (include/linux/swap.h), as direct reclaim does.
+//!
+//! With `to_cache` (Navarro et al. §A.2.9, FreeBSD's cache queue made part of the buddy
+//! allocator), reclaim does not drop a page: its frame goes to the buddy lists with its contents
+//! (`PhysMem::free_to_cache`), where it counts as free and coalesces. The page stays listed here
+//! with the CACHED flag; a later access that finds the contents still there takes the frame back
+//! (a hit, no I/O: `cache_reactivated`), preempting the reservation that held it if any; if the
+//! frame was allocated meanwhile, the access is a miss like any other.
 
 use super::frames::{FrameKind, Owner, PhysMem, NIL};
 use std::collections::HashMap;
@@ -30,6 +37,8 @@ pub struct File {
 
 const REFERENCED: u8 = 1;
 const DIRTY: u8 = 2;
+/// The page's frame is free (or reserved, unpopulated) and may still hold its contents.
+const CACHED: u8 = 4;
 
 #[derive(Clone, Debug, Default)]
 pub struct PageCacheCounters {
@@ -41,6 +50,10 @@ pub struct PageCacheCounters {
     /// Cached pages made inactive (reference bit cleared) when their file's last opener closed
     /// it (Navarro et al.'s change to FreeBSD's page daemon; asked for by the policy).
     pub deactivated_on_close: u64,
+    /// Pages reclaimed into the buddy lists with their contents (`to_cache`).
+    pub to_cache: u64,
+    /// Accesses that found their page's contents still in a cache frame and took it back.
+    pub cache_reactivated: u64,
 }
 
 #[derive(Default)]
@@ -48,7 +61,10 @@ pub struct PageCache {
     pub files: Vec<File>,
     clock: VecDeque<(u32, u64)>,
     pub counters: PageCacheCounters,
+    /// Pages held in allocated File frames (not counting cache frames).
     pub cached: u64,
+    /// Reclaim moves pages to cache frames instead of dropping them (see the header).
+    pub to_cache: bool,
 }
 
 impl PageCache {
@@ -58,9 +74,36 @@ impl PageCache {
         (self.files.len() - 1) as u32
     }
 
+    /// The allocated frame holding page `index` of `file` (None if not cached, or only in a
+    /// cache frame).
     pub fn frame_of(&self, file: u32, index: u64) -> Option<u64> {
         let f = self.files.get(file as usize)?;
-        f.pages.get(index as usize).copied().filter(|&p| p != NIL).map(|p| p as u64)
+        let i = index as usize;
+        f.pages.get(i).copied().filter(|&p| p != NIL && f.flags[i] & CACHED == 0).map(|p| p as u64)
+    }
+
+    /// Whether page `index` of `file` is allocated, inactive (unreferenced) and clean or dirty,
+    /// i.e. one the page daemon may move to a cache frame; returns its dirty bit.
+    pub fn inactive_page(&self, file: u32, index: u64) -> Option<bool> {
+        let f = self.files.get(file as usize)?;
+        let i = index as usize;
+        let fl = *f.flags.get(i)?;
+        (f.pages[i] != NIL && fl & (CACHED | REFERENCED) == 0).then_some(fl & DIRTY != 0)
+    }
+
+    /// Move one allocated page to a cache frame (written back first if dirty). The caller has
+    /// checked it is inactive and unmapped.
+    pub fn page_to_cache(&mut self, phys: &mut PhysMem, file: u32, index: u64) {
+        let f = &mut self.files[file as usize];
+        let i = index as usize;
+        if f.flags[i] & DIRTY != 0 {
+            self.counters.written_back += 1;
+        }
+        let pfn = f.pages[i] as u64;
+        f.flags[i] = CACHED;
+        phys.free_to_cache(pfn, Owner::file(file, index));
+        self.cached -= 1;
+        self.counters.to_cache += 1;
     }
 
     /// Read (or write) page `index` of `file`: a hit marks it referenced; a miss allocates a
@@ -75,9 +118,25 @@ impl PageCache {
         let f = &mut self.files[file as usize];
         let i = index as usize;
         if i < f.pages.len() && f.pages[i] != NIL {
-            f.flags[i] |= REFERENCED | if write { DIRTY } else { 0 };
-            self.counters.hits += 1;
-            return true;
+            if f.flags[i] & CACHED == 0 {
+                f.flags[i] |= REFERENCED | if write { DIRTY } else { 0 };
+                self.counters.hits += 1;
+                return true;
+            }
+            // In a cache frame: reuse the contents if they are still there.
+            let pfn = f.pages[i] as u64;
+            f.pages[i] = NIL;
+            f.flags[i] = 0;
+            if phys.reclaim_cache_frame(pfn, Owner::file(file, index)) {
+                let f = &mut self.files[file as usize];
+                f.pages[i] = pfn as u32;
+                f.flags[i] = REFERENCED | if write { DIRTY } else { 0 };
+                self.clock.push_back((file, index));
+                self.cached += 1;
+                self.counters.hits += 1;
+                self.counters.cache_reactivated += 1;
+                return true;
+            }
         }
         self.counters.misses += 1;
         let pfn = match phys.alloc_or_unreserve(Order(0), FrameKind::File) {
@@ -107,7 +166,7 @@ impl PageCache {
     pub fn deactivate(&mut self, file: u32) {
         let f = &mut self.files[file as usize];
         for (i, fl) in f.flags.iter_mut().enumerate() {
-            if f.pages[i] != NIL {
+            if f.pages[i] != NIL && *fl & CACHED == 0 {
                 *fl &= !REFERENCED;
                 self.counters.deactivated_on_close += 1;
             }
@@ -126,7 +185,7 @@ impl PageCache {
             let Some((file, index)) = self.clock.pop_front() else { break };
             let f = &mut self.files[file as usize];
             let i = index as usize;
-            if i >= f.pages.len() || f.pages[i] == NIL {
+            if i >= f.pages.len() || f.pages[i] == NIL || f.flags[i] & CACHED != 0 {
                 continue; // stale
             }
             if f.flags[i] & REFERENCED != 0 || mapped.contains_key(&(f.pages[i] as u64)) {
@@ -134,6 +193,13 @@ impl PageCache {
                 self.clock.push_back((file, index));
                 continue;
             }
+            self.counters.evicted += 1;
+            freed += 1;
+            if self.to_cache {
+                self.page_to_cache(phys, file, index);
+                continue;
+            }
+            let f = &mut self.files[file as usize];
             if f.flags[i] & DIRTY != 0 {
                 self.counters.written_back += 1;
             }
@@ -142,8 +208,6 @@ impl PageCache {
             f.flags[i] = 0;
             phys.free(Pfn(pfn), Order(0));
             self.cached -= 1;
-            self.counters.evicted += 1;
-            freed += 1;
         }
         freed
     }
@@ -152,7 +216,9 @@ impl PageCache {
     pub fn mark_dirty(&mut self, file: u32, index: u64) {
         if let Some(f) = self.files.get_mut(file as usize) {
             if let Some(fl) = f.flags.get_mut(index as usize) {
-                *fl |= DIRTY | REFERENCED;
+                if *fl & CACHED == 0 {
+                    *fl |= DIRTY | REFERENCED;
+                }
             }
         }
     }
@@ -162,10 +228,30 @@ impl PageCache {
         self.files[file as usize].pages[index as usize] = to as u32;
     }
 
-    /// Every cached page as (file, index, frame).
+    /// Every page held in an allocated frame, as (file, index, frame).
     pub fn pages(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
         self.files.iter().enumerate().flat_map(|(fi, f)| {
-            f.pages.iter().enumerate().filter(|(_, &p)| p != NIL).map(move |(i, &p)| (fi as u32, i as u64, p as u64))
+            f.pages.iter().enumerate().filter(|(i, &p)| p != NIL && f.flags[*i] & CACHED == 0).map(move |(i, &p)| (fi as u32, i as u64, p as u64))
         })
+    }
+
+    /// Whether page `index` of `file` is listed as held in cache frame `pfn`.
+    pub fn in_cache_frame(&self, file: u32, index: u64, pfn: u64) -> bool {
+        let Some(f) = self.files.get(file as usize) else { return false };
+        let i = index as usize;
+        i < f.pages.len() && f.pages[i] as u64 == pfn && f.flags[i] & CACHED != 0
+    }
+
+    /// Pages listed as being in cache frames whose contents are still there.
+    pub fn cache_pages(&self, phys: &PhysMem) -> u64 {
+        let mut n = 0;
+        for (fi, f) in self.files.iter().enumerate() {
+            for (i, &p) in f.pages.iter().enumerate() {
+                if p != NIL && f.flags[i] & CACHED != 0 && phys.cache_owner(p as u64) == Some(Owner::file(fi as u32, i as u64)) {
+                    n += 1;
+                }
+            }
+        }
+        n
     }
 }

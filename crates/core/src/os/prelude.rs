@@ -7,9 +7,11 @@
 //!   program frees scattered 4KB frames.
 //! - `wired`: unmovable kernel pages scattered over memory (Navarro et al. section 4.8: wired
 //!   pages that are not clustered destroy contiguity permanently, since nothing can move them).
+//!   Under a policy with wired-page clustering they come from contiguous pools instead.
 //! - `webserver`: a web-server-like small-file workload (Navarro et al. section 6.4 uses a web
 //!   server replaying an access log as its fragmenter): many files of log-uniform sizes,
-//!   requested with Zipf popularity and read whole through the page cache.
+//!   requested with Zipf popularity and read whole through the page cache. The server closes
+//!   its files when it ends (their pages become inactive under deactivate-on-close).
 
 use super::frames::FrameKind;
 use super::Os;
@@ -87,6 +89,14 @@ impl Prelude {
                 let frames = os.phys.total_frames();
                 let mut placed = 0u64;
                 let mut tries = 0u64;
+                while placed < count && os.wired_clustering {
+                    // Wired-page clustering: from contiguous pools, not scattered.
+                    let Some(f) = os.alloc_wired_clustered() else {
+                        return Err(Error::Sim(format!("prelude wired: could place only {placed} of {count} wired frames (memory is full)")));
+                    };
+                    os.wired.push(f);
+                    placed += 1;
+                }
                 while placed < count {
                     tries += 1;
                     if tries > count.saturating_mul(64).max(1 << 20) {
@@ -118,6 +128,13 @@ impl Prelude {
                     os.read_file(id, 0, size)?;
                     if r & 0xfff == 0 {
                         progress(r as f64 / requests as f64);
+                    }
+                }
+                // The server exits, closing its files: with deactivate-on-close their pages
+                // become inactive.
+                if os.deactivate_on_close {
+                    for &(id, _) in &ids {
+                        os.cache.deactivate(id);
                     }
                 }
             }

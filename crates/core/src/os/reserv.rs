@@ -214,6 +214,7 @@ impl PhysMem {
         r.popcnt += 1;
         r.last_alloc = now;
         let pfn = Pfn(r.pfn + index);
+        self.lose_cache_frame(pfn.0);
         self.set_kind(pfn, kind);
         self.reservs.counters.frames_populated += 1;
         Some(pfn)

@@ -99,6 +99,16 @@ pub trait Policy: Send {
     fn deactivates_on_close(&self) -> bool {
         false
     }
+    /// Page-cache reclaim moves pages into the buddy lists with their contents, where they
+    /// count as free and coalesce (Navarro et al.'s cache pages), rather than dropping them.
+    fn cache_pages_in_buddy(&self) -> bool {
+        false
+    }
+    /// Wired kernel pages come from pools of contiguous memory (Navarro et al.'s wired-page
+    /// clustering) rather than from wherever the allocator finds a frame.
+    fn clusters_wired(&self) -> bool {
+        false
+    }
     /// Pages of process `pi` in [start, end) were unmapped (munmap, MADV_DONTNEED, mremap's
     /// old range, a shrinking brk; the whole space at exit). Called only if `serves_faults`.
     fn on_unmap(&mut self, _pi: usize, _start: u64, _end: u64) {}

@@ -37,7 +37,20 @@ use std::collections::{BTreeSet, HashMap};
 
 pub const PARAMS: &str = "sizes=S1+S2+... (superpage sizes to use; default: every size of the machine); \
 retry_smaller=true (when the preferred extent cannot be had even by preemption, try the intermediate sizes before a base page); \
-threshold=F (promote once a fraction F of a region is populated, zeroing the rest; default 1)";
+threshold=F (promote once a fraction F of a region is populated, zeroing the rest; default 1); \
+fragmentation=none|cache|daemon (fragmentation control: none; cache pages kept in the buddy lists; \
+or that plus the contiguity-aware page daemon, deactivate-on-close and wired-page clustering; default daemon)";
+
+/// Navarro et al.'s fragmentation-control schemes (§6.4 compares "cache" and "daemon").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FragControl {
+    /// Reclaimed page-cache pages are dropped; nothing else.
+    None,
+    /// Cache pages are coalesced in the buddy lists, usable by reservations.
+    Cache,
+    /// Cache, plus the contiguity-aware daemon, deactivation on close, wired-page clustering.
+    Daemon,
+}
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Node {
@@ -109,6 +122,10 @@ pub struct Navarro {
     /// Promote a region once this fraction of it is populated, zeroing the rest (1: only full
     /// regions, the paper's choice).
     threshold: f64,
+    frag: FragControl,
+    /// Extents of the preferred size that could not be had since the daemon last ran, as
+    /// (level, process, region index): the daemon's goal.
+    failed: BTreeSet<(usize, usize, u64)>,
     procs: HashMap<usize, ProcMap>,
     lists: Vec<BTreeSet<(i64, ResRef)>>,
     listed: HashMap<ResRef, Listed>,
@@ -118,7 +135,13 @@ pub struct Navarro {
 }
 
 pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
-    check_params("navarro", params, &["sizes", "retry_smaller", "threshold"])?;
+    check_params("navarro", params, &["sizes", "retry_smaller", "threshold", "fragmentation"])?;
+    let frag = match params.get("fragmentation").map(String::as_str) {
+        None | Some("daemon") => FragControl::Daemon,
+        Some("cache") => FragControl::Cache,
+        Some("none") => FragControl::None,
+        Some(o) => return Err(Error::usage(format!("policy navarro: fragmentation={o}: expected none, cache or daemon"))),
+    };
     let threshold = match params.get("threshold") {
         None => 1.0,
         Some(t) => match t.parse::<f64>() {
@@ -158,6 +181,8 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
         fan,
         retry_smaller,
         threshold,
+        frag,
+        failed: BTreeSet::new(),
         procs: HashMap::new(),
         lists: vec![BTreeSet::new(); n.saturating_sub(1)],
         listed: HashMap::new(),
@@ -391,6 +416,9 @@ impl Navarro {
             }
         }
         self.c.reserve_failed[l] += 1;
+        if self.frag == FragControl::Daemon {
+            self.failed.insert((l, pi, self.idx(l, va)));
+        }
         None
     }
 
@@ -460,7 +488,38 @@ impl Policy for Navarro {
     }
 
     fn deactivates_on_close(&self) -> bool {
-        true
+        self.frag == FragControl::Daemon
+    }
+
+    fn cache_pages_in_buddy(&self) -> bool {
+        self.frag != FragControl::None
+    }
+
+    fn clusters_wired(&self) -> bool {
+        self.frag == FragControl::Daemon
+    }
+
+    fn wants_tick(&self) -> bool {
+        self.frag == FragControl::Daemon
+    }
+
+    /// The contiguity-aware page daemon: woken by the failures since it last ran, it restores
+    /// one extent per failed (process, region) of each size, largest sizes first.
+    fn tick(&mut self, sys: &mut Sys) {
+        if self.failed.is_empty() {
+            return;
+        }
+        let mut per_level = vec![0u64; self.levels.len()];
+        for &(l, _, _) in &self.failed {
+            per_level[l] += 1;
+        }
+        self.failed.clear();
+        for l in (1..self.levels.len()).rev() {
+            if per_level[l] > 0 {
+                let order = (self.shifts[l] - self.shifts[0]) as u8;
+                sys.os.recover_contiguity(order, per_level[l]);
+            }
+        }
     }
 
     fn serve_fault(&mut self, sys: &mut Sys, pi: usize, va: u64, _write: bool, vma: &Vma) -> Option<u32> {
