@@ -9,6 +9,7 @@
 
 pub mod engine;
 pub mod error;
+pub mod experiment;
 pub mod mmu;
 pub mod mrc;
 pub mod os;

@@ -227,6 +227,58 @@ impl ScenarioRun {
     }
 }
 
+/// Navarro et al.'s fragmentation experiment (core::experiment::fragmentation): wired pages,
+/// a web server filling memory, `program` run `runs` times in a row, the web server again.
+/// Returns the outcome as JSON. `progress(label, fraction)` hears about each phase.
+#[pyfunction]
+#[pyo3(signature = (machine, policy, memory, program, runs=4, seed=1, wired=0, web_files=20000, web_min="4KiB", web_max="64KiB", web_requests=100000, web_alpha=0.8, sample_every=1_000_000, validate=false, progress=None))]
+#[allow(clippy::too_many_arguments)]
+fn fragmentation_experiment(
+    py: Python<'_>,
+    machine: &str,
+    policy: &str,
+    memory: &str,
+    program: &str,
+    runs: u32,
+    seed: u64,
+    wired: u64,
+    web_files: u64,
+    web_min: &str,
+    web_max: &str,
+    web_requests: u64,
+    web_alpha: f64,
+    sample_every: u64,
+    validate: bool,
+    progress: Option<PyObject>,
+) -> PyResult<String> {
+    let setup = core::experiment::FragmentationSetup {
+        machine: load_machine(machine)?,
+        policy: policy.to_string(),
+        memory: parse_bytes(memory, "memory")?,
+        seed,
+        wired,
+        web: core::os::prelude::Prelude::Webserver {
+            files: web_files,
+            min_size: parse_bytes(web_min, "web_min")?.0,
+            max_size: parse_bytes(web_max, "web_max")?.0,
+            requests: web_requests,
+            alpha: web_alpha,
+        },
+        program: program.to_string(),
+        runs,
+        sample_every,
+        validate,
+    };
+    let mut cb_err: Option<PyErr> = None;
+    let mut report = |label: &str, f: f64| forward_progress(py, &progress, &mut cb_err, |cb| cb.call1(py, (label, f)));
+    let out = core::experiment::fragmentation(&setup, &mut report);
+    if let Some(e) = cb_err {
+        return Err(e);
+    }
+    let out = out.map_err(err)?;
+    serde_json::to_string(&out).map_err(|e| usage(format!("fragmentation experiment: {e}")))
+}
+
 /// Forward progress to a Python callback through `call`; the first error (or a Ctrl-C) is kept
 /// in `err` and ends the reporting, so the long-running Rust side can stop cleanly.
 fn forward_progress(py: Python<'_>, cb: &Option<PyObject>, err: &mut Option<PyErr>, call: impl FnOnce(&PyObject) -> PyResult<PyObject>) {
@@ -720,6 +772,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mrc, m)?)?;
     m.add_function(wrap_pyfunction!(read_addresses, m)?)?;
     m.add_function(wrap_pyfunction!(tlb_only, m)?)?;
+    m.add_function(wrap_pyfunction!(fragmentation_experiment, m)?)?;
     m.add_class::<Simulation>()?;
     m.add_class::<ScenarioRun>()?;
     m.add_class::<TraceDumper>()?;

@@ -115,9 +115,19 @@ impl Prelude {
             Prelude::Webserver { files, min_size, max_size, requests, alpha } => {
                 let (lo, hi) = ((min_size.max(1) as f64).ln(), (max_size.max(min_size).max(1) as f64).ln());
                 let mut ids = Vec::with_capacity(files as usize);
-                for _ in 0..files {
+                for i in 0..files {
                     let size = (lo + (hi - lo) * rng.unit()).exp() as u64;
-                    ids.push((os.cache.create(), size.max(1)));
+                    // Files by name: the same web server run again reads the same files.
+                    let path = format!("/prelude/www/{i}");
+                    let id = match os.file_ids.get(&path) {
+                        Some(&id) => id,
+                        None => {
+                            let id = os.cache.create();
+                            os.file_ids.insert(path, id);
+                            id
+                        }
+                    };
+                    ids.push((id, size.max(1)));
                 }
                 // Popular files are scattered over the id space, as in a real log.
                 let zipf = Zipf::new(files.max(1), alpha);

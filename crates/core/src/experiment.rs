@@ -1,0 +1,187 @@
+//! Multi-phase experiments on one simulated machine, for runs a scenario's processes cannot
+//! express: phases that must follow each other in order (each starting when the previous
+//! ended) with measurements taken between them.
+//!
+//! `fragmentation` is Navarro et al.'s sustained-benefit experiment (OSDI 2002 §6.4, Figs. 4
+//! and 5): wired kernel pages are placed, a web server fills memory with its files through the
+//! page cache and exits, a large dense program runs several times in a row, and the web server
+//! runs again. Each phase reports the superpages it got and its page-ins; the contiguity metric
+//! is sampled throughout.
+
+use crate::engine::{Engine, EngineConfig};
+use crate::error::{Error, Result};
+use crate::mmu::machine::Machine;
+use crate::os::prelude::Prelude;
+use crate::policy;
+use crate::stats::Sample;
+use crate::trace::spt::PrefetchReader;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What one phase did.
+#[derive(Clone, Debug, Serialize)]
+pub struct Phase {
+    pub label: String,
+    /// Simulated time at its start and end (ms).
+    pub start_ms: f64,
+    pub end_ms: f64,
+    /// Page-cache misses: pages read from disk.
+    pub page_ins: u64,
+    /// Page walks (data-TLB misses reaching the walker) and accesses of the phase.
+    pub walks: u64,
+    pub accesses: u64,
+    /// Superpages promoted in the phase, per size (the policy's `promote.<size>` counters).
+    pub promotions: BTreeMap<String, u64>,
+    /// The most pages of the largest superpage size mapped at once during the phase.
+    pub largest_pages_peak: u64,
+    /// Contiguity metric at the end of the phase.
+    pub contiguity_end: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FragmentationOutcome {
+    pub machine: String,
+    pub policy: String,
+    pub memory: String,
+    pub largest_size: String,
+    pub phases: Vec<Phase>,
+    /// (ms, contiguity metric, phase label), sampled through the program runs and at every
+    /// phase boundary (preludes take no simulated time).
+    pub series: Vec<(f64, f64, String)>,
+    /// Every counter of the whole run, as `simulate` reports them.
+    pub counters: BTreeMap<String, u64>,
+}
+
+pub struct FragmentationSetup {
+    pub machine: Machine,
+    pub policy: String,
+    pub memory: crate::units::Bytes,
+    pub seed: u64,
+    /// Wired frames placed before the web server (scattered, or pooled under clustering).
+    pub wired: u64,
+    /// The web server (a `webserver` prelude, run twice).
+    pub web: Prelude,
+    /// The dense program's trace, run `runs` times in a row.
+    pub program: String,
+    pub runs: u32,
+    pub sample_every: u64,
+    pub validate: bool,
+}
+
+fn promotions(e: &Engine) -> BTreeMap<String, u64> {
+    let pname = e.policy.name();
+    e.policy
+        .counters()
+        .into_iter()
+        .filter_map(|(k, v)| k.strip_prefix(&format!("{pname}.promote.")).map(|s| (s.to_string(), v)))
+        .collect()
+}
+
+/// Run the experiment; `progress(label, fraction)` hears about each phase.
+pub fn fragmentation(s: &FragmentationSetup, progress: &mut dyn FnMut(&str, f64)) -> Result<FragmentationOutcome> {
+    if !matches!(s.web, Prelude::Webserver { .. }) {
+        return Err(Error::usage("the fragmentation experiment's web server must be a webserver prelude"));
+    }
+    let pol = policy::build(&s.policy, &s.machine.page_sizes)?;
+    let cfg = EngineConfig { memory: s.memory, sample_every: s.sample_every, validate: s.validate, ..EngineConfig::default() };
+    let mut e = Engine::new(s.machine.clone(), pol, cfg)?;
+    let largest = *e.os.sizes.last().expect("a machine has page sizes");
+    let ms_per_cycle = 1.0 / (e.mmu.machine.clock_ghz * 1e6);
+    let mut series: Vec<(f64, f64, String)> = Vec::new();
+    let mut phases = Vec::new();
+    let sample = |e: &mut Engine, label: &str, series: &mut Vec<(f64, f64, String)>| {
+        let smp = Sample::take(e);
+        series.push((smp.cycles as f64 * ms_per_cycle, smp.contiguity, label.to_string()));
+    };
+    let wired = Prelude::Wired { count: s.wired };
+    wired.apply(&mut e.os, s.seed, &mut |f| progress("wired pages", f))?;
+    sample(&mut e, "boot", &mut series);
+
+    // A phase: note the counters, run it, and report the differences.
+    struct Before {
+        ms: f64,
+        misses: u64,
+        walks: u64,
+        accesses: u64,
+        promo: BTreeMap<String, u64>,
+        samples: usize,
+    }
+    let before = |e: &Engine| Before {
+        ms: e.now() as f64 * ms_per_cycle,
+        misses: e.os.cache.counters.misses,
+        walks: e.mmu.walk.walks.iter().sum(),
+        accesses: e.accesses,
+        promo: promotions(e),
+        samples: e.series.len(),
+    };
+    let finish = |e: &mut Engine, b: Before, label: String| -> Phase {
+        let promo = promotions(e).into_iter().map(|(k, v)| (k.clone(), v - b.promo.get(&k).copied().unwrap_or(0))).collect();
+        let name = largest.name();
+        let peak = e.series[b.samples..].iter().map(|x| x.resident.get(&name).copied().unwrap_or(0) / largest.bytes()).max().unwrap_or(0);
+        let smp = Sample::take(e);
+        Phase {
+            label,
+            start_ms: b.ms,
+            end_ms: e.now() as f64 * ms_per_cycle,
+            page_ins: e.os.cache.counters.misses - b.misses,
+            walks: e.mmu.walk.walks.iter().sum::<u64>() - b.walks,
+            accesses: e.accesses - b.accesses,
+            promotions: promo,
+            largest_pages_peak: peak,
+            contiguity_end: smp.contiguity,
+        }
+    };
+
+    let b = before(&e);
+    s.web.apply(&mut e.os, s.seed ^ 0x77eb, &mut |f| progress("web server", f))?;
+    phases.push(finish(&mut e, b, "web server".into()));
+    sample(&mut e, "web server", &mut series);
+    validate(&e, "the web server")?;
+
+    for run in 0..s.runs {
+        let label = format!("program run {}", run + 1);
+        let b = before(&e);
+        let mut reader = PrefetchReader::open(&s.program, false)?;
+        let total = reader.meta.file_len.saturating_sub(reader.meta.data_offset).max(1);
+        while let Some(c) = reader.next()? {
+            let done = c.end_offset - reader.meta.data_offset;
+            e.run_chunk_as(run, (run + 1) * 100_000, &c)?;
+            reader.give_back(c);
+            progress(&label, done as f64 / total as f64);
+            let n = e.series.len();
+            if n > 0 && series.last().map_or(true, |x| x.0 < e.series[n - 1].cycles as f64 * ms_per_cycle) {
+                let smp = &e.series[n - 1];
+                series.push((smp.cycles as f64 * ms_per_cycle, smp.contiguity, label.clone()));
+            }
+        }
+        // The program's own samples count toward its peak; take one at its end as well.
+        e.sample();
+        phases.push(finish(&mut e, b, label.clone()));
+        sample(&mut e, &label, &mut series);
+        validate(&e, &label)?;
+    }
+
+    let b = before(&e);
+    s.web.apply(&mut e.os, s.seed ^ 0x77eb, &mut |f| progress("web server again", f))?;
+    phases.push(finish(&mut e, b, "web server again".into()));
+    sample(&mut e, "web server again", &mut series);
+    validate(&e, "the web server's second run")?;
+
+    let results = e.results();
+    Ok(FragmentationOutcome {
+        machine: results.machine,
+        policy: results.policy,
+        memory: results.memory,
+        largest_size: largest.name(),
+        phases,
+        series,
+        counters: results.counters,
+    })
+}
+
+fn validate(e: &Engine, after: &str) -> Result<()> {
+    if e.cfg.validate {
+        e.os.validate().map_err(|m| Error::Sim(format!("invariant broken after {after}: {m}")))?;
+    }
+    Ok(())
+}
