@@ -97,6 +97,7 @@ impl Engine {
         os.deactivate_on_close = policy.deactivates_on_close();
         os.cache.to_cache = policy.cache_pages_in_buddy();
         os.wired_clustering = policy.clusters_wired();
+        os.pte_replication = policy.replicates_ptes();
         // No periodic samples when sample_every is 0: the first sample point is never reached.
         let next_sample = if cfg.sample_every == 0 { u64::MAX } else { cfg.sample_every };
         let mut e = Engine {

@@ -84,7 +84,7 @@ pub fn cycles_total(e: &Engine) -> f64 {
     cycle_parts(e).iter().map(|(_, v)| v).sum()
 }
 
-fn cycle_parts(e: &Engine) -> [(&'static str, f64); 7] {
+fn cycle_parts(e: &Engine) -> [(&'static str, f64); 8] {
     let m = &e.mmu.machine;
     let access = e.accesses as f64 * m.cycles_per_access;
     let mut tlb = 0.0;
@@ -102,6 +102,8 @@ fn cycle_parts(e: &Engine) -> [(&'static str, f64); 7] {
     // Only copies the program waits for (direct compaction); daemons run on another core.
     let copy = (e.os.compaction.bytes_copied_direct as f64 / 1024.0) * m.copy_cycles_per_kib;
     // Swap-ins and direct swap-outs stall the program; kswapd's writes run beside it.
+    // PTE replication: every PTE a promotion or demotion rewrites (Navarro et al. §A.2.12).
+    let pte = if e.os.pte_replication { (e.os.promotions.promote_ptes + e.os.promotions.demote_ptes) as f64 * m.pte_write_cycles } else { 0.0 };
     let io = ((e.os.swap.in_bytes + e.os.swap.out_bytes_direct + e.os.counters.file_read_bytes) as f64 / 1024.0) * m.io_cycles_per_kib;
     [
         ("cycles.access", access),
@@ -111,6 +113,7 @@ fn cycle_parts(e: &Engine) -> [(&'static str, f64); 7] {
         ("cycles.zero", zero),
         ("cycles.copy", copy),
         ("cycles.io", io),
+        ("cycles.pte", pte),
     ]
 }
 
@@ -221,6 +224,7 @@ impl Results {
             c.insert(format!("promote_in_place.{}", r.name()), e.os.promotions.promote[r as usize]);
         }
         c.insert("promote_in_place.ptes_covered".into(), e.os.promotions.promote_ptes);
+        c.insert("demote.ptes_covered".into(), e.os.promotions.demote_ptes);
         for o in 1..e.os.promotions.folio_alloc.len() {
             let (a, f) = (e.os.promotions.folio_alloc[o], e.os.promotions.folio_fallback[o]);
             if a > 0 || f > 0 {

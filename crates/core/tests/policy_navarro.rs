@@ -228,3 +228,22 @@ fn a_population_threshold_below_one_zeroes_the_rest_and_promotes() {
     }
     assert!(policy::build("navarro:threshold=1.5", &Machine::load("alpha21264").unwrap().page_sizes).is_err());
 }
+
+#[test]
+fn pte_replication_charges_a_write_per_base_pte_of_each_promotion() {
+    // 4MB touched in order on Alpha: 56 promotions to 64KB (8 PTEs each), 7 to 512KB (64),
+    // 1 to 4MB (512): 448 + 448 + 512 = 1408 PTE writes.
+    let page = 8192u64;
+    let mut plain = engine("alpha21264", "navarro", 256 << 20);
+    let mut repl = engine("alpha21264", "navarro:pte_replication=true", 256 << 20);
+    for e in [&mut plain, &mut repl] {
+        setup(e, 4 << 20);
+        run(e, vec![], (0..512).map(|i| BASE + i * page));
+        assert_eq!(counter(e, "promote_in_place.ptes_covered"), 1408);
+    }
+    let w = repl.mmu.machine.pte_write_cycles;
+    assert!(w > 0.0);
+    assert_eq!(counter(&mut plain, "cycles.pte"), 0, "no replication: PTE rewrites cost nothing extra");
+    assert_eq!(counter(&mut repl, "cycles.pte"), (1408.0 * w) as u64);
+    assert_eq!(counter(&mut repl, "cycles.total") - counter(&mut plain, "cycles.total"), (1408.0 * w) as u64);
+}

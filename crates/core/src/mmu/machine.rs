@@ -88,6 +88,9 @@ pub struct Machine {
     pub clock_ghz: f64,
     /// Reading or writing a KiB of swap or of a file (the program waits for it).
     pub io_cycles_per_kib: f64,
+    /// Writing one PTE, charged per PTE rewritten by promotions and demotions when the OS
+    /// replicates a superpage's PTE in every base slot (Alpha under FreeBSD; the policy asks).
+    pub pte_write_cycles: f64,
     pub coalescing: Coalescing,
     pub seed: u64,
     /// Where this machine came from (preset name or file path).
@@ -172,6 +175,8 @@ struct CostFile {
     clock_ghz: Option<f64>,
     /// Default 2500 cycles per KiB (about 1 GB/s at 2.5 GHz, an SSD). ESTIMATE.
     io_cycles_per_kib: Option<f64>,
+    /// Default: one page-walk memory reference (walker.ref_cycles). ESTIMATE.
+    pte_write_cycles: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -366,6 +371,7 @@ impl Machine {
             ("cost.copy_cycles_per_kib", f.cost.copy_cycles_per_kib.unwrap_or(0.0)),
             ("cost.clock_ghz", f.cost.clock_ghz.unwrap_or(1.0)),
             ("cost.io_cycles_per_kib", f.cost.io_cycles_per_kib.unwrap_or(0.0)),
+            ("cost.pte_write_cycles", f.cost.pte_write_cycles.unwrap_or(0.0)),
         ] {
             if !(v >= 0.0) || !v.is_finite() {
                 return Err(cfg(key, format!("must be a non-negative number, not {v}")));
@@ -393,6 +399,7 @@ impl Machine {
                 None => 2.5,
             },
             io_cycles_per_kib: f.cost.io_cycles_per_kib.unwrap_or(2500.0),
+            pte_write_cycles: f.cost.pte_write_cycles.unwrap_or(w.ref_cycles),
             coalescing,
             seed: f.seed,
             origin: file.to_string(),

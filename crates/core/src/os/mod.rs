@@ -204,6 +204,9 @@ pub struct Os {
     pub deactivate_on_close: bool,
     /// Wired pages come from contiguous pools (set from the policy: `Policy::clusters_wired`).
     pub wired_clustering: bool,
+    /// Promotions and demotions rewrite every base PTE of the superpage (set from the policy:
+    /// `Policy::replicates_ptes`); `cycles.pte` charges them.
+    pub pte_replication: bool,
     /// The current wired pool: frames [next, end) of an extent set aside for wired pages.
     pub wired_pool: (u64, u64),
     pub daemon: pagedaemon::DaemonCounters,
@@ -275,6 +278,7 @@ impl Os {
             evict_demotes: false,
             deactivate_on_close: false,
             wired_clustering: false,
+            pte_replication: false,
             wired_pool: (0, 0),
             daemon: Default::default(),
             cache: pagecache::PageCache::default(),

@@ -51,6 +51,8 @@ pub struct PromoteCounters {
     /// superpage's PTE in every base slot (Alpha, Navarro et al. §A.2.6) rewrites, so the
     /// promotion cost that is linear in superpage size.
     pub promote_ptes: u64,
+    /// Base pages covered by demotions (each step rewrites the PTEs of the page it splits).
+    pub demote_ptes: u64,
 }
 
 impl Default for PromoteCounters {
@@ -61,6 +63,7 @@ impl Default for PromoteCounters {
             folio_alloc: [0; 21],
             folio_fallback: [0; 21],
             promote_ptes: 0,
+            demote_ptes: 0,
         }
     }
 }
@@ -190,8 +193,12 @@ impl Os {
 
     /// Mechanism: demote the page mapping `va` in process `pi` into pages of size `to`.
     pub fn demote(&mut self, pi: usize, va: u64, to: u32, mmu: &mut Mmu) -> DemoteResult {
+        let before = self.procs[pi].pt.lookup(va).map(|t| t.size_idx);
         let r = self.demote_inner(pi, va, to, mmu);
         self.promotions.demote[r as usize] += 1;
+        if let (DemoteResult::Demoted, Some(si)) = (r, before) {
+            self.promotions.demote_ptes += 1 << self.order_of(si).0;
+        }
         r
     }
 

@@ -109,6 +109,11 @@ pub trait Policy: Send {
     fn clusters_wired(&self) -> bool {
         false
     }
+    /// The page table replicates a superpage's PTE in each of its base slots (FreeBSD on
+    /// Alpha), so promotion and demotion cost a PTE write per base page (`cycles.pte`).
+    fn replicates_ptes(&self) -> bool {
+        false
+    }
     /// Pages of process `pi` in [start, end) were unmapped (munmap, MADV_DONTNEED, mremap's
     /// old range, a shrinking brk; the whole space at exit). Called only if `serves_faults`.
     fn on_unmap(&mut self, _pi: usize, _start: u64, _end: u64) {}

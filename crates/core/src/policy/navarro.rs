@@ -39,7 +39,8 @@ pub const PARAMS: &str = "sizes=S1+S2+... (superpage sizes to use; default: ever
 retry_smaller=true (when the preferred extent cannot be had even by preemption, try the intermediate sizes before a base page); \
 threshold=F (promote once a fraction F of a region is populated, zeroing the rest; default 1); \
 fragmentation=none|cache|daemon (fragmentation control: none; cache pages kept in the buddy lists; \
-or that plus the contiguity-aware page daemon, deactivate-on-close and wired-page clustering; default daemon)";
+or that plus the contiguity-aware page daemon, deactivate-on-close and wired-page clustering; default daemon); \
+pte_replication=true (charge a PTE write per base page for every promotion and demotion step, as FreeBSD on Alpha pays; cycles.pte)";
 
 /// Navarro et al.'s fragmentation-control schemes (§6.4 compares "cache" and "daemon").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,6 +124,7 @@ pub struct Navarro {
     /// regions, the paper's choice).
     threshold: f64,
     frag: FragControl,
+    pte_replication: bool,
     /// Extents of the preferred size that could not be had since the daemon last ran, as
     /// (level, process, region index): the daemon's goal.
     failed: BTreeSet<(usize, usize, u64)>,
@@ -135,7 +137,12 @@ pub struct Navarro {
 }
 
 pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
-    check_params("navarro", params, &["sizes", "retry_smaller", "threshold", "fragmentation"])?;
+    check_params("navarro", params, &["sizes", "retry_smaller", "threshold", "fragmentation", "pte_replication"])?;
+    let pte_replication = match params.get("pte_replication").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(o) => return Err(Error::usage(format!("policy navarro: pte_replication={o}: expected true or false"))),
+    };
     let frag = match params.get("fragmentation").map(String::as_str) {
         None | Some("daemon") => FragControl::Daemon,
         Some("cache") => FragControl::Cache,
@@ -182,6 +189,7 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
         retry_smaller,
         threshold,
         frag,
+        pte_replication,
         failed: BTreeSet::new(),
         procs: HashMap::new(),
         lists: vec![BTreeSet::new(); n.saturating_sub(1)],
@@ -497,6 +505,10 @@ impl Policy for Navarro {
 
     fn clusters_wired(&self) -> bool {
         self.frag == FragControl::Daemon
+    }
+
+    fn replicates_ptes(&self) -> bool {
+        self.pte_replication
     }
 
     fn wants_tick(&self) -> bool {
