@@ -1,0 +1,52 @@
+"""Navarro et al.'s fragmentation experiment (Figs. 4-5) on a small machine: after a web server
+has filled memory, the cache-only scheme gets no 4MB superpages for a dense program, the daemon
+scheme (contiguity-aware daemon, wired clustering) gets them from its second run on."""
+import json
+
+import pytest
+
+from superpager import _core, api
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    t = str(tmp_path_factory.mktemp("frag") / "seq.spt")
+    api.gen("seq", t, size="24MiB", passes=4, progress=False)
+    out = {}
+    for pol in ["navarro:fragmentation=cache", "navarro"]:
+        out[pol] = json.loads(_core.fragmentation_experiment(
+            "alpha21264", pol, "96MiB", t, runs=3, wired=48, web_files=6000, web_requests=30000, validate=True))
+    return out
+
+
+def program_runs(o):
+    return [p for p in o["phases"] if p["label"].startswith("program run")]
+
+
+def test_the_web_server_leaves_no_contiguity(runs):
+    for o in runs.values():
+        web = o["phases"][0]
+        assert web["label"] == "web server" and web["page_ins"] > 0
+        assert web["contiguity_end"] < 0.05
+
+
+def test_cache_scheme_gets_no_largest_pages_and_the_daemon_does(runs):
+    cache, daemon = program_runs(runs["navarro:fragmentation=cache"]), program_runs(runs["navarro"])
+    assert [p["largest_pages_peak"] for p in cache] == [0, 0, 0]
+    peaks = [p["largest_pages_peak"] for p in daemon]
+    assert all(b >= a for a, b in zip(peaks, peaks[1:])) and peaks[-1] >= 2, peaks
+    assert daemon[-1]["walks"] < cache[-1]["walks"] / 2
+    c = runs["navarro"]["counters"]
+    assert c["daemon.wakeups"] >= 1 and c["daemon.recovered.4MiB"] >= 1 and c["daemon.pages_to_cache"] > 0
+    assert c["daemon.wired_pools"] == 1
+    assert runs["navarro:fragmentation=cache"]["counters"]["daemon.wakeups"] == 0
+
+
+def test_phases_and_series_cover_the_whole_run(runs):
+    o = runs["navarro"]
+    labels = [p["label"] for p in o["phases"]]
+    assert labels == ["web server", "program run 1", "program run 2", "program run 3", "web server again"]
+    assert o["phases"][-1]["page_ins"] > 0
+    times = [s[0] for s in o["series"]]
+    assert times == sorted(times) and len(times) > 6
+    assert all(0.0 <= s[1] <= 1.0 for s in o["series"])
