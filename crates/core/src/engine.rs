@@ -98,6 +98,7 @@ impl Engine {
         os.cache.to_cache = policy.cache_pages_in_buddy();
         os.wired_clustering = policy.clusters_wired();
         os.pte_replication = policy.replicates_ptes();
+        os.set_speculative_demotion(policy.speculative_demotion(), mmu.machine.seed);
         // No periodic samples when sample_every is 0: the first sample point is never reached.
         let next_sample = if cfg.sample_every == 0 { u64::MAX } else { cfg.sample_every };
         let mut e = Engine {
@@ -314,7 +315,7 @@ impl Engine {
         }
         self.mmu.walk_only(a.addr, self.cur_asid, 0);
         if self.os.swap_total > 0 {
-            self.os.referenced(pi, a.addr);
+            self.os.referenced(pi, a.addr, &mut self.mmu);
         }
         if self.tlb_miss_hook {
             self.policy.on_tlb_miss(a.addr, 0);
@@ -337,7 +338,7 @@ impl Engine {
         };
         self.mmu.fill_after_walk(a.addr, self.cur_asid, fetch, si);
         if self.os.swap_total > 0 {
-            self.os.referenced(pi, a.addr);
+            self.os.referenced(pi, a.addr, &mut self.mmu);
         }
         if self.tlb_miss_hook {
             self.policy.on_tlb_miss(a.addr, si);

@@ -255,6 +255,9 @@ impl Results {
         c.insert("swap.full".into(), sw.full);
         c.insert("swap.split_on_swapin".into(), sw.split_on_swapin);
         c.insert("swap.evict_demotions".into(), sw.evict_demotions);
+        c.insert("swap.speculative_demotions".into(), sw.speculative_demotions);
+        c.insert("swap.repromotions".into(), sw.repromotions);
+        c.insert("swap.repromote_refused".into(), sw.repromote_refused);
         c.insert("cow.reuses".into(), oc.cow_reuses);
         c.insert("cow.copies".into(), oc.cow_copies);
         c.insert("cow.copies_into_base_pages".into(), oc.cow_demoted);

@@ -247,3 +247,37 @@ fn pte_replication_charges_a_write_per_base_pte_of_each_promotion() {
     assert_eq!(counter(&mut repl, "cycles.pte"), (1408.0 * w) as u64);
     assert_eq!(counter(&mut repl, "cycles.total") - counter(&mut plain, "cycles.total"), (1408.0 * w) as u64);
 }
+
+#[test]
+fn speculative_demotion_splits_a_superpage_whose_bit_is_cleared_and_repromotes_it_when_all_used() {
+    // A hot 4MB superpage while new pages keep pushing memory into reclaim: the CLOCK hand
+    // clears its reference bit, and with p = 1 it is demoted (one size per step, 3 steps); the
+    // program keeps touching all of it, so every piece is referenced again and the region is
+    // promoted back to 4MB in place. With demote_p=0 nothing is demoted speculatively.
+    let page = 8192u64;
+    let hot = BASE;
+    let cold = BASE + (8 << 20);
+    for (pol, want) in [("navarro", true), ("navarro:demote_p=0", false)] {
+        let m = Machine::load("alpha21264").unwrap();
+        let p = policy::build(pol, &m.page_sizes).unwrap();
+        let cfg = EngineConfig { memory: Bytes(24 << 20), swap: Bytes(64 << 20), validate: true, ..Default::default() };
+        let mut e = Engine::new(m, p, cfg).unwrap();
+        setup(&mut e, 64 << 20);
+        run(&mut e, vec![], (0..512).map(|i| hot + i * page));
+        let pi = e.os.proc_index(1);
+        assert_eq!(e.os.procs[pi].pt.lookup(hot).unwrap().size_idx, 3);
+        for round in 0..24u64 {
+            let fresh = (round * 128..(round + 1) * 128).map(|i| cold + i * page);
+            run(&mut e, vec![], fresh.chain((0..512).map(|i| hot + i * page)));
+        }
+        let spec = counter(&mut e, "swap.speculative_demotions");
+        let again = counter(&mut e, "swap.repromotions");
+        assert!(counter(&mut e, "swap.out") > 0, "{pol}: memory pressure");
+        if want {
+            assert!(spec >= 3, "{pol}: {spec} speculative demotion steps");
+            assert!(again >= 1, "{pol}: {again} repromotions");
+        } else {
+            assert_eq!((spec, again), (0, 0), "{pol}");
+        }
+    }
+}

@@ -207,6 +207,13 @@ pub struct Os {
     /// Promotions and demotions rewrite every base PTE of the superpage (set from the policy:
     /// `Policy::replicates_ptes`); `cycles.pte` charges them.
     pub pte_replication: bool,
+    /// Probability of demoting a superpage whose reference bit the page daemon clears (0: never;
+    /// set from the policy: `Policy::speculative_demotion`), its random source, the regions
+    /// waiting to be promoted again, and a buffer for the cleared pages.
+    pub spec_demote_p: f64,
+    pub spec_rng: crate::trace::gen::Rng,
+    pub demoted: HashMap<(u32, u64), swap::Demoted>,
+    cleared_scratch: Vec<crate::policy::replacement::PageRef>,
     /// The current wired pool: frames [next, end) of an extent set aside for wired pages.
     pub wired_pool: (u64, u64),
     pub daemon: pagedaemon::DaemonCounters,
@@ -279,6 +286,10 @@ impl Os {
             deactivate_on_close: false,
             wired_clustering: false,
             pte_replication: false,
+            spec_demote_p: 0.0,
+            spec_rng: crate::trace::gen::Rng::new(1),
+            demoted: HashMap::new(),
+            cleared_scratch: Vec::new(),
             wired_pool: (0, 0),
             daemon: Default::default(),
             cache: pagecache::PageCache::default(),
@@ -851,6 +862,10 @@ impl Os {
     pub fn exit(&mut self, pi: usize, _mmu: &mut Mmu) {
         if !self.procs[pi].alive {
             return;
+        }
+        if !self.demoted.is_empty() {
+            let pid = self.procs[pi].pid;
+            self.demoted.retain(|k, _| k.0 != pid);
         }
         for (s, n) in self.procs[pi].resident.iter().enumerate() {
             if s < self.sizes.len() {

@@ -39,9 +39,32 @@ pub struct SwapCounters {
     /// Demotion steps taken so that only a victim's base page was evicted, not its whole
     /// superpage (policies that ask for it: Navarro et al.'s eviction-triggered demotion).
     pub evict_demotions: u64,
+    /// Superpages demoted speculatively when the page daemon cleared their reference bit
+    /// (Navarro et al.; probability `Os::spec_demote_p`), counted per demotion step.
+    pub speculative_demotions: u64,
+    /// Speculatively demoted regions promoted again once every piece was referenced, and those
+    /// that could not be (a piece was evicted or unmapped meanwhile).
+    pub repromotions: u64,
+    pub repromote_refused: u64,
+}
+
+/// A region demoted speculatively, waiting for all of it to be referenced again.
+#[derive(Clone, Debug)]
+pub struct Demoted {
+    pub si: u32,
+    /// Base pages referenced since the demotion (bit per base page) and how many are not.
+    pub seen: Vec<u64>,
+    pub missing: u64,
 }
 
 impl Os {
+    /// Turn speculative demotion on with probability `p` (0: off), drawing from `seed`.
+    pub fn set_speculative_demotion(&mut self, p: f64, seed: u64) {
+        self.spec_demote_p = p;
+        self.spec_rng = crate::trace::gen::Rng::new(seed ^ 0x5045_4344);
+        self.replacement.report_cleared(p > 0.0);
+    }
+
     pub fn swap_enabled(&self) -> bool {
         self.swap_total > 0
     }
@@ -75,11 +98,74 @@ impl Os {
     }
 
     /// The hardware set the accessed bit of the page mapping `va` (a walk resolved it).
-    pub fn referenced(&mut self, pi: usize, va: u64) {
+    pub fn referenced(&mut self, pi: usize, va: u64, mmu: &mut Mmu) {
         if let Some(t) = self.procs[pi].pt.lookup(va) {
             let r = self.page_ref(pi, t.start, t.size_idx);
             self.replacement.on_reference(r);
+            if !self.demoted.is_empty() {
+                self.note_piece_referenced(pi, t.start, t.size_idx, mmu);
+            }
         }
+    }
+
+    /// Repromotion (Navarro et al.): the piece [start, start + its size) of a speculatively
+    /// demoted region was referenced; once every piece has been, the region is promoted again
+    /// in place (its frames never moved).
+    fn note_piece_referenced(&mut self, pi: usize, start: u64, si: u32, mmu: &mut Mmu) {
+        let pid = self.procs[pi].pid;
+        let shift = self.base.shift();
+        for big in (si as usize + 1)..self.sizes.len() {
+            let size = self.sizes[big].bytes();
+            let key = (pid, start & !(size - 1));
+            let Some(d) = self.demoted.get_mut(&key) else { continue };
+            if d.si as usize != big {
+                continue;
+            }
+            let first = (start - key.1) >> shift;
+            for i in first..first + (self.sizes[si as usize].bytes() >> shift) {
+                let w = &mut d.seen[(i / 64) as usize];
+                if *w >> (i % 64) & 1 == 0 {
+                    *w |= 1 << (i % 64);
+                    d.missing -= 1;
+                }
+            }
+            if d.missing == 0 {
+                self.demoted.remove(&key);
+                match self.promote_in_place(pi, key.1, big as u32, mmu) {
+                    super::promote::PromoteResult::Promoted => self.swap.repromotions += 1,
+                    _ => self.swap.repromote_refused += 1,
+                }
+            }
+            return;
+        }
+    }
+
+    /// Speculative demotion (Navarro et al. §A.2.7): each superpage whose reference bit the
+    /// page daemon just cleared is demoted, with probability `spec_demote_p`, one size at a
+    /// time around its first base page, so that its pieces get reference bits of their own; the
+    /// region is promoted again when all of them are referenced.
+    fn speculative_demotions(&mut self, mmu: &mut Mmu) {
+        let mut cleared = std::mem::take(&mut self.cleared_scratch);
+        self.replacement.drain_cleared(&mut cleared);
+        for r in cleared.drain(..) {
+            if r.size_idx == 0 || self.spec_rng.unit() >= self.spec_demote_p {
+                continue;
+            }
+            let Some(pi) = self.procs.iter().position(|p| p.pid == r.pid && p.alive) else { continue };
+            if self.procs[pi].pt.lookup(r.start).is_none_or(|t| t.start != r.start || t.size_idx != r.size_idx) {
+                continue;
+            }
+            let mut si = r.size_idx;
+            while si > 0 && self.demote(pi, r.start, si - 1, mmu) == super::promote::DemoteResult::Demoted {
+                self.swap.speculative_demotions += 1;
+                si -= 1;
+            }
+            if si < r.size_idx {
+                let pages = self.sizes[r.size_idx as usize].bytes() >> self.base.shift();
+                self.demoted.insert((r.pid, r.start), Demoted { si: r.size_idx, seen: vec![0; pages.div_ceil(64) as usize], missing: pages });
+            }
+        }
+        self.cleared_scratch = cleared;
     }
 
     /// Swap out up to `want` base pages' worth of anonymous memory. Returns pages freed.
@@ -92,6 +178,9 @@ impl Os {
         while freed < want && tries > 0 {
             tries -= 1;
             let Some(v) = self.replacement.victim() else { break };
+            if self.spec_demote_p > 0.0 {
+                self.speculative_demotions(mmu);
+            }
             let Some(pi) = self.procs.iter().position(|p| p.pid == v.pid && p.alive) else { continue };
             let Some(mut t) = self.procs[pi].pt.lookup(v.start).filter(|t| t.start == v.start && t.size_idx == v.size_idx) else {
                 continue;

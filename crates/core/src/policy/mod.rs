@@ -114,6 +114,11 @@ pub trait Policy: Send {
     fn replicates_ptes(&self) -> bool {
         false
     }
+    /// Under memory pressure, demote a superpage whose reference bit the page daemon clears,
+    /// with this probability (Navarro et al.'s speculative demotion; 0: never).
+    fn speculative_demotion(&self) -> f64 {
+        0.0
+    }
     /// Pages of process `pi` in [start, end) were unmapped (munmap, MADV_DONTNEED, mremap's
     /// old range, a shrinking brk; the whole space at exit). Called only if `serves_faults`.
     fn on_unmap(&mut self, _pi: usize, _start: u64, _end: u64) {}

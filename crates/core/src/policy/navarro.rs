@@ -40,6 +40,7 @@ retry_smaller=true (when the preferred extent cannot be had even by preemption, 
 threshold=F (promote once a fraction F of a region is populated, zeroing the rest; default 1); \
 fragmentation=none|cache|daemon (fragmentation control: none; cache pages kept in the buddy lists; \
 or that plus the contiguity-aware page daemon, deactivate-on-close and wired-page clustering; default daemon); \
+demote_p=P (probability of demoting a superpage whose reference bit the page daemon clears under pressure; default 1; 0 turns speculative demotion off); \
 pte_replication=true (charge a PTE write per base page for every promotion and demotion step, as FreeBSD on Alpha pays; cycles.pte)";
 
 /// Navarro et al.'s fragmentation-control schemes (§6.4 compares "cache" and "daemon").
@@ -125,6 +126,8 @@ pub struct Navarro {
     threshold: f64,
     frag: FragControl,
     pte_replication: bool,
+    /// Speculative demotion's probability (the paper's p; 1 as recalled, UNVERIFIED: notes §A.4.6).
+    demote_p: f64,
     /// Extents of the preferred size that could not be had since the daemon last ran, as
     /// (level, process, region index): the daemon's goal.
     failed: BTreeSet<(usize, usize, u64)>,
@@ -137,7 +140,14 @@ pub struct Navarro {
 }
 
 pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
-    check_params("navarro", params, &["sizes", "retry_smaller", "threshold", "fragmentation", "pte_replication"])?;
+    check_params("navarro", params, &["sizes", "retry_smaller", "threshold", "fragmentation", "pte_replication", "demote_p"])?;
+    let demote_p = match params.get("demote_p") {
+        None => 1.0,
+        Some(t) => match t.parse::<f64>() {
+            Ok(x) if (0.0..=1.0).contains(&x) => x,
+            _ => return Err(Error::usage(format!("policy navarro: demote_p={t}: expected a probability in [0, 1]"))),
+        },
+    };
     let pte_replication = match params.get("pte_replication").map(String::as_str) {
         None | Some("false") => false,
         Some("true") => true,
@@ -190,6 +200,7 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
         threshold,
         frag,
         pte_replication,
+        demote_p,
         failed: BTreeSet::new(),
         procs: HashMap::new(),
         lists: vec![BTreeSet::new(); n.saturating_sub(1)],
@@ -509,6 +520,10 @@ impl Policy for Navarro {
 
     fn replicates_ptes(&self) -> bool {
         self.pte_replication
+    }
+
+    fn speculative_demotion(&self) -> f64 {
+        self.demote_p
     }
 
     fn wants_tick(&self) -> bool {

@@ -11,6 +11,9 @@ pub struct Clock {
     /// Live pages: their referenced bit and the generation of their ring entry.
     live: HashMap<PageRef, (bool, u64)>,
     generation: u64,
+    /// Pages whose bit the hand cleared, while `report` is on.
+    cleared: Vec<PageRef>,
+    report: bool,
 }
 
 impl Replacement for Clock {
@@ -42,6 +45,9 @@ impl Replacement for Clock {
                     if e.0 {
                         e.0 = false;
                         self.ring.push_back((p, g));
+                        if self.report {
+                            self.cleared.push(p);
+                        }
                     } else {
                         self.live.remove(&p);
                         return Some(p);
@@ -54,5 +60,12 @@ impl Replacement for Clock {
     }
     fn len(&self) -> usize {
         self.live.len()
+    }
+    fn report_cleared(&mut self, on: bool) {
+        self.report = on;
+        self.cleared.clear();
+    }
+    fn drain_cleared(&mut self, out: &mut Vec<PageRef>) {
+        out.append(&mut self.cleared);
     }
 }

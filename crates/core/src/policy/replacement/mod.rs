@@ -33,6 +33,12 @@ pub trait Replacement: Send {
     fn victim(&mut self) -> Option<PageRef>;
     /// Pages tracked.
     fn len(&self) -> usize;
+    /// Start (or stop) keeping the pages whose referenced bit `victim` clears, for
+    /// `drain_cleared` (Navarro et al.'s speculative demotion acts on them). Policies without
+    /// reference bits keep nothing.
+    fn report_cleared(&mut self, _on: bool) {}
+    /// Move the pages whose referenced bit was cleared since the last call into `out`.
+    fn drain_cleared(&mut self, _out: &mut Vec<PageRef>) {}
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
