@@ -50,3 +50,19 @@ def test_phases_and_series_cover_the_whole_run(runs):
     times = [s[0] for s in o["series"]]
     assert times == sorted(times) and len(times) > 6
     assert all(0.0 <= s[1] <= 1.0 for s in o["series"])
+
+
+def test_strided_adversary_counts_every_request_and_preemption():
+    out = {p: json.loads(_core.strided_preemption("alpha21264", p, "64MiB", 2, "1MiB", 200))
+           for p in ["base", "navarro", "navarro:retry_smaller=true"]}
+    assert out["base"]["reservations"] == 0 and out["base"]["faults"] == 200
+    n, r = out["navarro"], out["navarro:retry_smaller=true"]
+    # The free 4MB extents (one of them split by the process's page tables) make at most two
+    # 4MB reservations; after that every request finds no extent.
+    assert 1 <= n["counters"]["reserv.created.4MiB"] <= 2
+    assert n["reservations_failed"] > 150
+    # Retrying smaller sizes makes more (smaller) reservations and preempts more of them.
+    assert r["reservations"] > n["reservations"]
+    assert r["preemptions"] + r["dissolved_for_frames"] > n["preemptions"] + n["dissolved_for_frames"]
+    with pytest.raises(_core.SuperpagerError, match="free_extents"):
+        _core.strided_preemption("alpha21264", "navarro", "64MiB", 0, "1MiB", 10)

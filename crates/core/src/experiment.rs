@@ -185,3 +185,71 @@ fn validate(e: &Engine, after: &str) -> Result<()> {
     }
     Ok(())
 }
+
+/// What the strided-preemption adversary measured (Navarro et al. §A.4.5).
+#[derive(Clone, Debug, Serialize)]
+pub struct StridedOutcome {
+    pub policy: String,
+    /// Free memory at the start, all of it in `free_extents` aligned extents of the largest size.
+    pub free_extents: u64,
+    pub touches: u64,
+    pub faults: u64,
+    /// Reservations made and failed (the policy's attempts), reservations the policy preempted
+    /// for a request, and reservations the allocator dissolved because no free frame was left
+    /// (summed over sizes).
+    pub reservations: u64,
+    pub reservations_failed: u64,
+    pub preemptions: u64,
+    pub dissolved_for_frames: u64,
+    pub cycles: u64,
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// The strided-preemption adversary: memory is wired everywhere except `free_extents` aligned
+/// extents of the largest page size, and one process writes one byte every `stride` bytes of a
+/// large mapping, `touches` times, so first touches keep asking for extents that are scarce.
+pub fn strided_preemption(machine: Machine, policy_spec: &str, memory: crate::units::Bytes, free_extents: u64, stride: u64, touches: u64) -> Result<StridedOutcome> {
+    use crate::trace::{Access, AccessKind, Chunk, Event, MAP_ANONYMOUS, MAP_PRIVATE};
+    let pol = policy::build(policy_spec, &machine.page_sizes)?;
+    let cfg = EngineConfig { memory, sample_every: 0, ..EngineConfig::default() };
+    let mut e = Engine::new(machine, pol, cfg)?;
+    let largest = e.os.sizes.last().expect("page sizes").bytes() >> e.os.base.shift();
+    let extents = e.os.phys.total_frames() / largest;
+    if free_extents == 0 || free_extents >= extents {
+        return Err(Error::usage(format!("free_extents must be between 1 and {} (the memory's largest-size extents minus one)", extents - 1)));
+    }
+    // Keep `free_extents` extents spread over memory free; wire every other frame.
+    let step = extents / free_extents;
+    let keep = |pfn: u64| {
+        let x = pfn / largest;
+        x % step == step / 2 && x / step < free_extents
+    };
+    for pfn in 0..e.os.phys.total_frames() {
+        if !keep(pfn) && e.os.phys.kind_of(pfn) == crate::os::frames::FrameKind::Free && e.os.phys.alloc_at(pfn, 0, crate::os::frames::FrameKind::Wired) {
+            e.os.wired.push(pfn);
+        }
+    }
+    const BASE: u64 = 0x100_0000_0000;
+    let mut c = Chunk::default();
+    c.events.push((0, Event::Context { pid: 1, tid: 1 }));
+    c.events.push((0, Event::Mmap { addr: BASE, len: stride * touches, prot: 3, flags: MAP_PRIVATE | MAP_ANONYMOUS, fd: -1, offset: 0 }));
+    for i in 0..touches {
+        c.accesses.push(Access::new(BASE + i * stride, AccessKind::Store, 1));
+    }
+    e.run_chunk(&c)?;
+    let r = e.results();
+    let sum = |prefix: &str| r.counters.iter().filter(|(k, _)| k.starts_with(prefix)).map(|(_, v)| *v).sum::<u64>();
+    let pname = r.policy.clone();
+    Ok(StridedOutcome {
+        policy: pname.clone(),
+        free_extents,
+        touches,
+        faults: r.counters["faults"],
+        reservations: sum(&format!("policy.{pname}.reserve.")),
+        reservations_failed: sum(&format!("policy.{pname}.reserve_failed.")),
+        preemptions: sum(&format!("policy.{pname}.preempt.")),
+        dissolved_for_frames: r.counters.get("reserv.reclaimed").copied().unwrap_or(0),
+        cycles: r.counters["cycles.total"],
+        counters: r.counters,
+    })
+}

@@ -278,6 +278,20 @@ impl Results {
         c.insert("buddy.cache_lost".into(), pc.cache_lost);
         c.insert("buddy.cache_reclaimed".into(), pc.cache_reclaimed);
         c.insert("buddy.cache_reclaimed_preempting".into(), pc.cache_reclaimed_preempting);
+        let rc = &e.os.phys.reservs.counters;
+        for s in sizes.iter().skip(1) {
+            let o = (s.shift() - sizes[0].shift()) as usize;
+            if o < rc.created.len() {
+                c.insert(format!("reserv.created.{}", s.name()), rc.created[o]);
+                c.insert(format!("reserv.create_failed.{}", s.name()), rc.create_failed[o]);
+            }
+        }
+        c.insert("reserv.frames_populated".into(), rc.frames_populated);
+        c.insert("reserv.frames_returned".into(), rc.frames_returned);
+        c.insert("reserv.emptied".into(), rc.emptied);
+        c.insert("reserv.splits".into(), rc.splits);
+        c.insert("reserv.dissolved".into(), rc.dissolved);
+        c.insert("reserv.reclaimed".into(), rc.reclaimed);
         let dc = &e.os.daemon;
         c.insert("daemon.wakeups".into(), dc.wakeups);
         c.insert("daemon.already_free".into(), dc.already_free);

@@ -279,6 +279,16 @@ fn fragmentation_experiment(
     serde_json::to_string(&out).map_err(|e| usage(format!("fragmentation experiment: {e}")))
 }
 
+/// Navarro et al.'s strided-preemption adversary (core::experiment::strided_preemption):
+/// memory wired except `free_extents` extents of the largest size; one write every `stride`
+/// bytes, `touches` times. Returns the outcome as JSON.
+#[pyfunction]
+#[pyo3(signature = (machine, policy, memory, free_extents, stride, touches))]
+fn strided_preemption(machine: &str, policy: &str, memory: &str, free_extents: u64, stride: &str, touches: u64) -> PyResult<String> {
+    let out = core::experiment::strided_preemption(load_machine(machine)?, policy, parse_bytes(memory, "memory")?, free_extents, parse_bytes(stride, "stride")?.0, touches).map_err(err)?;
+    serde_json::to_string(&out).map_err(|e| usage(format!("strided preemption: {e}")))
+}
+
 /// Forward progress to a Python callback through `call`; the first error (or a Ctrl-C) is kept
 /// in `err` and ends the reporting, so the long-running Rust side can stop cleanly.
 fn forward_progress(py: Python<'_>, cb: &Option<PyObject>, err: &mut Option<PyErr>, call: impl FnOnce(&PyObject) -> PyResult<PyObject>) {
@@ -773,6 +783,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_addresses, m)?)?;
     m.add_function(wrap_pyfunction!(tlb_only, m)?)?;
     m.add_function(wrap_pyfunction!(fragmentation_experiment, m)?)?;
+    m.add_function(wrap_pyfunction!(strided_preemption, m)?)?;
     m.add_class::<Simulation>()?;
     m.add_class::<ScenarioRun>()?;
     m.add_class::<TraceDumper>()?;
