@@ -99,6 +99,10 @@ impl Engine {
         os.wired_clustering = policy.clusters_wired();
         os.pte_replication = policy.replicates_ptes();
         os.set_speculative_demotion(policy.speculative_demotion(), mmu.machine.seed);
+        if let Some(d) = policy.file_superpages() {
+            os.file_superpages = true;
+            os.dirty_superpages = d;
+        }
         // No periodic samples when sample_every is 0: the first sample point is never reached.
         let next_sample = if cfg.sample_every == 0 { u64::MAX } else { cfg.sample_every };
         let mut e = Engine {
@@ -275,7 +279,7 @@ impl Engine {
         if let Some(t) = self.os.procs[pi].pt.lookup(a.addr) {
             if t.cow {
                 self.os.counters.cow_faults += 1;
-                if !self.os.cow_break(pi, t, &mut self.mmu)? {
+                if !self.os.cow_break(pi, t, a.addr, &mut self.mmu)? {
                     return Err(self.os.oom(self.os.procs[pi].pid));
                 }
                 self.policy.on_write_to_clean(a.addr);

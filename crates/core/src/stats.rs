@@ -271,6 +271,17 @@ impl Results {
         c.insert("pagecache.written_back".into(), pcc.written_back);
         c.insert("pagecache.pages".into(), e.os.cache.cached);
         c.insert("pagecache.to_cache".into(), pcc.to_cache);
+        c.insert("pagecache.dirty_pages".into(), e.os.cache.dirty_pages());
+        let fc = &e.os.file_counters;
+        for (si, s) in sizes.iter().enumerate().skip(1) {
+            let o = (s.shift() - sizes[0].shift()) as usize;
+            c.insert(format!("file.superpages.{}", s.name()), fc.promoted.get(si).copied().unwrap_or(0));
+            c.insert(format!("file.reserve.{}", s.name()), fc.reserved.get(o).copied().unwrap_or(0));
+            c.insert(format!("file.reserve_failed.{}", s.name()), fc.reserve_failed.get(o).copied().unwrap_or(0));
+        }
+        c.insert("file.dirty_demotions".into(), fc.dirty_demotions);
+        c.insert("file.dirtied_whole".into(), fc.dirtied_whole);
+        c.insert("file.dirtied_whole_pages".into(), fc.dirtied_whole_pages);
         c.insert("pagecache.cache_reactivated".into(), pcc.cache_reactivated);
         let pc = &e.os.phys.counters;
         c.insert("pagecache.cache_frames".into(), e.os.phys.cache_frames());

@@ -281,3 +281,47 @@ fn speculative_demotion_splits_a_superpage_whose_bit_is_cleared_and_repromotes_i
         }
     }
 }
+
+/// The dirty-file adversary's core (§A.4.5): map a 16MB file shared, read every page (the
+/// mapping becomes 4MB superpages), write every 512th page.
+fn dirty_file_run(pol: &str) -> Engine {
+    let page = 8192u64;
+    let mut e = engine("alpha21264", pol, 256 << 20);
+    let open = Event::FileOpen { fd: 3, path: "/data/big".into(), size: 16 << 20 };
+    let map = Event::Mmap { addr: BASE, len: 16 << 20, prot: 3, flags: MAP_SHARED, fd: 3, offset: 0 };
+    let mut c = Chunk::default();
+    c.events.push((0, Event::Context { pid: 1, tid: 1 }));
+    c.events.push((0, open));
+    c.events.push((0, map));
+    for i in 0..2048 {
+        c.accesses.push(Access::new(BASE + i * page, AccessKind::Load, 8));
+    }
+    e.run_chunk(&c).unwrap();
+    let pi = e.os.proc_index(1);
+    for k in 0..4 {
+        assert_eq!(e.os.procs[pi].pt.lookup(BASE + k * (4 << 20)).unwrap().size_idx, 3, "{pol}: reading it all made 4MB pages");
+    }
+    run(&mut e, vec![], (0..4).map(|k| BASE + k * 512 * page));
+    e
+}
+
+#[test]
+fn a_read_file_mapping_becomes_superpages_and_a_write_demotes_or_dirties_it_whole() {
+    let mut d = dirty_file_run("navarro");
+    assert_eq!(counter(&mut d, "file.superpages.4MiB"), 4);
+    assert_eq!(counter(&mut d, "file.reserve.4MiB"), 4, "one file reservation per 4MB of the file");
+    assert_eq!(counter(&mut d, "pagecache.dirty_pages"), 4, "demote on write: only the written pages are dirty");
+    assert_eq!(counter(&mut d, "file.dirty_demotions"), 4 * 3, "4MB -> 512KB -> 64KB -> 8KB around each write");
+    let pi = d.os.proc_index(1);
+    assert_eq!(d.os.procs[pi].pt.lookup(BASE).unwrap().size_idx, 0);
+    assert_eq!(d.os.procs[pi].pt.lookup(BASE + (64 << 10)).unwrap().size_idx, 1, "the rest stays in superpages");
+    let mut w = dirty_file_run("navarro:dirty=whole");
+    assert_eq!(counter(&mut w, "pagecache.dirty_pages"), 2048, "one dirty bit per superpage: all of it must be written");
+    assert_eq!((counter(&mut w, "file.dirtied_whole"), counter(&mut w, "file.dirty_demotions")), (4, 0));
+    // Exit releases every mapping; the pages stay cached.
+    for e in [&mut d, &mut w] {
+        run(e, vec![Event::Exit { code: 0 }], []);
+        assert!(e.os.file_mappers.is_empty());
+        e.os.validate().unwrap();
+    }
+}

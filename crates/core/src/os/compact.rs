@@ -141,7 +141,13 @@ impl Os {
             while f < end {
                 let o = if self.phys.is_head(f) { self.phys.order_at(f) } else { 0 };
                 // Frames inside a reservation stay put: moving one would empty its slot in the extent.
-                if self.phys.is_head(f) && self.phys.kind_of(f).movable() && o < order && self.phys.owner(f) != Owner::NONE && !self.phys.reservs.is_member(f) {
+                if self.phys.is_head(f)
+                    && self.phys.kind_of(f).movable()
+                    && o < order
+                    && self.phys.owner(f) != Owner::NONE
+                    && !self.phys.reservs.is_member(f)
+                    && !(self.phys.kind_of(f) == FrameKind::File && self.file_frame_in_superpage(f))
+                {
                     batch.push((f, o));
                 }
                 f += 1u64 << o;

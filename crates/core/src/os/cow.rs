@@ -96,8 +96,11 @@ impl Os {
             }
             let me = Owner::anon(pi, t.start >> self.base.shift());
             if self.is_file_frame(t.pfn.0) {
-                // A file mapping: the page stays in the page cache.
-                self.unlist_file_mapper(t.pfn.0, me);
+                // A file mapping: the pages stay in the page cache (a file superpage has a
+                // reverse-map entry per base page).
+                for k in 0..1u64 << self.order_of(t.size_idx).0 {
+                    self.unlist_file_mapper(t.pfn.0 + k, Owner(me.0 + k));
+                }
                 continue;
             }
             if self.swap_total > 0 {
@@ -127,7 +130,10 @@ impl Os {
                     self.procs[ci].cow_pages += 1;
                 }
                 self.procs[ci].resident[t.size_idx as usize] += 1;
-                self.file_mappers.entry(t.pfn.0).or_default().push(Owner::anon(ci, t.start >> self.base.shift()));
+                let me = Owner::anon(ci, t.start >> self.base.shift());
+                for k in 0..1u64 << self.order_of(t.size_idx).0 {
+                    self.file_mappers.entry(t.pfn.0 + k).or_default().push(Owner(me.0 + k));
+                }
                 continue;
             }
             self.procs[ci].pt.set_cow(t.start, t.size_idx, true);
@@ -150,9 +156,9 @@ impl Os {
     }
 
     /// A write by process `pi` to the COW page `t`. Returns false if memory ran out.
-    pub fn cow_break(&mut self, pi: usize, t: Translation, mmu: &mut Mmu) -> Result<bool> {
+    pub fn cow_break(&mut self, pi: usize, t: Translation, va: u64, mmu: &mut Mmu) -> Result<bool> {
         if self.is_file_frame(t.pfn.0) {
-            return Ok(self.file_write(pi, t, mmu));
+            return Ok(self.file_write(pi, t, va, mmu));
         }
         let me = Owner::anon(pi, t.start >> self.base.shift());
         let asid = self.procs[pi].asid;

@@ -12,6 +12,21 @@
 //!
 //! Reclaim keeps mapped page-cache pages (the model does not unmap them to evict); compaction
 //! moves them and repoints every mapping.
+//!
+//! **File superpages** (`Os::file_superpages`, asked for by `navarro`; Navarro et al. reserve
+//! for every memory object, files included). A page read into the cache takes its frame from a
+//! *file reservation*: an aligned extent of the largest superpage size that lies inside the
+//! file, keyed by (file, order, first index), so that the file's pages sit at matching offsets.
+//! When every base page of an aligned region of a `MAP_SHARED` mapping is mapped, with frames
+//! that are contiguous and aligned and with one protection (all clean and write-protected, or
+//! all dirty), the region is promoted in place: one page-table entry over the page-cache
+//! frames, which stay order-0 page-cache pages (each with its own reverse-map entry). A write
+//! to a clean file superpage (`DirtySuperpages`):
+//! - `Demote` (the paper's choice): demote it one size at a time around the written page, so
+//!   dirty state stays per base page and only that page is written back;
+//! - `Whole`: keep the superpage, and mark every page of it dirty (one dirty bit for all of it):
+//!   all of it is written back.
+//! Compaction does not move frames under a file superpage.
 
 use super::frames::{FrameKind, Owner};
 use super::pagetable::Translation;
@@ -20,7 +35,123 @@ use crate::mmu::Mmu;
 use crate::trace::MAP_SHARED;
 use crate::units::{Order, Pfn};
 
+/// What a write to a clean file superpage does (see the module comment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DirtySuperpages {
+    Demote,
+    Whole,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct FileSuperpageCounters {
+    /// File reservations made, and requests for one that found no free extent (by order).
+    pub reserved: [u64; 24],
+    pub reserve_failed: [u64; 24],
+    /// File mappings promoted in place, by size index.
+    pub promoted: [u64; 8],
+    /// Demotion steps caused by writes to clean file superpages (`Demote`).
+    pub dirty_demotions: u64,
+    /// Clean file superpages made dirty whole by a write (`Whole`), and their pages.
+    pub dirtied_whole: u64,
+    pub dirtied_whole_pages: u64,
+}
+
 impl Os {
+    /// A frame for page `index` of `file` from a file reservation (made here if none covers the
+    /// page), or None if no reservation can have it.
+    pub(crate) fn file_reserved_frame(&mut self, file: u32, index: u64) -> Option<u64> {
+        let pages = self.file_sizes.get(&file).copied().unwrap_or(0).div_ceil(self.base.bytes());
+        let now = self.counters.faults;
+        let orders: Vec<u8> = (1..self.sizes.len()).rev().map(|si| self.order_of(si as u32).0).collect();
+        for &o in &orders {
+            let start = index & !((1u64 << o) - 1);
+            let Some(&(id, pfn)) = self.file_reservs.get(&(file, o, start)) else { continue };
+            let live = self.phys.reservs.get(id).is_some_and(|r| r.pfn == pfn && r.order == o);
+            if !live {
+                self.file_reservs.remove(&(file, o, start));
+                continue;
+            }
+            if let Some(p) = self.phys.reserv_alloc(id, index - start, FrameKind::File, now) {
+                return Some(p.0);
+            }
+        }
+        for &o in &orders {
+            let start = index & !((1u64 << o) - 1);
+            if start + (1u64 << o) > pages || o > self.phys.max_order() {
+                continue;
+            }
+            match self.phys.reserv_create(Order(o), Owner::file(file, start), now) {
+                Some((id, pfn)) => {
+                    self.file_counters.reserved[o as usize] += 1;
+                    self.file_reservs.insert((file, o, start), (id, pfn.0));
+                    return self.phys.reserv_alloc(id, index - start, FrameKind::File, now).map(|p| p.0);
+                }
+                None => self.file_counters.reserve_failed[o as usize] += 1,
+            }
+        }
+        None
+    }
+
+    /// Promote the largest region around `page` of the shared file mapping `vma` whose base
+    /// pages are all mapped, contiguous and aligned in memory, with one protection.
+    fn promote_file_mapping(&mut self, pi: usize, page: u64, vma: &Vma, mmu: &mut Mmu) {
+        let (_, off) = vma.file.expect("a file VMA");
+        let shift = self.base.shift();
+        let mut pages = Vec::new();
+        for si in (1..self.sizes.len() as u32).rev() {
+            let size = self.sizes[si as usize].bytes();
+            let n = size >> shift;
+            let start = page & !(size - 1);
+            if start < vma.start || start + size > vma.end || ((start - vma.start + off) >> shift) & (n - 1) != 0 {
+                continue;
+            }
+            pages.clear();
+            self.procs[pi].pt.pages_in_range(start, size, &mut pages);
+            let first = match pages.first() {
+                Some(t) if t.start == start && t.pfn.0 & (n - 1) == 0 => t.pfn.0,
+                _ => continue,
+            };
+            let covered: u64 = pages.iter().map(|t| self.sizes[t.size_idx as usize].bytes()).sum();
+            let cow = pages[0].cow;
+            let fits = covered == size
+                && pages.iter().all(|t| t.size_idx < si && t.cow == cow && self.is_file_frame(t.pfn.0) && t.pfn.0 == first + ((t.start - start) >> shift));
+            if !fits {
+                continue;
+            }
+            let asid = self.procs[pi].asid;
+            let mut gone = Vec::new();
+            self.procs[pi].pt.unmap_range(start, size, &mut gone);
+            for t in &gone {
+                mmu.invalidate(t.start, asid, t.size_idx);
+                self.procs[pi].resident[t.size_idx as usize] -= 1;
+                self.procs[pi].cow_pages -= t.cow as u64;
+            }
+            let ok = self.procs[pi].pt.map(start, si, Pfn(first));
+            debug_assert!(ok, "file promotion target still mapped");
+            if cow {
+                self.procs[pi].pt.set_cow(start, si, true);
+                self.procs[pi].cow_pages += 1;
+            }
+            self.procs[pi].resident[si as usize] += 1;
+            self.file_counters.promoted[si as usize] += 1;
+            self.promotions.promote_ptes += n;
+            self.settle_pt_with(pi, Some(mmu));
+            mmu.flush_pwc();
+            mmu.live_sizes |= 1 << si;
+            return;
+        }
+    }
+
+    /// Whether frame `pfn` (a page-cache page) is mapped by a superpage somewhere.
+    pub(crate) fn file_frame_in_superpage(&self, pfn: u64) -> bool {
+        self.file_mappers.get(&pfn).is_some_and(|l| {
+            l.iter().any(|m| {
+                let (pi, vpn) = m.as_anon().expect("a mapping");
+                self.procs[pi].pt.lookup(vpn << self.base.shift()).is_some_and(|t| t.size_idx > 0)
+            })
+        })
+    }
+
     /// A fault at `va` in the file VMA `vma`. Returns false if memory ran out.
     pub fn file_fault(&mut self, pi: usize, va: u64, vma: &Vma, write: bool, mmu: &mut Mmu) -> bool {
         let (file, off) = vma.file.expect("a file VMA");
@@ -64,13 +195,47 @@ impl Os {
         self.procs[pi].resident[0] += 1;
         self.file_mappers.entry(pfn).or_default().push(Owner::anon(pi, page >> self.base.shift()));
         self.settle_pt_with(pi, Some(mmu));
+        if shared && self.file_superpages {
+            self.promote_file_mapping(pi, page, vma, mmu);
+        }
         true
     }
 
-    /// A write to the write-protected page-cache page `t` (a file mapping).
-    pub(crate) fn file_write(&mut self, pi: usize, t: Translation, mmu: &mut Mmu) -> bool {
-        let (file, index) = self.phys.owner(t.pfn.0).as_file().expect("a page-cache frame");
+    /// A write at `va` to the write-protected page-cache page `t` (a file mapping).
+    pub(crate) fn file_write(&mut self, pi: usize, mut t: Translation, va: u64, mmu: &mut Mmu) -> bool {
         let shared = self.procs[pi].find_vma(t.start).is_some_and(|v| v.flags & MAP_SHARED != 0);
+        if t.size_idx > 0 {
+            match self.dirty_superpages {
+                DirtySuperpages::Demote => {
+                    // Demote around the written page until it is a base page of its own.
+                    while t.size_idx > 0 && self.demote(pi, va, t.size_idx - 1, mmu) == super::promote::DemoteResult::Demoted {
+                        self.file_counters.dirty_demotions += 1;
+                        match self.procs[pi].pt.lookup(va) {
+                            Some(n) => t = n,
+                            None => return false,
+                        }
+                    }
+                }
+                DirtySuperpages::Whole if shared => {
+                    // One dirty bit for the whole superpage: every page of it is dirty now.
+                    let n = 1u64 << self.order_of(t.size_idx).0;
+                    for k in 0..n {
+                        if let Some((file, index)) = self.phys.owner(t.pfn.0 + k).as_file() {
+                            self.cache.mark_dirty(file, index);
+                        }
+                    }
+                    self.file_counters.dirtied_whole += 1;
+                    self.file_counters.dirtied_whole_pages += n;
+                    self.counters.file_pages_dirtied += n;
+                    mmu.invalidate(t.start, self.procs[pi].asid, t.size_idx);
+                    self.procs[pi].cow_pages -= 1;
+                    self.procs[pi].pt.set_cow(t.start, t.size_idx, false);
+                    return true;
+                }
+                DirtySuperpages::Whole => {}
+            }
+        }
+        let (file, index) = self.phys.owner(t.pfn.0).as_file().expect("a page-cache frame");
         let asid = self.procs[pi].asid;
         mmu.invalidate(t.start, asid, t.size_idx);
         self.procs[pi].cow_pages -= 1;

@@ -417,7 +417,15 @@ impl PhysMem {
     /// the tail of its list.
     pub fn free_to_cache(&mut self, pfn: u64, owner: Owner) {
         debug_assert!(self.is_head(pfn) && self.order[pfn as usize] == 0 && self.kind_of(pfn) == FrameKind::File);
-        debug_assert!(!self.reservs.is_member(pfn), "a page-cache frame inside a reservation");
+        if let Some(id) = self.reservs.of_frame(pfn) {
+            // A file reservation's page: the frame goes back to the reservation, contents kept.
+            self.cache_bits[(pfn / 64) as usize] |= 1u64 << (pfn % 64);
+            self.cache_frames += 1;
+            self.counters.cache_freed += 1;
+            self.reserv_free(id, pfn, 0);
+            self.owner[pfn as usize] = owner.0;
+            return;
+        }
         self.mark_block_free(pfn, 0);
         self.owner[pfn as usize] = owner.0;
         self.cache_bits[(pfn / 64) as usize] |= 1u64 << (pfn % 64);

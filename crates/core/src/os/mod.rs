@@ -207,6 +207,16 @@ pub struct Os {
     /// Promotions and demotions rewrite every base PTE of the superpage (set from the policy:
     /// `Policy::replicates_ptes`); `cycles.pte` charges them.
     pub pte_replication: bool,
+    /// Page-cache pages of a file come from reservations and shared file mappings are promoted
+    /// in place (set from the policy: `Policy::file_superpages`), and what a write to a clean
+    /// file superpage does (`Policy::dirty_superpages`).
+    pub file_superpages: bool,
+    pub dirty_superpages: filemap::DirtySuperpages,
+    /// Live file reservations by (file, order, first page index of the extent).
+    pub file_reservs: HashMap<(u32, u8, u64), (u32, u64)>,
+    /// File sizes in bytes, from the largest size an open announced.
+    pub file_sizes: HashMap<u32, u64>,
+    pub file_counters: filemap::FileSuperpageCounters,
     /// Probability of demoting a superpage whose reference bit the page daemon clears (0: never;
     /// set from the policy: `Policy::speculative_demotion`), its random source, the regions
     /// waiting to be promoted again, and a buffer for the cleared pages.
@@ -286,6 +296,11 @@ impl Os {
             deactivate_on_close: false,
             wired_clustering: false,
             pte_replication: false,
+            file_superpages: false,
+            dirty_superpages: filemap::DirtySuperpages::Demote,
+            file_reservs: HashMap::new(),
+            file_sizes: HashMap::new(),
+            file_counters: Default::default(),
             spec_demote_p: 0.0,
             spec_rng: crate::trace::gen::Rng::new(1),
             demoted: HashMap::new(),
@@ -689,7 +704,7 @@ impl Os {
                 }
             }
             Event::Exit { .. } => self.exit(pi, mmu),
-            Event::FileOpen { fd, ref path, .. } => {
+            Event::FileOpen { fd, ref path, size } => {
                 let id = match self.file_ids.get(path) {
                     Some(&id) => id,
                     None => {
@@ -698,6 +713,8 @@ impl Os {
                         id
                     }
                 };
+                let known = self.file_sizes.entry(id).or_insert(0);
+                *known = (*known).max(size);
                 self.cache.files[id as usize].open += 1;
                 self.procs[pi].fds.insert(fd, id);
             }
@@ -784,6 +801,15 @@ impl Os {
     /// cache and, with the MMU at hand for shootdowns, swapping when memory is short.
     pub(crate) fn cache_page(&mut self, file: u32, index: u64, mmu: Option<&mut Mmu>) -> bool {
         let low = self.watermarks.1;
+        if self.file_superpages && !self.cache.is_present(&self.phys, file, index) {
+            if self.phys.available_frames() <= low && self.cache.cached > 0 {
+                self.cache.reclaim(&mut self.phys, &self.file_mappers, pagecache::SWAP_CLUSTER_MAX);
+            }
+            if let Some(pfn) = self.file_reserved_frame(file, index) {
+                self.cache.insert_at(&mut self.phys, file, index, pfn);
+                return true;
+            }
+        }
         if self.cache.access_with(&mut self.phys, &self.file_mappers, file, index, false, low) {
             return true;
         }
@@ -938,6 +964,7 @@ impl Os {
         let mut pt_frames = 0u64;
         let mut shared_seen = 0u64;
         let mut file_mapped = 0u64;
+        let mut file_ptes = 0u64;
         for (pi, p) in self.procs.iter().enumerate() {
             let pages = p.pt.pages();
             let mut per = [0u64; MAX_SIZES];
@@ -951,6 +978,27 @@ impl Os {
                 last_end = t.start + self.sizes[t.size_idx as usize].bytes();
                 let o = self.order_of(t.size_idx).0;
                 let f = t.pfn.0;
+                if f < self.phys.total_frames() && self.phys.kind_of(f) == FrameKind::File && o > 0 {
+                    // A file superpage: order-0 page-cache frames, each listing this mapping.
+                    for k in 0..1u64 << o {
+                        let g = f + k;
+                        let want = Owner::anon(pi, (t.start >> self.base.shift()) + k);
+                        let ok = self.phys.kind_of(g) == FrameKind::File
+                            && self.phys.is_head(g)
+                            && self.phys.order_at(g) == 0
+                            && self.phys.owner(g).as_file().is_some()
+                            && self.file_mappers.get(&g).is_some_and(|l| l.contains(&want));
+                        if !ok {
+                            return Err(format!("pid {}: file superpage at {:#x} covers frame {g:#x}, not a page-cache page listing it", p.pid, t.start));
+                        }
+                    }
+                    file_mapped += 1 << o;
+                    file_ptes += 1;
+                    if t.cow {
+                        cow += 1;
+                    }
+                    continue;
+                }
                 if f >= self.phys.total_frames() || !self.phys.is_head(f) || self.phys.order_at(f) != o {
                     return Err(format!("pid {}: page at {:#x} maps frame {f:#x}, which is not the head of an order-{o} block", p.pid, t.start));
                 }
@@ -961,6 +1009,7 @@ impl Os {
                         return Err(format!("pid {}: page at {:#x} maps page-cache frame {f:#x} without being listed as its mapper", p.pid, t.start));
                     }
                     file_mapped += 1;
+                    file_ptes += 1;
                     if t.cow {
                         cow += 1;
                     }
@@ -1016,7 +1065,7 @@ impl Os {
             ));
         }
         self.validate_swap()?;
-        let mapped_pages: u64 = self.procs.iter().map(|p| p.resident.iter().sum::<u64>()).sum::<u64>() - file_mapped;
+        let mapped_pages: u64 = self.procs.iter().map(|p| p.resident.iter().sum::<u64>()).sum::<u64>() - file_ptes;
         let file_listed: u64 = self.file_mappers.values().map(|l| l.len() as u64).sum();
         if file_listed != file_mapped {
             return Err(format!("page-cache frames list {file_listed} mappings, page tables hold {file_mapped}"));

@@ -82,6 +82,39 @@ impl PageCache {
         f.pages.get(i).copied().filter(|&p| p != NIL && f.flags[i] & CACHED == 0).map(|p| p as u64)
     }
 
+    /// Whether page `index` of `file` has its contents in memory (in an allocated frame, or in
+    /// a cache frame that still holds them).
+    pub fn is_present(&self, phys: &PhysMem, file: u32, index: u64) -> bool {
+        let Some(f) = self.files.get(file as usize) else { return false };
+        let i = index as usize;
+        if i >= f.pages.len() || f.pages[i] == NIL {
+            return false;
+        }
+        f.flags[i] & CACHED == 0 || phys.cache_owner(f.pages[i] as u64) == Some(Owner::file(file, index))
+    }
+
+    /// Page `index` of `file`, not present, was read into the allocated `File` frame `pfn` (a
+    /// frame the caller chose: a file reservation's). Counted as a miss.
+    pub fn insert_at(&mut self, phys: &mut PhysMem, file: u32, index: u64, pfn: u64) {
+        self.counters.misses += 1;
+        phys.set_owner(Pfn(pfn), Owner::file(file, index));
+        let f = &mut self.files[file as usize];
+        let i = index as usize;
+        if f.pages.len() <= i {
+            f.pages.resize(i + 1, NIL);
+            f.flags.resize(i + 1, 0);
+        }
+        f.pages[i] = pfn as u32;
+        f.flags[i] = 0;
+        self.clock.push_back((file, index));
+        self.cached += 1;
+    }
+
+    /// Pages held in allocated frames and dirty (written, not yet written back).
+    pub fn dirty_pages(&self) -> u64 {
+        self.files.iter().map(|f| f.pages.iter().zip(&f.flags).filter(|(&p, &fl)| p != NIL && fl & (DIRTY | CACHED) == DIRTY).count() as u64).sum()
+    }
+
     /// Whether page `index` of `file` is allocated, inactive (unreferenced) and clean or dirty,
     /// i.e. one the page daemon may move to a cache frame; returns its dirty bit.
     pub fn inactive_page(&self, file: u32, index: u64) -> Option<bool> {

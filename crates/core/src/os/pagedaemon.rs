@@ -125,6 +125,9 @@ impl Os {
                     continue;
                 }
                 FrameKind::File => {
+                    if self.phys.reservs.is_member(f) {
+                        return None; // it would go back to its reservation, not to the buddy lists
+                    }
                     let Some((file, index)) = self.phys.owner(f).as_file() else { return None };
                     if self.cache.inactive_page(file, index).is_none() || self.file_mappers.contains_key(&f) {
                         return None;

@@ -216,11 +216,15 @@ impl Os {
         self.procs[pi].pt.unmap_range(t.start, size, &mut gone);
         mmu.invalidate(t.start, asid, t.size_idx);
         self.procs[pi].resident[t.size_idx as usize] -= 1;
-        if self.swap_total > 0 {
+        // A file superpage maps order-0 page-cache frames that replacement does not track.
+        let file = self.is_file_frame(t.pfn.0);
+        if self.swap_total > 0 && !file {
             let r = self.page_ref(pi, t.start, t.size_idx);
             self.replacement.on_remove(r);
         }
-        self.phys.split_allocation(t.pfn, Order(self.order_of(to).0));
+        if !file {
+            self.phys.split_allocation(t.pfn, Order(self.order_of(to).0));
+        }
         let step = piece >> self.base.shift();
         for k in 0..size / piece {
             let s = t.start + k * piece;
@@ -230,7 +234,7 @@ impl Os {
                 self.procs[pi].pt.set_cow(s, to, true);
             }
             self.procs[pi].resident[to as usize] += 1;
-            if self.swap_total > 0 {
+            if self.swap_total > 0 && !file {
                 let r = self.page_ref(pi, s, to);
                 self.replacement.on_insert(r);
             }

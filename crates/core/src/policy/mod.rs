@@ -119,6 +119,11 @@ pub trait Policy: Send {
     fn speculative_demotion(&self) -> f64 {
         0.0
     }
+    /// Page-cache pages come from file reservations and shared file mappings are promoted in
+    /// place (os/filemap.rs), with this answer to a write to a clean file superpage.
+    fn file_superpages(&self) -> Option<crate::os::filemap::DirtySuperpages> {
+        None
+    }
     /// Pages of process `pi` in [start, end) were unmapped (munmap, MADV_DONTNEED, mremap's
     /// old range, a shrinking brk; the whole space at exit). Called only if `serves_faults`.
     fn on_unmap(&mut self, _pi: usize, _start: u64, _end: u64) {}

@@ -30,6 +30,7 @@
 
 use super::{check_params, FaultDecision, FaultInfo, Params, Policy, Sys};
 use crate::error::{Error, Result};
+use crate::os::filemap::DirtySuperpages;
 use crate::os::promote::PromoteResult;
 use crate::os::{MapOutcome, Vma, VmaKind};
 use crate::units::{Order, PageSize};
@@ -41,6 +42,7 @@ threshold=F (promote once a fraction F of a region is populated, zeroing the res
 fragmentation=none|cache|daemon (fragmentation control: none; cache pages kept in the buddy lists; \
 or that plus the contiguity-aware page daemon, deactivate-on-close and wired-page clustering; default daemon); \
 demote_p=P (probability of demoting a superpage whose reference bit the page daemon clears under pressure; default 1; 0 turns speculative demotion off); \
+dirty=demote|whole (a write to a clean file superpage demotes it so dirty state stays per base page, the paper's choice, or dirties all of it; default demote); \
 pte_replication=true (charge a PTE write per base page for every promotion and demotion step, as FreeBSD on Alpha pays; cycles.pte)";
 
 /// Navarro et al.'s fragmentation-control schemes (§6.4 compares "cache" and "daemon").
@@ -128,6 +130,8 @@ pub struct Navarro {
     pte_replication: bool,
     /// Speculative demotion's probability (the paper's p; 1 as recalled, UNVERIFIED: notes §A.4.6).
     demote_p: f64,
+    /// A write to a clean file superpage: demote it (the paper's choice) or dirty it whole.
+    dirty: DirtySuperpages,
     /// Extents of the preferred size that could not be had since the daemon last ran, as
     /// (level, process, region index): the daemon's goal.
     failed: BTreeSet<(usize, usize, u64)>,
@@ -140,7 +144,12 @@ pub struct Navarro {
 }
 
 pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
-    check_params("navarro", params, &["sizes", "retry_smaller", "threshold", "fragmentation", "pte_replication", "demote_p"])?;
+    check_params("navarro", params, &["sizes", "retry_smaller", "threshold", "fragmentation", "pte_replication", "demote_p", "dirty"])?;
+    let dirty = match params.get("dirty").map(String::as_str) {
+        None | Some("demote") => DirtySuperpages::Demote,
+        Some("whole") => DirtySuperpages::Whole,
+        Some(o) => return Err(Error::usage(format!("policy navarro: dirty={o}: expected demote or whole"))),
+    };
     let demote_p = match params.get("demote_p") {
         None => 1.0,
         Some(t) => match t.parse::<f64>() {
@@ -201,6 +210,7 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
         frag,
         pte_replication,
         demote_p,
+        dirty,
         failed: BTreeSet::new(),
         procs: HashMap::new(),
         lists: vec![BTreeSet::new(); n.saturating_sub(1)],
@@ -524,6 +534,10 @@ impl Policy for Navarro {
 
     fn speculative_demotion(&self) -> f64 {
         self.demote_p
+    }
+
+    fn file_superpages(&self) -> Option<DirtySuperpages> {
+        Some(self.dirty)
     }
 
     fn wants_tick(&self) -> bool {
