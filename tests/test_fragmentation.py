@@ -66,3 +66,14 @@ def test_strided_adversary_counts_every_request_and_preemption():
     assert r["preemptions"] + r["dissolved_for_frames"] > n["preemptions"] + n["dissolved_for_frames"]
     with pytest.raises(_core.SuperpagerError, match="free_extents"):
         _core.strided_preemption("alpha21264", "navarro", "64MiB", 0, "1MiB", 10)
+
+
+def test_dirty_file_adversary_writes_512x_more_without_demote_on_write():
+    run = lambda p: json.loads(_core.dirty_file("alpha21264", p, "256MiB", "16MiB", 512))
+    d, w = run("navarro"), run("navarro:dirty=whole")
+    assert d["superpages"]["4MiB"] == w["superpages"]["4MiB"] == 4
+    assert d["pages_written"] == w["pages_written"] == 4
+    assert d["dirty_pages"] == 4 and w["dirty_pages"] == 2048
+    assert w["flush_bytes"] == 512 * d["flush_bytes"]
+    with pytest.raises(_core.SuperpagerError, match="every"):
+        _core.dirty_file("alpha21264", "navarro", "256MiB", "16MiB", 0)

@@ -289,6 +289,15 @@ fn strided_preemption(machine: &str, policy: &str, memory: &str, free_extents: u
     serde_json::to_string(&out).map_err(|e| usage(format!("strided preemption: {e}")))
 }
 
+/// Navarro et al.'s dirty-file adversary (core::experiment::dirty_file): map a file shared,
+/// read every page, write every `every`-th page; returns the outcome as JSON.
+#[pyfunction]
+#[pyo3(signature = (machine, policy, memory, file_size, every))]
+fn dirty_file(machine: &str, policy: &str, memory: &str, file_size: &str, every: u64) -> PyResult<String> {
+    let out = core::experiment::dirty_file(load_machine(machine)?, policy, parse_bytes(memory, "memory")?, parse_bytes(file_size, "file_size")?.0, every).map_err(err)?;
+    serde_json::to_string(&out).map_err(|e| usage(format!("dirty file: {e}")))
+}
+
 /// Forward progress to a Python callback through `call`; the first error (or a Ctrl-C) is kept
 /// in `err` and ends the reporting, so the long-running Rust side can stop cleanly.
 fn forward_progress(py: Python<'_>, cb: &Option<PyObject>, err: &mut Option<PyErr>, call: impl FnOnce(&PyObject) -> PyResult<PyObject>) {
@@ -784,6 +793,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tlb_only, m)?)?;
     m.add_function(wrap_pyfunction!(fragmentation_experiment, m)?)?;
     m.add_function(wrap_pyfunction!(strided_preemption, m)?)?;
+    m.add_function(wrap_pyfunction!(dirty_file, m)?)?;
     m.add_class::<Simulation>()?;
     m.add_class::<ScenarioRun>()?;
     m.add_class::<TraceDumper>()?;
