@@ -22,11 +22,13 @@
 //!   (the head is the least recently allocated); partial pieces of a preempted reservation go
 //!   to the head of their list.
 //!
-//! Not yet modelled (docs/NAVARRO.md lists them): demotion on protection change, on writes
-//! to clean superpages and speculatively under pressure; the contiguity-aware page daemon;
-//! cache pages in the buddy lists; wired-page clustering; aligned placement of file mappings;
-//! PTE-replication and dirty write-back costs. Pages a child inherits at fork are not in its
-//! population map.
+//! The OS mechanisms the policy switches on live in the OS model: demotion on protection
+//! change and on eviction (os/mod.rs, os/swap.rs), speculative demotion and repromotion
+//! (os/swap.rs), file reservations and file superpages with demote-on-write (os/filemap.rs),
+//! cache pages in the buddy lists, the contiguity-aware daemon and wired-page clustering
+//! (os/frames.rs, os/pagedaemon.rs), PTE replication's cost (stats.rs). Not modelled
+//! (docs/NAVARRO.md): aligned placement of file mappings, hash-digest write-back. Pages a
+//! child inherits at fork are not in its population map.
 
 use super::{check_params, FaultDecision, FaultInfo, Params, Policy, Sys};
 use crate::error::{Error, Result};
