@@ -280,6 +280,9 @@ impl Results {
             c.insert(format!("file.reserve_failed.{}", s.name()), fc.reserve_failed.get(o).copied().unwrap_or(0));
         }
         c.insert("file.dirty_demotions".into(), fc.dirty_demotions);
+        c.insert("file.promote_refused.misaligned".into(), fc.refused_misaligned);
+        c.insert("file.promote_refused.not_contiguous".into(), fc.refused_not_contiguous);
+        c.insert("file.promote_refused.mixed_protection".into(), fc.refused_mixed_protection);
         c.insert("file.dirtied_whole".into(), fc.dirtied_whole);
         c.insert("file.dirtied_whole_pages".into(), fc.dirtied_whole_pages);
         c.insert("pagecache.cache_reactivated".into(), pcc.cache_reactivated);

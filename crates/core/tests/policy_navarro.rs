@@ -325,3 +325,21 @@ fn a_read_file_mapping_becomes_superpages_and_a_write_demotes_or_dirties_it_whol
         e.os.validate().unwrap();
     }
 }
+
+#[test]
+fn a_file_mapping_whose_offsets_disagree_is_not_promoted_and_says_why() {
+    // The mapping starts at file offset 8KB on a 4MB-aligned address: no aligned region of the
+    // mapping lines up with an aligned extent of the file.
+    let page = 8192u64;
+    let mut e = engine("alpha21264", "navarro", 256 << 20);
+    let open = Event::FileOpen { fd: 3, path: "/data/f".into(), size: 8 << 20 };
+    let map = Event::Mmap { addr: BASE, len: 4 << 20, prot: 3, flags: MAP_SHARED, fd: 3, offset: page };
+    run(&mut e, vec![Event::Context { pid: 1, tid: 1 }, open, map], []);
+    let mut c = Chunk::default();
+    for i in 0..512 {
+        c.accesses.push(Access::new(BASE + i * page, AccessKind::Load, 8));
+    }
+    e.run_chunk(&c).unwrap();
+    assert_eq!(counter(&mut e, "file.superpages.64KiB"), 0);
+    assert_eq!(counter(&mut e, "file.promote_refused.misaligned"), 64 + 8 + 1, "every 64KB, 512KB and 4MB region");
+}

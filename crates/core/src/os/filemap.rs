@@ -54,6 +54,13 @@ pub struct FileSuperpageCounters {
     /// Clean file superpages made dirty whole by a write (`Whole`), and their pages.
     pub dirtied_whole: u64,
     pub dirtied_whole_pages: u64,
+    /// Fully mapped aligned regions of a shared file mapping that could not be promoted, by
+    /// reason: the virtual offset disagrees with the file offset modulo the size; the frames
+    /// are not one aligned extent (the pages did not come from one file reservation); the
+    /// pages differ in protection (some dirty, some clean).
+    pub refused_misaligned: u64,
+    pub refused_not_contiguous: u64,
+    pub refused_mixed_protection: u64,
 }
 
 impl Os {
@@ -102,20 +109,28 @@ impl Os {
             let size = self.sizes[si as usize].bytes();
             let n = size >> shift;
             let start = page & !(size - 1);
-            if start < vma.start || start + size > vma.end || ((start - vma.start + off) >> shift) & (n - 1) != 0 {
+            if start < vma.start || start + size > vma.end {
                 continue;
             }
             pages.clear();
             self.procs[pi].pt.pages_in_range(start, size, &mut pages);
-            let first = match pages.first() {
-                Some(t) if t.start == start && t.pfn.0 & (n - 1) == 0 => t.pfn.0,
-                _ => continue,
-            };
             let covered: u64 = pages.iter().map(|t| self.sizes[t.size_idx as usize].bytes()).sum();
+            if covered != size || pages.iter().any(|t| t.size_idx >= si || !self.is_file_frame(t.pfn.0)) {
+                continue; // not all mapped yet (or already larger)
+            }
+            // Fully mapped: from here on, a refusal is counted with its reason.
+            if ((start - vma.start + off) >> shift) & (n - 1) != 0 {
+                self.file_counters.refused_misaligned += 1;
+                continue;
+            }
+            let first = pages[0].pfn.0;
+            if first & (n - 1) != 0 || pages.iter().any(|t| t.pfn.0 != first + ((t.start - start) >> shift)) {
+                self.file_counters.refused_not_contiguous += 1;
+                continue;
+            }
             let cow = pages[0].cow;
-            let fits = covered == size
-                && pages.iter().all(|t| t.size_idx < si && t.cow == cow && self.is_file_frame(t.pfn.0) && t.pfn.0 == first + ((t.start - start) >> shift));
-            if !fits {
+            if pages.iter().any(|t| t.cow != cow) {
+                self.file_counters.refused_mixed_protection += 1;
                 continue;
             }
             let asid = self.procs[pi].asid;
