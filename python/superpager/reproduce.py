@@ -211,16 +211,19 @@ def navarro_strided() -> str:
         f"degradation was small. Ours: `{NAVARRO_MACHINE}`, {STRIDED['memory']} wired except "
         f"{STRIDED['free_extents']} free 4MB extents; one write every {STRIDED['stride']}, "
         f"{STRIDED['touches']} times.", "",
-        "| policy | faults | reservations made | requests that found no extent | preempted by the policy | dissolved for a frame | allocations that preempted | cycles against base |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| policy | faults | reservations made | requests that found no extent | preempted by the policy | dissolved for a frame | faults that broke a reservation | per reservation made | cycles against base |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for pol, o in rows:
         pre = o["preemptions"] + o["dissolved_for_frames"]
         lines.append(f"| {pol} | {o['faults']:,} | {o['reservations']:,} | {o['reservations_failed']:,} | {o['preemptions']:,} | "
-                     f"{o['dissolved_for_frames']:,} | {pre / max(o['faults'], 1):.1%} | {100 * (o['cycles'] / base_cycles - 1):+.1f}% |")
+                     f"{o['dissolved_for_frames']:,} | {pre / max(o['faults'], 1):.1%} | "
+                     f"{(pre / o['reservations']) if o['reservations'] else 0:.0%} | {100 * (o['cycles'] / base_cycles - 1):+.1f}% |")
     share = max((o["preemptions"] + o["dissolved_for_frames"]) / max(o["faults"], 1) for p, o in rows[1:])
-    lines += ["", f"Target (almost every allocation preempts): {'met' if share >= 0.9 else 'NOT met'}: at most {share:.1%} "
-              "of the faults broke a reservation. Under the list rules `navarro` follows (FreeBSD's), breaking one "
+    per_res = max((o["preemptions"] + o["dissolved_for_frames"]) / max(o["reservations"], 1) for p, o in rows[1:])
+    lines += ["", f"Target (almost every allocation preempts): {'met' if min(share, per_res) >= 0.9 else 'NOT met'}: at most {share:.1%} "
+              f"of the faults broke a reservation, and at most {per_res:.0%} as many reservations were broken as made. "
+              "Under the list rules `navarro` follows (FreeBSD's), breaking one "
               "reservation frees up to seven extents of the next size, so the next requests of that size do not "
               "preempt; and a request for the largest size has no list to preempt from. docs/NAVARRO.md discusses it.", ""]
     return "\n".join(lines)
