@@ -32,6 +32,21 @@ def mrc(path: str, page_size: str = "4KiB", max_entries: int = 1536, stream: str
         progress: Optional[Callable[[float], None]] = None) -> tuple[int, int, list[int]]: ...
 def read_addresses(path: str, limit: int = 0, data_only: bool = False) -> bytes: ...
 def tlb_only(addresses: bytes, entries: int = 64, ways: int = 4, page_size: str = "4KiB") -> tuple[int, int, float]: ...
+def fragmentation_experiment(machine: str, policy: str, memory: str, program: str, runs: int = 4, seed: int = 1,
+                             wired: int = 0, web_files: int = 20000, web_min: str = "4KiB", web_max: str = "64KiB",
+                             web_requests: int = 100000, web_alpha: float = 0.8, sample_every: int = 1000000,
+                             validate: bool = False,
+                             progress: Optional[Callable[[str, float], None]] = None) -> str:
+    """Navarro et al.'s Figs. 4-5 sequence: wired pages, a web server, `program` run `runs` times, the
+    web server again. Returns JSON: {machine, policy, memory, largest_size, phases: [{label, start_ms,
+    end_ms, page_ins, walks, accesses, promotions, largest_pages_peak, contiguity_end}], series:
+    [[ms, contiguity, label]], counters}."""
+def strided_preemption(machine: str, policy: str, memory: str, free_extents: int, stride: str, touches: int) -> str:
+    """The strided-preemption adversary. JSON: {policy, free_extents, touches, faults, reservations,
+    reservations_failed, preemptions, dissolved_for_frames, cycles, counters}."""
+def dirty_file(machine: str, policy: str, memory: str, file_size: str, every: int) -> str:
+    """The dirty-file adversary. JSON: {policy, file_bytes, every, pages_written, superpages, dirty_pages,
+    flush_bytes, cycles, flush_cycles, walks, counters}."""
 
 class Simulation:
     def __init__(

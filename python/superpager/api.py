@@ -271,6 +271,31 @@ def trace_import(src: str, fmt: str, out: str, fetches: bool = True, collapse: b
     return _with_progress(f"importing {fmt}", progress, lambda cb: _core.trace_import(src, fmt, out, fetches, collapse, cb))
 
 
+def fragmentation(machine: str, policy: str, memory: str, program: str, runs: int = 4, seed: int = 1,
+                  wired: int = 0, web_files: int = 20000, web_min: str = "4KiB", web_max: str = "64KiB",
+                  web_requests: int = 100000, web_alpha: float = 0.8, sample_every: int = 1_000_000,
+                  validate: bool = False) -> dict:
+    """Navarro et al.'s sustained-benefit experiment (Figs. 4-5) on one machine: `wired` wired frames,
+    a web server filling memory with its files, the `program` trace run `runs` times in a row, the web
+    server again. Returns a dict with `phases` (per phase: page_ins, walks, promotions,
+    largest_pages_peak, contiguity_end, ...), the contiguity `series` and the run's `counters`."""
+    return json.loads(_core.fragmentation_experiment(
+        machine, policy, memory, program, runs=runs, seed=seed, wired=wired, web_files=web_files, web_min=web_min,
+        web_max=web_max, web_requests=web_requests, web_alpha=web_alpha, sample_every=sample_every, validate=validate))
+
+
+def strided_preemption(machine: str, policy: str, memory: str, free_extents: int, stride: str, touches: int) -> dict:
+    """Navarro et al.'s strided-preemption adversary: memory wired except `free_extents` extents of the
+    largest page size; one write every `stride` bytes, `touches` times."""
+    return json.loads(_core.strided_preemption(machine, policy, memory, free_extents, stride, touches))
+
+
+def dirty_file(machine: str, policy: str, memory: str, file_size: str, every: int) -> dict:
+    """Navarro et al.'s dirty-file adversary: map a file shared, read every page, write every `every`-th
+    page; `flush_bytes` is what the flush writes."""
+    return json.loads(_core.dirty_file(machine, policy, memory, file_size, every))
+
+
 def machines() -> list[tuple[str, str, str]]:
     return _core.machines()
 

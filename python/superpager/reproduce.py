@@ -165,9 +165,7 @@ DIRTY = dict(memory="512MiB", file_size="64MiB", every=512)
 
 def navarro_dirty_file() -> str:
     """The dirty-superpage adversary (§A.4.5): the cost of not demoting on write."""
-    import json
-    from . import _core
-    rows = [(p, json.loads(_core.dirty_file(NAVARRO_MACHINE, p, **DIRTY))) for p in ["base", "navarro", "navarro:dirty=whole"]]
+    rows = [(p, api.dirty_file(NAVARRO_MACHINE, p, **DIRTY)) for p in ["base", "navarro", "navarro:dirty=whole"]]
     o = dict(rows)
     ratio = o["navarro:dirty=whole"]["flush_bytes"] / max(o["navarro"]["flush_bytes"], 1)
     lines = [
@@ -197,11 +195,9 @@ STRIDED = dict(memory="64MiB", free_extents=2, stride="1MiB", touches=400)
 
 def navarro_strided() -> str:
     """Strided touches under scarce contiguity (§A.4.5's preemption overhead)."""
-    import json
-    from . import _core
     rows = []
     for pol in ["base", "navarro", "navarro:retry_smaller=true"]:
-        o = json.loads(_core.strided_preemption(NAVARRO_MACHINE, pol, **STRIDED))
+        o = api.strided_preemption(NAVARRO_MACHINE, pol, **STRIDED)
         rows.append((pol, o))
     base_cycles = rows[0][1]["cycles"]
     lines = [
@@ -239,8 +235,6 @@ FRAG_SCHEMES = [("base", "base"), ("cache", "navarro:fragmentation=cache"), ("da
 
 def navarro_fragmentation(quick: bool, progress: Callable[[str], None]) -> str:
     """Sustained benefits under fragmentation (Figs. 4 and 5, §A.4.4)."""
-    import json
-    from . import _core
     cfg = FRAG_QUICK if quick else FRAG_FULL
     name, size = cfg["program"]
     why = W.available(W.get(name))
@@ -250,9 +244,8 @@ def navarro_fragmentation(quick: bool, progress: Callable[[str], None]) -> str:
     out = {}
     for label, pol in FRAG_SCHEMES:
         progress(f"fragmentation experiment under {pol}")
-        out[label] = json.loads(_core.fragmentation_experiment(
-            NAVARRO_MACHINE, pol, cfg["memory"], t, runs=cfg["runs"], seed=1, wired=cfg["wired"],
-            web_files=cfg["web_files"], web_requests=cfg["web_requests"]))
+        out[label] = api.fragmentation(NAVARRO_MACHINE, pol, cfg["memory"], t, runs=cfg["runs"], seed=1, wired=cfg["wired"],
+                                       web_files=cfg["web_files"], web_requests=cfg["web_requests"])
     best = api.run(t, [(NAVARRO_MACHINE, "navarro")], "64GiB", 0, False, False, False)[0]
     largest = out["daemon"]["largest_size"]
     runs = [p for p in out["daemon"]["phases"] if p["label"].startswith("program run")]
