@@ -79,12 +79,17 @@ pub fn cycles(e: &Engine) -> BTreeMap<String, u64> {
     out
 }
 
+/// Bytes the flush hashes: every page of every dirty file superpage (`dirty=hash`).
+pub fn hash_flush_bytes(e: &Engine) -> u64 {
+    e.os.file_counters.hash_dirty.iter().map(|k| e.os.sizes[k.2 as usize].bytes()).sum()
+}
+
 /// Simulated time so far (the daemons' clock).
 pub fn cycles_total(e: &Engine) -> f64 {
     cycle_parts(e).iter().map(|(_, v)| v).sum()
 }
 
-fn cycle_parts(e: &Engine) -> [(&'static str, f64); 8] {
+fn cycle_parts(e: &Engine) -> [(&'static str, f64); 9] {
     let m = &e.mmu.machine;
     let access = e.accesses as f64 * m.cycles_per_access;
     let mut tlb = 0.0;
@@ -104,6 +109,8 @@ fn cycle_parts(e: &Engine) -> [(&'static str, f64); 8] {
     // Swap-ins and direct swap-outs stall the program; kswapd's writes run beside it.
     // PTE replication: every PTE a promotion or demotion rewrites (Navarro et al. §A.2.12).
     let pte = if e.os.pte_replication { (e.os.promotions.promote_ptes + e.os.promotions.demote_ptes) as f64 * m.pte_write_cycles } else { 0.0 };
+    // Hash digests (navarro:dirty=hash): pages hashed as read, dirty superpages at the flush.
+    let hash = (e.os.file_counters.hashed_bytes + hash_flush_bytes(e)) as f64 / 1024.0 * m.hash_cycles_per_kib;
     let io = ((e.os.swap.in_bytes + e.os.swap.out_bytes_direct + e.os.counters.file_read_bytes) as f64 / 1024.0) * m.io_cycles_per_kib;
     [
         ("cycles.access", access),
@@ -114,6 +121,7 @@ fn cycle_parts(e: &Engine) -> [(&'static str, f64); 8] {
         ("cycles.copy", copy),
         ("cycles.io", io),
         ("cycles.pte", pte),
+        ("cycles.hash", hash),
     ]
 }
 
@@ -280,6 +288,8 @@ impl Results {
             c.insert(format!("file.reserve_failed.{}", s.name()), fc.reserve_failed.get(o).copied().unwrap_or(0));
         }
         c.insert("file.dirty_demotions".into(), fc.dirty_demotions);
+        c.insert("file.hashed_bytes".into(), fc.hashed_bytes + hash_flush_bytes(e));
+        c.insert("file.hash_dirty_superpages".into(), fc.hash_dirty.len() as u64);
         c.insert("file.promote_refused.misaligned".into(), fc.refused_misaligned);
         c.insert("file.promote_refused.not_contiguous".into(), fc.refused_not_contiguous);
         c.insert("file.promote_refused.mixed_protection".into(), fc.refused_mixed_protection);

@@ -318,8 +318,23 @@ fn a_read_file_mapping_becomes_superpages_and_a_write_demotes_or_dirties_it_whol
     let mut w = dirty_file_run("navarro:dirty=whole");
     assert_eq!(counter(&mut w, "pagecache.dirty_pages"), 2048, "one dirty bit per superpage: all of it must be written");
     assert_eq!((counter(&mut w, "file.dirtied_whole"), counter(&mut w, "file.dirty_demotions")), (4, 0));
+    // Hash digests: the superpages stay, the flush writes only the written pages, and every
+    // page was hashed as it was read (16MB) and again at the flush (4 dirty 4MB superpages).
+    let mut h = dirty_file_run("navarro:dirty=hash");
+    assert_eq!(counter(&mut h, "pagecache.dirty_pages"), 4);
+    assert_eq!(counter(&mut h, "file.dirty_demotions"), 0);
+    let pi = h.os.proc_index(1);
+    assert_eq!(h.os.procs[pi].pt.lookup(BASE).unwrap().size_idx, 3, "still a 4MB page");
+    assert_eq!(counter(&mut h, "file.hashed_bytes"), (16 << 20) + 4 * (4 << 20));
+    assert!(counter(&mut h, "cycles.hash") > 0);
+    assert_eq!(counter(&mut d, "cycles.hash"), 0);
+    // A second write to a dirty superpage is not a fault (the model only notes the page).
+    let faults = counter(&mut h, "faults.cow");
+    run(&mut h, vec![], [BASE + 8192]);
+    assert_eq!(counter(&mut h, "faults.cow"), faults);
+    assert_eq!(counter(&mut h, "pagecache.dirty_pages"), 5);
     // Exit releases every mapping; the pages stay cached.
-    for e in [&mut d, &mut w] {
+    for e in [&mut d, &mut w, &mut h] {
         run(e, vec![Event::Exit { code: 0 }], []);
         assert!(e.os.file_mappers.is_empty());
         e.os.validate().unwrap();

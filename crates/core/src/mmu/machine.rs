@@ -91,6 +91,8 @@ pub struct Machine {
     /// Writing one PTE, charged per PTE rewritten by promotions and demotions when the OS
     /// replicates a superpage's PTE in every base slot (Alpha under FreeBSD; the policy asks).
     pub pte_write_cycles: f64,
+    /// Hashing a KiB with SHA-1 (Navarro et al.'s hash-digest write-back choice).
+    pub hash_cycles_per_kib: f64,
     pub coalescing: Coalescing,
     pub seed: u64,
     /// Where this machine came from (preset name or file path).
@@ -177,6 +179,8 @@ struct CostFile {
     io_cycles_per_kib: Option<f64>,
     /// Default: one page-walk memory reference (walker.ref_cycles). ESTIMATE.
     pte_write_cycles: Option<f64>,
+    /// Default 20 cycles per byte (SHA-1 in software on a machine of the paper's era). ESTIMATE.
+    hash_cycles_per_kib: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -372,6 +376,7 @@ impl Machine {
             ("cost.clock_ghz", f.cost.clock_ghz.unwrap_or(1.0)),
             ("cost.io_cycles_per_kib", f.cost.io_cycles_per_kib.unwrap_or(0.0)),
             ("cost.pte_write_cycles", f.cost.pte_write_cycles.unwrap_or(0.0)),
+            ("cost.hash_cycles_per_kib", f.cost.hash_cycles_per_kib.unwrap_or(0.0)),
         ] {
             if !(v >= 0.0) || !v.is_finite() {
                 return Err(cfg(key, format!("must be a non-negative number, not {v}")));
@@ -400,6 +405,7 @@ impl Machine {
             },
             io_cycles_per_kib: f.cost.io_cycles_per_kib.unwrap_or(2500.0),
             pte_write_cycles: f.cost.pte_write_cycles.unwrap_or(w.ref_cycles),
+            hash_cycles_per_kib: f.cost.hash_cycles_per_kib.unwrap_or(20.0 * 1024.0),
             coalescing,
             seed: f.seed,
             origin: file.to_string(),

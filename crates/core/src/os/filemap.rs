@@ -26,6 +26,13 @@
 //!   dirty state stays per base page and only that page is written back;
 //! - `Whole`: keep the superpage, and mark every page of it dirty (one dirty bit for all of it):
 //!   all of it is written back.
+//! - `Hash` (discussed by the paper, not implemented there): keep the superpage; a SHA-1 digest
+//!   of each page taken when it was read lets the flush write only the pages whose contents
+//!   changed. The first write to the clean superpage traps (its dirty bit); the model then
+//!   keeps noting which pages the program writes (at no simulated cost: the hardware would not
+//!   trap) so that the flush writes exactly those, and charges the hashing
+//!   (`cost.hash_cycles_per_kib`) for every page read from disk and every page of a dirty
+//!   superpage at the flush.
 //! Compaction does not move frames under a file superpage.
 
 use super::frames::{FrameKind, Owner};
@@ -40,6 +47,7 @@ use crate::units::{Order, Pfn};
 pub enum DirtySuperpages {
     Demote,
     Whole,
+    Hash,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -61,6 +69,10 @@ pub struct FileSuperpageCounters {
     pub refused_misaligned: u64,
     pub refused_not_contiguous: u64,
     pub refused_mixed_protection: u64,
+    /// `Hash`: bytes hashed (every page read from disk, and every page of a dirty superpage
+    /// when it is flushed), and the dirty file superpages, by (process, start, size index).
+    pub hashed_bytes: u64,
+    pub hash_dirty: std::collections::BTreeSet<(usize, u64, u32)>,
 }
 
 impl Os {
@@ -247,7 +259,20 @@ impl Os {
                     self.procs[pi].pt.set_cow(t.start, t.size_idx, false);
                     return true;
                 }
-                DirtySuperpages::Whole => {}
+                DirtySuperpages::Hash if shared => {
+                    let key = (pi, t.start, t.size_idx);
+                    if !self.file_counters.hash_dirty.insert(key) {
+                        // Already dirty: the hardware would not trap; only the model looks.
+                        self.counters.cow_faults -= 1;
+                    }
+                    let index_page = t.pfn.0 + ((va - t.start) >> self.base.shift());
+                    if let Some((file, index)) = self.phys.owner(index_page).as_file() {
+                        self.cache.mark_dirty(file, index);
+                        self.counters.file_pages_dirtied += 1;
+                    }
+                    return true; // stays write-protected so that later writes are seen too
+                }
+                DirtySuperpages::Whole | DirtySuperpages::Hash => {}
             }
         }
         let (file, index) = self.phys.owner(t.pfn.0).as_file().expect("a page-cache frame");

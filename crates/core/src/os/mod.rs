@@ -805,6 +805,9 @@ impl Os {
             if self.phys.available_frames() <= low && self.cache.cached > 0 {
                 self.cache.reclaim(&mut self.phys, &self.file_mappers, pagecache::SWAP_CLUSTER_MAX);
             }
+            if self.dirty_superpages == filemap::DirtySuperpages::Hash {
+                self.file_counters.hashed_bytes += self.base.bytes(); // its digest, as it is read
+            }
             if let Some(pfn) = self.file_reserved_frame(file, index) {
                 self.cache.insert_at(&mut self.phys, file, index, pfn);
                 return true;

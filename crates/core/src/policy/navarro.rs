@@ -44,7 +44,7 @@ threshold=F (promote once a fraction F of a region is populated, zeroing the res
 fragmentation=none|cache|daemon (fragmentation control: none; cache pages kept in the buddy lists; \
 or that plus the contiguity-aware page daemon, deactivate-on-close and wired-page clustering; default daemon); \
 demote_p=P (probability of demoting a superpage whose reference bit the page daemon clears under pressure; default 1; 0 turns speculative demotion off); \
-dirty=demote|whole (a write to a clean file superpage demotes it so dirty state stays per base page, the paper's choice, or dirties all of it; default demote); \
+dirty=demote|whole|hash (a write to a clean file superpage demotes it so dirty state stays per base page, the paper's choice; or dirties all of it; or keeps it, with page digests so the flush writes only changed pages; default demote); \
 pte_replication=true (charge a PTE write per base page for every promotion and demotion step, as FreeBSD on Alpha pays; cycles.pte)";
 
 /// Navarro et al.'s fragmentation-control schemes (§6.4 compares "cache" and "daemon").
@@ -150,7 +150,8 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
     let dirty = match params.get("dirty").map(String::as_str) {
         None | Some("demote") => DirtySuperpages::Demote,
         Some("whole") => DirtySuperpages::Whole,
-        Some(o) => return Err(Error::usage(format!("policy navarro: dirty={o}: expected demote or whole"))),
+        Some("hash") => DirtySuperpages::Hash,
+        Some(o) => return Err(Error::usage(format!("policy navarro: dirty={o}: expected demote, whole or hash"))),
     };
     let demote_p = match params.get("demote_p") {
         None => 1.0,
