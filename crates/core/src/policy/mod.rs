@@ -189,7 +189,7 @@ pub const REGISTRY: [PolicyInfo; 4] = [
     },
     PolicyInfo {
         name: "navarro",
-        summary: "Navarro et al.'s reservations at first touch, incremental in-place promotion, preemption (navarro:sizes=64KiB+4MiB)",
+        summary: "Navarro et al.'s reservations at first touch, incremental in-place promotion, preemption, demotion, file superpages, contiguity-aware page daemon (navarro:sizes=64KiB+4MiB)",
         params: navarro::PARAMS,
         build: navarro::build,
     },
