@@ -149,7 +149,7 @@ pub fn fragmentation(s: &FragmentationSetup, progress: &mut dyn FnMut(&str, f64)
             reader.give_back(c);
             progress(&label, done as f64 / total as f64);
             let n = e.series.len();
-            if n > 0 && series.last().map_or(true, |x| x.0 < e.series[n - 1].cycles as f64 * ms_per_cycle) {
+            if n > 0 && series.last().is_none_or(|x| x.0 < e.series[n - 1].cycles as f64 * ms_per_cycle) {
                 let smp = &e.series[n - 1];
                 series.push((smp.cycles as f64 * ms_per_cycle, smp.contiguity, label.clone()));
             }

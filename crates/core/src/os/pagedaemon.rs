@@ -128,7 +128,7 @@ impl Os {
                     if self.phys.reservs.is_member(f) {
                         return None; // it would go back to its reservation, not to the buddy lists
                     }
-                    let Some((file, index)) = self.phys.owner(f).as_file() else { return None };
+                    let (file, index) = self.phys.owner(f).as_file()?;
                     if self.cache.inactive_page(file, index).is_none() || self.file_mappers.contains_key(&f) {
                         return None;
                     }
