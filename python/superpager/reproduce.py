@@ -292,11 +292,14 @@ def navarro_fragmentation(quick: bool, progress: Callable[[str], None]) -> str:
     lines += ["", "The web server run again: pages read from disk (page-ins).", "",
               "| base | cache | daemon | daemon against base |", "|---:|---:|---:|---:|",
               f"| {web['base']:,} | {web['cache']:,} | {web['daemon']:,} | {100 * (web['daemon'] / max(web['base'], 1) - 1):+.1f}% |",
-              "", f"The daemon woke {d['daemon.wakeups']} times, wanted {sum(v for k, v in d.items() if k.startswith('daemon.wanted.'))} "
-              f"extents, recovered {sum(v for k, v in d.items() if k.startswith('daemon.recovered.'))} "
-              f"(found {d['daemon.already_free']} already free) by moving {d['daemon.pages_to_cache']:,} inactive pages to "
-              f"cache frames; wired pages took {d['daemon.wired_pools']} pool(s). Cache frames reused on reference: "
-              f"{d['pagecache.cache_reactivated']:,}; lost to reallocation: {d['buddy.cache_lost']:,}.", ""]
+              "", f"The daemon (run one 10ms scheduling quantum after a failed reservation wakes it) woke "
+              f"{d['daemon.wakeups']} times; it was asked for {d['daemon.wanted.' + largest]} {largest} extents and "
+              f"recovered {d['daemon.recovered.' + largest]} by moving {d['daemon.pages_to_cache']:,} inactive pages to "
+              f"cache frames (smaller sizes: {sum(v for k, v in d.items() if k.startswith('daemon.wanted.')) - d['daemon.wanted.' + largest]} "
+              f"asked for, {d['daemon.already_free']} already free by then). Wired pages took {d['daemon.wired_pools']} pool(s). "
+              f"Cache frames reused on reference: {d['pagecache.cache_reactivated']:,}; lost to reallocation: "
+              f"{d['buddy.cache_lost']:,}. The program's first run touches all its memory within a few milliseconds, "
+              "before the daemon has run, so only its later runs find the recovered extents.", ""]
     return "\n".join(lines)
 
 

@@ -38,6 +38,11 @@ use crate::os::{MapOutcome, Vma, VmaKind};
 use crate::units::{Order, PageSize};
 use std::collections::{BTreeSet, HashMap};
 
+/// How long after its wake-up the page daemon runs: one scheduling quantum of FreeBSD 4 (HZ =
+/// 100, a 10ms tick), since the faulting process keeps the CPU until then (the paper's machine
+/// has one).
+const DAEMON_DELAY_MS: f64 = 10.0;
+
 pub const PARAMS: &str = "sizes=S1+S2+... (superpage sizes to use; default: every size of the machine); \
 retry_smaller=true (when the preferred extent cannot be had even by preemption, try the intermediate sizes before a base page); \
 threshold=F (promote once a fraction F of a region is populated, zeroing the rest; default 1); \
@@ -137,6 +142,9 @@ pub struct Navarro {
     /// Extents of the preferred size that could not be had since the daemon last ran, as
     /// (level, process, region index): the daemon's goal.
     failed: BTreeSet<(usize, usize, u64)>,
+    /// When the woken daemon gets to run (simulated cycles): one scheduling quantum after the
+    /// first failure it serves.
+    daemon_due: Option<u64>,
     procs: HashMap<usize, ProcMap>,
     lists: Vec<BTreeSet<(i64, ResRef)>>,
     listed: HashMap<ResRef, Listed>,
@@ -215,6 +223,7 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
         demote_p,
         dirty,
         failed: BTreeSet::new(),
+        daemon_due: None,
         procs: HashMap::new(),
         lists: vec![BTreeSet::new(); n.saturating_sub(1)],
         listed: HashMap::new(),
@@ -450,6 +459,9 @@ impl Navarro {
         self.c.reserve_failed[l] += 1;
         if self.frag == FragControl::Daemon {
             self.failed.insert((l, pi, self.idx(l, va)));
+            if self.daemon_due.is_none() {
+                self.daemon_due = Some(sys.now.0 + sys.ms(DAEMON_DELAY_MS));
+            }
         }
         None
     }
@@ -471,6 +483,23 @@ impl Navarro {
             break;
         }
         sys.os.procs[pi].pt.size_at(va).unwrap_or(0)
+    }
+
+    /// The contiguity-aware page daemon: woken by the failures since it last ran, it restores
+    /// one extent per failed (process, region) of each size, largest sizes first.
+    fn run_daemon(&mut self, sys: &mut Sys) {
+        self.daemon_due = None;
+        let mut per_level = vec![0u64; self.levels.len()];
+        for &(l, _, _) in &self.failed {
+            per_level[l] += 1;
+        }
+        self.failed.clear();
+        for l in (1..self.levels.len()).rev() {
+            if per_level[l] > 0 {
+                let order = (self.shifts[l] - self.shifts[0]) as u8;
+                sys.os.recover_contiguity(order, per_level[l]);
+            }
+        }
     }
 
     /// The population threshold below 1 (§A.2.6's alternative): once at least `threshold` of
@@ -547,26 +576,16 @@ impl Policy for Navarro {
         self.frag == FragControl::Daemon
     }
 
-    /// The contiguity-aware page daemon: woken by the failures since it last ran, it restores
-    /// one extent per failed (process, region) of each size, largest sizes first.
     fn tick(&mut self, sys: &mut Sys) {
-        if self.failed.is_empty() {
-            return;
-        }
-        let mut per_level = vec![0u64; self.levels.len()];
-        for &(l, _, _) in &self.failed {
-            per_level[l] += 1;
-        }
-        self.failed.clear();
-        for l in (1..self.levels.len()).rev() {
-            if per_level[l] > 0 {
-                let order = (self.shifts[l] - self.shifts[0]) as u8;
-                sys.os.recover_contiguity(order, per_level[l]);
-            }
+        if self.daemon_due.is_some_and(|t| sys.now.0 >= t) {
+            self.run_daemon(sys);
         }
     }
 
     fn serve_fault(&mut self, sys: &mut Sys, pi: usize, va: u64, _write: bool, vma: &Vma) -> Option<u32> {
+        if self.daemon_due.is_some_and(|t| sys.now.0 >= t) {
+            self.run_daemon(sys);
+        }
         self.clock += 1;
         self.c.faults += 1;
         let page = va & !((1u64 << self.shifts[0]) - 1);
