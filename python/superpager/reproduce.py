@@ -116,7 +116,10 @@ def navarro(quick: bool = False, progress: Callable[[str], None] = lambda m: Non
             continue
         singles = {s: rs[f"navarro:sizes={s}"]["walks"] for s in SINGLE_SIZES}
         best = min(singles, key=lambda s: (singles[s], SINGLE_SIZES.index(s)))
-        bests.add(best)
+        if len(set(singles.values())) == 1:
+            best = "none (all equal)"  # a tie names no size
+        else:
+            bests.add(best)
         allw = rs["navarro"]["walks"]
         ok = all(allw <= w for w in singles.values())
         out.append(f"| {name} | {rs['base']['walks']:,} | " + " | ".join(f"{singles[s]:,}" for s in SINGLE_SIZES) +
