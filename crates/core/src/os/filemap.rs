@@ -145,14 +145,7 @@ impl Os {
                 self.file_counters.refused_mixed_protection += 1;
                 continue;
             }
-            let asid = self.procs[pi].asid;
-            let mut gone = Vec::new();
-            self.procs[pi].pt.unmap_range(start, size, &mut gone);
-            for t in &gone {
-                mmu.invalidate(t.start, asid, t.size_idx);
-                self.procs[pi].resident[t.size_idx as usize] -= 1;
-                self.procs[pi].cow_pages -= t.cow as u64;
-            }
+            self.take_down_for_promotion(pi, start, size, mmu);
             let ok = self.procs[pi].pt.map(start, si, Pfn(first));
             debug_assert!(ok, "file promotion target still mapped");
             if cow {
@@ -162,9 +155,7 @@ impl Os {
             self.procs[pi].resident[si as usize] += 1;
             self.file_counters.promoted[si as usize] += 1;
             self.promotions.promote_ptes += n;
-            self.settle_pt_with(pi, Some(mmu));
-            mmu.flush_pwc();
-            mmu.live_sizes |= 1 << si;
+            self.settle_after_resize(pi, si, mmu);
             return;
         }
     }

@@ -159,19 +159,35 @@ impl Os {
         if !self.phys.merge_allocation(Pfn(first), order) {
             return PromoteResult::NotContiguous;
         }
+        self.take_down_for_promotion(pi, start, size, mmu);
+        self.install_large_page(pi, start, si, Pfn(first), mmu);
+        PromoteResult::Promoted
+    }
+
+    /// Unmap the smaller pages in [start, start + size) that a promotion replaces: TLB entries,
+    /// resident and write-protection counts, and replacement (which does not track page-cache
+    /// frames).
+    pub(crate) fn take_down_for_promotion(&mut self, pi: usize, start: u64, size: u64, mmu: &mut Mmu) {
         let asid = self.procs[pi].asid;
         let mut gone = Vec::new();
         self.procs[pi].pt.unmap_range(start, size, &mut gone);
         for t in &gone {
             mmu.invalidate(t.start, asid, t.size_idx);
             self.procs[pi].resident[t.size_idx as usize] -= 1;
-            if self.swap_total > 0 {
+            self.procs[pi].cow_pages -= t.cow as u64;
+            if self.swap_total > 0 && !self.is_file_frame(t.pfn.0) {
                 let r = self.page_ref(pi, t.start, t.size_idx);
                 self.replacement.on_remove(r);
             }
         }
-        self.install_large_page(pi, start, si, Pfn(first), mmu);
-        PromoteResult::Promoted
+    }
+
+    /// After process `pi`'s pages changed size (a promotion or demotion, now mapping size `si`):
+    /// page-table frames, and the page-walk caches that cached the old tables.
+    pub(crate) fn settle_after_resize(&mut self, pi: usize, si: u32, mmu: &mut Mmu) {
+        self.settle_pt_with(pi, Some(mmu));
+        mmu.flush_pwc();
+        mmu.live_sizes |= 1 << si;
     }
 
     /// Map the block at `pfn` as one page of size `si` at `start`, where the smaller pages
@@ -186,9 +202,7 @@ impl Os {
             let r = self.page_ref(pi, start, si);
             self.replacement.on_insert(r);
         }
-        self.settle_pt_with(pi, Some(mmu));
-        mmu.flush_pwc();
-        mmu.live_sizes |= 1 << si;
+        self.settle_after_resize(pi, si, mmu);
     }
 
     /// Mechanism: demote the page mapping `va` in process `pi` into pages of size `to`.
@@ -242,9 +256,7 @@ impl Os {
         if t.cow {
             self.procs[pi].cow_pages += size / piece - 1;
         }
-        self.settle_pt_with(pi, Some(mmu));
-        mmu.flush_pwc();
-        mmu.live_sizes |= 1 << to;
+        self.settle_after_resize(pi, to, mmu);
         DemoteResult::Demoted
     }
 }
