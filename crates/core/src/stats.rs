@@ -281,12 +281,6 @@ impl Results {
         c.insert("pagecache.to_cache".into(), pcc.to_cache);
         c.insert("pagecache.dirty_pages".into(), e.os.cache.dirty_pages());
         let fc = &e.os.file_counters;
-        for (si, s) in sizes.iter().enumerate().skip(1) {
-            let o = (s.shift() - sizes[0].shift()) as usize;
-            c.insert(format!("file.superpages.{}", s.name()), fc.promoted.get(si).copied().unwrap_or(0));
-            c.insert(format!("file.reserve.{}", s.name()), fc.reserved.get(o).copied().unwrap_or(0));
-            c.insert(format!("file.reserve_failed.{}", s.name()), fc.reserve_failed.get(o).copied().unwrap_or(0));
-        }
         c.insert("file.dirty_demotions".into(), fc.dirty_demotions);
         c.insert("file.hashed_bytes".into(), fc.hashed_bytes + hash_flush_bytes(e));
         c.insert("file.hash_dirty_superpages".into(), fc.hash_dirty.len() as u64);
@@ -303,13 +297,6 @@ impl Results {
         c.insert("buddy.cache_reclaimed".into(), pc.cache_reclaimed);
         c.insert("buddy.cache_reclaimed_preempting".into(), pc.cache_reclaimed_preempting);
         let rc = &e.os.phys.reservs.counters;
-        for s in sizes.iter().skip(1) {
-            let o = (s.shift() - sizes[0].shift()) as usize;
-            if o < rc.created.len() {
-                c.insert(format!("reserv.created.{}", s.name()), rc.created[o]);
-                c.insert(format!("reserv.create_failed.{}", s.name()), rc.create_failed[o]);
-            }
-        }
         c.insert("reserv.frames_populated".into(), rc.frames_populated);
         c.insert("reserv.frames_returned".into(), rc.frames_returned);
         c.insert("reserv.emptied".into(), rc.emptied);
@@ -323,10 +310,20 @@ impl Results {
         c.insert("daemon.pages_to_cache".into(), dc.pages_to_cache);
         c.insert("daemon.pages_written_back".into(), dc.pages_written_back);
         c.insert("daemon.wired_pools".into(), dc.wired_pools);
-        for s in sizes.iter().skip(1) {
+        // Per superpage size: file superpages, reservations and the daemon, by size index or
+        // by order above the base page.
+        for (si, s) in sizes.iter().enumerate().skip(1) {
             let o = (s.shift() - sizes[0].shift()) as usize;
-            c.insert(format!("daemon.wanted.{}", s.name()), dc.wanted.get(o).copied().unwrap_or(0));
-            c.insert(format!("daemon.recovered.{}", s.name()), dc.recovered.get(o).copied().unwrap_or(0));
+            let name = s.name();
+            c.insert(format!("file.superpages.{name}"), fc.promoted.get(si).copied().unwrap_or(0));
+            c.insert(format!("file.reserve.{name}"), fc.reserved.get(o).copied().unwrap_or(0));
+            c.insert(format!("file.reserve_failed.{name}"), fc.reserve_failed.get(o).copied().unwrap_or(0));
+            if let (Some(&made), Some(&failed)) = (rc.created.get(o), rc.create_failed.get(o)) {
+                c.insert(format!("reserv.created.{name}"), made);
+                c.insert(format!("reserv.create_failed.{name}"), failed);
+            }
+            c.insert(format!("daemon.wanted.{name}"), dc.wanted.get(o).copied().unwrap_or(0));
+            c.insert(format!("daemon.recovered.{name}"), dc.recovered.get(o).copied().unwrap_or(0));
         }
         for (k, v) in e.policy.counters() {
             c.insert(format!("policy.{k}"), v);
