@@ -153,6 +153,15 @@ pub struct Navarro {
     c: Counters,
 }
 
+/// A true/false parameter (absent: false).
+fn flag(params: &Params, key: &str) -> Result<bool> {
+    match params.get(key).map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(o) => Err(Error::usage(format!("policy navarro: {key}={o}: expected true or false"))),
+    }
+}
+
 pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
     check_params("navarro", params, &["sizes", "retry_smaller", "threshold", "fragmentation", "pte_replication", "demote_p", "dirty"])?;
     let dirty = match params.get("dirty").map(String::as_str) {
@@ -168,11 +177,7 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
             _ => return Err(Error::usage(format!("policy navarro: demote_p={t}: expected a probability in [0, 1]"))),
         },
     };
-    let pte_replication = match params.get("pte_replication").map(String::as_str) {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(o) => return Err(Error::usage(format!("policy navarro: pte_replication={o}: expected true or false"))),
-    };
+    let pte_replication = flag(params, "pte_replication")?;
     let frag = match params.get("fragmentation").map(String::as_str) {
         None | Some("daemon") => FragControl::Daemon,
         Some("cache") => FragControl::Cache,
@@ -204,11 +209,7 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
             levels.extend(want);
         }
     }
-    let retry_smaller = match params.get("retry_smaller").map(String::as_str) {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(o) => return Err(Error::usage(format!("policy navarro: retry_smaller={o}: expected true or false"))),
-    };
+    let retry_smaller = flag(params, "retry_smaller")?;
     let shifts: Vec<u32> = levels.iter().map(|&si| sizes[si as usize].shift()).collect();
     let fan: Vec<u64> = (0..levels.len()).map(|l| if l == 0 { 0 } else { 1u64 << (shifts[l] - shifts[l - 1]) }).collect();
     let n = levels.len();
