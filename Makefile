@@ -4,6 +4,9 @@
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# maturin's build backend runs the `maturin` program it installed into the venv: put the venv's
+# bin first on PATH so that a build works without an activated environment.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: demo test setup install dev bench bench-os bench-capture clean
 
