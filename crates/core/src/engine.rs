@@ -72,6 +72,8 @@ pub struct Engine {
     tlb_miss_hook: bool,
     /// The policy serves anonymous faults itself (`Policy::serve_fault`).
     serves_faults: bool,
+    /// The policy hears about unmapped ranges (`Policy::on_unmap`).
+    tells_unmaps: bool,
     /// Scenario runs: pids of the current source are its trace's pids plus `pid_base`; the
     /// last pid each source ran, to resume it at its next quantum.
     pid_base: u32,
@@ -91,7 +93,9 @@ impl Engine {
         let ticks = policy.wants_tick();
         let tlb_miss_hook = policy.wants_tlb_misses();
         let serves_faults = policy.serves_faults();
-        let mmu = Mmu::new(machine);
+        let policy_tells_unmaps = policy.wants_unmaps();
+        let mut mmu = Mmu::new(machine);
+        mmu.track_evictions = tlb_miss_hook;
         let mut os = Os::new(&mmu, cfg.memory, cfg.swap, &cfg.replacement)?;
         os.evict_demotes = policy.demotes_on_eviction();
         os.deactivate_on_close = policy.deactivates_on_close();
@@ -126,6 +130,7 @@ impl Engine {
             ticks,
             tlb_miss_hook,
             serves_faults,
+            tells_unmaps: policy_tells_unmaps,
             pid_base: 0,
             source: 0,
             source_pid: Vec::new(),
@@ -321,9 +326,6 @@ impl Engine {
         if self.os.swap_total > 0 {
             self.os.referenced(pi, a.addr, &mut self.mmu);
         }
-        if self.tlb_miss_hook {
-            self.policy.on_tlb_miss(a.addr, 0);
-        }
         Ok(Some(0))
     }
 
@@ -333,19 +335,25 @@ impl Engine {
     fn miss(&mut self, a: &Access) -> Result<Option<u32>> {
         let pi = self.cur_pi;
         let fetch = a.kind.is_fetch();
-        let si = match self.os.procs[pi].pt.size_at(a.addr) {
+        let mut si = match self.os.procs[pi].pt.size_at(a.addr) {
             Some(si) => si,
             None => match self.fault(a)? {
                 Some(si) => si,
                 None => return Ok(None),
             },
         };
+        if self.tlb_miss_hook {
+            // The miss handler runs before the translation is loaded, so a promotion it makes
+            // is what gets loaded.
+            let now = Cycles(self.now());
+            let mut sys = Sys { os: &mut self.os, mmu: &mut self.mmu, now };
+            self.policy.on_tlb_miss(&mut sys, pi, a.addr, si, fetch);
+            si = self.os.procs[pi].pt.size_at(a.addr).expect("the miss handler left the faulting address mapped");
+            self.mmu.live_sizes |= 1 << si;
+        }
         self.mmu.fill_after_walk(a.addr, self.cur_asid, fetch, si);
         if self.os.swap_total > 0 {
             self.os.referenced(pi, a.addr, &mut self.mmu);
-        }
-        if self.tlb_miss_hook {
-            self.policy.on_tlb_miss(a.addr, si);
         }
         Ok(Some(si))
     }
@@ -409,6 +417,7 @@ impl Engine {
         }
         let d = self.policy.on_fault(&FaultInfo {
             va,
+            asid: self.cur_asid,
             write: a.kind.writes(),
             fetch: a.kind == AccessKind::Fetch,
             vma: &vma,
@@ -488,7 +497,7 @@ impl Engine {
                 }
                 let old_brk = self.os.procs[self.cur_pi].brk;
                 self.os.apply(self.cur_pi, e, &mut self.mmu)?;
-                if self.serves_faults {
+                if self.tells_unmaps {
                     self.tell_unmap(e, old_brk);
                 }
                 self.cur_cow = self.os.procs[self.cur_pi].cow_pages > 0;

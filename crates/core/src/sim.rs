@@ -45,6 +45,9 @@ impl ScenarioRun {
             cfg.sample_every = n;
         }
         let pol = policy::build(policy_spec, &machine.page_sizes)?;
+        if pol.plans_offline() {
+            return Err(crate::Error::usage(format!("policy {policy_spec}: OFFLINE plans over one trace; scenarios are not supported")));
+        }
         let mut engine = Engine::new(machine, pol, cfg)?;
         for (i, p) in sc.prelude.iter().enumerate() {
             let label = format!("prelude {}", p.name());
@@ -121,7 +124,11 @@ impl Simulation {
     pub fn open(trace: &str, runs: Vec<(Machine, String)>, cfg: EngineConfig, allow_truncated: bool) -> Result<Simulation> {
         let mut engines = Vec::new();
         for (m, p) in runs {
-            let pol = policy::build(&p, &m.page_sizes)?;
+            let mut pol = policy::build(&p, &m.page_sizes)?;
+            if pol.plans_offline() {
+                // Romer et al.'s OFFLINE: planning passes over the whole trace first.
+                pol = policy::romer::offline::planned(trace, &m, &p, &cfg, &mut |_, _| {})?;
+            }
             engines.push(Engine::new(m, pol, cfg.clone())?);
         }
         let reader = PrefetchReader::open(trace, allow_truncated)?;

@@ -67,7 +67,8 @@ impl Sample {
 
 /// The cost model: cycles = accesses x base + deeper-level TLB hits x their latency + walk
 /// references x reference latency (or misses x handler cost, for software-managed TLBs) +
-/// faults x fault cost + zeroed KiB x zeroing cost.
+/// faults x fault cost + zeroed KiB x zeroing cost + copied KiB x copy cost (+ the smaller
+/// parts below: I/O, PTE replication, hashing, a policy's miss-handler bookkeeping).
 pub fn cycles(e: &Engine) -> BTreeMap<String, u64> {
     let parts = cycle_parts(e);
     let total: f64 = parts.iter().map(|(_, v)| v).sum();
@@ -89,7 +90,7 @@ pub fn cycles_total(e: &Engine) -> f64 {
     cycle_parts(e).iter().map(|(_, v)| v).sum()
 }
 
-fn cycle_parts(e: &Engine) -> [(&'static str, f64); 9] {
+fn cycle_parts(e: &Engine) -> [(&'static str, f64); 10] {
     let m = &e.mmu.machine;
     let access = e.accesses as f64 * m.cycles_per_access;
     let mut tlb = 0.0;
@@ -122,6 +123,7 @@ fn cycle_parts(e: &Engine) -> [(&'static str, f64); 9] {
         ("cycles.io", io),
         ("cycles.pte", pte),
         ("cycles.hash", hash),
+        ("cycles.bookkeeping", e.os.counters.bookkeeping_cycles as f64),
     ]
 }
 
@@ -346,6 +348,19 @@ impl Results {
         d.insert("cycles_per_access".into(), per(c["cycles.total"]));
         if e.instructions > 0 {
             d.insert("walks_per_kilo_instruction".into(), walks as f64 * 1000.0 / e.instructions as f64);
+            // Romer et al.'s TLBMCPI: TLB-service cycles (miss handling, the policy's
+            // bookkeeping, promotion copies) per instruction, and its three parts (Figure 3).
+            let insns = e.instructions as f64;
+            let (h, b, cp) = (c["cycles.walk"] as f64, c["cycles.bookkeeping"] as f64, c["cycles.copy"] as f64);
+            d.insert("tlbmcpi".into(), round6((h + b + cp) / insns));
+            d.insert("tlbmcpi.handler".into(), round6(h / insns));
+            d.insert("tlbmcpi.bookkeeping".into(), round6(b / insns));
+            d.insert("tlbmcpi.copy".into(), round6(cp / insns));
+        }
+        if let Some(r) = e.policy.referenced_bytes().filter(|&r| r > 0) {
+            // Memory overhead against base pages (Romer et al.'s Figure 4): the footprint at
+            // the end over the base pages the program referenced.
+            d.insert("memory_overhead".into(), round6(total as f64 / r as f64 - 1.0));
         }
         let killed = e
             .os

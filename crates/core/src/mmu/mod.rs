@@ -62,6 +62,24 @@ pub struct Mmu {
     pwcs: Vec<(u8, u32, Tlb)>,
     leaf_level: [u8; MAX_SIZES],
     nested_host_refs: Option<u64>,
+    /// Per structure: its eviction group (see `evictions`), or NO_GROUP if not last-level.
+    group: Vec<u8>,
+    /// Per stream: the eviction group of its last-level structures.
+    stream_group: [u8; 2],
+    /// When set, every translation that leaves a last-level structure (replaced by a fill,
+    /// shot down, flushed) is appended to `evictions` as (group, tag), for policies that keep
+    /// their own picture of what the TLB holds (Romer et al.'s tlbcount). The consumer drains
+    /// it; it never holds more than the structures' entries plus those shot down since.
+    pub track_evictions: bool,
+    pub evictions: Vec<(u8, u64)>,
+}
+
+/// Not a last-level structure: its evictions are not reported.
+pub const NO_GROUP: u8 = u8::MAX;
+
+/// Unpack a tag: (asid, page number at the entry's size, size index).
+pub fn decode_tag(tag: u64) -> (u16, u64, u32) {
+    ((tag >> 48) as u16, (tag >> 4) & ((1u64 << 44) - 1), (tag & 0xf) as u32)
 }
 
 impl Mmu {
@@ -128,7 +146,30 @@ impl Mmu {
             (0..MAX_SIZES).map(|si| ps.iter().filter(|p| p.holds & (1 << si) != 0).map(|p| (p.tlb, p.level)).collect()).collect()
         };
         let holders = [by_size(&probes[0]), by_size(&probes[1])];
+        // Eviction groups: the last level of each stream's route. A unified last level
+        // (serving both streams) is one group; split ones are two.
+        let mut group = vec![NO_GROUP; n];
+        let mut stream_group = [0u8; 2];
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        for s in 0..2 {
+            let Some(last) = route[s].last() else { continue };
+            let g = match groups.iter().position(|v| v == last) {
+                Some(g) => g,
+                None => {
+                    groups.push(last.clone());
+                    groups.len() - 1
+                }
+            };
+            stream_group[s] = g as u8;
+            for &t in last {
+                group[t] = g as u8;
+            }
+        }
         Mmu {
+            group,
+            stream_group,
+            track_evictions: false,
+            evictions: Vec::new(),
             probes,
             holders,
             machine,
@@ -190,7 +231,12 @@ impl Mmu {
             }
             if p.holds & (1 << si) != 0 {
                 counters[p.tlb].misses[si as usize & (MAX_SIZES - 1)] += 1;
-                tlbs[p.tlb].fill(vpn, tag);
+                let victim = tlbs[p.tlb].fill(vpn, tag);
+                if self.track_evictions && self.group[p.tlb] != NO_GROUP {
+                    if let Some(v) = victim {
+                        self.evictions.push((self.group[p.tlb], v));
+                    }
+                }
             }
         }
     }
@@ -285,15 +331,29 @@ impl Mmu {
         let vpn = va >> self.shifts[si as usize];
         let tag = make_tag(asid, vpn, si);
         for (ti, t) in self.tlbs.iter_mut().enumerate() {
-            if self.holds[ti] & (1 << si) != 0 {
-                t.invalidate(vpn, tag);
+            if self.holds[ti] & (1 << si) != 0 && t.invalidate(vpn, tag) && self.track_evictions && self.group[ti] != NO_GROUP {
+                self.evictions.push((self.group[ti], tag));
             }
         }
     }
 
+    /// The eviction group of the last-level structures serving this stream.
+    pub fn group_of(&self, fetch: bool) -> u8 {
+        self.stream_group[fetch as usize]
+    }
+
+    /// Entries in the last-level structures of eviction group `g`.
+    pub fn group_entries(&self, g: u8) -> u32 {
+        self.group.iter().zip(&self.tlbs).filter(|(&gg, _)| gg == g).map(|(_, t)| t.sets * t.ways).sum()
+    }
+
     /// Drop every cached translation (address-space identifiers wrapped around).
     pub fn flush_all(&mut self) {
-        for t in self.tlbs.iter_mut() {
+        for (ti, t) in self.tlbs.iter_mut().enumerate() {
+            if self.track_evictions && self.group[ti] != NO_GROUP {
+                let g = self.group[ti];
+                self.evictions.extend(t.tags().map(|tag| (g, tag)));
+            }
             t.flush();
         }
         self.flush_pwc();

@@ -223,6 +223,11 @@ impl Tlb {
         self.plru_bits.fill(0);
     }
 
+    /// The tags present, in no particular order.
+    pub fn tags(&self) -> impl Iterator<Item = u64> + '_ {
+        self.tags.iter().copied().filter(|&t| t != EMPTY)
+    }
+
     pub fn occupancy(&self) -> usize {
         self.tags.iter().filter(|&&t| t != EMPTY).count()
     }

@@ -62,11 +62,19 @@ pub struct CollapseLimits {
     pub max_none: u64,
     pub max_swap: u64,
     pub max_shared: u64,
+    /// The new page may reach past its VMA into unmapped address space or other anonymous
+    /// VMAs (Romer et al.'s potential superpages are aligned address ranges, not VMAs); a
+    /// file mapping in the range still refuses (VmaCheck).
+    pub past_vma: bool,
+    /// Charge the copy of the whole new page, not only its mapped part (Romer et al.'s
+    /// worst case: "we move all of the data into the contiguous memory").
+    pub copy_whole: bool,
 }
 
 impl CollapseLimits {
-    /// No limits: collapse whatever is there.
-    pub const ANY: CollapseLimits = CollapseLimits { max_none: u64::MAX, max_swap: u64::MAX, max_shared: u64::MAX };
+    /// No limits: collapse whatever is there, inside its VMA.
+    pub const ANY: CollapseLimits =
+        CollapseLimits { max_none: u64::MAX, max_swap: u64::MAX, max_shared: u64::MAX, past_vma: false, copy_whole: false };
 }
 
 
@@ -314,9 +322,18 @@ impl Os {
     fn collapse_inner(&mut self, pi: usize, start: u64, si: u32, lim: CollapseLimits, compact: bool, mmu: &mut Mmu) -> CollapseResult {
         let size = self.sizes[si as usize];
         let len = size.bytes();
-        match self.procs[pi].find_vma(start) {
-            Some(v) if v.start <= start && start + len <= v.end && v.file.is_none() => {}
-            _ => return CollapseResult::VmaCheck,
+        if lim.past_vma {
+            let p = &self.procs[pi];
+            let clash = p.vmas.range(..start + len).next_back().is_some_and(|(_, v)| v.end > start && v.file.is_some())
+                || p.vmas.range(start..start + len).any(|(_, v)| v.file.is_some());
+            if clash || start + len > p.pt.va_limit() {
+                return CollapseResult::VmaCheck;
+            }
+        } else {
+            match self.procs[pi].find_vma(start) {
+                Some(v) if v.start <= start && start + len <= v.end && v.file.is_none() => {}
+                _ => return CollapseResult::VmaCheck,
+            }
         }
         let mut pages = std::mem::take(&mut self.scratch);
         pages.clear();
@@ -380,9 +397,10 @@ impl Os {
         }
         self.release(pi, &removed);
         self.install_large_page(pi, start, si, new, mmu);
-        self.compaction.bytes_copied += mapped;
-        self.note_copy(mapped);
-        let mapped = mapped + swapped_bytes;
+        let copied = if lim.copy_whole { len } else { mapped };
+        self.compaction.bytes_copied += copied;
+        self.note_copy(copied);
+        let mapped = if lim.copy_whole { len } else { mapped + swapped_bytes };
         if self.in_daemon {
             self.compaction.bytes_zeroed_background += len - mapped;
         } else {

@@ -235,7 +235,7 @@ impl LinuxThp {
     }
 
     fn limits(&self) -> CollapseLimits {
-        CollapseLimits { max_none: self.max_ptes_none, max_swap: self.max_ptes_swap, max_shared: self.max_ptes_shared }
+        CollapseLimits { max_none: self.max_ptes_none, max_swap: self.max_ptes_swap, max_shared: self.max_ptes_shared, ..CollapseLimits::ANY }
     }
 
     fn khugepaged_scan(&mut self, sys: &mut Sys) {

@@ -10,6 +10,7 @@ pub mod fixed;
 pub mod linux_thp;
 pub mod navarro;
 pub mod replacement;
+pub mod romer;
 
 use crate::error::{Error, Result};
 use crate::mmu::Mmu;
@@ -20,6 +21,8 @@ use std::collections::BTreeMap;
 /// What the engine knows about a fault when it asks the policy.
 pub struct FaultInfo<'a> {
     pub va: u64,
+    /// The faulting process's address-space identifier.
+    pub asid: u16,
     pub write: bool,
     pub fetch: bool,
     pub vma: &'a Vma,
@@ -127,11 +130,34 @@ pub trait Policy: Send {
     /// Pages of process `pi` in [start, end) were unmapped (munmap, MADV_DONTNEED, mremap's
     /// old range, a shrinking brk; the whole space at exit). Called only if `serves_faults`.
     fn on_unmap(&mut self, _pi: usize, _start: u64, _end: u64) {}
-    /// A last-level TLB miss that found a valid translation of size index `size_idx`.
-    fn on_tlb_miss(&mut self, _va: u64, _size_idx: u32) {}
-    /// Whether `on_tlb_miss` does anything (the engine skips the call per miss otherwise).
+    /// A miss at every TLB level by process `pi` at `va`, whose translation (a page of size
+    /// index `size_idx`, faulted in first if it was not mapped) is about to be loaded. The
+    /// policy may change the mapping here (Romer et al. promote in the miss handler); the engine
+    /// then loads whatever maps `va` afterwards. Translations that left the last-level TLBs
+    /// since the last call wait in `sys.mmu.evictions` when `wants_tlb_misses` asked for them.
+    fn on_tlb_miss(&mut self, _sys: &mut Sys, _pi: usize, _va: u64, _size_idx: u32, _fetch: bool) {}
+    /// Whether `on_tlb_miss` does anything (the engine skips the call per miss otherwise), and
+    /// whether the MMU should report evictions from the last-level TLBs.
     fn wants_tlb_misses(&self) -> bool {
         false
+    }
+    /// Bytes of base pages the program referenced (for memory overhead against base pages,
+    /// Romer et al.'s Figure 4), if the policy tracks them.
+    fn referenced_bytes(&self) -> Option<u64> {
+        None
+    }
+    /// The policy must first plan over the whole trace (Romer et al.'s OFFLINE): the driver
+    /// replaces it with `policy::romer::offline::planned` before the run.
+    fn plans_offline(&self) -> bool {
+        false
+    }
+    /// For drivers that need the concrete policy back (OFFLINE's planning passes).
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        None
+    }
+    /// Whether `on_unmap` should be called even though the policy does not serve faults.
+    fn wants_unmaps(&self) -> bool {
+        self.serves_faults()
     }
     /// A sampled access (for policies that watch access patterns).
     fn on_access_sampled(&mut self, _va: u64, _write: bool) {}
@@ -168,7 +194,7 @@ pub struct PolicyInfo {
     pub build: fn(&Params, &[PageSize]) -> Result<Box<dyn Policy>>,
 }
 
-pub const REGISTRY: [PolicyInfo; 4] = [
+pub const REGISTRY: [PolicyInfo; 5] = [
     PolicyInfo {
         name: "base",
         summary: "base pages only: every fault maps one base page",
@@ -192,6 +218,12 @@ pub const REGISTRY: [PolicyInfo; 4] = [
         summary: "Navarro et al.'s reservations at first touch, incremental in-place promotion, preemption, demotion, file superpages, contiguity-aware page daemon (navarro:sizes=64KiB+4MiB)",
         params: navarro::PARAMS,
         build: navarro::build,
+    },
+    PolicyInfo {
+        name: "romer",
+        summary: "Romer et al.'s online promotion by copying, driven by TLB-miss charges: romer:fixed|asap|asap-4-64|approx-online|online|offline",
+        params: romer::PARAMS,
+        build: romer::build,
     },
 ];
 
@@ -243,6 +275,30 @@ pub fn build(spec: &str, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
         Error::usage(format!("unknown policy '{name}'; available: {} (see `superpager policies`)", names().join(", ")))
     })?;
     (info.build)(&params, sizes)
+}
+
+/// The size indices a `sizes=S1+S2+...` parameter names (each a superpage size of the
+/// machine), ascending, after the base page (index 0); without the parameter, every size.
+pub fn parse_sizes(policy: &str, params: &Params, sizes: &[PageSize]) -> Result<Vec<u32>> {
+    let mut levels = vec![0u32];
+    match params.get("sizes") {
+        None => levels.extend(1..sizes.len() as u32),
+        Some(list) => {
+            let mut want = Vec::new();
+            for s in list.split('+') {
+                let p = PageSize::parse(s.trim()).map_err(|m| Error::usage(format!("policy {policy}: sizes: {m}")))?;
+                let si = sizes.iter().position(|&x| x == p).filter(|&i| i > 0).ok_or_else(|| {
+                    let have: Vec<String> = sizes[1..].iter().map(|p| p.to_string()).collect();
+                    Error::usage(format!("policy {policy}: sizes: this machine has no {p} superpages (it has {})", have.join(", ")))
+                })?;
+                want.push(si as u32);
+            }
+            want.sort_unstable();
+            want.dedup();
+            levels.extend(want);
+        }
+    }
+    Ok(levels)
 }
 
 /// Reject parameters a policy does not know.

@@ -191,24 +191,7 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
             _ => return Err(Error::usage(format!("policy navarro: threshold={t}: expected a fraction in (0, 1]"))),
         },
     };
-    let mut levels = vec![0u32];
-    match params.get("sizes") {
-        None => levels.extend(1..sizes.len() as u32),
-        Some(list) => {
-            let mut want = Vec::new();
-            for s in list.split('+') {
-                let p = PageSize::parse(s.trim()).map_err(|m| Error::usage(format!("policy navarro: sizes: {m}")))?;
-                let si = sizes.iter().position(|&x| x == p).filter(|&i| i > 0).ok_or_else(|| {
-                    let have: Vec<String> = sizes[1..].iter().map(|p| p.to_string()).collect();
-                    Error::usage(format!("policy navarro: sizes: this machine has no {p} superpages (it has {})", have.join(", ")))
-                })?;
-                want.push(si as u32);
-            }
-            want.sort_unstable();
-            want.dedup();
-            levels.extend(want);
-        }
-    }
+    let levels = super::parse_sizes("navarro", params, sizes)?;
     let retry_smaller = flag(params, "retry_smaller")?;
     let shifts: Vec<u32> = levels.iter().map(|&si| sizes[si as usize].shift()).collect();
     let fan: Vec<u64> = (0..levels.len()).map(|l| if l == 0 { 0 } else { 1u64 << (shifts[l] - shifts[l - 1]) }).collect();
