@@ -132,11 +132,26 @@ def cmd_simulate(a) -> int:
     return 0
 
 
+def split_policies(s: str) -> list[str]:
+    """Split a comma-separated list of policy specs, where a spec's own parameters are also
+    comma-separated: a piece that is only `key=value` belongs to the spec before it
+    (`base,romer:fixed,size=64KiB,navarro` is three policies)."""
+    out: list[str] = []
+    for piece in (p.strip() for p in s.split(",")):
+        if not piece:
+            continue
+        if out and "=" in piece and ":" not in piece.split("=", 1)[0]:
+            out[-1] += "," + piece
+        else:
+            out.append(piece)
+    return out
+
+
 def cmd_compare(a) -> int:
     machines = [m for m in a.machines.split(",") if m]
     if a.tlb:
         machines = [f"tlb:{t}" for t in a.tlb.split(",")] + ([] if a.machines == "skylake" else machines)
-    policies = [p for p in a.policies.split(",") if p]
+    policies = split_policies(a.policies)
     rs = api.compare(a.trace, machines, policies, memory=a.memory or "64GiB", sample_every=(1 << 20) if a.sample_every is None else a.sample_every,
                      allow_truncated=a.allow_truncated)
     if a.out:
@@ -468,7 +483,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("trace")
     c.add_argument("--machines", default="skylake", help="comma-separated machines (default: skylake)")
     c.add_argument("--tlb", help="comma-separated ad-hoc TLBs ENTRIES:WAYS[:PAGESIZE], added to --machines")
-    c.add_argument("--policies", default="base", help="comma-separated policies (default: base)")
+    c.add_argument("--policies", default="base", help="comma-separated policies (default: base); a policy's own "
+                   "key=value parameters follow it: base,romer:fixed,size=64KiB,romer:online")
     add_run_options(c)
     c.add_argument("--json", action="store_true", help="print a JSON list of results")
     c.set_defaults(fn=cmd_compare)

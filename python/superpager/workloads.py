@@ -100,6 +100,8 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     _suite("fft", "64MiB", "3-D in-place radix-2 FFT: strided butterflies along each dimension", "Navarro 'FFTW'"),
     _suite("stream", "64MiB", "STREAM triad sweeps over three arrays", "McCalpin STREAM; sequential baseline"),
     _suite("partition", "128MiB", "radix partitioning into 4096 outputs: a large sparse working set", "Romer (sparse, large working set)"),
+    _suite("join", "32MiB", "index nested-loop join over a hash file of one-page buckets (about 2% never touched), 12M probes",
+           "Romer 'coral' (large, sparse, hot working set)"),
     _suite("webserver", "64MiB", "small-file web server: open, read, close Zipf-popular files", "Navarro 'web'"),
     _suite("compile", "32MiB", "compiler-like: many small short-lived objects, a symbol table", "Navarro/Romer 'gcc'"),
     _real("gzip", "/usr/bin/gzip", "16MiB", "gzip -6 of generated text (Debian gzip)", "AMSQM traces",

@@ -357,11 +357,6 @@ impl Results {
             d.insert("tlbmcpi.bookkeeping".into(), round6(b / insns));
             d.insert("tlbmcpi.copy".into(), round6(cp / insns));
         }
-        if let Some(r) = e.policy.referenced_bytes().filter(|&r| r > 0) {
-            // Memory overhead against base pages (Romer et al.'s Figure 4): the footprint at
-            // the end over the base pages the program referenced.
-            d.insert("memory_overhead".into(), round6(total as f64 / r as f64 - 1.0));
-        }
         let killed = e
             .os
             .procs

@@ -141,11 +141,6 @@ pub trait Policy: Send {
     fn wants_tlb_misses(&self) -> bool {
         false
     }
-    /// Bytes of base pages the program referenced (for memory overhead against base pages,
-    /// Romer et al.'s Figure 4), if the policy tracks them.
-    fn referenced_bytes(&self) -> Option<u64> {
-        None
-    }
     /// The policy must first plan over the whole trace (Romer et al.'s OFFLINE): the driver
     /// replaces it with `policy::romer::offline::planned` before the run.
     fn plans_offline(&self) -> bool {

@@ -105,8 +105,6 @@ struct Counters {
     promote_failed: [u64; CollapseResult::ALL.len()],
     copied_bytes: u64,
     demotions_seen: u64,
-    /// Base pages referenced, counted when each process exits (the live ones at the end).
-    touched_exited: u64,
 }
 
 pub struct Romer {
@@ -738,12 +736,6 @@ impl Romer {
         best
     }
 
-    /// Base pages referenced and still mapped in live segments.
-    fn touched_live(&self) -> u64 {
-        let root = self.segs.geo.offset[self.levels_n() - 1];
-        self.segs.list.iter().map(|s| s.refd[root] as u64).sum()
-    }
-
     /// OFFLINE's measured run: the planned superpages are made at first touch; nothing is
     /// charged or promoted at misses.
     pub fn run_with(&mut self, plan: offline::Plan) {
@@ -966,11 +958,6 @@ impl Policy for Romer {
 
     fn on_unmap(&mut self, pi: usize, start: u64, end: u64) {
         let Some(&asid) = self.asid_of.get(&pi) else { return };
-        if start == 0 && end == u64::MAX {
-            // The process exits: count what it referenced, then forget it.
-            let root = self.segs.geo.offset[self.levels_n() - 1];
-            self.c.touched_exited += self.segs.list.iter().filter(|s| s.asid == asid).map(|s| s.refd[root] as u64).sum::<u64>();
-        }
         self.segs.drop_range(asid, start, end);
         // Partly unmapped segments: the unmapped base pages are no longer referenced.
         let geo = self.segs.geo.clone();
@@ -999,10 +986,6 @@ impl Policy for Romer {
         Some(self)
     }
 
-    fn referenced_bytes(&self) -> Option<u64> {
-        Some((self.c.touched_exited + self.touched_live()) << self.segs.geo.shift[0])
-    }
-
     fn counters(&self) -> Vec<(String, u64)> {
         let c = &self.c;
         let mut v = vec![
@@ -1015,7 +998,6 @@ impl Policy for Romer {
             ("romer.deferred_flushes".to_string(), c.flushes),
             ("romer.copied_bytes".to_string(), c.copied_bytes),
             ("romer.demotions_seen".to_string(), c.demotions_seen),
-            ("romer.referenced_bytes".to_string(), self.referenced_bytes().unwrap_or(0)),
         ];
         for (i, r) in CollapseResult::ALL.iter().enumerate() {
             if *r != CollapseResult::Succeed {
