@@ -105,6 +105,8 @@ struct Counters {
     promote_failed: [u64; CollapseResult::ALL.len()],
     copied_bytes: u64,
     demotions_seen: u64,
+    /// Reasons (see `why_not`) per level, of segments already gone.
+    why: Vec<[u64; 4]>,
 }
 
 pub struct Romer {
@@ -145,6 +147,10 @@ pub struct Romer {
     exclude: Option<(usize, u64, usize)>,
     copy_cycles_per_kib: f64,
     miss_cycles: f64,
+    /// OFFLINE's planning: charges of segments already gone (unmapped, exited).
+    harvest: offline::Charges,
+    /// OFFLINE: planning passes run before this run.
+    pub offline_passes: u32,
     c: Counters,
 }
 
@@ -267,7 +273,9 @@ impl Romer {
             exclude: None,
             copy_cycles_per_kib: copy,
             miss_cycles: miss,
-            c: Counters { promoted: vec![0; n], ..Default::default() },
+            harvest: offline::Charges::new(),
+            offline_passes: 0,
+            c: Counters { promoted: vec![0; n], why: vec![[0; 4]; n], ..Default::default() },
         })
     }
 
@@ -736,6 +744,52 @@ impl Romer {
         best
     }
 
+    /// Add the reason each touched, unpromoted potential superpage of `s` did not become a
+    /// superpage: 0 its promotion failed (the OS refused: counted by reason), 1 not all its
+    /// pages referenced (ASAP), 2 under half referenced (ASAP-4-64), 3 charges below threshold.
+    fn why_not(&self, s: &tree::Segment, why: &mut [[u64; 4]]) {
+        let geo = &self.segs.geo;
+        for l in 1..geo.levels() {
+            for n in geo.descendants(geo.offset[geo.levels() - 1], l) {
+                if s.refd[n] == 0 || s.promoted[n] || s.tlbcount[n][0] < 0 {
+                    continue;
+                }
+                let r = if s.failed[n] != 0 {
+                    0
+                } else {
+                    match self.mode {
+                        Mode::Asap => 1,
+                        Mode::Asap464 => 2,
+                        _ => 3,
+                    }
+                };
+                why[l][r] += 1;
+            }
+        }
+    }
+
+    /// Charges of the unpromoted potential superpages of segment `i` (deferred ones applied).
+    fn segment_charges(&mut self, i: usize, into: &mut offline::Charges) {
+        self.flush(i);
+        let geo = &self.segs.geo;
+        let top = geo.offset[geo.levels() - 1];
+        let s = &self.segs.list[i];
+        for l in 1..geo.levels() {
+            for n in geo.descendants(top, l) {
+                if s.promoted[n] || s.tlbcount[n][0] < 0 {
+                    continue;
+                }
+                let (p, c) = (s.prefetch[n] as u64, s.capacity[n] as u64);
+                if p > 0 || c > 0 {
+                    let e = into.entry((s.asid, geo.va_of(s.va, n), l)).or_insert((0, 0, 0));
+                    e.0 += p;
+                    e.1 += c;
+                    e.2 = e.2.max(s.refd[n] as u64);
+                }
+            }
+        }
+    }
+
     /// OFFLINE's measured run: the planned superpages are made at first touch; nothing is
     /// charged or promoted at misses.
     pub fn run_with(&mut self, plan: offline::Plan) {
@@ -753,24 +807,9 @@ impl Romer {
     /// Every potential superpage's charges at the end of a planning pass (deferred charges
     /// applied), except those promoted or inside a planned superpage.
     pub fn final_charges(&mut self) -> offline::Charges {
+        let mut ch = std::mem::take(&mut self.harvest);
         for i in 0..self.segs.list.len() {
-            self.flush(i);
-        }
-        let mut ch = offline::Charges::new();
-        let geo = &self.segs.geo;
-        let top = geo.offset[geo.levels() - 1];
-        for s in &self.segs.list {
-            for l in 1..geo.levels() {
-                for n in geo.descendants(top, l) {
-                    if s.promoted[n] || s.tlbcount[n][0] < 0 {
-                        continue;
-                    }
-                    let (p, c) = (s.prefetch[n] as u64, s.capacity[n] as u64);
-                    if p > 0 || c > 0 {
-                        ch.insert((s.asid, geo.va_of(s.va, n), l), (p, c, s.refd[n] as u64));
-                    }
-                }
-            }
+            self.segment_charges(i, &mut ch);
         }
         ch
     }
@@ -958,6 +997,23 @@ impl Policy for Romer {
 
     fn on_unmap(&mut self, pi: usize, start: u64, end: u64) {
         let Some(&asid) = self.asid_of.get(&pi) else { return };
+        let seg_bytes = 1u64 << self.segs.geo.seg_shift;
+        let gone: Vec<usize> = (0..self.segs.list.len())
+            .filter(|&i| {
+                let s = &self.segs.list[i];
+                s.asid == asid && s.va >= start && s.va.saturating_add(seg_bytes) <= end
+            })
+            .collect();
+        for i in gone {
+            let mut why = std::mem::take(&mut self.c.why);
+            self.why_not(&self.segs.list[i], &mut why);
+            self.c.why = why;
+            if self.mode == Mode::Measure {
+                let mut h = std::mem::take(&mut self.harvest);
+                self.segment_charges(i, &mut h);
+                self.harvest = h;
+            }
+        }
         self.segs.drop_range(asid, start, end);
         // Partly unmapped segments: the unmapped base pages are no longer referenced.
         let geo = self.segs.geo.clone();
@@ -998,34 +1054,19 @@ impl Policy for Romer {
             ("romer.deferred_flushes".to_string(), c.flushes),
             ("romer.copied_bytes".to_string(), c.copied_bytes),
             ("romer.demotions_seen".to_string(), c.demotions_seen),
+            ("romer.offline.passes".to_string(), self.offline_passes as u64),
+            ("romer.offline.planned".to_string(), self.plan.as_ref().map_or(0, |p| p.len() as u64)),
         ];
         for (i, r) in CollapseResult::ALL.iter().enumerate() {
             if *r != CollapseResult::Succeed {
                 v.push((format!("romer.promote_failed.{}", r.name()), c.promote_failed[i]));
             }
         }
-        // Why each potential superpage the program touched did not become one (counted at
-        // the end, over the segments still mapped).
-        let geo = &self.segs.geo;
-        let mut why: Vec<[u64; 4]> = vec![[0; 4]; self.levels_n()];
+        // Why each potential superpage the program touched did not become one: counted when
+        // its segment went away (unmap, exit), plus the segments still mapped.
+        let mut why = c.why.clone();
         for s in &self.segs.list {
-            for l in 1..geo.levels() {
-                for n in geo.descendants(geo.offset[geo.levels() - 1], l) {
-                    if s.refd[n] == 0 || s.promoted[n] || s.tlbcount[n][0] < 0 {
-                        continue;
-                    }
-                    let r = if s.failed[n] != 0 {
-                        0
-                    } else {
-                        match self.mode {
-                            Mode::Asap => 1,
-                            Mode::Asap464 => 2,
-                            _ => 3,
-                        }
-                    };
-                    why[l][r] += 1;
-                }
-            }
+            self.why_not(s, &mut why);
         }
         for l in 1..self.levels_n() {
             let name = self.sizes[self.levels[l] as usize].name();

@@ -66,7 +66,9 @@ pub fn planned(trace: &str, machine: &Machine, spec: &str, cfg: &EngineConfig, p
     let mut plan = Plan::default();
     let template = Romer::from_params(&params, &machine.page_sizes)?;
     let passes = template.planning_passes();
+    let mut ran = 0;
     for pass in 0..passes {
+        ran += 1;
         let mut pol = Romer::from_params(&params, &machine.page_sizes)?;
         pol.measure_with(plan.clone());
         let mut e = Engine::new(machine.clone(), Box::new(pol), cfg.clone())?;
@@ -116,6 +118,7 @@ pub fn planned(trace: &str, machine: &Machine, spec: &str, cfg: &EngineConfig, p
         }
     }
     let mut pol = Romer::from_params(&params, &machine.page_sizes)?;
+    pol.offline_passes = ran;
     pol.run_with(plan);
     Ok(Box::new(pol))
 }
