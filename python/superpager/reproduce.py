@@ -11,6 +11,7 @@ and cached in ~/.cache/superpager/traces, keyed by workload, size and the plugin
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import sys
 import time
@@ -328,17 +329,20 @@ ROMER_POLICIES = [
 # Their benchmarks are 1995 binaries traced with ATOM; each row runs the suite program that
 # shares its behaviour. (workload, size, quick size, args, quick args, paper row, behaviour)
 ROMER_SUITE = [
-    ("join", "32MiB", "8MiB", ("12",), ("3",), "coral", "sparse"),
+    ("join", "32MiB", "32MiB", ("12",), ("4",), "coral", "sparse"),
     ("gzip", "4MiB", "1MiB", (), (), "compress", "dense"),
-    ("stream", "16MiB", "4MiB", ("8",), ("8",), "nasa7-5", "dense"),
-    ("transpose", "8MiB", "2MiB", ("8",), ("8",), "nasa7-4", "dense"),
+    ("sweep", "3MiB", "3MiB", ("10000",), ("5000",), "nasa7-5", "dense"),
+    ("transpose", "4MiB", "2MiB", ("32",), ("32",), "nasa7-4", "dense"),
     ("partition", "64MiB", "16MiB", (), (), "fpga", "large"),
     ("python3", "32MiB", "8MiB", (), (), "cecil", "large"),
     ("btree", "64MiB", "16MiB", (), (), "atom", "large"),
-    ("fft", "32MiB", "8MiB", (), (), "fft", "dense"),
+    ("fft", "32MiB", "8MiB", ("8",), ("8",), "fft", "dense"),
     ("sqlite3", "16MiB", "4MiB", (), (), "spice", "large"),
     ("compile", "2MiB", "1MiB", ("2",), ("2",), "gcc", "small"),
 ]
+# `sweep` is not a program: `superpager gen seq` over SIZE, PASSES times (a Gaussian
+# elimination's heavy reuse of a few MB, which the suite's programs do not reach in a short run).
+# The other rows are suite programs captured with qemu-user.
 # Table 4 as miss reductions against FIXED 4KB (%), and Table 5 (estimated end-to-end
 # improvement, %), in ROMER_POLICIES order minus FIXED 4KB (notes part B.4).
 ROMER_T4 = {
@@ -394,20 +398,40 @@ def _improvement(r, base) -> float:
     return 100 * (1 - (insns + _tlb_cycles(r)) / (insns + _tlb_cycles(base)))
 
 
+# Promotions stay inside one VMA by default (an OS maps only valid addresses); the paper's
+# simulator had address ranges only. This run shows what reaching past VMAs changes.
+PAST_VMA = "romer:approx-online,past_vma=true"
+
+
 def romer_runs(quick: bool, progress: Callable[[str], None]) -> list:
     rows = []
-    specs = [p for _, p in ROMER_POLICIES]
+    specs = [p for _, p in ROMER_POLICIES] + [PAST_VMA]
     for name, size, qsize, args, qargs, paper, kind in ROMER_SUITE:
-        why = W.available(W.get(name))
-        if why:
-            rows.append((name, paper, kind, None, why))
-            continue
         sz, ar = (qsize, qargs) if quick else (size, args)
-        t = trace_for(name, sz, progress, ar)
+        if name == "sweep":
+            t = romer_sweep_trace(sz, int(ar[0]), progress)
+        else:
+            why = W.available(W.get(name))
+            if why:
+                rows.append((name, paper, kind, None, why, None))
+                continue
+            t = trace_for(name, sz, progress, ar)
         progress(f"simulating {name} ({paper}) under {len(specs)} policies (OFFLINE plans first)")
         rs = api.run(t, [(ROMER_MACHINE, p) for p in specs], "4GiB", 0, False, False, False)
-        rows.append((name, paper, kind, dict(zip(specs, rs)), " ".join((sz,) + tuple(ar))))
+        rows.append((name, paper, kind, dict(zip(specs, rs)), " ".join((sz,) + tuple(ar)), t))
     return rows
+
+
+def romer_sweep_trace(size: str, passes: int, progress: Callable[[str], None]) -> str:
+    d = cap.cache_dir() / "traces"
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"sweep-{size}-{passes}.spt"
+    if not path.exists():
+        progress(f"generating a {size} sweep, {passes} passes")
+        tmp = str(path) + ".partial"
+        api.gen("seq", tmp, size=size, passes=passes, progress=False)
+        os.replace(tmp, path)
+    return str(path)
 
 
 def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None) -> str:
@@ -424,7 +448,7 @@ def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
             "| paper row | ours | size | FIXED 4KB misses (ours) | " + " | ".join(labels[1:]) + " |",
             "|---|---|---|---:|" + "---:|" * (len(labels) - 1)]
     checks = []
-    for name, paper, kind, rs, info in rows:
+    for name, paper, kind, rs, info, trace in rows:
         if rs is None:
             out.append(f"| {paper} | {name} | - | not run: {info} |" + " |" * (len(labels) - 1))
             continue
@@ -436,7 +460,7 @@ def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
         out.append(f"| {paper} | {name} ({kind}) | {info} | {base:,} | " + " | ".join(cells) + " |")
     red = lambda rs, p: 100 * (1 - rs[p]["walks"] / max(rs[specs[0]]["walks"], 1))
     # The claims of the issue, checked.
-    for name, paper, kind, rs, info in rows:
+    for name, paper, kind, rs, info, trace in rows:
         if rs is None:
             continue
         if kind == "sparse":
@@ -464,17 +488,22 @@ def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
     out += ["", "### Table 5: estimated end-to-end improvement against FIXED 4KB (paper / ours, %)", "",
             "Paper: measured non-TLB time on the Alpha plus simulated TLB overhead. Ours: CPI = 1 + TLBMCPI "
             "(the paper's single-issue, infinite-cache machine), so the run time is instructions plus TLB-service "
-            "cycles (miss handler, bookkeeping, copies).", "",
+            "cycles (miss handler, bookkeeping, copies). Our runs are far shorter than theirs (seconds, not "
+            "minutes of Alpha time), so copies weigh more: a promotion must be repaid within a short run. "
+            "`-`: the generated sweep has no instruction counts.", "",
             "| paper row | ours | TLBMCPI, FIXED 4KB | " + " | ".join(labels[1:]) + " |",
             "|---|---|---:|" + "---:|" * (len(labels) - 1)]
-    for name, paper, kind, rs, info in rows:
+    for name, paper, kind, rs, info, trace in rows:
         if rs is None:
             continue
         b = rs[specs[0]]
+        if not b["instructions"]:
+            out.append(f"| {paper} | {name} | - | " + " | ".join(f"{ROMER_T5[paper][i]:+.1f} / -" for i in range(len(specs) - 1)) + " |")
+            continue
         tl = _tlb_cycles(b) / max(b["instructions"], 1)
         cells = [f"{ROMER_T5[paper][i]:+.1f} / {_improvement(rs[p], b):+.1f}" for i, p in enumerate(specs[1:])]
         out.append(f"| {paper} | {name} | {tl:.3f} | " + " | ".join(cells) + " |")
-    for name, paper, kind, rs, info in rows:
+    for name, paper, kind, rs, info, trace in rows:
         if rs is None or kind not in ("large", "small", "sparse"):
             continue
         b = rs[specs[0]]
@@ -485,7 +514,7 @@ def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
                            on < ap, f"ONLINE {on:+.1f}%, APPROX-ONLINE {ap:+.1f}%"))
     out += ["", "### TLBMCPI and its parts (Figure 3)", "",
             "| ours | policy | TLBMCPI | handler | bookkeeping | copy |", "|---|---|---:|---:|---:|---:|"]
-    for name, paper, kind, rs, info in rows:
+    for name, paper, kind, rs, info, trace in rows:
         if rs is None:
             continue
         for l, p in ROMER_POLICIES:
@@ -494,14 +523,18 @@ def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
                        f"{d.get('tlbmcpi.bookkeeping', 0):.4f} | {d.get('tlbmcpi.copy', 0):.4f} |")
     out += ["", "### Memory overhead against FIXED 4KB (Figure 4)", "",
             "Paper: the online policies never exceed 4% (only one case above 2%); ASAP-4-64 reaches 5-12%; "
-            "FIXED 64KB costs 10-25%. Ours: memory mapped at the end of the run (before exit) against FIXED 4KB's.", "",
-            "| ours | " + " | ".join(labels[1:]) + " |", "|---|" + "---:|" * (len(labels) - 1)]
-    for name, paper, kind, rs, info in rows:
+            "FIXED 64KB costs 10-25%. Ours: memory mapped at the end of the run (before exit) against FIXED 4KB's. "
+            "FIXED pages may reach past their VMA (Romer's FIXED); promotions stay inside one VMA unless "
+            "`past_vma=true` (last two columns: APPROX-ONLINE so, its overhead and the misses it removes).", "",
+            "| ours | " + " | ".join(labels[1:]) + " | APPROX-ONLINE past VMA | its misses removed |", "|---|" + "---:|" * (len(labels) + 1)]
+    for name, paper, kind, rs, info, trace in rows:
         if rs is None:
             continue
         fb = max(rs[specs[0]]["footprint.bytes"], 1)
         ov = {p: 100 * (rs[p]["footprint.bytes"] / fb - 1) for p in specs}
-        out.append(f"| {name} | " + " | ".join(f"{ov[p]:.1f}%" for p in specs[1:]) + " |")
+        pv = rs[PAST_VMA]
+        out.append(f"| {name} | " + " | ".join(f"{ov[p]:.1f}%" for p in specs[1:]) +
+                   f" | {100 * (pv['footprint.bytes'] / fb - 1):.1f}% | {red(rs, PAST_VMA):.1f}% |")
         online = max(ov["romer:online"], ov["romer:approx-online"])
         checks.append((f"{name}: the online policies stay at or under 4% memory overhead", online <= 4.0, f"{online:.2f}%"))
         if kind == "sparse":
@@ -510,7 +543,7 @@ def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
     out += ["", "### Table 6: pages of each size at the end under APPROX-ONLINE (paper / ours)", "",
             "| paper row | ours | " + " | ".join(s.replace("iB", "B") for s in ROMER_SIZES) + " | total 4KB pages |",
             "|---|---|" + "---:|" * (len(ROMER_SIZES) + 1)]
-    for name, paper, kind, rs, info in rows:
+    for name, paper, kind, rs, info, trace in rows:
         if rs is None:
             continue
         r = rs["romer:approx-online"]
@@ -520,12 +553,11 @@ def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
         out.append(f"| {paper} | {name} | " + " | ".join(f"{a} / {b}" for a, b in zip(pp, mine)) + f" | {pt:,} / {total:,} |")
     out += ["", "### Threshold sweep (APPROX-ONLINE; the paper's 0.125R calibration)", "",
             "| ours | threshold (x R) | misses removed | TLBMCPI | memory overhead |", "|---|---:|---:|---:|---:|"]
-    for name, paper, kind, rs, info in rows:
+    for name, paper, kind, rs, info, trace in rows:
         if rs is None or kind not in ("sparse", "small"):
             continue
-        t = trace_for(name, *( (ROMER_SUITE[[x[0] for x in ROMER_SUITE].index(name)][2], ROMER_SUITE[[x[0] for x in ROMER_SUITE].index(name)][4]) if quick else (ROMER_SUITE[[x[0] for x in ROMER_SUITE].index(name)][1], ROMER_SUITE[[x[0] for x in ROMER_SUITE].index(name)][3]) ), progress=progress)
         progress(f"threshold sweep on {name}")
-        sweep = api.run(t, [(ROMER_MACHINE, f"romer:approx-online,threshold={x}") for x in THRESHOLD_SWEEP], "4GiB", 0, False, False, False)
+        sweep = api.run(trace, [(ROMER_MACHINE, f"romer:approx-online,threshold={x}") for x in THRESHOLD_SWEEP], "4GiB", 0, False, False, False)
         b = rs[specs[0]]
         for x, r in zip(THRESHOLD_SWEEP, sweep):
             out.append(f"| {name} | {x} | {100 * (1 - r['walks'] / max(b['walks'], 1)):.2f}% | {r.derived.get('tlbmcpi', 0):.4f} | "
@@ -550,9 +582,11 @@ def romer_adversary_trace(progress: Callable[[str], None], threshold_r: float, r
     if path.exists():
         return str(path)
     progress(f"writing the competitive adversary for threshold {threshold_r}R")
-    # A sweep of 64 pages charges the 128KB buddies holding resident pages on about half its
-    # misses... and every larger node: the 128KB node's threshold is 12,800 x threshold_r.
-    misses = int(2 * 12800 * threshold_r) + 64
+    # Sweeping 64 pages through 32 entries, every miss after the first finds part of the 256KB
+    # region resident and charges it (and, less often, its smaller pieces): the 256KB page
+    # reaches its threshold first, after ceil(25,600 t) charges, and is promoted one miss later
+    # (ONLINE promotes past the threshold: one more). Then the region is never touched again.
+    misses = math.ceil(25600 * threshold_r) + 2
     txt = d / f"romer-adversary-{threshold_r}-{regions}.txt"
     base = 0x10_0000_0000
     with open(txt, "w") as f:
@@ -569,14 +603,20 @@ def romer_adversary_trace(progress: Callable[[str], None], threshold_r: float, r
 
 
 def romer_competitive(progress: Callable[[str], None]) -> tuple[str, list]:
-    """The competitive bound (§4.3, Appendix B): online cost <= (2 + o/b) x offline cost with the
-    threshold at R; at the practical 0.125R the worst case is max(1 + o/b + R/t, t/R + o t/C + 1)."""
+    """The competitive bound (§4.3, Appendix B): with per-miss bookkeeping o, the online rule at
+    threshold t costs at most max(1 + o/b + R/t, t/R + o t/C + 1) times the offline optimum, which
+    is 2 + o/b at t = R. The adversary that touches a region just until the promotion and never
+    again attains it."""
     lines = ["### The competitive bound on adversarial traces (§4.3, Appendix B)", "",
-             "Each 256KB region is swept until the online rule promotes, then abandoned. Cost = TLB-service "
-             "cycles (handler, bookkeeping, copies); OFFLINE is the greedy plan (which here promotes nothing). "
-             "Bound at threshold t: max(1 + o/b + R/t, t/R + o·t/C + 1) over b = 30, o = 100 (APPROX-ONLINE) "
-             "or 2,570 (ONLINE); at t = R it is 2 + o/b.", "",
-             "| threshold | policy | online cycles | OFFLINE cycles | ratio | bound | holds |", "|---:|---|---:|---:|---:|---:|---|"]
+             "Each of 32 regions of 256KB (each in its own 8MB segment) is swept, 64 pages through the "
+             "32-entry TLB so that every reference misses, just until the online rule promotes it, and is "
+             "then abandoned: the copy buys nothing. The offline optimum pays, per region, the smaller of its "
+             "misses and one copy (R = copy / miss cost misses); OFFLINE's plan shows which it chose. Cost = TLB-service cycles (handler, bookkeeping, copies). Bound: max(1 + o/b + R/t, "
+             "t/R + o·t/C + 1) with b = 30 and o = 100 (APPROX-ONLINE) or 2,570 (ONLINE); at t = R it is "
+             "2 + o/b. This adversary is the worst case, so the ratio should *equal* the bound, up to the "
+             "cold misses and the promoting miss itself.", "",
+             "| threshold | policy | online cycles | OFFLINE cycles | OFFLINE planned | ratio | bound | within 1% of the bound |",
+             "|---:|---|---:|---:|---:|---:|---:|---|"]
     checks = []
     b = 30.0
     for t in (1.0, 0.125):
@@ -586,12 +626,15 @@ def romer_competitive(progress: Callable[[str], None]) -> tuple[str, list]:
         rs = api.run(path, [(ROMER_MACHINE, p) for p in pols], "4GiB", 0, False, False, False)
         off = _tlb_cycles(rs[2])
         for p, r, o in zip(pols[:2], rs[:2], (100.0, 2570.0)):
-            # R/t and t/R terms; C/R = b, so o*t/C = (o/b) * (t/R) with t in units of R.
+            # t in units of R; C/R = b, so o*t/C = (o/b) * t.
             bound = max(1 + o / b + 1 / t, t + (o / b) * t + 1)
             ratio = _tlb_cycles(r) / max(off, 1)
-            ok = ratio <= bound
-            lines.append(f"| {t}R | {p.split(',')[0]} | {_tlb_cycles(r):,} | {off:,} | {ratio:.2f} | {bound:.2f} | {'yes' if ok else 'NO'} |")
-            checks.append((f"competitive bound at {t}R for {p.split(',')[0]}", ok, f"ratio {ratio:.2f} <= {bound:.2f}"))
+            ok = ratio <= bound * 1.01
+            name = p.split(",")[0]
+            lines.append(f"| {t}R | {name} | {_tlb_cycles(r):,} | {off:,} | {rs[2]['policy.romer.offline.planned']} | "
+                         f"{ratio:.3f} | {bound:.3f} | {'yes' if ok and ratio >= bound * 0.99 else ('under' if ok else 'NO: above')} |")
+            checks.append((f"competitive bound at threshold {t}R for {name} (not exceeded beyond 1%)", ok,
+                           f"ratio {ratio:.3f}, bound {bound:.3f}"))
     return "\n".join(lines) + "\n", checks
 
 

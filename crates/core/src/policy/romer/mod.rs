@@ -53,7 +53,8 @@ threshold=F (prefetch threshold in units of R; default 0.125); capacity_threshol
 copy_cycles_per_kib=C (default 3000) and miss_cycles=M (default 30): R = C x KB / M; \
 bookkeeping_cycles=B (per-miss cost beyond the handler; default 100 approx-online, 2570 online, 0 otherwise); \
 defer=true|false (Appendix A's deferred counters above 64KB; default true; results are the same either way); \
-passes=N (offline: at most N planning passes; default 8)";
+passes=N (offline: at most N planning passes; default 8); \
+past_vma=true (a promotion may reach past its VMA into unmapped address space, as the paper's address-range model; default false: inside one VMA)";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
@@ -119,7 +120,8 @@ pub struct Romer {
     sizes: Vec<PageSize>,
     segs: Segments,
     fixed_si: u32,
-    /// Thresholds per level, in charges (0 for level 0).
+    /// Thresholds per level, in charges (0 for level 0): APPROX-ONLINE promotes when prefetch
+    /// reaches its threshold, ONLINE when a charge exceeds one.
     thr_prefetch: Vec<u64>,
     thr_capacity: Vec<u64>,
     bookkeeping: u64,
@@ -151,6 +153,12 @@ pub struct Romer {
     harvest: offline::Charges,
     /// OFFLINE: planning passes run before this run.
     pub offline_passes: u32,
+    /// Promotions may reach past their VMA into unmapped address space (the paper's
+    /// potential superpages are address ranges); by default a superpage stays inside one VMA,
+    /// as an OS must map only valid addresses.
+    past_vma: bool,
+    /// Parameters given besides the variant and `fixed`'s size (sorted), for `name`.
+    given: Vec<(String, String)>,
     c: Counters,
 }
 
@@ -173,7 +181,7 @@ impl Romer {
         check_params(
             "romer",
             params,
-            &["_", "variant", "size", "sizes", "threshold", "capacity_threshold", "copy_cycles_per_kib", "miss_cycles", "bookkeeping_cycles", "defer", "passes"],
+            &["_", "variant", "size", "sizes", "threshold", "capacity_threshold", "copy_cycles_per_kib", "miss_cycles", "bookkeeping_cycles", "defer", "passes", "past_vma"],
         )?;
         let names: Vec<&str> = Variant::ALL.iter().map(|v| v.name()).collect();
         let vname = params.get("variant").or_else(|| params.get("_")).ok_or_else(|| {
@@ -228,6 +236,11 @@ impl Romer {
             Some(o) => return Err(Error::usage(format!("policy romer: defer={o}: expected true or false"))),
         };
         let passes = num(params, "passes", 8.0)? as u32;
+        let past_vma = match params.get("past_vma").map(String::as_str) {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(o) => return Err(Error::usage(format!("policy romer: past_vma={o}: expected true or false"))),
+        };
         let shifts: Vec<u32> = levels.iter().map(|&si| sizes[si as usize].shift()).collect();
         // R for a page of `level`: copy cost of the whole page over the miss cost (§4.3).
         let r = |l: usize| copy * (1u64 << (shifts[l] - 10)) as f64 / miss;
@@ -275,6 +288,8 @@ impl Romer {
             miss_cycles: miss,
             harvest: offline::Charges::new(),
             offline_passes: 0,
+            past_vma,
+            given: params.iter().filter(|(k, _)| !matches!(k.as_str(), "_" | "variant" | "size")).map(|(k, v)| (k.clone(), v.clone())).collect(),
             c: Counters { promoted: vec![0; n], why: vec![[0; 4]; n], ..Default::default() },
         })
     }
@@ -586,7 +601,7 @@ impl Romer {
             if inn >= need && s.tlbcount[a][0] >= 0 && !skip(si as usize, a, l) {
                 s.capacity[a] += 1;
                 self.c.capacity_charges += 1;
-                if s.capacity[a] as u64 >= self.thr_capacity[l] {
+                if s.capacity[a] as u64 > self.thr_capacity[l] {
                     charged.push((si as usize, a));
                 }
             }
@@ -607,7 +622,7 @@ impl Romer {
                 if inn >= need && s.tlbcount[a][0] >= 0 && !skip(si, a, l) {
                     s.capacity[a] += 1;
                     self.c.capacity_charges += 1;
-                    if s.capacity[a] as u64 >= self.thr_capacity[l] {
+                    if s.capacity[a] as u64 > self.thr_capacity[l] {
                         charged.push((si, a));
                     }
                 }
@@ -632,7 +647,7 @@ impl Romer {
         }
         self.flush(seg);
         let va = geo.va_of(self.segs.list[seg].va, node);
-        let lim = CollapseLimits { past_vma: true, copy_whole: true, ..CollapseLimits::ANY };
+        let lim = CollapseLimits { past_vma: self.past_vma, copy_whole: true, ..CollapseLimits::ANY };
         let r = sys.os.collapse(pi, va, self.levels[level], lim, false, sys.mmu);
         let online = self.online_like();
         let mode = self.mode;
@@ -718,7 +733,10 @@ impl Romer {
         let s = &self.segs.list[seg];
         for l in (from..geo.levels()).rev() {
             let a = geo.node(l, va);
-            if s.prefetch[a] as u64 >= self.thr_prefetch[l] {
+            // ONLINE promotes past the thresholds ("capacity(P) > 0.625R or prefetch(P) >
+            // 0.125R"); APPROX-ONLINE when prefetch reaches 0.125R (§4.3).
+            let over = if self.mode == Mode::Online { s.prefetch[a] as u64 > self.thr_prefetch[l] } else { s.prefetch[a] as u64 >= self.thr_prefetch[l] };
+            if over {
                 self.candidates.push((seg, a));
                 break;
             }
@@ -867,10 +885,15 @@ fn drop_positive(s: &mut tree::Segment, geo: &Geometry, level: usize, va: u64, g
 
 impl Policy for Romer {
     fn name(&self) -> String {
-        match self.variant {
+        let mut n = match self.variant {
             Variant::Fixed => format!("romer:fixed,size={}", self.sizes[self.fixed_si as usize]),
             v => format!("romer:{}", v.name()),
+        };
+        // The parameters given, so that runs side by side keep their names apart.
+        for (k, v) in &self.given {
+            n.push_str(&format!(",{k}={v}"));
         }
+        n
     }
 
     fn on_fault(&mut self, f: &FaultInfo) -> FaultDecision {
