@@ -554,6 +554,9 @@ impl Romer {
         self.touched.clear();
         let mut j = 0usize;
         let mut found = false;
+        // A potential superpage holds at most its base pages' worth of entries, so once the
+        // entries it would need exceed that, its level needs no more counting.
+        let mut lo = 1usize;
         for k in self.stacks[g].iter() {
             if k == u {
                 found = true;
@@ -561,11 +564,15 @@ impl Romer {
             }
             j += 1;
             self.c.capacity_scan_steps += 1;
+            let need_now = (rn + j + 1).saturating_sub(budget) as u64;
+            while lo < top && geo.pages(lo) < need_now {
+                lo += 1;
+            }
             let base = self.segs.geo.shift[0];
             let (asid, va, level) = ((k >> 48) as u16, ((k >> 5) & ((1u64 << 43) - 1)) << base, (k & 31) as usize);
             if let Some(si) = self.segs.find(asid, va) {
                 let s = &mut self.segs.list[si];
-                for l in level + 1..=top {
+                for l in (level + 1).max(lo)..=top {
                     let a = geo.node(l, va);
                     if s.mark[a] != epoch {
                         s.mark[a] = epoch;
