@@ -241,3 +241,27 @@ fn bad_parameters_are_named() {
         assert!(err.contains(want), "{spec}: {err}");
     }
 }
+
+/// Two adjacent 32KB VMAs, all 16 pages referenced: the 64KB region is full but crosses the
+/// VMA boundary, so ASAP falls back to the 32KB regions inside each (or, with past_vma=true,
+/// takes the 64KB page as the paper's address-range model would).
+#[test]
+fn asap_falls_back_inside_a_vma_and_past_vma_crosses() {
+    for (spec, want) in [("romer:asap", 32u64 << 10), ("romer:asap,past_vma=true", 64 << 10)] {
+        let m = machine(32);
+        let p = policy::build(spec, &m.page_sizes).unwrap();
+        let mut e = Engine::new(m, p, EngineConfig { memory: Bytes(512 << 20), validate: true, ..Default::default() }).unwrap();
+        let mut c = Chunk::default();
+        c.events.push((0, Event::Context { pid: 1, tid: 1 }));
+        c.events.push((0, Event::Mmap { addr: BASE, len: 8 * PAGE, prot: 3, flags: MAP_PRIVATE | MAP_ANONYMOUS, fd: -1, offset: 0 }));
+        c.events.push((0, Event::Mmap { addr: BASE + 8 * PAGE, len: 8 * PAGE, prot: 1, flags: MAP_PRIVATE | MAP_ANONYMOUS, fd: -1, offset: 0 }));
+        for i in 0..16 {
+            c.accesses.push(Access::new(BASE + i * PAGE, AccessKind::Load, 8));
+        }
+        e.run_chunk(&c).unwrap();
+        assert_eq!(size_at(&mut e, BASE), want, "{spec}");
+        assert_eq!(size_at(&mut e, BASE + 8 * PAGE), want, "{spec}");
+        let refused = counter(&mut e, "policy.romer.promote_failed.vma_check");
+        assert_eq!(refused > 0, want == 32 << 10, "{spec}: {refused} refusals");
+    }
+}

@@ -750,23 +750,24 @@ impl Romer {
         }
     }
 
-    /// ASAP: the largest potential superpage containing `va` whose base pages were all
-    /// referenced (or, for ASAP-4-64, the 64KB region once half were).
-    fn asap_candidate(&self, seg: usize, va: u64, level: usize) -> Option<usize> {
+    /// ASAP: the potential superpages containing `va` whose base pages were all referenced
+    /// (or, for ASAP-4-64, the 64KB region once half were), largest first, into `candidates`:
+    /// if the OS refuses the largest, the next one is tried. One that crossed its VMA is not
+    /// retried (VMAs rarely change under a region whose pages are all in use).
+    fn asap_candidates(&mut self, seg: usize, va: u64, level: usize) {
         let geo = &self.segs.geo;
         let s = &self.segs.list[seg];
-        let mut best = None;
-        for l in level + 1..geo.levels() {
+        let crossed = 1 + CollapseResult::VmaCheck as u8;
+        for l in (level + 1..geo.levels()).rev() {
             let a = geo.node(l, va);
             let full = match self.mode {
                 Mode::Asap464 => 2 * s.refd[a] as u64 >= geo.pages(l),
                 _ => s.refd[a] as u64 == geo.pages(l),
             };
-            if full {
-                best = Some(a);
+            if full && s.failed[a] != crossed {
+                self.candidates.push((seg, a));
             }
         }
-        best
     }
 
     /// Add the reason each touched, unpromoted potential superpage of `s` did not become a
@@ -976,9 +977,7 @@ impl Policy for Romer {
         self.candidates.clear();
         match self.mode {
             Mode::Asap | Mode::Asap464 => {
-                if let Some(a) = self.asap_candidate(seg, va, level) {
-                    self.candidates.push((seg, a));
-                }
+                self.asap_candidates(seg, va, level);
             }
             Mode::Approx | Mode::Online | Mode::Measure => {
                 // Prefetch: every potential superpage containing va and a TLB-resident
