@@ -77,11 +77,6 @@ pub struct Mmu {
 /// Not a last-level structure: its evictions are not reported.
 pub const NO_GROUP: u8 = u8::MAX;
 
-/// Unpack a tag: (asid, page number at the entry's size, size index).
-pub fn decode_tag(tag: u64) -> (u16, u64, u32) {
-    ((tag >> 48) as u16, (tag >> 4) & ((1u64 << 44) - 1), (tag & 0xf) as u32)
-}
-
 impl Mmu {
     pub fn new(machine: Machine) -> Mmu {
         let mut tlbs = Vec::new();

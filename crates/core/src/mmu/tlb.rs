@@ -48,6 +48,11 @@ pub fn make_tag(asid: u16, vpn: u64, size_idx: u32) -> u64 {
     ((asid as u64) << 48) | ((vpn & ((1u64 << 44) - 1)) << 4) | size_idx as u64
 }
 
+/// Unpack a tag made by `make_tag`: (asid, page number at the entry's size, size index).
+pub fn decode_tag(tag: u64) -> (u16, u64, u32) {
+    ((tag >> 48) as u16, (tag >> 4) & ((1u64 << 44) - 1), (tag & 0xf) as u32)
+}
+
 #[derive(Clone, Debug)]
 pub struct Tlb {
     pub sets: u32,

@@ -308,13 +308,11 @@ impl Romer {
 
     /// A stack/resident key for the translation of `level` at `va` in `asid`.
     fn key(&self, asid: u16, va: u64, level: usize) -> u64 {
-        let base = self.segs.geo.shift[0];
-        ((asid as u64) << 48) | ((va >> base) << 5) | level as u64
+        pack_key(self.segs.geo.shift[0], asid, va, level)
     }
 
     fn unkey(&self, k: u64) -> (u16, u64, usize) {
-        let base = self.segs.geo.shift[0];
-        ((k >> 48) as u16, ((k >> 5) & ((1u64 << 43) - 1)) << base, (k & 31) as usize)
+        unpack_key(self.segs.geo.shift[0], k)
     }
 
     fn online_like(&self) -> bool {
@@ -350,7 +348,7 @@ impl Romer {
     pub fn sync_evictions(&mut self, mmu: &mut crate::mmu::Mmu) {
         let mut ev = std::mem::take(&mut mmu.evictions);
         for &(g, tag) in &ev {
-            let (asid, vpn, si) = crate::mmu::decode_tag(tag);
+            let (asid, vpn, si) = crate::mmu::tlb::decode_tag(tag);
             let Some(level) = self.level_of_si.get(si as usize).copied().flatten() else { continue };
             let va = vpn << self.sizes[si as usize].shift();
             self.evict(g as usize, asid, va, level);
@@ -361,25 +359,18 @@ impl Romer {
 
     fn evict(&mut self, g: usize, asid: u16, va: u64, level: usize) {
         let Some(si) = self.segs.find(asid, va) else { return };
+        let online = self.online_like();
         let geo = &self.segs.geo;
         let seg = &mut self.segs.list[si];
-        let n = geo.node(level, va);
-        if seg.tlbcount[n][g] <= 0 {
+        if seg.tlbcount[geo.node(level, va)][g] <= 0 {
             return; // stale: the page was promoted over, demoted or forgotten since
         }
-        seg.tlbcount[n][g] -= 1;
-        let mut now_zero = seg.tlbcount[n][g] == 0;
-        for l in level + 1..geo.levels() {
-            let a = geo.node(l, va);
-            if now_zero {
-                seg.tlbcount[a][g] -= 1;
-                now_zero = seg.tlbcount[a][g] == 0;
-            }
-            if self.mode == Mode::Online || self.mode == Mode::Measure {
+        drop_positive(seg, geo, level, va, g);
+        if online {
+            for l in level + 1..geo.levels() {
+                let a = geo.node(l, va);
                 seg.rescount[a][g] = seg.rescount[a][g].saturating_sub(1);
             }
-        }
-        if self.online_like() {
             let k = self.key(asid, va, level);
             self.remove_resident(g, k);
             self.stacks[g].push_front(k);
@@ -430,17 +421,15 @@ impl Romer {
     }
 
     /// Mark the base page at `va` referenced (first touch), up the tree.
-    fn reference(&mut self, seg: usize, va: u64) -> bool {
+    fn reference(&mut self, seg: usize, va: u64) {
         let geo = &self.segs.geo;
         let s = &mut self.segs.list[seg];
-        let b = geo.node(0, va);
-        if s.refd[b] != 0 {
-            return false;
+        if s.refd[geo.node(0, va)] != 0 {
+            return;
         }
         for l in 0..geo.levels() {
             s.refd[geo.node(l, va)] += 1;
         }
-        true
     }
 
     /// The OS changed a page we promoted (demotion on mprotect, partial munmap, copy-on-write):
@@ -568,8 +557,7 @@ impl Romer {
             while lo < top && geo.pages(lo) < need_now {
                 lo += 1;
             }
-            let base = self.segs.geo.shift[0];
-            let (asid, va, level) = ((k >> 48) as u16, ((k >> 5) & ((1u64 << 43) - 1)) << base, (k & 31) as usize);
+            let (asid, va, level) = unpack_key(geo.shift[0], k);
             if let Some(si) = self.segs.find(asid, va) {
                 let s = &mut self.segs.list[si];
                 for l in (level + 1).max(lo)..=top {
@@ -717,7 +705,7 @@ impl Romer {
             let asid = s.asid;
             let base = geo.shift[0];
             let inside = |k: u64| {
-                let (a, v) = ((k >> 48) as u16, ((k >> 5) & ((1u64 << 43) - 1)) << base);
+                let (a, v, _) = unpack_key(base, k);
                 a == asid && v >= va && v < end
             };
             for g in 0..GROUPS {
@@ -875,8 +863,19 @@ impl Romer {
     }
 }
 
-/// Node `level` at `va` lost its positive count in group `g` (its count is 1 and goes to 0):
-/// the ancestors' child counts follow (Appendix A, "on evicting q").
+/// Pack (asid, translation start, level) into one key: the asid in the top 16 bits, the base
+/// page number (of a 48-bit address) above the 5-bit level.
+fn pack_key(base_shift: u32, asid: u16, va: u64, level: usize) -> u64 {
+    ((asid as u64) << 48) | ((va >> base_shift) << 5) | level as u64
+}
+
+fn unpack_key(base_shift: u32, k: u64) -> (u16, u64, usize) {
+    ((k >> 48) as u16, ((k >> 5) & ((1u64 << 43) - 1)) << base_shift, (k & 31) as usize)
+}
+
+/// Node `level` at `va` loses one from its count in group `g` (its translation left the TLB,
+/// or it stopped counting its own); ancestors whose count reaches 0 tell their parents in turn
+/// (Appendix A, "on evicting q").
 fn drop_positive(s: &mut tree::Segment, geo: &Geometry, level: usize, va: u64, g: usize) {
     let n = geo.node(level, va);
     s.tlbcount[n][g] -= 1;
