@@ -47,6 +47,9 @@ def strided_preemption(machine: str, policy: str, memory: str, free_extents: int
 def dirty_file(machine: str, policy: str, memory: str, file_size: str, every: int) -> str:
     """The dirty-file adversary. JSON: {policy, file_bytes, every, pages_written, superpages, dirty_pages,
     flush_bytes, cycles, flush_cycles, walks, counters}."""
+def shared_file(machine: str, policy: str, memory: str, file_size: str, processes: int, passes: int) -> str:
+    """Aligned placement of file mappings. JSON: {policy, processes, trace_addresses, placed_addresses,
+    walks, walks_after_first_pass, superpages, counters}."""
 
 class Simulation:
     def __init__(

@@ -296,6 +296,14 @@ def dirty_file(machine: str, policy: str, memory: str, file_size: str, every: in
     return json.loads(_core.dirty_file(machine, policy, memory, file_size, every))
 
 
+def shared_file(machine: str, policy: str, memory: str, file_size: str, processes: int, passes: int) -> dict:
+    """Aligned placement of file mappings (Navarro et al.): `processes` processes map one file shared at
+    Linux-like 2MB-aligned addresses (every other one off a 4MB boundary) and each reads every page
+    `passes` times. Per process: `trace_addresses`, `placed_addresses` (where the OS put the mapping) and
+    `walks` (and `walks_after_first_pass`); `superpages` counts file promotions per size."""
+    return json.loads(_core.shared_file(machine, policy, memory, file_size, processes, passes))
+
+
 def machines() -> list[tuple[str, str, str]]:
     return _core.machines()
 

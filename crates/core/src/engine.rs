@@ -56,6 +56,10 @@ pub struct Engine {
     cur_live: bool,
     /// The current process has copy-on-write pages: writes must be checked.
     cur_cow: bool,
+    /// The current process has trace ranges placed elsewhere: addresses must be translated.
+    cur_relocated: bool,
+    /// The policy places file mappings at aligned addresses (`Policy::file_mapping_alignment`).
+    aligns_files: bool,
     pub accesses: u64,
     pub by_kind: [u64; 4],
     pub records: u64,
@@ -94,6 +98,7 @@ impl Engine {
         let tlb_miss_hook = policy.wants_tlb_misses();
         let serves_faults = policy.serves_faults();
         let policy_tells_unmaps = policy.wants_unmaps();
+        let aligns_files = policy.file_mapping_alignment(u64::MAX).is_some();
         let mut mmu = Mmu::new(machine);
         mmu.track_evictions = tlb_miss_hook;
         let mut os = Os::new(&mmu, cfg.memory, cfg.swap, &cfg.replacement)?;
@@ -118,6 +123,8 @@ impl Engine {
             cur_asid: 1,
             cur_live: true,
             cur_cow: false,
+            cur_relocated: false,
+            aligns_files,
             accesses: 0,
             by_kind: [0; 4],
             records: 0,
@@ -152,6 +159,7 @@ impl Engine {
         self.cur_asid = p.asid;
         self.cur_live = p.alive && p.killed.is_none();
         self.cur_cow = p.cow_pages > 0;
+        self.cur_relocated = !p.relocs.is_empty();
     }
 
     /// Run one chunk of source `source` (a scenario process) whose pids start at `pid_base`.
@@ -240,6 +248,13 @@ impl Engine {
         self.records += acc.len() as u64;
         let asid = self.cur_asid;
         for (i, a) in acc.iter().enumerate() {
+            let moved;
+            let a = if self.cur_relocated {
+                moved = Access { addr: self.os.procs[self.cur_pi].relocs.translate(a.addr), ..*a };
+                &moved
+            } else {
+                a
+            };
             let fetch = a.kind.is_fetch();
             self.accesses += a.count as u64;
             self.by_kind[a.kind as usize] += a.count as u64;
@@ -495,19 +510,45 @@ impl Engine {
                 if !self.os.procs[self.cur_pi].alive {
                     return Ok(());
                 }
-                let old_brk = self.os.procs[self.cur_pi].brk;
-                self.os.apply(self.cur_pi, e, &mut self.mmu)?;
-                if self.tells_unmaps {
-                    self.tell_unmap(e, old_brk);
-                }
-                self.cur_cow = self.os.procs[self.cur_pi].cow_pages > 0;
-                if let Event::Exit { .. } = e {
-                    self.cur_live = false;
+                if self.aligns_files {
+                    self.placed_event(e)?;
+                } else {
+                    self.os_event(e)?;
                 }
             }
         }
         if self.cfg.validate {
             self.os.validate().map_err(|m| Error::Sim(format!("invariant broken after {}: {m}", e.name())))?;
+        }
+        Ok(())
+    }
+
+    /// An address-space event under aligned placement: the OS translates the trace's addresses
+    /// (and places a new file mapping), then each resulting event is applied.
+    fn placed_event(&mut self, e: &Event) -> Result<()> {
+        let align = match *e {
+            Event::Mmap { len, flags, fd, .. } if fd >= 0 && flags & crate::trace::MAP_ANONYMOUS == 0 => self.policy.file_mapping_alignment(len),
+            _ => None,
+        };
+        let mut out = Vec::new();
+        self.os.place_event(self.cur_pi, e, align, &mut out)?;
+        for ev in &out {
+            self.os_event(ev)?;
+        }
+        self.cur_relocated = !self.os.procs[self.cur_pi].relocs.is_empty();
+        Ok(())
+    }
+
+    /// Apply an address-space event (in simulated addresses) and tell the policy.
+    fn os_event(&mut self, e: &Event) -> Result<()> {
+        let old_brk = self.os.procs[self.cur_pi].brk;
+        self.os.apply(self.cur_pi, e, &mut self.mmu)?;
+        if self.tells_unmaps {
+            self.tell_unmap(e, old_brk);
+        }
+        self.cur_cow = self.os.procs[self.cur_pi].cow_pages > 0;
+        if let Event::Exit { .. } = e {
+            self.cur_live = false;
         }
         Ok(())
     }

@@ -317,3 +317,75 @@ pub fn dirty_file(machine: Machine, policy_spec: &str, memory: crate::units::Byt
         counters: r.counters,
     })
 }
+
+/// What the shared-file experiment measured (aligned placement of file mappings).
+#[derive(Clone, Debug, Serialize)]
+pub struct SharedFileOutcome {
+    pub policy: String,
+    pub processes: u32,
+    /// Per process: the trace's mapping address, the address the OS placed it at, and its
+    /// page walks.
+    pub trace_addresses: Vec<u64>,
+    pub placed_addresses: Vec<u64>,
+    pub walks: Vec<u64>,
+    /// Walks in the passes after the first (the first faults every page in and promotes).
+    pub walks_after_first_pass: Vec<u64>,
+    /// File superpages built (promotions of file mappings, all processes), per size.
+    pub superpages: BTreeMap<String, u64>,
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// Several processes map one file shared at addresses like Linux's (2MB-aligned: every other
+/// one is not aligned to 4MB), one after another, and each reads every page `passes` times.
+/// Aligned placement (Navarro et al., notes §A.2.11) lets each of them map the shared page-cache
+/// extents with the largest superpages; without it, only the processes whose address agrees.
+pub fn shared_file(machine: Machine, policy_spec: &str, memory: crate::units::Bytes, file_bytes: u64, processes: u32, passes: u32) -> Result<SharedFileOutcome> {
+    use crate::trace::{Access, AccessKind, Chunk, Event, MAP_SHARED};
+    if processes == 0 || passes == 0 {
+        return Err(Error::usage("processes and passes must be at least 1"));
+    }
+    let pol = policy::build(policy_spec, &machine.page_sizes)?;
+    let cfg = EngineConfig { memory, sample_every: 0, ..EngineConfig::default() };
+    let mut e = Engine::new(machine, pol, cfg)?;
+    let page = e.os.base.bytes();
+    // Each process's mapping: 2MB past a 1GB boundary for odd processes, on it for even ones.
+    let addr = |k: u32| 0x100_0000_0000u64 + k as u64 * (1 << 30) + (k as u64 % 2) * (2 << 20);
+    let (mut walks, mut later, mut placed) = (Vec::new(), Vec::new(), Vec::new());
+    for k in 0..processes {
+        let pid = k + 1;
+        let walked = |e: &Engine| e.mmu.walk.walks.iter().sum::<u64>();
+        let start = walked(&e);
+        let mut first = 0;
+        for pass in 0..passes {
+            let mut c = Chunk::default();
+            c.events.push((0, Event::Context { pid, tid: pid }));
+            if pass == 0 {
+                c.events.push((0, Event::FileOpen { fd: 3, path: "/shared/file".into(), size: file_bytes }));
+                c.events.push((0, Event::Mmap { addr: addr(k), len: file_bytes, prot: 1, flags: MAP_SHARED, fd: 3, offset: 0 }));
+            }
+            for i in 0..file_bytes / page {
+                c.accesses.push(Access::new(addr(k) + i * page, AccessKind::Load, 8));
+            }
+            e.run_chunk(&c)?;
+            if pass == 0 {
+                first = walked(&e) - start;
+            }
+        }
+        let pi = e.os.proc_index(pid);
+        placed.push(e.os.procs[pi].relocs.translate(addr(k)));
+        walks.push(walked(&e) - start);
+        later.push(walked(&e) - start - first);
+    }
+    let r = e.results();
+    let superpages = r.counters.iter().filter_map(|(k, v)| k.strip_prefix("file.superpages.").map(|s| (s.to_string(), *v))).collect();
+    Ok(SharedFileOutcome {
+        policy: r.policy.clone(),
+        processes,
+        trace_addresses: (0..processes).map(addr).collect(),
+        placed_addresses: placed,
+        walks,
+        walks_after_first_pass: later,
+        superpages,
+        counters: r.counters,
+    })
+}

@@ -287,6 +287,12 @@ impl Results {
         c.insert("file.hashed_bytes".into(), fc.hashed_bytes + hash_flush_bytes(e));
         c.insert("file.hash_dirty_superpages".into(), fc.hash_dirty.len() as u64);
         c.insert("file.promote_refused.misaligned".into(), fc.refused_misaligned);
+        let pc = &e.os.placement;
+        c.insert("placement.moved".into(), pc.moved);
+        c.insert("placement.already_aligned".into(), pc.already_aligned);
+        c.insert("placement.fixed_address".into(), pc.fixed_address);
+        c.insert("placement.smaller_than_superpage".into(), pc.smaller_than_superpage);
+        c.insert("placement.inside_moved".into(), pc.inside_moved);
         c.insert("file.promote_refused.not_contiguous".into(), fc.refused_not_contiguous);
         c.insert("file.promote_refused.mixed_protection".into(), fc.refused_mixed_protection);
         c.insert("file.dirtied_whole".into(), fc.dirtied_whole);

@@ -298,6 +298,15 @@ fn dirty_file(machine: &str, policy: &str, memory: &str, file_size: &str, every:
     serde_json::to_string(&out).map_err(|e| usage(format!("dirty file: {e}")))
 }
 
+/// Aligned placement of file mappings (core::experiment::shared_file): `processes` processes map
+/// one file shared at Linux-like addresses and read it `passes` times; returns JSON.
+#[pyfunction]
+#[pyo3(signature = (machine, policy, memory, file_size, processes, passes))]
+fn shared_file(machine: &str, policy: &str, memory: &str, file_size: &str, processes: u32, passes: u32) -> PyResult<String> {
+    let out = core::experiment::shared_file(load_machine(machine)?, policy, parse_bytes(memory, "memory")?, parse_bytes(file_size, "file_size")?.0, processes, passes).map_err(err)?;
+    serde_json::to_string(&out).map_err(|e| usage(format!("shared file: {e}")))
+}
+
 /// Forward progress to a Python callback through `call`; the first error (or a Ctrl-C) is kept
 /// in `err` and ends the reporting, so the long-running Rust side can stop cleanly.
 fn forward_progress(py: Python<'_>, cb: &Option<PyObject>, err: &mut Option<PyErr>, call: impl FnOnce(&PyObject) -> PyResult<PyObject>) {
@@ -794,6 +803,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fragmentation_experiment, m)?)?;
     m.add_function(wrap_pyfunction!(strided_preemption, m)?)?;
     m.add_function(wrap_pyfunction!(dirty_file, m)?)?;
+    m.add_function(wrap_pyfunction!(shared_file, m)?)?;
     m.add_class::<Simulation>()?;
     m.add_class::<ScenarioRun>()?;
     m.add_class::<TraceDumper>()?;

@@ -38,6 +38,7 @@ pub mod frames;
 pub mod pagecache;
 pub mod pagedaemon;
 pub mod pagetable;
+pub mod placement;
 pub mod prelude;
 pub mod promote;
 pub mod reserv;
@@ -105,6 +106,8 @@ pub struct Process {
     pub cow_pages: u64,
     /// Pages swapped out, by start address.
     pub swapped: BTreeMap<u64, swap::SwapEntry>,
+    /// Trace ranges the OS placed elsewhere (aligned placement of file mappings; os/placement.rs).
+    pub relocs: placement::Relocations,
 }
 
 impl Process {
@@ -220,6 +223,9 @@ pub struct Os {
     /// File sizes in bytes, from the largest size an open announced.
     pub file_sizes: HashMap<u32, u64>,
     pub file_counters: filemap::FileSuperpageCounters,
+    /// Where moved file mappings go (made at the first move) and what placement decided.
+    pub placement_window: Option<placement::PlacementWindow>,
+    pub placement: placement::PlacementCounters,
     /// Probability of demoting a superpage whose reference bit the page daemon clears (0: never;
     /// set from the policy: `Policy::speculative_demotion`), its random source, the regions
     /// waiting to be promoted again, and a buffer for the cleared pages.
@@ -304,6 +310,8 @@ impl Os {
             file_reservs: HashMap::new(),
             file_sizes: HashMap::new(),
             file_counters: Default::default(),
+            placement_window: None,
+            placement: Default::default(),
             spec_demote_p: 0.0,
             spec_rng: crate::trace::gen::Rng::new(1),
             demoted: HashMap::new(),
@@ -352,6 +360,7 @@ impl Os {
             fds: HashMap::new(),
             cow_pages: 0,
             swapped: BTreeMap::new(),
+            relocs: Default::default(),
         });
         let pi = self.procs.len() - 1;
         self.settle_pt(pi);
@@ -694,8 +703,10 @@ impl Os {
                 let ci = self.proc_index(child + self.pid_base);
                 let vmas = self.procs[pi].vmas.clone();
                 let (hs, brk, layout) = (self.procs[pi].heap_start, self.procs[pi].brk, self.procs[pi].has_layout_events);
+                let relocs = self.procs[pi].relocs.clone();
                 let c = &mut self.procs[ci];
                 c.vmas = vmas;
+                c.relocs = relocs;
                 c.heap_start = hs;
                 c.brk = brk;
                 c.has_layout_events = layout;
@@ -895,6 +906,7 @@ impl Os {
         if !self.procs[pi].alive {
             return;
         }
+        self.procs[pi].relocs = Default::default();
         if !self.demoted.is_empty() {
             let pid = self.procs[pi].pid;
             self.demoted.retain(|k, _| k.0 != pid);

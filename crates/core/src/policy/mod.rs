@@ -127,6 +127,13 @@ pub trait Policy: Send {
     fn file_superpages(&self) -> Option<crate::os::filemap::DirtySuperpages> {
         None
     }
+    /// Place a file mapping that names no address (no MAP_FIXED) of `len` bytes at a virtual
+    /// address congruent to its file offset modulo the returned size in bytes (Navarro et al.'s
+    /// aligned placement, os/placement.rs); None: where the trace put it. The engine asks once
+    /// with `u64::MAX` to learn whether the policy places mappings at all.
+    fn file_mapping_alignment(&self, _len: u64) -> Option<u64> {
+        None
+    }
     /// Pages of process `pi` in [start, end) were unmapped (munmap, MADV_DONTNEED, mremap's
     /// old range, a shrinking brk; the whole space at exit). Called only if `serves_faults`.
     fn on_unmap(&mut self, _pi: usize, _start: u64, _end: u64) {}

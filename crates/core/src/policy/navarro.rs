@@ -24,11 +24,12 @@
 //!
 //! The OS mechanisms the policy switches on live in the OS model: demotion on protection
 //! change and on eviction (os/mod.rs, os/swap.rs), speculative demotion and repromotion
-//! (os/swap.rs), file reservations and file superpages with demote-on-write (os/filemap.rs),
-//! cache pages in the buddy lists, the contiguity-aware daemon and wired-page clustering
-//! (os/frames.rs, os/pagedaemon.rs), PTE replication's cost (stats.rs). Not modelled
-//! (docs/NAVARRO.md): aligned placement of file mappings, hash-digest write-back. Pages a
-//! child inherits at fork are not in its population map.
+//! (os/swap.rs), file reservations and file superpages with demote-on-write, whole-dirtying or
+//! page digests (os/filemap.rs), cache pages in the buddy lists, the contiguity-aware daemon
+//! and wired-page clustering (os/frames.rs, os/pagedaemon.rs), aligned placement of file
+//! mappings (os/placement.rs, asked for through `file_mapping_alignment`), PTE replication's
+//! cost (stats.rs). Not modelled (docs/NAVARRO.md): pages a child inherits at fork are not in
+//! its population map.
 
 use super::{check_params, FaultDecision, FaultInfo, Params, Policy, Sys};
 use crate::error::{Error, Result};
@@ -50,7 +51,8 @@ fragmentation=none|cache|daemon (fragmentation control: none; cache pages kept i
 or that plus the contiguity-aware page daemon, deactivate-on-close and wired-page clustering; default daemon); \
 demote_p=P (probability of demoting a superpage whose reference bit the page daemon clears under pressure; default 1; 0 turns speculative demotion off); \
 dirty=demote|whole|hash (a write to a clean file superpage demotes it so dirty state stays per base page, the paper's choice; or dirties all of it; or keeps it, with page digests so the flush writes only changed pages; default demote); \
-pte_replication=true (charge a PTE write per base page for every promotion and demotion step, as FreeBSD on Alpha pays; cycles.pte)";
+pte_replication=true (charge a PTE write per base page for every promotion and demotion step, as FreeBSD on Alpha pays; cycles.pte); \
+align_files=false (leave file mappings where the trace put them; default true: a file mapping that names no address goes to one congruent to its file offset modulo the largest superpage size no larger than it)";
 
 /// Navarro et al.'s fragmentation-control schemes (§6.4 compares "cache" and "daemon").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,6 +137,8 @@ pub struct Navarro {
     threshold: f64,
     frag: FragControl,
     pte_replication: bool,
+    /// Place file mappings that name no address at aligned addresses (os/placement.rs).
+    align_files: bool,
     /// Speculative demotion's probability (the paper's p; 1 as recalled, UNVERIFIED: notes §A.4.6).
     demote_p: f64,
     /// A write to a clean file superpage: demote it (the paper's choice) or dirty it whole.
@@ -163,7 +167,12 @@ fn flag(params: &Params, key: &str) -> Result<bool> {
 }
 
 pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
-    check_params("navarro", params, &["sizes", "retry_smaller", "threshold", "fragmentation", "pte_replication", "demote_p", "dirty"])?;
+    check_params("navarro", params, &["sizes", "retry_smaller", "threshold", "fragmentation", "pte_replication", "demote_p", "dirty", "align_files"])?;
+    let align_files = match params.get("align_files").map(String::as_str) {
+        None | Some("true") => true,
+        Some("false") => false,
+        Some(o) => return Err(Error::usage(format!("policy navarro: align_files={o}: expected true or false"))),
+    };
     let dirty = match params.get("dirty").map(String::as_str) {
         None | Some("demote") => DirtySuperpages::Demote,
         Some("whole") => DirtySuperpages::Whole,
@@ -204,6 +213,7 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
         threshold,
         frag,
         pte_replication,
+        align_files,
         demote_p,
         dirty,
         failed: BTreeSet::new(),
@@ -554,6 +564,14 @@ impl Policy for Navarro {
 
     fn file_superpages(&self) -> Option<DirtySuperpages> {
         Some(self.dirty)
+    }
+
+    fn file_mapping_alignment(&self, len: u64) -> Option<u64> {
+        // The largest superpage size in use no larger than the mapping (notes §A.2.11).
+        if !self.align_files {
+            return None;
+        }
+        self.shifts[1..].iter().rev().map(|&s| 1u64 << s).find(|&size| size <= len)
     }
 
     fn wants_tick(&self) -> bool {
