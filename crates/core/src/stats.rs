@@ -291,6 +291,7 @@ impl Results {
         c.insert("placement.moved".into(), pc.moved);
         c.insert("placement.already_aligned".into(), pc.already_aligned);
         c.insert("placement.fixed_address".into(), pc.fixed_address);
+        c.insert("placement.private_mapping".into(), pc.private_mapping);
         c.insert("placement.smaller_than_superpage".into(), pc.smaller_than_superpage);
         c.insert("placement.inside_moved".into(), pc.inside_moved);
         c.insert("file.promote_refused.not_contiguous".into(), fc.refused_not_contiguous);

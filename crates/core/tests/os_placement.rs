@@ -85,14 +85,17 @@ fn a_mapping_is_aligned_to_its_file_offset_and_to_the_largest_size_that_fits() {
     let r = proc(&mut e, 1).relocs.ranges()[0];
     assert_eq!((r.start, r.end), (ALIGNED, ALIGNED + MB), "moved: the trace's address is 0 past a 512KB boundary");
     assert_eq!(r.to % (512 << 10), 64 << 10);
-    // Anonymous memory, small files and MAP_FIXED stay where the trace put them.
+    // Anonymous memory, small files, MAP_FIXED and private file mappings (which the OS model
+    // does not promote) stay where the trace put them.
     let anon = Event::Mmap { addr: 0x3_0000_2000, len: 8 * MB, prot: 3, flags: MAP_PRIVATE | MAP_ANONYMOUS, fd: -1, offset: 0 };
     let small = Event::Mmap { addr: 0x3_1000_2000, len: 16 << 10, prot: 1, flags: MAP_SHARED, fd: 3, offset: 0 };
     let fixed = Event::Mmap { addr: 0x3_2000_2000, len: MB, prot: 1, flags: MAP_SHARED | MAP_FIXED, fd: 3, offset: 0 };
-    e.run_chunk(&chunk(vec![anon, small, fixed], [])).unwrap();
+    let private = Event::Mmap { addr: 0x3_3000_2000, len: MB, prot: 1, flags: MAP_PRIVATE, fd: 3, offset: 0 };
+    e.run_chunk(&chunk(vec![anon, small, fixed, private], [])).unwrap();
     assert_eq!(proc(&mut e, 1).relocs.ranges().len(), 1);
     assert_eq!(counter(&mut e, "placement.smaller_than_superpage"), 1);
     assert_eq!(counter(&mut e, "placement.fixed_address"), 1);
+    assert_eq!(counter(&mut e, "placement.private_mapping"), 1);
 }
 
 #[test]

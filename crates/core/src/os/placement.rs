@@ -7,6 +7,9 @@
 //! the virtual address is congruent to the file offset modulo that size (for offset 0, simply
 //! aligned), which is what in-place promotion of the file's pages needs (os/filemap.rs).
 //!
+//! Only shared file mappings are moved: those are the ones whose page-cache pages the OS model
+//! promotes in place (private file mappings are mapped with base pages).
+//!
 //! A trace carries the addresses the real kernel chose. When a policy asks for aligned placement
 //! (`Policy::file_mapping_alignment`) and the trace's address disagrees, the OS model moves the
 //! mapping to a fresh address in a *placement window* that the trace does not use, and from then
@@ -30,6 +33,11 @@ pub struct PlacementCounters {
     pub already_aligned: u64,
     /// The program asked for its address (MAP_FIXED): not moved.
     pub fixed_address: u64,
+    /// A private file mapping: not moved. The OS model promotes only shared file mappings
+    /// (os/filemap.rs), so moving a private one would gain nothing, and on a machine whose base
+    /// page is larger than the trace's 4KiB it would part pieces of neighbouring mappings that
+    /// shared a base page.
+    pub private_mapping: u64,
     /// Smaller than every superpage size the policy uses: nothing to align to.
     pub smaller_than_superpage: u64,
     /// Placed inside a range already moved (ld.so's MAP_FIXED segments over its first mapping):
@@ -260,6 +268,10 @@ impl super::Os {
                 }
                 let file = fd >= 0 && flags & crate::trace::MAP_ANONYMOUS == 0;
                 let to = match align {
+                    Some(_) if flags & crate::trace::MAP_SHARED == 0 => {
+                        self.placement.private_mapping += 1;
+                        addr
+                    }
                     Some(_) if flags & MAP_FIXED != 0 => {
                         self.placement.fixed_address += 1;
                         addr

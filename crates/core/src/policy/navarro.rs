@@ -52,7 +52,7 @@ or that plus the contiguity-aware page daemon, deactivate-on-close and wired-pag
 demote_p=P (probability of demoting a superpage whose reference bit the page daemon clears under pressure; default 1; 0 turns speculative demotion off); \
 dirty=demote|whole|hash (a write to a clean file superpage demotes it so dirty state stays per base page, the paper's choice; or dirties all of it; or keeps it, with page digests so the flush writes only changed pages; default demote); \
 pte_replication=true (charge a PTE write per base page for every promotion and demotion step, as FreeBSD on Alpha pays; cycles.pte); \
-align_files=false (leave file mappings where the trace put them; default true: a file mapping that names no address goes to one congruent to its file offset modulo the largest superpage size no larger than it)";
+align_files=false (leave file mappings where the trace put them; default true: a shared file mapping that names no address goes to one congruent to its file offset modulo the largest superpage size no larger than it)";
 
 /// Navarro et al.'s fragmentation-control schemes (§6.4 compares "cache" and "daemon").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
