@@ -148,9 +148,7 @@ impl Simulation {
             }
             match self.reader.next()? {
                 Some(c) => {
-                    for e in self.engines.iter_mut() {
-                        e.run_chunk(&c)?;
-                    }
+                    run_engines(&mut self.engines, &c)?;
                     self.pos = c.end_offset;
                     self.reader.give_back(c);
                 }
@@ -177,6 +175,29 @@ impl Simulation {
     }
 }
 
+
+/// Run one chunk through every engine. Engines share nothing, so with several of them and a
+/// second core the later half runs on a scoped thread while this one runs the first half (the
+/// reader decodes ahead on its own thread); every engine sees the same chunks in the same order,
+/// so results do not depend on it. The error reported is the first engine's, in run order.
+fn run_engines(engines: &mut [Engine], c: &crate::trace::Chunk) -> Result<()> {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if engines.len() < 2 || cores < 2 {
+        return engines.iter_mut().try_for_each(|e| e.run_chunk(c));
+    }
+    let (first, second) = engines.split_at_mut(engines.len().div_ceil(2));
+    let (a, b) = std::thread::scope(|s| {
+        let other = s.spawn(|| second.iter_mut().try_for_each(|e| e.run_chunk(c)));
+        let a = first.iter_mut().try_for_each(|e| e.run_chunk(c));
+        (a, other.join())
+    });
+    a?;
+    match b {
+        Ok(r) => r,
+        Err(p) => std::panic::resume_unwind(p),
+    }
+}
 
 /// The TLB model alone on a flat array of addresses: one structure, one page size, no OS.
 /// This is what the pycachesim comparison measures (a cache with page-sized lines).

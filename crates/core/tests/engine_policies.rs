@@ -196,3 +196,25 @@ fn fast_paths_change_no_result() {
         }
     }
 }
+
+#[test]
+fn several_runs_in_one_pass_equal_each_run_alone() {
+    // One pass with several engines runs half of them on a second thread (sim.rs, run_engines);
+    // every counter must equal that of the same run on its own. Small chunks: many hand-offs.
+    let p = tmp("multi.spt");
+    let mut w = SptWriter::create(&p, &Provenance::new()).unwrap();
+    w.set_chunk_records(4096);
+    generate(&GenParams { kind: "zipf".into(), size: 64 << 20, accesses: 200_000, seed: 5, ..Default::default() }, &mut w, &mut |_| {}).unwrap();
+    w.finish().unwrap();
+    let runs = [("skylake", "base"), ("skylake", "linux-thp"), ("alpha21264", "navarro"), ("zen3", "fixed:2MiB"), ("romer95", "romer:approx-online")];
+    let together = {
+        let v = runs.iter().map(|(m, pol)| (Machine::load(m).unwrap(), pol.to_string())).collect();
+        let mut s = Simulation::open(&p, v, EngineConfig::default(), false).unwrap();
+        while s.step(3).unwrap() {}
+        s.results()
+    };
+    for ((m, pol), t) in runs.iter().zip(&together) {
+        let alone = run(&p, m, pol, false);
+        assert_eq!(alone.counters, t.counters, "{m} {pol}");
+    }
+}
