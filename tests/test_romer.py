@@ -53,6 +53,19 @@ def test_same_inputs_same_bytes(cli, zipf, tmp_path):
     assert outs[0] == outs[1]
 
 
+def test_offline_planning_reports_progress(zipf):
+    from superpager import _core
+    seen = []
+    _core.Simulation(zipf, [("romer95", "romer:offline,passes=1")], progress=lambda label, f: seen.append((label, f)))
+    assert seen and all(label.startswith("planning romer:offline,passes=1 on romer95, pass ") for label, _ in seen)
+    assert seen[-1][1] > 0.99 and all(0 <= f <= 1 for _, f in seen)
+
+    def stop(label, f):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        _core.Simulation(zipf, [("romer95", "romer:offline,passes=1")], progress=stop)
+
+
 def test_offline_plans_from_the_python_api(zipf):
     off, online = sp.compare(zipf, ["romer95"], ["romer:offline,passes=2", "romer:approx-online"], progress=False)
     assert 1 <= off["policy.romer.offline.passes"] <= 2

@@ -128,7 +128,16 @@ def run(
     """Simulate `trace` once for every (machine, policy) pair, decoding it once."""
     if not os.path.exists(trace):
         raise _core.SuperpagerError(f"{trace}: no such file")
-    sim = _core.Simulation(trace, list(runs), memory, sample_every, allow_truncated, validate, swap, replacement)
+    plan = Progress("planning", enabled=progress)
+
+    def planning(what: str, fraction: float) -> None:
+        plan.label = what
+        plan.update(fraction)
+
+    try:
+        sim = _core.Simulation(trace, list(runs), memory, sample_every, allow_truncated, validate, swap, replacement, planning)
+    finally:
+        plan.close()
     bar = Progress(label, enabled=progress)
     try:
         while sim.step(4):

@@ -122,12 +122,19 @@ impl ScenarioRun {
 impl Simulation {
     /// `runs`: (machine name or path, or an Engine-ready Machine) x policy spec.
     pub fn open(trace: &str, runs: Vec<(Machine, String)>, cfg: EngineConfig, allow_truncated: bool) -> Result<Simulation> {
+        Self::open_with_progress(trace, runs, cfg, allow_truncated, &mut |_, _| {})
+    }
+
+    /// As `open`; `progress(label, fraction)` hears about the work done before the first chunk
+    /// can run (Romer et al.'s OFFLINE planning passes over the whole trace).
+    pub fn open_with_progress(trace: &str, runs: Vec<(Machine, String)>, cfg: EngineConfig, allow_truncated: bool, progress: &mut dyn FnMut(&str, f64)) -> Result<Simulation> {
         let mut engines = Vec::new();
         for (m, p) in runs {
             let mut pol = policy::build(&p, &m.page_sizes)?;
             if pol.plans_offline() {
                 // Romer et al.'s OFFLINE: planning passes over the whole trace first.
-                pol = policy::romer::offline::planned(trace, &m, &p, &cfg, &mut |_, _| {})?;
+                let mut report = |pass: u32, f: f64| progress(&format!("planning {p} on {}, pass {}", m.name, pass + 1), f);
+                pol = policy::romer::offline::planned(trace, &m, &p, &cfg, &mut report)?;
             }
             engines.push(Engine::new(m, pol, cfg.clone())?);
         }

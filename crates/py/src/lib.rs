@@ -110,9 +110,10 @@ struct Simulation {
 #[pymethods]
 impl Simulation {
     #[new]
-    #[pyo3(signature = (trace, runs, memory="64GiB", sample_every=1<<20, allow_truncated=false, validate=false, swap="0", replacement="clock"))]
+    #[pyo3(signature = (trace, runs, memory="64GiB", sample_every=1<<20, allow_truncated=false, validate=false, swap="0", replacement="clock", progress=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         trace: &str,
         runs: Vec<(String, String)>,
         memory: &str,
@@ -121,6 +122,7 @@ impl Simulation {
         validate: bool,
         swap: &str,
         replacement: &str,
+        progress: Option<PyObject>,
     ) -> PyResult<Self> {
         let mut rs = Vec::new();
         for (m, p) in runs {
@@ -134,7 +136,13 @@ impl Simulation {
             replacement: replacement.to_string(),
             ..EngineConfig::default()
         };
-        let inner = core::sim::Simulation::open(trace, rs, cfg, allow_truncated).map_err(err)?;
+        // `progress(label, fraction)` hears about work before the first chunk (OFFLINE's planning).
+        let mut cb_err = None;
+        let mut report = |label: &str, f: f64| forward_progress(py, &progress, &mut cb_err, |cb| cb.call1(py, (label, f)));
+        let inner = core::sim::Simulation::open_with_progress(trace, rs, cfg, allow_truncated, &mut report).map_err(err)?;
+        if let Some(e) = cb_err {
+            return Err(e);
+        }
         Ok(Simulation { inner })
     }
 
