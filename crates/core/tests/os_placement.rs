@@ -142,3 +142,22 @@ fn policies_that_do_not_place_leave_every_address_alone() {
     assert!(proc(&mut e, 1).relocs.is_empty());
     assert_eq!(counter(&mut e, "placement.moved") + counter(&mut e, "placement.already_aligned"), 0);
 }
+
+#[test]
+fn mremap_in_place_grows_a_moved_mapping_unless_it_would_reach_another() {
+    let mut e = engine("navarro");
+    map_and_read(&mut e, 1, MISALIGNED);
+    let grow = Event::Mremap { old_addr: MISALIGNED, old_len: 8 * MB, new_addr: MISALIGNED, new_len: 16 * MB };
+    e.run_chunk(&chunk(vec![grow], [])).unwrap();
+    let r = proc(&mut e, 1).relocs.ranges()[0];
+    assert_eq!(r.end, MISALIGNED + 16 * MB);
+    let v = proc(&mut e, 1).find_vma(r.to).unwrap().clone();
+    assert_eq!(v.end - v.start, 16 * MB);
+    // A second moved mapping sits after the first one's gap; growing into it is refused.
+    let other = 0x5_0020_0000;
+    let map = Event::Mmap { addr: other, len: 8 * MB, prot: 1, flags: MAP_SHARED, fd: 3, offset: 0 };
+    e.run_chunk(&chunk(vec![map], [])).unwrap();
+    let too_far = Event::Mremap { old_addr: MISALIGNED, old_len: 16 * MB, new_addr: MISALIGNED, new_len: 4 << 30 };
+    let err = e.run_chunk(&chunk(vec![too_far], [])).unwrap_err().to_string();
+    assert!(err.contains("into another moved mapping"), "{err}");
+}

@@ -359,3 +359,33 @@ fn a_file_mapping_whose_offsets_disagree_is_not_promoted_and_says_why() {
     assert_eq!(counter(&mut e, "file.superpages.64KiB"), 0);
     assert_eq!(counter(&mut e, "file.promote_refused.misaligned"), 64 + 8 + 1, "every 64KB, 512KB and 4MB region");
 }
+
+#[test]
+fn mremap_of_a_promoted_shared_file_mapping_keeps_the_page_cache_consistent() {
+    // Page-cache pages are unmapped by mremap and fault back in from the cache at the new
+    // address (no I/O); before, they were moved as if anonymous and their reverse-map entries
+    // went stale (the validator caught it).
+    let page = 8192u64;
+    let mut e = engine("alpha21264", "navarro", 256 << 20);
+    let open = Event::FileOpen { fd: 3, path: "/data/f".into(), size: 8 << 20 };
+    let map = Event::Mmap { addr: BASE, len: 8 << 20, prot: 1, flags: MAP_SHARED, fd: 3, offset: 0 };
+    let mut c = Chunk::default();
+    c.events.push((0, Event::Context { pid: 1, tid: 1 }));
+    c.events.push((0, open));
+    c.events.push((0, map));
+    for i in 0..1024 {
+        c.accesses.push(Access::new(BASE + i * page, AccessKind::Load, 8));
+    }
+    e.run_chunk(&c).unwrap();
+    let read = counter(&mut e, "file.read_bytes");
+    let grow = Event::Mremap { old_addr: BASE, old_len: 8 << 20, new_addr: BASE, new_len: 16 << 20 };
+    let mut c = Chunk::default();
+    c.events.push((0, grow));
+    for i in 0..1024 {
+        c.accesses.push(Access::new(BASE + i * page, AccessKind::Load, 8));
+    }
+    e.run_chunk(&c).unwrap();
+    assert_eq!(counter(&mut e, "file.read_bytes"), read, "refaulted from the page cache");
+    let pi = e.os.proc_index(1);
+    assert_eq!(e.os.procs[pi].pt.lookup(BASE).unwrap().size_idx, 3, "promoted again once all mapped");
+}

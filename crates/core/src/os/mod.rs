@@ -883,7 +883,9 @@ impl Os {
         for t in moved {
             let size = self.sizes[t.size_idx as usize].bytes();
             let to = new.wrapping_add(t.start.wrapping_sub(old));
-            let keep = t.start >= old && to & (size - 1) == 0 && to + size <= new + new_len;
+            // Page-cache pages are not moved: they are unmapped here and fault back in from the
+            // cache at the new address (their reverse-map entries name the file mapping).
+            let keep = t.start >= old && to & (size - 1) == 0 && to + size <= new + new_len && !self.is_file_frame(t.pfn.0);
             if keep && self.procs[pi].pt.map(to, t.size_idx, t.pfn) {
                 self.counters.pages_moved += 1;
                 if t.cow {

@@ -323,7 +323,14 @@ impl super::Os {
                 };
                 let to = old_addr - r.start + r.to;
                 if new_addr == old_addr {
-                    // Resized in place: the moved mapping keeps its distance.
+                    // Resized in place: the moved mapping keeps its distance, so its simulated
+                    // range grows too and must not reach another moved mapping.
+                    let (grown_from, grown_to) = (up(to.saturating_add(old_len)), up(to.saturating_add(new_len)));
+                    if new_len > old_len && self.moved_overlap(grown_from, grown_to) {
+                        return Err(Error::Sim(format!(
+                            "aligned placement: mremap grows the moved mapping at {old_addr:#x} in place to {new_len} bytes, into another moved mapping; run with align_files=false"
+                        )));
+                    }
                     out.push(Event::Mremap { old_addr: to, old_len, new_addr: to, new_len });
                     if new_len > old_len {
                         self.procs[pi].relocs.extend(old_addr, up(old_addr.saturating_add(new_len)));
@@ -340,6 +347,11 @@ impl super::Os {
             _ => out.push(e.clone()),
         }
         Ok(())
+    }
+
+    /// Whether simulated range [start, end) overlaps any process's moved mapping.
+    fn moved_overlap(&self, start: u64, end: u64) -> bool {
+        self.procs.iter().flat_map(|p| p.relocs.ranges()).any(|r| r.to < end && start < r.to + (r.end - r.start))
     }
 
     /// A trace range left where the trace put it must not run into moved mappings.
