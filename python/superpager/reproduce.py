@@ -332,13 +332,14 @@ def navarro_placement() -> str:
         lines.append(f"| {p} | {c['placement.moved']} | {o['superpages'].get('4MiB', 0)} | "
                      f"{c['file.promote_refused.misaligned']} | {', '.join(f'{w:,}' for w in o['walks_after_first_pass'])} |")
     on, off = rows[2][1], rows[1][1]
-    per = 64  # 4MB superpages per process: the file's size over 4MB
-    full = SHARED["processes"] * (256 << 20) // (4 << 20)
+    size = W.parse_size(SHARED["file_size"])
+    per = size // (4 << 20)  # 4MB superpages per process
+    full = SHARED["processes"] * per
     lines += ["", f"With placement every process maps the file with 4MB pages ({on['superpages'].get('4MiB', 0)} of {full}: "
               f"{'as the paper intends' if on['superpages'].get('4MiB', 0) == full else 'NOT all'}); without it only the "
               f"processes whose address agrees do ({off['superpages'].get('4MiB', 0)}), and the others take "
               f"{max(off['walks_after_first_pass']) / max(max(on['walks_after_first_pass']), 1):.0f}x the walks in later passes "
-              f"(512KB pages: {(256 << 20) // (512 << 10)} per pass through a 128-entry TLB, against {per} 4MB pages that fit). "
+              f"(512KB pages: {size // (512 << 10)} per pass through a 128-entry TLB, against {per} 4MB pages that fit). "
               "Moved mappings go to a window a quarter of the way up the address space; the trace's later events "
               "and accesses in the moved range follow them (`placement.*` counters).", ""]
     return "\n".join(lines)

@@ -527,7 +527,7 @@ impl Engine {
     /// (and places a new file mapping), then each resulting event is applied.
     fn placed_event(&mut self, e: &Event) -> Result<()> {
         let align = match *e {
-            Event::Mmap { len, flags, fd, .. } if fd >= 0 && flags & crate::trace::MAP_ANONYMOUS == 0 => self.policy.file_mapping_alignment(len),
+            Event::Mmap { len, .. } => self.policy.file_mapping_alignment(len),
             _ => None,
         };
         let mut out = Vec::new();

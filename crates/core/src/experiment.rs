@@ -350,10 +350,10 @@ pub fn shared_file(machine: Machine, policy_spec: &str, memory: crate::units::By
     let page = e.os.base.bytes();
     // Each process's mapping: 2MB past a 1GB boundary for odd processes, on it for even ones.
     let addr = |k: u32| 0x100_0000_0000u64 + k as u64 * (1 << 30) + (k as u64 % 2) * (2 << 20);
+    let walked = |e: &Engine| e.mmu.walk.walks.iter().sum::<u64>();
     let (mut walks, mut later, mut placed) = (Vec::new(), Vec::new(), Vec::new());
     for k in 0..processes {
         let pid = k + 1;
-        let walked = |e: &Engine| e.mmu.walk.walks.iter().sum::<u64>();
         let start = walked(&e);
         let mut first = 0;
         for pass in 0..passes {

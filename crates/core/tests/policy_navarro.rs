@@ -16,15 +16,26 @@ fn engine(machine: &str, pol: &str, memory: u64) -> Engine {
     Engine::new(m, p, EngineConfig { memory: Bytes(memory), validate: true, ..Default::default() }).unwrap()
 }
 
-fn run(e: &mut Engine, events: Vec<Event>, accesses: impl IntoIterator<Item = u64>) {
+/// Run `events`, then one access of `kind` to each address.
+fn run_as(e: &mut Engine, kind: AccessKind, events: Vec<Event>, accesses: impl IntoIterator<Item = u64>) {
     let mut c = Chunk::default();
     for ev in events {
         c.events.push((0, ev));
     }
     for va in accesses {
-        c.accesses.push(Access::new(va, AccessKind::Store, 8));
+        c.accesses.push(Access::new(va, kind, 8));
     }
     e.run_chunk(&c).unwrap();
+}
+
+/// Writes (first touches of anonymous memory).
+fn run(e: &mut Engine, events: Vec<Event>, accesses: impl IntoIterator<Item = u64>) {
+    run_as(e, AccessKind::Store, events, accesses);
+}
+
+/// Reads (a file mapping read in stays clean).
+fn read(e: &mut Engine, events: Vec<Event>, accesses: impl IntoIterator<Item = u64>) {
+    run_as(e, AccessKind::Load, events, accesses);
 }
 
 fn setup(e: &mut Engine, len: u64) {
@@ -289,14 +300,7 @@ fn dirty_file_run(pol: &str) -> Engine {
     let mut e = engine("alpha21264", pol, 256 << 20);
     let open = Event::FileOpen { fd: 3, path: "/data/big".into(), size: 16 << 20 };
     let map = Event::Mmap { addr: BASE, len: 16 << 20, prot: 3, flags: MAP_SHARED, fd: 3, offset: 0 };
-    let mut c = Chunk::default();
-    c.events.push((0, Event::Context { pid: 1, tid: 1 }));
-    c.events.push((0, open));
-    c.events.push((0, map));
-    for i in 0..2048 {
-        c.accesses.push(Access::new(BASE + i * page, AccessKind::Load, 8));
-    }
-    e.run_chunk(&c).unwrap();
+    read(&mut e, vec![Event::Context { pid: 1, tid: 1 }, open, map], (0..2048).map(|i| BASE + i * page));
     let pi = e.os.proc_index(1);
     for k in 0..4 {
         assert_eq!(e.os.procs[pi].pt.lookup(BASE + k * (4 << 20)).unwrap().size_idx, 3, "{pol}: reading it all made 4MB pages");
@@ -350,12 +354,7 @@ fn a_file_mapping_whose_offsets_disagree_is_not_promoted_and_says_why() {
     let mut e = engine("alpha21264", "navarro:align_files=false", 256 << 20);
     let open = Event::FileOpen { fd: 3, path: "/data/f".into(), size: 8 << 20 };
     let map = Event::Mmap { addr: BASE, len: 4 << 20, prot: 3, flags: MAP_SHARED, fd: 3, offset: page };
-    run(&mut e, vec![Event::Context { pid: 1, tid: 1 }, open, map], []);
-    let mut c = Chunk::default();
-    for i in 0..512 {
-        c.accesses.push(Access::new(BASE + i * page, AccessKind::Load, 8));
-    }
-    e.run_chunk(&c).unwrap();
+    read(&mut e, vec![Event::Context { pid: 1, tid: 1 }, open, map], (0..512).map(|i| BASE + i * page));
     assert_eq!(counter(&mut e, "file.superpages.64KiB"), 0);
     assert_eq!(counter(&mut e, "file.promote_refused.misaligned"), 64 + 8 + 1, "every 64KB, 512KB and 4MB region");
 }
@@ -369,23 +368,12 @@ fn mremap_of_a_promoted_shared_file_mapping_keeps_the_page_cache_consistent() {
     let mut e = engine("alpha21264", "navarro", 256 << 20);
     let open = Event::FileOpen { fd: 3, path: "/data/f".into(), size: 8 << 20 };
     let map = Event::Mmap { addr: BASE, len: 8 << 20, prot: 1, flags: MAP_SHARED, fd: 3, offset: 0 };
-    let mut c = Chunk::default();
-    c.events.push((0, Event::Context { pid: 1, tid: 1 }));
-    c.events.push((0, open));
-    c.events.push((0, map));
-    for i in 0..1024 {
-        c.accesses.push(Access::new(BASE + i * page, AccessKind::Load, 8));
-    }
-    e.run_chunk(&c).unwrap();
-    let read = counter(&mut e, "file.read_bytes");
+    let all = || (0..1024).map(|i| BASE + i * page);
+    read(&mut e, vec![Event::Context { pid: 1, tid: 1 }, open, map], all());
+    let read_in = counter(&mut e, "file.read_bytes");
     let grow = Event::Mremap { old_addr: BASE, old_len: 8 << 20, new_addr: BASE, new_len: 16 << 20 };
-    let mut c = Chunk::default();
-    c.events.push((0, grow));
-    for i in 0..1024 {
-        c.accesses.push(Access::new(BASE + i * page, AccessKind::Load, 8));
-    }
-    e.run_chunk(&c).unwrap();
-    assert_eq!(counter(&mut e, "file.read_bytes"), read, "refaulted from the page cache");
+    read(&mut e, vec![grow], all());
+    assert_eq!(counter(&mut e, "file.read_bytes"), read_in, "refaulted from the page cache");
     let pi = e.os.proc_index(1);
     assert_eq!(e.os.procs[pi].pt.lookup(BASE).unwrap().size_idx, 3, "promoted again once all mapped");
 }

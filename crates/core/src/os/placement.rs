@@ -247,8 +247,9 @@ mod tests {
 impl super::Os {
     /// Translate one address-space event of process `pi` from trace addresses to simulated ones,
     /// into `out` (a range that straddles moved and unmoved parts becomes one event per part),
-    /// placing a new file mapping when `align` names the size to align it to (Some only for a
-    /// file mmap; see `Policy::file_mapping_alignment`). Updates the process's relocations.
+    /// placing a new file mapping when `align` names the size to align an mmap of its length to
+    /// (`Policy::file_mapping_alignment`; ignored for anonymous memory). Updates the process's
+    /// relocations.
     pub fn place_event(&mut self, pi: usize, e: &Event, align: Option<u64>, out: &mut Vec<Event>) -> Result<()> {
         use crate::trace::MAP_FIXED;
         out.clear();
@@ -267,7 +268,7 @@ impl super::Os {
                     return self.check_window(pi, &pieces);
                 }
                 let file = fd >= 0 && flags & crate::trace::MAP_ANONYMOUS == 0;
-                let to = match align {
+                let to = match align.filter(|_| file) {
                     Some(_) if flags & crate::trace::MAP_SHARED == 0 => {
                         self.placement.private_mapping += 1;
                         addr
@@ -317,9 +318,11 @@ impl super::Os {
                 return self.check_window(pi, &pieces);
             }
             Event::Mremap { old_addr, old_len, new_addr, new_len } => {
+                // Where the trace puts the result when it is not a moved mapping grown in place.
+                let unmoved = [(new_addr, up(new_addr.saturating_add(new_len)), new_addr, false)];
                 let Some(r) = self.procs[pi].relocs.holding(old_addr).copied() else {
                     out.push(e.clone());
-                    return self.check_window(pi, &[(new_addr, up(new_addr.saturating_add(new_len)), new_addr, false)]);
+                    return self.check_window(pi, &unmoved);
                 };
                 let to = old_addr - r.start + r.to;
                 if new_addr == old_addr {
@@ -341,7 +344,7 @@ impl super::Os {
                     // Moved by the kernel: it lands where the trace says.
                     out.push(Event::Mremap { old_addr: to, old_len, new_addr, new_len });
                     self.procs[pi].relocs.remove(old_addr, up(old_addr.saturating_add(old_len)));
-                    return self.check_window(pi, &[(new_addr, up(new_addr.saturating_add(new_len)), new_addr, false)]);
+                    return self.check_window(pi, &unmoved);
                 }
             }
             _ => out.push(e.clone()),
