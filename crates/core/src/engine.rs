@@ -262,6 +262,12 @@ impl Engine {
             let served = if self.base_only {
                 match self.mmu.lookup_single_size(a.addr, asid, fetch, 0) {
                     Some(_) => Some(0),
+                    // The common miss: the page is mapped and its table is in the page
+                    // table's region cache; count the walk here, without the call.
+                    None if self.os.swap_total == 0 && self.os.procs[self.cur_pi].pt.cached_present(a.addr) == Some(true) => {
+                        self.mmu.walk_only(a.addr, asid, 0);
+                        Some(0)
+                    }
                     None => self.miss_base_only(a)?,
                 }
             } else {

@@ -214,6 +214,12 @@ impl PageTable {
         }
     }
 
+    /// Whether `va` is mapped, when the region cache alone can tell (None: ask `size_at`).
+    #[inline(always)]
+    pub fn cached_present(&self, va: u64) -> Option<bool> {
+        self.cached_last_level(va).map(|node| self.last_level_size(node, va).is_some())
+    }
+
     /// The last-level table holding `va`'s entry, if the region cache knows it.
     #[inline(always)]
     fn cached_last_level(&self, va: u64) -> Option<usize> {
