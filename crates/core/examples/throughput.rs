@@ -30,6 +30,30 @@ fn main() {
         println!("decode only: {:.2}M records/s", rates[rates.len() / 2].0 / 1e6);
         return;
     }
+    if std::env::var_os("PREDECODED").is_some() {
+        // The engine alone, on chunks decoded beforehand (no reader thread running beside it).
+        let mut r = superpager_core::trace::spt::SptReader::open(&args[1]).unwrap_or_else(|e| panic!("{e}"));
+        let mut chunks = Vec::new();
+        let mut c = superpager_core::trace::Chunk::default();
+        while r.next_chunk(&mut c).unwrap_or_else(|e| panic!("{e}")) {
+            chunks.push(std::mem::take(&mut c));
+        }
+        for _ in 0..repeats {
+            let m = Machine::load(machine).unwrap_or_else(|e| panic!("{e}"));
+            let pol = superpager_core::policy::build(policy, &m.page_sizes).unwrap_or_else(|e| panic!("{e}"));
+            let t0 = std::time::Instant::now();
+            let mut e = superpager_core::engine::Engine::new(m, pol, EngineConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+            for c in &chunks {
+                e.run_chunk(c).unwrap_or_else(|e| panic!("{e}"));
+            }
+            let n = e.results().counters["accesses"];
+            let dt = t0.elapsed().as_secs_f64();
+            rates.push((n as f64 / dt, 0.0));
+        }
+        rates.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+        println!("{:.2}M refs/s engine only (median of {repeats})", rates[rates.len() / 2].0 / 1e6);
+        return;
+    }
     for _ in 0..repeats {
         let m = Machine::load(machine).unwrap_or_else(|e| panic!("{e}"));
         let t0 = std::time::Instant::now();

@@ -23,6 +23,15 @@ const META_MIXED: u32 = 1 << 24;
 const NO_FRAME: u64 = u64::MAX;
 const REGION_CACHE: usize = 1024;
 
+/// The region cache's tag for a region: its bits above the cache index, plus one (0 is empty).
+/// Only regions below the table's limit (at most 2^57 bytes, regions of at least 2^21) are ever
+/// stored, whose tags fit in 27 bits; an address far beyond gets u32::MAX, which no stored
+/// entry holds, so it never hits.
+#[inline(always)]
+fn region_tag(region: u64) -> u32 {
+    u32::try_from((region >> REGION_CACHE.trailing_zeros()) + 1).unwrap_or(u32::MAX)
+}
+
 /// Where a walk of the upper levels ends.
 enum Descent {
     Absent,
@@ -69,8 +78,10 @@ pub struct PageTable {
     pub released: Vec<u64>,
     /// Direct-mapped cache from a last-level table's span (va >> span of a level-2 entry) to
     /// that table's node, so that the common walk (upper levels unchanged) reads one entry
-    /// instead of three. Tag 0 = empty. Cleared whenever a table node is freed.
-    region_cache: Box<[Cell<(u64, u32)>]>,
+    /// instead of three. An entry is (region's bits above the index + 1, node), 8 bytes so
+    /// that the cache stays small beside the TLB arrays; tag 0 = empty. Cleared whenever a
+    /// table node is freed.
+    region_cache: Box<[Cell<(u32, u32)>]>,
     /// Precomputed: span shift of an entry at each level (index = level), index mask, and one
     /// past the highest mappable address. Walks run on every TLB miss, so they compute nothing.
     span_shifts: [u32; 8],
@@ -94,7 +105,7 @@ impl PageTable {
             node_frame: Vec::new(),
             created: Vec::new(),
             released: Vec::new(),
-            region_cache: vec![Cell::new((0u64, 0u32)); REGION_CACHE].into_boxed_slice(),
+            region_cache: vec![Cell::new((0u32, 0u32)); REGION_CACHE].into_boxed_slice(),
             span_shifts: [0; 8],
             index_mask: (1u64 << bits) - 1,
             limit: 0,
@@ -207,7 +218,7 @@ impl PageTable {
             Descent::LastLevel(node) => {
                 if self.levels > 1 {
                     let region = va >> self.span_shift(2);
-                    self.region_cache[region as usize & (REGION_CACHE - 1)].set((region + 1, node as u32));
+                    self.region_cache[region as usize & (REGION_CACHE - 1)].set((region_tag(region), node as u32));
                 }
                 self.last_level_size(node, va)
             }
@@ -228,7 +239,7 @@ impl PageTable {
         }
         let region = va >> self.span_shift(2);
         let (tag, node) = self.region_cache[region as usize & (REGION_CACHE - 1)].get();
-        (tag == region + 1).then_some(node as usize)
+        (tag == region_tag(region)).then_some(node as usize)
     }
 
     #[inline(always)]
@@ -378,7 +389,7 @@ impl PageTable {
         self.free_nodes.push(node);
         self.live_nodes -= 1;
         for c in self.region_cache.iter() {
-            c.set((0, 0));
+            c.set((0u32, 0u32));
         }
         let f = std::mem::replace(&mut self.node_frame[node as usize], NO_FRAME);
         if f != NO_FRAME {
