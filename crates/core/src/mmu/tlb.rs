@@ -142,14 +142,6 @@ impl Tlb {
         }
         let (s, e) = self.set_range(vpn);
         let set = &mut self.tags[s..e];
-        // The common geometries get the same loop unrolled over a known number of ways.
-        match set.len() {
-            4 => return lru_access_n::<4>(set, tag),
-            8 => return lru_access_n::<8>(set, tag),
-            12 => return lru_access_n::<12>(set, tag),
-            16 => return lru_access_n::<16>(set, tag),
-            _ => {}
-        }
         if set[0] == tag {
             return true;
         }
@@ -244,27 +236,6 @@ impl Tlb {
     pub fn occupancy(&self) -> usize {
         self.tags.iter().filter(|&&t| t != EMPTY).count()
     }
-}
-
-/// `Tlb::access`'s LRU step on a set of exactly `N` ways (see there).
-#[inline(always)]
-fn lru_access_n<const N: usize>(set: &mut [u64], tag: u64) -> bool {
-    let set: &mut [u64; N] = set.try_into().expect("a set of N ways");
-    if set[0] == tag {
-        return true;
-    }
-    let mut carry = set[0];
-    for slot in set[1..].iter_mut() {
-        let t = *slot;
-        *slot = carry;
-        if t == tag {
-            set[0] = tag;
-            return true;
-        }
-        carry = t;
-    }
-    set[0] = tag;
-    false
 }
 
 /// Tree-PLRU: node bits in heap order (root = bit 0); a bit of 0 means "the victim is on the
