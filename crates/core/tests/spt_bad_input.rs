@@ -7,7 +7,7 @@ use superpager_core::Error;
 fn good_file(name: &str) -> (String, Vec<u8>) {
     let p = tmp(name);
     let recs: Vec<Rec> = std::iter::once(Rec::E(Event::Context { pid: 1, tid: 1 }))
-        .chain((0..3000u64).map(|i| Rec::A(Access::new((i * 0x9E37_79B9_7F4A_7C15) >> 20 << 12, AccessKind::Load, 8))))
+        .chain((0..3000u64).map(|i| Rec::A(Access::new(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20 << 12, AccessKind::Load, 8))))
         .collect();
     write(&p, &recs, 1000, true);
     let bytes = std::fs::read(&p).unwrap();

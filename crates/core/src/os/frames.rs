@@ -683,17 +683,38 @@ impl PhysMem {
             }
             return;
         }
-        let lo = blocks.iter().map(|b| b.0).min().unwrap_or(0);
-        let hi = blocks.iter().map(|b| b.0 + (1u64 << b.1)).max().unwrap_or(0);
+        self.free_blocks_visited(&mut |f| {
+            for &(pfn, o) in blocks.iter() {
+                f(pfn, o);
+            }
+        });
+    }
+
+    /// `free_many` for blocks that `visit` names by calling its argument on each (pfn, order)
+    /// instead of a list (a process's exit walks its page table twice rather than building a
+    /// list of every page). `visit` must name the same blocks each time; none may lie in a
+    /// reservation. Returns how many blocks were freed.
+    pub fn free_blocks_visited(&mut self, visit: &mut dyn FnMut(&mut dyn FnMut(u64, u8))) -> u64 {
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        visit(&mut |pfn, o| {
+            lo = lo.min(pfn);
+            hi = hi.max(pfn + (1u64 << o));
+        });
+        if lo >= hi {
+            return 0;
+        }
         let mut bits = vec![0u64; ((hi - lo) as usize).div_ceil(64)];
-        for &(pfn, o) in blocks.iter() {
-            debug_assert!(self.is_head(pfn) && self.order[pfn as usize] == o, "free_many of a non-block at {pfn:#x}");
+        let mut count = 0u64;
+        visit(&mut |pfn, o| {
+            debug_assert!(self.is_head(pfn) && self.order[pfn as usize] == o, "free of a non-block at {pfn:#x}");
+            debug_assert!(self.reservs.count() == 0 || !self.reservs.is_member(pfn), "free_blocks_visited inside a reservation at {pfn:#x}");
             self.mark_block_free(pfn, o);
             let (a, b) = ((pfn - lo) as usize, (pfn - lo) as usize + (1usize << o));
             for i in a..b {
                 bits[i / 64] |= 1 << (i % 64);
             }
-        }
+            count += 1;
+        });
         // Scan for runs of set bits: each is frames now free and on no list.
         let n = (hi - lo) as usize;
         let mut i = 0usize;
@@ -717,6 +738,7 @@ impl PhysMem {
                 pfn += 1 << o;
             }
         }
+        count
     }
 
     /// Insert the free block at `pfn` (frames already marked free), merging with buddies.

@@ -921,8 +921,24 @@ impl Os {
         // No per-page shootdown: the address-space identifier dies with the process and is
         // not reused until the identifiers wrap, when every TLB is flushed (flush_needed). The
         // page table goes whole: one traversal finds every page to free.
-        let pages = self.procs[pi].pt.pages();
-        self.release(pi, &pages);
+        let pages: u64 = self.procs[pi].resident.iter().sum();
+        if self.shared.is_empty() && self.file_mappers.is_empty() && self.swap_total == 0 && self.phys.reservs.count() == 0 && pages >= 64 {
+            // What `release` does when nothing is shared or tracked (every page owns its
+            // block), without a list of every page: the frames are freed straight from the
+            // table. Freeing many blocks does not depend on their order, so the buddy lists
+            // end exactly as `release` leaves them.
+            let orders: Vec<u8> = (0..self.sizes.len() as u32).map(|si| self.order_of(si).0).collect();
+            let pt = &self.procs[pi].pt;
+            let freed = self.phys.free_blocks_visited(&mut |f| pt.for_each_page(&mut |t| f(t.pfn.0, orders[t.size_idx as usize])));
+            debug_assert_eq!(freed, pages, "resident pages disagree with the page table");
+            self.counters.pages_freed += freed;
+            let p = &mut self.procs[pi];
+            p.resident = [0; MAX_SIZES];
+            p.cow_pages = 0;
+        } else {
+            let pages = self.procs[pi].pt.pages();
+            self.release(pi, &pages);
+        }
         self.drop_swapped(pi, 0, u64::MAX);
         let old = std::mem::replace(
             &mut self.procs[pi].pt,

@@ -529,12 +529,24 @@ impl PageTable {
     /// Every mapped page, in address order.
     pub fn pages(&self) -> Vec<Translation> {
         let mut out = Vec::new();
-        self.collect(0, self.levels, 0, &mut out);
-        out.dedup_by(|a, b| a.start == b.start);
+        self.for_each_page(&mut |t| out.push(t));
         out
     }
 
-    fn collect(&self, node: usize, level: u8, prefix: u64, out: &mut Vec<Translation>) {
+    /// Call `f` on every mapped page, in address order, without building a list (a process's
+    /// exit visits every page of a table that may map millions).
+    pub fn for_each_page(&self, f: &mut dyn FnMut(Translation)) {
+        // A page larger than one slot's span fills several slots: visit it once.
+        let mut last = None;
+        self.collect(0, self.levels, 0, &mut |t: Translation| {
+            if last != Some(t.start) {
+                last = Some(t.start);
+                f(t);
+            }
+        });
+    }
+
+    fn collect(&self, node: usize, level: u8, prefix: u64, f: &mut dyn FnMut(Translation)) {
         let base = self.slot(node, 0);
         for (i, &e) in self.nodes[base..base + (1 << self.bits)].iter().enumerate() {
             if e & PRESENT == 0 {
@@ -542,9 +554,9 @@ impl PageTable {
             }
             let va = prefix | ((i as u64) << self.span_shift(level));
             if e & LEAF != 0 {
-                out.push(self.translation(e, va));
+                f(self.translation(e, va));
             } else if level > 1 {
-                self.collect((e >> PAYLOAD_SHIFT) as usize, level - 1, va, out);
+                self.collect((e >> PAYLOAD_SHIFT) as usize, level - 1, va, f);
             }
         }
     }
