@@ -486,7 +486,10 @@ impl PhysMem {
             self.lose_cache(pfn, n as u64);
         }
         let k = kind as u8;
-        self.kind[pfn as usize..pfn as usize + n].fill(k);
+        if n > 1 {
+            // (A base page is the common case: no fill call for one byte.)
+            self.kind[pfn as usize + 1..pfn as usize + n].fill(k);
+        }
         self.kind[pfn as usize] = k | HEAD;
         self.order[pfn as usize] = o;
         if !self.is_cache_frame(pfn) {
@@ -653,7 +656,10 @@ impl PhysMem {
         let kind = self.kind_of(pfn);
         debug_assert!(kind != FrameKind::Free && kind != FrameKind::Reserved, "double free at {pfn:#x}");
         let n = 1usize << o;
-        self.kind[pfn as usize..pfn as usize + n].fill(FrameKind::Free as u8);
+        if n > 1 {
+            self.kind[pfn as usize + 1..pfn as usize + n].fill(FrameKind::Free as u8);
+        }
+        self.kind[pfn as usize] = FrameKind::Free as u8;
         if !self.is_cache_frame(pfn) {
             self.owner[pfn as usize] = 0;
         }
@@ -683,7 +689,9 @@ impl PhysMem {
             }
             return;
         }
-        self.free_blocks_visited(&mut |f| {
+        let lo = blocks.iter().map(|b| b.0).min().unwrap_or(0);
+        let hi = blocks.iter().map(|b| b.0 + (1u64 << b.1)).max().unwrap_or(0);
+        self.free_blocks_visited(Some((lo, hi)), &mut |f| {
             for &(pfn, o) in blocks.iter() {
                 f(pfn, o);
             }
@@ -691,33 +699,38 @@ impl PhysMem {
     }
 
     /// `free_many` for blocks that `visit` names by calling its argument on each (pfn, order)
-    /// instead of a list (a process's exit walks its page table twice rather than building a
-    /// list of every page). `visit` must name the same blocks each time; none may lie in a
-    /// reservation. Returns how many blocks were freed.
-    pub fn free_blocks_visited(&mut self, visit: &mut dyn FnMut(&mut dyn FnMut(u64, u8))) -> u64 {
-        let (mut lo, mut hi) = (u64::MAX, 0u64);
-        visit(&mut |pfn, o| {
-            lo = lo.min(pfn);
-            hi = hi.max(pfn + (1u64 << o));
-        });
-        if lo >= hi {
+    /// instead of a list (a process's exit frees its frames straight from its page table).
+    /// `range`: frames [lo, hi) known to hold every block, or None for all of memory (the
+    /// marks then go in a bitmap over every frame, which the host maps lazily). None of the
+    /// blocks may lie in a reservation. Returns how many blocks were freed.
+    pub fn free_blocks_visited(&mut self, range: Option<(u64, u64)>, visit: &mut dyn FnMut(&mut dyn FnMut(u64, u8))) -> u64 {
+        let (lo, end) = range.unwrap_or((0, self.frames));
+        if lo >= end {
             return 0;
         }
-        let mut bits = vec![0u64; ((hi - lo) as usize).div_ceil(64)];
+        let mut bits = vec![0u64; ((end - lo) as usize).div_ceil(64)];
+        let (mut first, mut hi) = (u64::MAX, 0u64);
         let mut count = 0u64;
         visit(&mut |pfn, o| {
             debug_assert!(self.is_head(pfn) && self.order[pfn as usize] == o, "free of a non-block at {pfn:#x}");
             debug_assert!(self.reservs.count() == 0 || !self.reservs.is_member(pfn), "free_blocks_visited inside a reservation at {pfn:#x}");
+            debug_assert!(pfn >= lo && pfn + (1u64 << o) <= end, "a block outside the range given");
             self.mark_block_free(pfn, o);
             let (a, b) = ((pfn - lo) as usize, (pfn - lo) as usize + (1usize << o));
             for i in a..b {
                 bits[i / 64] |= 1 << (i % 64);
             }
+            first = first.min(pfn);
+            hi = hi.max(pfn + (1u64 << o));
             count += 1;
         });
-        // Scan for runs of set bits: each is frames now free and on no list.
+        if count == 0 {
+            return 0;
+        }
+        // Scan for runs of set bits (from the first marked frame): each is frames now free
+        // and on no list.
         let n = (hi - lo) as usize;
-        let mut i = 0usize;
+        let mut i = (first - lo) as usize;
         while i < n {
             let w = bits[i / 64] >> (i % 64);
             if w == 0 {

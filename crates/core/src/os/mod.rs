@@ -929,7 +929,7 @@ impl Os {
             // end exactly as `release` leaves them.
             let orders: Vec<u8> = (0..self.sizes.len() as u32).map(|si| self.order_of(si).0).collect();
             let pt = &self.procs[pi].pt;
-            let freed = self.phys.free_blocks_visited(&mut |f| pt.for_each_page(&mut |t| f(t.pfn.0, orders[t.size_idx as usize])));
+            let freed = self.phys.free_blocks_visited(None, &mut |f| pt.for_each_page(&mut |t| f(t.pfn.0, orders[t.size_idx as usize])));
             debug_assert_eq!(freed, pages, "resident pages disagree with the page table");
             self.counters.pages_freed += freed;
             let p = &mut self.procs[pi];
