@@ -1031,6 +1031,54 @@ mod tests {
         assert_eq!(m.free_blocks(10), 1);
     }
 
+    /// Every free list, in list order (head first), per migrate type and order.
+    fn lists(m: &PhysMem) -> Vec<Vec<u32>> {
+        let mut out = Vec::new();
+        for mt in 0..3 {
+            for o in 0..=m.max_order as usize {
+                let mut l = Vec::new();
+                let mut p = m.heads[mt][o];
+                while p != NIL {
+                    l.push(p);
+                    p = m.next[p as usize];
+                }
+                out.push(l);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn freeing_visited_blocks_in_any_order_equals_free_many() {
+        let setup = || {
+            let mut m = PhysMem::new(4096, 12, 9).unwrap();
+            let mut got = Vec::new();
+            for i in 0..600u64 {
+                let o = [0u8, 0, 3, 0, 1][(i % 5) as usize];
+                got.push((m.alloc(Order(o), FrameKind::Anon).unwrap().0, o));
+            }
+            (m, got)
+        };
+        let (mut a, got) = setup();
+        let (mut b, _) = setup();
+        let mut blocks: Vec<(u64, u8)> = got.iter().copied().filter(|b| b.0 % 3 != 1).collect();
+        a.free_many(&mut blocks.clone());
+        // The page table's order is not the allocation order: visit them reversed and twice
+        // interleaved, over all of memory (no range given).
+        blocks.reverse();
+        let freed = b.free_blocks_visited(None, &mut |f| {
+            for &(p, o) in blocks.iter().step_by(2).chain(blocks.iter().skip(1).step_by(2)) {
+                f(p, o);
+            }
+        });
+        assert_eq!(freed, blocks.len() as u64);
+        a.validate().unwrap();
+        b.validate().unwrap();
+        assert_eq!(lists(&a), lists(&b));
+        assert_eq!(a.free_frames(), b.free_frames());
+        assert_eq!(b.free_blocks_visited(None, &mut |_| {}), 0, "nothing named, nothing freed");
+    }
+
     #[test]
     fn free_many_equals_one_by_one() {
         let mut a = PhysMem::new(4096, 12, 9).unwrap();
