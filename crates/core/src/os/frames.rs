@@ -293,10 +293,12 @@ impl PhysMem {
         (0..=self.max_order).rev().find(|&o| self.free_blocks(o) > 0)
     }
 
+    #[inline]
     fn pb_of(&self, pfn: u64) -> usize {
         (pfn >> self.pageblock_order) as usize
     }
 
+    #[inline]
     fn list_push(&mut self, pfn: u64, o: u8) {
         let mt = self.pb_type[self.pb_of(pfn)] as usize;
         let p = pfn as u32;
@@ -315,6 +317,7 @@ impl PhysMem {
         self.order[pfn as usize] = o;
     }
 
+    #[inline]
     fn list_remove(&mut self, pfn: u64) {
         let mt = ((self.kind[pfn as usize] >> 4) & 3) as usize;
         let o = self.order[pfn as usize] as usize;
@@ -333,6 +336,7 @@ impl PhysMem {
         self.kind[pfn as usize] = FrameKind::Free as u8;
     }
 
+    #[inline]
     fn add_free_counts(&mut self, pfn: u64, o: u8, sign: i64) {
         let n = 1u64 << o;
         if o >= self.pageblock_order {
@@ -348,6 +352,7 @@ impl PhysMem {
     }
 
     /// A free block enters the lists (frames already marked free).
+    #[inline]
     fn add_free_block(&mut self, pfn: u64, o: u8) {
         self.add_free_counts(pfn, o, 1);
         self.list_push(pfn, o);
@@ -466,6 +471,7 @@ impl PhysMem {
 
     /// Take the free block at `pfn` (order `o`) off its list and split it down to order `want`,
     /// returning the pieces above `want` to the lists (Linux's `expand`).
+    #[inline]
     fn take_and_split(&mut self, pfn: u64, o: u8, want: u8) {
         self.list_remove(pfn);
         self.add_free_counts(pfn, o, -1);
@@ -479,6 +485,7 @@ impl PhysMem {
         }
     }
 
+    #[inline]
     fn mark_allocated(&mut self, pfn: u64, o: u8, kind: FrameKind) {
         let n = 1usize << o;
         if kind != FrameKind::Reservation {
@@ -652,6 +659,7 @@ impl PhysMem {
     }
 
     /// The frames of the allocated block at `pfn` become free (not yet on any list).
+    #[inline]
     fn mark_block_free(&mut self, pfn: u64, o: u8) {
         let kind = self.kind_of(pfn);
         debug_assert!(kind != FrameKind::Free && kind != FrameKind::Reserved, "double free at {pfn:#x}");
