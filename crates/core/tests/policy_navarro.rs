@@ -377,3 +377,14 @@ fn mremap_of_a_promoted_shared_file_mapping_keeps_the_page_cache_consistent() {
     let pi = e.os.proc_index(1);
     assert_eq!(e.os.procs[pi].pt.lookup(BASE).unwrap().size_idx, 3, "promoted again once all mapped");
 }
+
+#[test]
+fn a_fault_is_served_when_its_page_tables_take_back_the_reservation_made_for_it() {
+    // Alpha memory wired but for one free 4MB extent: the first touch reserves all of it, and
+    // the page-table frames its mapping needs can only come from that reservation, which is
+    // dissolved to give them. The page stays mapped; the policy must not try to map it again.
+    let m = Machine::load("alpha21264").unwrap();
+    let o = superpager_core::experiment::strided_preemption(m, "navarro", Bytes(64 << 20), 1, 64 << 10, 400).unwrap();
+    assert_eq!(o.faults, 400);
+    assert!(o.counters["policy.navarro.fault.reservation_dissolved"] >= 1, "{:?}", o.counters);
+}

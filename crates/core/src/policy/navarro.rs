@@ -92,6 +92,17 @@ struct ProcMap {
     reservs: HashMap<(u8, u64), ResRef>,
 }
 
+/// What an attempt to reserve an extent for a faulting page got.
+enum Reserved {
+    /// A reservation, with the page mapped from it.
+    Made(ResRef),
+    /// The page was mapped from a new reservation that did not outlive the mapping: the page
+    /// tables it needed took the reservation's free frames back (no other frame was free).
+    MappedThenDissolved,
+    /// No reservation (counted in `reserve_failed`); the page is not mapped.
+    Failed,
+}
+
 /// Where a reservation sits on the lists.
 #[derive(Clone, Copy)]
 struct Listed {
@@ -111,6 +122,9 @@ struct Counters {
     preempted: Vec<u64>,
     base_fallback: u64,
     base_preempt: u64,
+    /// Faults whose page was mapped from a reservation that the mapping's own page-table frames
+    /// then dissolved (no free frame was left but the reservation's).
+    reservation_dissolved: u64,
     promoted: Vec<u64>,
     promote_refused: [u64; 8],
     cap_object: u64,
@@ -434,13 +448,15 @@ impl Navarro {
     }
 
     /// Reserve an extent of level `l` around `va` and map `va` from it, preempting as needed.
-    fn reserve(&mut self, sys: &mut Sys, pi: usize, va: u64, l: usize) -> Option<ResRef> {
+    fn reserve(&mut self, sys: &mut Sys, pi: usize, va: u64, l: usize) -> Reserved {
         for _ in 0..8 {
             match sys.os.reserve_and_map(pi, va, self.levels[l], self.clock as u64, sys.mmu) {
                 Ok(id) => {
-                    let p = sys.os.phys.reservs.get(id)?;
                     self.c.reserved[l] += 1;
-                    return Some(ResRef { id, pfn: p.pfn, order: p.order });
+                    return match sys.os.phys.reservs.get(id) {
+                        Some(p) => Reserved::Made(ResRef { id, pfn: p.pfn, order: p.order }),
+                        None => Reserved::MappedThenDissolved,
+                    };
                 }
                 Err(MapOutcome::NoContiguousExtent) => {
                     if !self.preempt(sys, l) {
@@ -457,7 +473,7 @@ impl Navarro {
                 self.daemon_due = Some(sys.now.0 + sys.ms(DAEMON_DELAY_MS));
             }
         }
-        None
+        Reserved::Failed
     }
 
     /// Incremental promotion (§A.2.6): the largest fully populated region on `va`'s path that
@@ -597,6 +613,12 @@ impl Policy for Navarro {
                 self.c.from_reservation += 1;
                 self.set_population(pi, page, true);
                 let idx = self.idx(l, va);
+                if !r.live(sys) {
+                    // The page tables the mapping needed took the reservation's frames back.
+                    self.c.reservation_dissolved += 1;
+                    self.forget(pi, l, idx, r);
+                    return Some(sys.os.procs[pi].pt.size_at(va).unwrap_or(0));
+                }
                 self.relist(pi, l, idx, r, Some(self.clock));
                 return Some(self.promote(sys, pi, va, l, r, vma));
             }
@@ -607,11 +629,20 @@ impl Policy for Navarro {
             tries.extend((1..want).rev());
         }
         for l in tries {
-            if let Some(r) = self.reserve(sys, pi, va, l) {
-                self.set_population(pi, page, true);
-                let idx = self.idx(l, va);
-                self.register(pi, l, idx, r, Some(self.clock));
-                return Some(self.promote(sys, pi, va, l, r, vma));
+            match self.reserve(sys, pi, va, l) {
+                Reserved::Made(r) => {
+                    self.set_population(pi, page, true);
+                    let idx = self.idx(l, va);
+                    self.register(pi, l, idx, r, Some(self.clock));
+                    return Some(self.promote(sys, pi, va, l, r, vma));
+                }
+                Reserved::MappedThenDissolved => {
+                    // Served, as a base page with no reservation behind it.
+                    self.c.reservation_dissolved += 1;
+                    self.set_population(pi, page, true);
+                    return Some(sys.os.procs[pi].pt.size_at(va).unwrap_or(0));
+                }
+                Reserved::Failed => {}
             }
         }
         if want > 0 {
@@ -683,6 +714,7 @@ impl Policy for Navarro {
             ("navarro.fault.from_reservation".to_string(), self.c.from_reservation),
             ("navarro.fault.base_fallback".to_string(), self.c.base_fallback),
             ("navarro.fault.base_preempt".to_string(), self.c.base_preempt),
+            ("navarro.fault.reservation_dissolved".to_string(), self.c.reservation_dissolved),
             ("navarro.prezeroed_pages".to_string(), self.c.prezeroed),
             ("navarro.preferred_capped.object".to_string(), self.c.cap_object),
             ("navarro.preferred_capped.overlap".to_string(), self.c.cap_overlap),
