@@ -26,8 +26,7 @@ fn main() {
             }
             rates.push((n as f64 / t0.elapsed().as_secs_f64(), 0.0));
         }
-        rates.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
-        println!("decode only: {:.2}M records/s", rates[rates.len() / 2].0 / 1e6);
+        println!("decode only: {:.2}M records/s", median(&mut rates).0 / 1e6);
         return;
     }
     if std::env::var_os("PREDECODED").is_some() {
@@ -50,8 +49,7 @@ fn main() {
             let dt = t0.elapsed().as_secs_f64();
             rates.push((n as f64 / dt, 0.0));
         }
-        rates.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
-        println!("{:.2}M refs/s engine only (median of {repeats})", rates[rates.len() / 2].0 / 1e6);
+        println!("{:.2}M refs/s engine only (median of {repeats})", median(&mut rates).0 / 1e6);
         return;
     }
     for _ in 0..repeats {
@@ -63,7 +61,12 @@ fn main() {
         let dt = t0.elapsed().as_secs_f64();
         rates.push((r.counters["accesses"] as f64 / dt, r.counters["records"] as f64 / dt));
     }
-    rates.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
-    let (a, r) = rates[rates.len() / 2];
+    let (a, r) = median(&mut rates);
     println!("{:.2}M refs/s, {:.2}M records/s (median of {repeats})", a / 1e6, r / 1e6);
+}
+
+/// The middle of the rounds, by their first rate.
+fn median(rates: &mut [(f64, f64)]) -> (f64, f64) {
+    rates.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+    rates[rates.len() / 2]
 }

@@ -73,13 +73,18 @@ impl Os {
         }
     }
 
+    /// Nothing is shared and nothing tracked (no copy-on-write sharing, no file page mapped, no
+    /// swap): every mapped page owns its block outright, so freeing a page is freeing its block.
+    pub(crate) fn pages_own_their_blocks(&self) -> bool {
+        self.shared.is_empty() && self.file_mappers.is_empty() && self.swap_total == 0
+    }
+
     /// Pages removed from process `pi`'s page table: drop their mappings, free the blocks no
     /// one maps any more, keep the counters.
     pub(crate) fn release(&mut self, pi: usize, removed: &[Translation]) {
         let mut blocks = Vec::with_capacity(removed.len());
-        if self.shared.is_empty() && self.file_mappers.is_empty() && self.swap_total == 0 {
-            // Nothing is shared and nothing tracked: every page owns its block outright, and
-            // the frame table need not be read page by page (process exit on a large table).
+        if self.pages_own_their_blocks() {
+            // The frame table need not be read page by page (a large unmap).
             for t in removed {
                 self.procs[pi].resident[t.size_idx as usize] -= 1;
                 self.procs[pi].cow_pages -= t.cow as u64;

@@ -922,11 +922,10 @@ impl Os {
         // not reused until the identifiers wrap, when every TLB is flushed (flush_needed). The
         // page table goes whole: one traversal finds every page to free.
         let pages: u64 = self.procs[pi].resident.iter().sum();
-        if self.shared.is_empty() && self.file_mappers.is_empty() && self.swap_total == 0 && self.phys.reservs.count() == 0 && pages >= 64 {
-            // What `release` does when nothing is shared or tracked (every page owns its
-            // block), without a list of every page: the frames are freed straight from the
-            // table. Freeing many blocks does not depend on their order, so the buddy lists
-            // end exactly as `release` leaves them.
+        if self.pages_own_their_blocks() && self.phys.reservs.count() == 0 && pages >= 64 {
+            // What `release` does in that case, without a list of every page: the frames are
+            // freed straight from the table. Freeing many blocks does not depend on their
+            // order, so the buddy lists end exactly as `release` leaves them.
             let orders: Vec<u8> = (0..self.sizes.len() as u32).map(|si| self.order_of(si).0).collect();
             let pt = &self.procs[pi].pt;
             let freed = self.phys.free_blocks_visited(None, &mut |f| pt.for_each_page(&mut |t| f(t.pfn.0, orders[t.size_idx as usize])));

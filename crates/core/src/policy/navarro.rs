@@ -476,6 +476,13 @@ impl Navarro {
         Reserved::Failed
     }
 
+    /// A fault whose page was mapped from a reservation that the mapping's own page-table
+    /// frames then dissolved: served, as a base page with no reservation behind it (counted).
+    fn served_without_reservation(&mut self, sys: &Sys, pi: usize, va: u64) -> Option<u32> {
+        self.c.reservation_dissolved += 1;
+        Some(sys.os.procs[pi].pt.size_at(va).unwrap_or(0))
+    }
+
     /// Incremental promotion (§A.2.6): the largest fully populated region on `va`'s path that
     /// lies in a reservation is promoted in place. Returns the size index now mapping `va`.
     fn promote(&mut self, sys: &mut Sys, pi: usize, va: u64, res_level: usize, r: ResRef, vma: &Vma) -> u32 {
@@ -614,10 +621,8 @@ impl Policy for Navarro {
                 self.set_population(pi, page, true);
                 let idx = self.idx(l, va);
                 if !r.live(sys) {
-                    // The page tables the mapping needed took the reservation's frames back.
-                    self.c.reservation_dissolved += 1;
                     self.forget(pi, l, idx, r);
-                    return Some(sys.os.procs[pi].pt.size_at(va).unwrap_or(0));
+                    return self.served_without_reservation(sys, pi, va);
                 }
                 self.relist(pi, l, idx, r, Some(self.clock));
                 return Some(self.promote(sys, pi, va, l, r, vma));
@@ -637,10 +642,8 @@ impl Policy for Navarro {
                     return Some(self.promote(sys, pi, va, l, r, vma));
                 }
                 Reserved::MappedThenDissolved => {
-                    // Served, as a base page with no reservation behind it.
-                    self.c.reservation_dissolved += 1;
                     self.set_population(pi, page, true);
-                    return Some(sys.os.procs[pi].pt.size_at(va).unwrap_or(0));
+                    return self.served_without_reservation(sys, pi, va);
                 }
                 Reserved::Failed => {}
             }
