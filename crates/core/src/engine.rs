@@ -240,6 +240,27 @@ impl Engine {
     /// The hot loop.
     #[inline]
     fn run_accesses(&mut self, acc: &[Access]) -> Result<()> {
+        #[cfg(target_arch = "x86_64")]
+        if self.mmu.wide {
+            // SAFETY: `Mmu::wide` is set only when the CPU has AVX2.
+            return unsafe { self.run_accesses_wide(acc) };
+        }
+        // SAFETY: WIDE = false takes no AVX2 path.
+        unsafe { self.run_accesses_body::<false>(acc) }
+    }
+
+    /// The same loop compiled for AVX2, so the TLBs' wide set operations inline into it.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn run_accesses_wide(&mut self, acc: &[Access]) -> Result<()> {
+        // SAFETY: this function is compiled with AVX2 and entered only when the CPU has it.
+        unsafe { self.run_accesses_body::<true>(acc) }
+    }
+
+    /// # Safety
+    /// With WIDE, as for `Tlb::access_in`.
+    #[inline(always)]
+    unsafe fn run_accesses_body<const WIDE: bool>(&mut self, acc: &[Access]) -> Result<()> {
         if !self.cur_live {
             let dropped: u64 = acc.iter().map(|a| a.count as u64).sum();
             self.os.counters.accesses_dropped += dropped;
@@ -260,12 +281,14 @@ impl Engine {
             self.by_kind[a.kind as usize] += a.count as u64;
             // The size of the page that served the access (None: the access killed its process).
             let served = if self.base_only {
-                match self.mmu.lookup_single_size(a.addr, asid, fetch, 0) {
+                // SAFETY: the caller's contract.
+                match unsafe { self.mmu.lookup_single_size::<WIDE>(a.addr, asid, fetch, 0) } {
                     Some(_) => Some(0),
                     // The common miss: the page is mapped and its table is in the page
                     // table's region cache; count the walk here, without the call.
                     None if self.os.swap_total == 0 && self.os.procs[self.cur_pi].pt.cached_present(a.addr) == Some(true) => {
-                        self.mmu.walk_only(a.addr, asid, 0);
+                        // SAFETY: the caller's contract.
+                        unsafe { self.mmu.walk_only::<WIDE>(a.addr, asid, 0) };
                         Some(0)
                     }
                     None => self.miss_base_only(a)?,
@@ -343,7 +366,8 @@ impl Engine {
             self.mmu.cancel_single_size(a.addr, self.cur_asid, a.kind.is_fetch(), 0);
             return Ok(None);
         }
-        self.mmu.walk_only(a.addr, self.cur_asid, 0);
+        // SAFETY: no AVX2 path (this is the rare miss, compiled once).
+        unsafe { self.mmu.walk_only::<false>(a.addr, self.cur_asid, 0) };
         if self.os.swap_total > 0 {
             self.os.referenced(pi, a.addr, &mut self.mmu);
         }

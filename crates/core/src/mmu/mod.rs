@@ -56,6 +56,8 @@ pub struct Mmu {
     /// For each stream and size: the first structure (in lookup order) that holds it.
     pub first_holder: [[Option<usize>; MAX_SIZES]; 2],
     shifts: [u32; MAX_SIZES],
+    /// Every LRU structure and page-walk cache uses the AVX2 set operations (`Tlb::wide`).
+    pub wide: bool,
     /// Bitmask of page sizes mapped anywhere right now; sizes outside it are not probed.
     pub live_sizes: u32,
     /// Page-walk caches: (page-table level, shift of the address bits that key it, cache).
@@ -160,7 +162,10 @@ impl Mmu {
                 group[t] = g as u8;
             }
         }
+        // The AVX2 loop pays off when a structure on the path can use the wide set operations.
+        let wide = tlbs.iter().chain(pwcs.iter().map(|p| &p.2)).any(|t| t.wide);
         Mmu {
+            wide,
             group,
             stream_group,
             track_evictions: false,
@@ -241,14 +246,18 @@ impl Mmu {
     /// Returns the level index of the hit, or None after a miss everywhere (every structure
     /// already counted its miss and holds the translation; the caller then counts the walk with
     /// `walk_only`). Counters and TLB contents end exactly as with `lookup` + `fill_after_walk`.
+    ///
+    /// # Safety
+    /// With WIDE, as for `Tlb::access_in` (the engine's AVX2-compiled loop, when `self.wide`).
     #[inline(always)]
-    pub fn lookup_single_size(&mut self, va: u64, asid: u16, fetch: bool, si: u32) -> Option<usize> {
+    pub unsafe fn lookup_single_size<const WIDE: bool>(&mut self, va: u64, asid: u16, fetch: bool, si: u32) -> Option<usize> {
         let s = si as usize & (MAX_SIZES - 1);
         let vpn = va >> self.shifts[s];
         let tag = make_tag(asid, vpn, si);
         let (tlbs, counters) = (&mut self.tlbs, &mut self.counters);
         for &(t, level) in self.holders[fetch as usize][s].iter() {
-            if tlbs[t].access(vpn, tag) {
+            // SAFETY: the caller's contract.
+            if unsafe { tlbs[t].access_in::<WIDE>(vpn, tag) } {
                 counters[t].hits[s] += 1;
                 return Some(level);
             }
@@ -270,10 +279,14 @@ impl Mmu {
 
     /// Count a walk to a page of size `si` whose TLB fills were already done; returns its
     /// memory references.
-    #[inline]
-    pub fn walk_only(&mut self, va: u64, asid: u16, si: u32) -> u64 {
+    ///
+    /// # Safety
+    /// With WIDE, as for `Tlb::access_in`.
+    #[inline(always)]
+    pub unsafe fn walk_only<const WIDE: bool>(&mut self, va: u64, asid: u16, si: u32) -> u64 {
         self.walk.walks[si as usize] += 1;
-        let refs = self.walk_refs(va, asid, si);
+        // SAFETY: the caller's contract.
+        let refs = unsafe { self.walk_refs::<WIDE>(va, asid, si) };
         self.walk.refs += refs;
         refs
     }
@@ -286,13 +299,18 @@ impl Mmu {
         let levels = self.route[stream].len();
         self.miss_and_fill(stream, levels, va, asid, si);
         self.walk.walks[si as usize] += 1;
-        let refs = self.walk_refs(va, asid, si);
+        // SAFETY: no AVX2 path.
+        let refs = unsafe { self.walk_refs::<false>(va, asid, si) };
         self.walk.refs += refs;
         refs
     }
 
     /// Memory references of a native (or nested) radix walk to a leaf for size `si`.
-    fn walk_refs(&mut self, va: u64, asid: u16, si: u32) -> u64 {
+    ///
+    /// # Safety
+    /// With WIDE, as for `Tlb::access_in`.
+    #[inline(always)]
+    unsafe fn walk_refs<const WIDE: bool>(&mut self, va: u64, asid: u16, si: u32) -> u64 {
         let top = self.machine.walk_levels;
         let leaf = self.leaf_level[si as usize];
         // Page-walk caches are consulted deepest level first (the PDE cache before the PDPTE
@@ -305,7 +323,8 @@ impl Mmu {
                 continue;
             }
             let key = va >> *key_shift;
-            if pwc.access(key, make_tag(asid, key, 0)) {
+            // SAFETY: the caller's contract.
+            if unsafe { pwc.access_in::<WIDE>(key, make_tag(asid, key, 0)) } {
                 self.walk.pwc_hits += 1;
                 start = *lvl - 1;
                 break;

@@ -63,6 +63,8 @@ pub struct Tlb {
     repl: Replacement,
     plru_bits: Vec<u64>,
     rng: Rng,
+    /// LRU lookups compare four tags per instruction (AVX2, detected at run time).
+    pub wide: bool,
 }
 
 impl Tlb {
@@ -78,6 +80,7 @@ impl Tlb {
             repl,
             plru_bits: if repl == Replacement::Plru { vec![0; sets as usize] } else { Vec::new() },
             rng: Rng::new(seed),
+            wide: repl == Replacement::Lru && wide_compare_available(ways),
         }
     }
 
@@ -133,6 +136,30 @@ impl Tlb {
     /// set. Returns true on a hit. Same final state and result as the two calls.
     #[inline(always)]
     pub fn access(&mut self, vpn: u64, tag: u64) -> bool {
+        // SAFETY: WIDE = false takes no AVX2 path.
+        unsafe { self.access_in::<false>(vpn, tag) }
+    }
+
+    /// `access`, taking the AVX2 set operations where this structure can (`wide`) when WIDE.
+    ///
+    /// # Safety
+    /// With WIDE, the caller must be compiled with AVX2 enabled (`#[target_feature]`) and run
+    /// only where `wide_compare_available` said yes.
+    #[inline(always)]
+    pub unsafe fn access_in<const WIDE: bool>(&mut self, vpn: u64, tag: u64) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if WIDE && self.wide {
+            let s = (vpn & self.set_mask) as usize * self.ways_usize;
+            // SAFETY: the set index is below `sets`, so the set's ways lie inside `tags`
+            // (sets * ways words).
+            let set = unsafe { self.tags.get_unchecked_mut(s..s + self.ways_usize) };
+            if set[0] == tag {
+                return true;
+            }
+            // SAFETY: `wide` is set only where the CPU has AVX2 and for set sizes it handles;
+            // the caller's contract covers the rest.
+            return unsafe { wide::lru_access(set, tag) };
+        }
         if self.repl != Replacement::Lru {
             if self.probe(vpn, tag) {
                 return true;
@@ -238,6 +265,83 @@ impl Tlb {
     }
 }
 
+/// Whether LRU sets of `ways` can use the `wide` routines on this CPU (AVX2); decided once
+/// per structure. `SUPERPAGER_SCALAR_TLB=1` turns them off (to compare the two).
+pub fn wide_compare_available(ways: u32) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        wide::handles(ways) && std::env::var_os("SUPERPAGER_SCALAR_TLB").is_none() && std::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// LRU set operations on sets of 4, 8, 12 or 16 ways held in 256-bit registers: every tag
+/// compared at once, the recency shift done with lane permutes and blends (no loop, no branch
+/// but the call). Same results and set contents as the scalar code (the tests run both).
+#[cfg(target_arch = "x86_64")]
+mod wide {
+    use std::arch::x86_64::*;
+
+    /// Whether `ways` is a size these routines handle.
+    pub fn handles(ways: u32) -> bool {
+        matches!(ways, 4 | 8 | 12 | 16)
+    }
+
+    /// `Tlb::access` on an LRU set: move `tag` to the front, shifting the entries before it
+    /// (a hit) or all but the last (a miss) one way back. Returns true on a hit.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, `set.len()` must satisfy `handles`, and the caller must be
+    /// compiled with AVX2 enabled (these routines are always inlined; elsewhere each intrinsic
+    /// would be an out-of-line call).
+    #[inline(always)]
+    pub unsafe fn lru_access(set: &mut [u64], tag: u64) -> bool {
+        // SAFETY: the caller's contract, passed on; each kernel reads and writes exactly the
+        // set's 4*C words.
+        unsafe {
+            match set.len() {
+                4 => access_chunks::<1>(set, tag),
+                8 => access_chunks::<2>(set, tag),
+                12 => access_chunks::<3>(set, tag),
+                _ => access_chunks::<4>(set, tag),
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn access_chunks<const C: usize>(set: &mut [u64], tag: u64) -> bool {
+        assert_eq!(set.len(), 4 * C);
+        let p = set.as_mut_ptr() as *mut __m256i;
+        let needle = _mm256_set1_epi64x(tag as i64);
+        let mut v = [_mm256_setzero_si256(); C];
+        let mut hits = 0u32;
+        for (j, vj) in v.iter_mut().enumerate() {
+            // SAFETY: chunk j is words 4j..4j+4 of the set (checked length 4C).
+            *vj = unsafe { _mm256_loadu_si256(p.add(j)) };
+            hits |= (_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(*vj, needle))) as u32) << (4 * j);
+        }
+        // Ways 0..=k take the entry one way ahead of them (way 0 takes the tag): k is the hit's
+        // way, or the last way on a miss (its entry falls out).
+        let k = if hits != 0 { hits.trailing_zeros() as i64 } else { 4 * C as i64 - 1 };
+        let upto = _mm256_set1_epi64x(k + 1);
+        let mut ahead = needle; // lane 0: what enters the chunk's first way
+        for (j, vj) in v.iter().enumerate() {
+            let rotated = _mm256_permute4x64_epi64::<0b10_01_00_11>(*vj); // [w3, w0, w1, w2]
+            let shifted = _mm256_blend_epi32::<0b0000_0011>(rotated, ahead);
+            ahead = rotated; // its lane 0 is this chunk's last way, which enters the next chunk
+            let base = 4 * j as i64;
+            let way = _mm256_setr_epi64x(base, base + 1, base + 2, base + 3);
+            let out = _mm256_blendv_epi8(*vj, shifted, _mm256_cmpgt_epi64(upto, way));
+            // SAFETY: as for the load.
+            unsafe { _mm256_storeu_si256(p.add(j), out) };
+        }
+        hits != 0
+    }
+}
+
 /// Tree-PLRU: node bits in heap order (root = bit 0); a bit of 0 means "the victim is on the
 /// left". Touching way k points every node on its path away from it.
 #[inline]
@@ -339,6 +443,50 @@ mod tests {
                 assert_eq!(a.access(v, v), hit_b);
             }
             assert_eq!(a.tags, b.tags);
+        }
+    }
+
+    /// The AVX2 set operations against the scalar ones: same hit or miss on every access and
+    /// the same set contents, in the same order, after each one (with shootdowns and flushes
+    /// between, which both layouts share).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn wide_lru_equals_scalar_lru() {
+        #[target_feature(enable = "avx2")]
+        unsafe fn access_wide(t: &mut Tlb, vpn: u64, tag: u64) -> bool {
+            // SAFETY: compiled with AVX2, called only after the CPU was checked for it.
+            unsafe { t.access_in::<true>(vpn, tag) }
+        }
+        if !std::is_x86_feature_detected!("avx2") {
+            eprintln!("skipped: this CPU has no AVX2");
+            return;
+        }
+        use crate::trace::gen::Rng;
+        for (entries, ways) in [(4, 4), (64, 4), (8, 8), (32, 8), (12, 12), (1536, 12), (16, 16), (64, 16)] {
+            let mut wide = Tlb::new(entries, ways, Replacement::Lru, 0);
+            let mut scalar = Tlb::new(entries, ways, Replacement::Lru, 0);
+            scalar.wide = false;
+            assert!(wide.wide, "{entries}x{ways} should take the wide path here");
+            let mut rng = Rng::new(ways as u64 + entries as u64);
+            let universe = entries as u64 * 2;
+            for step in 0..50_000 {
+                let v = rng.below(universe);
+                let tag = make_tag(1, v, 0);
+                if rng.below(50) == 0 {
+                    assert_eq!(wide.invalidate(v, tag), scalar.invalidate(v, tag));
+                } else {
+                    // SAFETY: AVX2 checked above.
+                    let hit = unsafe { access_wide(&mut wide, v, tag) };
+                    assert_eq!(hit, scalar.access(v, tag), "step {step}, {entries}x{ways}");
+                }
+                if step % 10_000 == 9_999 {
+                    wide.flush();
+                    scalar.flush();
+                }
+                let (s, e) = wide.set_range(v);
+                assert_eq!(wide.tags[s..e], scalar.tags[s..e], "step {step}, {entries}x{ways}");
+            }
+            assert_eq!(wide.tags, scalar.tags);
         }
     }
 
