@@ -64,7 +64,7 @@ pub struct Tlb {
     plru_bits: Vec<u64>,
     rng: Rng,
     /// LRU lookups compare four tags per instruction (AVX2, detected at run time).
-    pub wide: bool,
+    pub(crate) wide: bool,
 }
 
 impl Tlb {
@@ -267,7 +267,7 @@ impl Tlb {
 
 /// Whether LRU sets of `ways` can use the `wide` routines on this CPU (AVX2); decided once
 /// per structure. `SUPERPAGER_SCALAR_TLB=1` turns them off (to compare the two).
-pub fn wide_compare_available(ways: u32) -> bool {
+fn wide_compare_available(ways: u32) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         wide::handles(ways) && std::env::var_os("SUPERPAGER_SCALAR_TLB").is_none() && std::is_x86_feature_detected!("avx2")
