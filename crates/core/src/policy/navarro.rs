@@ -65,10 +65,38 @@ pub enum FragControl {
     Daemon,
 }
 
+/// Most levels a population map has (one per page size used).
+const MAX_LEVELS: usize = crate::mmu::MAX_SIZES;
+
 #[derive(Clone, Copy, Debug, Default)]
 struct Node {
     somepop: u32,
     fullpop: u32,
+    /// The present children (somepop > 0) by the level of the largest extent each would yield
+    /// if preempted: `by_yield[k]` of them yield a level-k extent; children that would yield
+    /// nothing (every page populated) are not counted. Kept up to date on every population
+    /// change, so the list a reservation belongs on is known without visiting its subtree.
+    by_yield: [u32; MAX_LEVELS],
+}
+
+impl Node {
+    /// The level of the largest extent the level-`l` region would yield if preempted: `l - 1`
+    /// while a child region is empty, else the best of its children's (None: every page is
+    /// populated).
+    fn yields(&self, l: usize, fan: u64) -> Option<usize> {
+        if (self.somepop as u64) < fan {
+            return Some(l - 1);
+        }
+        (0..l.saturating_sub(1)).rev().find(|&k| self.by_yield[k] > 0)
+    }
+}
+
+/// How one region changed, as its parent sees it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    present: bool,
+    full: bool,
+    yields: Option<usize>,
 }
 
 /// A reservation as the policy knows it: the id and the extent it had when made.
@@ -181,72 +209,78 @@ fn flag(params: &Params, key: &str) -> Result<bool> {
 }
 
 pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
-    check_params("navarro", params, &["sizes", "retry_smaller", "threshold", "fragmentation", "pte_replication", "demote_p", "dirty", "align_files"])?;
-    let align_files = match params.get("align_files").map(String::as_str) {
-        None | Some("true") => true,
-        Some("false") => false,
-        Some(o) => return Err(Error::usage(format!("policy navarro: align_files={o}: expected true or false"))),
-    };
-    let dirty = match params.get("dirty").map(String::as_str) {
-        None | Some("demote") => DirtySuperpages::Demote,
-        Some("whole") => DirtySuperpages::Whole,
-        Some("hash") => DirtySuperpages::Hash,
-        Some(o) => return Err(Error::usage(format!("policy navarro: dirty={o}: expected demote, whole or hash"))),
-    };
-    let demote_p = match params.get("demote_p") {
-        None => 1.0,
-        Some(t) => match t.parse::<f64>() {
-            Ok(x) if (0.0..=1.0).contains(&x) => x,
-            _ => return Err(Error::usage(format!("policy navarro: demote_p={t}: expected a probability in [0, 1]"))),
-        },
-    };
-    let pte_replication = flag(params, "pte_replication")?;
-    let frag = match params.get("fragmentation").map(String::as_str) {
-        None | Some("daemon") => FragControl::Daemon,
-        Some("cache") => FragControl::Cache,
-        Some("none") => FragControl::None,
-        Some(o) => return Err(Error::usage(format!("policy navarro: fragmentation={o}: expected none, cache or daemon"))),
-    };
-    let threshold = match params.get("threshold") {
-        None => 1.0,
-        Some(t) => match t.parse::<f64>() {
-            Ok(x) if x > 0.0 && x <= 1.0 => x,
-            _ => return Err(Error::usage(format!("policy navarro: threshold={t}: expected a fraction in (0, 1]"))),
-        },
-    };
-    let levels = super::parse_sizes("navarro", params, sizes)?;
-    let retry_smaller = flag(params, "retry_smaller")?;
-    let shifts: Vec<u32> = levels.iter().map(|&si| sizes[si as usize].shift()).collect();
-    let fan: Vec<u64> = (0..levels.len()).map(|l| if l == 0 { 0 } else { 1u64 << (shifts[l] - shifts[l - 1]) }).collect();
-    let n = levels.len();
-    Ok(Box::new(Navarro {
-        levels,
-        shifts,
-        fan,
-        retry_smaller,
-        threshold,
-        frag,
-        pte_replication,
-        align_files,
-        demote_p,
-        dirty,
-        failed: BTreeSet::new(),
-        daemon_due: None,
-        procs: HashMap::new(),
-        lists: vec![BTreeSet::new(); n.saturating_sub(1)],
-        listed: HashMap::new(),
-        clock: 0,
-        head_clock: 0,
-        c: Counters {
-            reserved: vec![0; n],
-            reserve_failed: vec![0; n],
-            preempted: vec![0; n],
-            promoted: vec![0; n],
-            preferred: vec![0; n],
-            unpromoted_partial: vec![0; n],
-            ..Default::default()
-        },
-    }))
+    Ok(Box::new(Navarro::new(params, sizes)?))
+}
+
+impl Navarro {
+    fn new(params: &Params, sizes: &[PageSize]) -> Result<Navarro> {
+        check_params("navarro", params, &["sizes", "retry_smaller", "threshold", "fragmentation", "pte_replication", "demote_p", "dirty", "align_files"])?;
+        let align_files = match params.get("align_files").map(String::as_str) {
+            None | Some("true") => true,
+            Some("false") => false,
+            Some(o) => return Err(Error::usage(format!("policy navarro: align_files={o}: expected true or false"))),
+        };
+        let dirty = match params.get("dirty").map(String::as_str) {
+            None | Some("demote") => DirtySuperpages::Demote,
+            Some("whole") => DirtySuperpages::Whole,
+            Some("hash") => DirtySuperpages::Hash,
+            Some(o) => return Err(Error::usage(format!("policy navarro: dirty={o}: expected demote, whole or hash"))),
+        };
+        let demote_p = match params.get("demote_p") {
+            None => 1.0,
+            Some(t) => match t.parse::<f64>() {
+                Ok(x) if (0.0..=1.0).contains(&x) => x,
+                _ => return Err(Error::usage(format!("policy navarro: demote_p={t}: expected a probability in [0, 1]"))),
+            },
+        };
+        let pte_replication = flag(params, "pte_replication")?;
+        let frag = match params.get("fragmentation").map(String::as_str) {
+            None | Some("daemon") => FragControl::Daemon,
+            Some("cache") => FragControl::Cache,
+            Some("none") => FragControl::None,
+            Some(o) => return Err(Error::usage(format!("policy navarro: fragmentation={o}: expected none, cache or daemon"))),
+        };
+        let threshold = match params.get("threshold") {
+            None => 1.0,
+            Some(t) => match t.parse::<f64>() {
+                Ok(x) if x > 0.0 && x <= 1.0 => x,
+                _ => return Err(Error::usage(format!("policy navarro: threshold={t}: expected a fraction in (0, 1]"))),
+            },
+        };
+        let levels = super::parse_sizes("navarro", params, sizes)?;
+        let retry_smaller = flag(params, "retry_smaller")?;
+        let shifts: Vec<u32> = levels.iter().map(|&si| sizes[si as usize].shift()).collect();
+        let fan: Vec<u64> = (0..levels.len()).map(|l| if l == 0 { 0 } else { 1u64 << (shifts[l] - shifts[l - 1]) }).collect();
+        let n = levels.len();
+        Ok(Navarro {
+            levels,
+            shifts,
+            fan,
+            retry_smaller,
+            threshold,
+            frag,
+            pte_replication,
+            align_files,
+            demote_p,
+            dirty,
+            failed: BTreeSet::new(),
+            daemon_due: None,
+            procs: HashMap::new(),
+            lists: vec![BTreeSet::new(); n.saturating_sub(1)],
+            listed: HashMap::new(),
+            clock: 0,
+            head_clock: 0,
+            c: Counters {
+                reserved: vec![0; n],
+                reserve_failed: vec![0; n],
+                preempted: vec![0; n],
+                promoted: vec![0; n],
+                preferred: vec![0; n],
+                unpromoted_partial: vec![0; n],
+                ..Default::default()
+            },
+        })
+    }
 }
 
 impl Navarro {
@@ -262,7 +296,9 @@ impl Navarro {
         self.procs.get(&pi).and_then(|m| m.nodes.get(&(l as u8, idx))).copied().unwrap_or_default()
     }
 
-    /// Population map: base page `page` (a byte address) became populated (`on`) or not.
+    /// Population map: base page `page` (a byte address) became populated (`on`) or not. Each
+    /// level up the path sees its child's change (present, full, what it would yield) and
+    /// updates its counts; the walk stops at the first region whose own view is unchanged.
     fn set_population(&mut self, pi: usize, page: u64, on: bool) {
         let top = self.top();
         let (shifts, fan) = (&self.shifts, &self.fan);
@@ -272,26 +308,38 @@ impl Navarro {
         if !changed {
             return;
         }
-        // A base page is "some" and "full" at once: both transitions start at level 1.
-        let (mut some, mut full) = (true, true);
+        // A base page is present and full at once, and yields nothing of its own.
+        let page_seen = |populated: bool| Seen { present: populated, full: populated, yields: None };
+        let (mut was, mut is) = (page_seen(!on), page_seen(on));
         for l in 1..=top {
-            if !some && !full {
-                break;
-            }
             let key = (l as u8, page >> shifts[l]);
             let n = m.nodes.entry(key).or_default();
-            let (s0, f0) = (n.somepop, n.fullpop);
-            if some {
-                n.somepop = if on { n.somepop + 1 } else { n.somepop - 1 };
+            let f = fan[l];
+            let seen = |n: &Node| Seen { present: n.somepop > 0, full: n.fullpop as u64 == f, yields: n.yields(l, f) };
+            let before = seen(n);
+            if was.present != is.present {
+                n.somepop = if is.present { n.somepop + 1 } else { n.somepop - 1 };
             }
-            if full {
-                n.fullpop = if on { n.fullpop + 1 } else { n.fullpop - 1 };
+            if was.full != is.full {
+                n.fullpop = if is.full { n.fullpop + 1 } else { n.fullpop - 1 };
             }
-            some = some && ((s0 == 0) != (n.somepop == 0));
-            full = full && ((f0 == fan[l] as u32) != (n.fullpop == fan[l] as u32));
+            if l >= 2 {
+                if let (true, Some(y)) = (was.present, was.yields) {
+                    n.by_yield[y] -= 1;
+                }
+                if let (true, Some(y)) = (is.present, is.yields) {
+                    n.by_yield[y] += 1;
+                }
+            }
+            let after = seen(n);
             if n.somepop == 0 {
+                debug_assert!(n.by_yield.iter().all(|&c| c == 0), "empty region ({l}, {}) still counts children", key.1);
                 m.nodes.remove(&key);
             }
+            if before == after {
+                break;
+            }
+            (was, is) = (before, after);
         }
     }
 
@@ -378,6 +426,12 @@ impl Navarro {
 
     /// The level of the largest extent reservation `(l, idx)` would yield if preempted.
     fn yield_level(&self, pi: usize, l: usize, idx: u64) -> Option<usize> {
+        self.node(pi, l, idx).yields(l, self.fan[l])
+    }
+
+    /// `yield_level` by visiting the subtree (what `Node::by_yield` saves), for the tests.
+    #[cfg(test)]
+    fn yield_level_by_descent(&self, pi: usize, l: usize, idx: u64) -> Option<usize> {
         let n = self.node(pi, l, idx);
         if (n.somepop as u64) < self.fan[l] {
             return Some(l - 1);
@@ -386,7 +440,7 @@ impl Navarro {
             return None;
         }
         let per = self.fan[l];
-        (idx * per..(idx + 1) * per).filter_map(|c| self.yield_level(pi, l - 1, c)).max()
+        (idx * per..(idx + 1) * per).filter_map(|c| self.yield_level_by_descent(pi, l - 1, c)).max()
     }
 
     /// Put reservation `r` at `(l, idx)` on the list it belongs to now; `key` None keeps its
@@ -754,5 +808,61 @@ impl Policy for Navarro {
             v.push((format!("navarro.promote_refused.{}", PromoteResult::ALL.get(i).map_or("other", |r| r.name())), *n));
         }
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::gen::Rng;
+
+    /// The yields kept in each node equal the definition (a descent over the subtree), and the
+    /// presence and fullness counts equal a recount from the populated pages, after every step
+    /// of random populating and depopulating on three size ladders.
+    #[test]
+    fn kept_yields_equal_a_descent() {
+        for sizes in [vec!["4KiB", "16KiB", "64KiB", "256KiB"], vec!["8KiB", "64KiB", "512KiB", "4MiB"], vec!["4KiB", "64KiB", "2MiB"]] {
+            let sizes: Vec<PageSize> = sizes.iter().map(|s| PageSize::parse(s).unwrap()).collect();
+            let mut nav = Navarro::new(&Params::default(), &sizes).unwrap_or_else(|e| panic!("{e}"));
+            let top = nav.top();
+            let base = nav.shifts[0];
+            // The pages of two top-level regions.
+            let pages = 2u64 << (nav.shifts[top] - base);
+            let mut rng = Rng::new(sizes.len() as u64);
+            let mut populated = std::collections::BTreeSet::new();
+            let mut checked_deep = 0;
+            for step in 0..30_000u64 {
+                // Phases that mostly fill, then mostly empty, then mix: regions become full,
+                // partly full and empty at every level.
+                let fill = match (step / 5_000) % 3 {
+                    0 => 9,
+                    1 => 1,
+                    _ => 5,
+                };
+                let p = rng.below(pages);
+                let on = rng.below(10) < fill;
+                nav.set_population(0, p << base, on);
+                if on {
+                    populated.insert(p);
+                } else {
+                    populated.remove(&p);
+                }
+                if step % 101 == 0 {
+                    for l in 1..=top {
+                        let span = nav.shifts[l] - base;
+                        for idx in 0..(pages >> span) {
+                            let want = nav.yield_level_by_descent(0, l, idx);
+                            assert_eq!(nav.yield_level(0, l, idx), want, "step {step}, level {l}, region {idx}");
+                            checked_deep += (want.is_none() || want < Some(l - 1)) as u32;
+                            let lo = idx << span;
+                            let pop = populated.range(lo..lo + (1u64 << span)).count() as u64;
+                            assert_eq!(nav.node(0, l, idx).somepop > 0, pop > 0, "step {step}, level {l}, region {idx}");
+                            assert_eq!(nav.node(0, l, idx).fullpop as u64 == nav.fan[l], pop == 1u64 << span, "step {step}, level {l}, region {idx}");
+                        }
+                    }
+                }
+            }
+            assert!(checked_deep > 100, "the walk rarely reached regions with no empty child ({checked_deep})");
+        }
     }
 }
