@@ -10,6 +10,7 @@
 pub mod engine;
 pub mod error;
 pub mod experiment;
+pub mod fasthash;
 pub mod mmu;
 pub mod mrc;
 pub mod os;

@@ -37,7 +37,8 @@ use crate::os::filemap::DirtySuperpages;
 use crate::os::promote::PromoteResult;
 use crate::os::{MapOutcome, Vma, VmaKind};
 use crate::units::{Order, PageSize};
-use std::collections::{BTreeSet, HashMap};
+use crate::fasthash::FastMap;
+use std::collections::BTreeSet;
 
 /// How long after its wake-up the page daemon runs: one scheduling quantum of FreeBSD 4 (HZ =
 /// 100, a 10ms tick), since the faulting process keeps the CPU until then (the paper's machine
@@ -116,8 +117,8 @@ impl ResRef {
 #[derive(Default)]
 struct ProcMap {
     leaves: BTreeSet<u64>,
-    nodes: HashMap<(u8, u64), Node>,
-    reservs: HashMap<(u8, u64), ResRef>,
+    nodes: FastMap<(u8, u64), Node>,
+    reservs: FastMap<(u8, u64), ResRef>,
 }
 
 /// What an attempt to reserve an extent for a faulting page got.
@@ -191,9 +192,9 @@ pub struct Navarro {
     /// When the woken daemon gets to run (simulated cycles): one scheduling quantum after the
     /// first failure it serves.
     daemon_due: Option<u64>,
-    procs: HashMap<usize, ProcMap>,
+    procs: FastMap<usize, ProcMap>,
     lists: Vec<BTreeSet<(i64, ResRef)>>,
-    listed: HashMap<ResRef, Listed>,
+    listed: FastMap<ResRef, Listed>,
     clock: i64,
     head_clock: i64,
     c: Counters,
@@ -265,9 +266,9 @@ impl Navarro {
             dirty,
             failed: BTreeSet::new(),
             daemon_due: None,
-            procs: HashMap::new(),
+            procs: FastMap::default(),
             lists: vec![BTreeSet::new(); n.saturating_sub(1)],
-            listed: HashMap::new(),
+            listed: FastMap::default(),
             clock: 0,
             head_clock: 0,
             c: Counters {
