@@ -8,10 +8,10 @@
 //! the number of distinct pages).
 
 use crate::trace::Access;
-use std::collections::HashMap;
+use crate::fasthash::FastMap;
 
 pub struct StackDistance {
-    last: HashMap<u64, u64>,
+    last: FastMap<u64, u64>,
     tree: Vec<u32>,
     now: u64,
     live: u64,
@@ -26,7 +26,7 @@ pub struct StackDistance {
 impl StackDistance {
     pub fn new(page_shift: u32, max_entries: usize) -> StackDistance {
         StackDistance {
-            last: HashMap::new(),
+            last: FastMap::default(),
             tree: vec![0; 1 << 20],
             now: 0,
             live: 0,

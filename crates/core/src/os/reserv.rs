@@ -25,7 +25,7 @@ use super::zeroed::ZeroedBuf;
 use super::{MapOutcome, Os};
 use crate::mmu::Mmu;
 use crate::units::{Order, Pfn};
-use std::collections::HashMap;
+use crate::fasthash::FastMap;
 
 /// One reservation.
 #[derive(Clone, Debug)]
@@ -69,7 +69,7 @@ pub struct SplitOutcome {
 pub struct Reservations {
     slots: Vec<Option<Reserv>>,
     free_ids: Vec<u32>,
-    by_extent: HashMap<(u64, u8), u32>,
+    by_extent: FastMap<(u64, u8), u32>,
     /// Orders with at least one live reservation (bit per order), to look a frame up quickly.
     orders: u32,
     live_by_order: [u32; 32],
@@ -97,7 +97,7 @@ impl Reservations {
         Ok(Reservations {
             slots: Vec::new(),
             free_ids: Vec::new(),
-            by_extent: HashMap::new(),
+            by_extent: FastMap::default(),
             orders: 0,
             live_by_order: [0; 32],
             member: ZeroedBuf::new((frames as usize).div_ceil(64))?,

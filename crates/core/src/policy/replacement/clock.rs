@@ -2,14 +2,15 @@
 //! the first page whose referenced bit is clear, clearing the bits it passes.
 
 use super::{PageRef, Replacement};
-use std::collections::{HashMap, VecDeque};
+use crate::fasthash::FastMap;
+use std::collections::VecDeque;
 
 #[derive(Default)]
 pub struct Clock {
     /// The ring; entries whose page left (or was re-inserted) are skipped when reached.
     ring: VecDeque<(PageRef, u64)>,
     /// Live pages: their referenced bit and the generation of their ring entry.
-    live: HashMap<PageRef, (bool, u64)>,
+    live: FastMap<PageRef, (bool, u64)>,
     generation: u64,
     /// Pages whose bit the hand cleared, while `report` is on.
     cleared: Vec<PageRef>,

@@ -4,7 +4,7 @@
 //! slab, found by a hash map: O(1) per operation.
 
 use super::{PageRef, Replacement};
-use std::collections::HashMap;
+use crate::fasthash::FastMap;
 
 const NIL: u32 = u32::MAX;
 
@@ -12,7 +12,7 @@ const NIL: u32 = u32::MAX;
 pub struct Lru {
     nodes: Vec<(PageRef, u32, u32)>, // page, prev, next
     free: Vec<u32>,
-    at: HashMap<PageRef, u32>,
+    at: FastMap<PageRef, u32>,
     head: Option<u32>, // most recent
     tail: Option<u32>, // least recent
 }

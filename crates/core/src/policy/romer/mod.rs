@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::os::compact::{CollapseLimits, CollapseResult};
 use crate::units::PageSize;
 use stack::EvictedStack;
-use std::collections::HashMap;
+use crate::fasthash::FastMap;
 use tree::{Geometry, Segments, GROUPS};
 
 /// Copy cost of a promotion: 3,000 cycles per KB copied, instructions plus cache-miss stalls
@@ -132,12 +132,12 @@ pub struct Romer {
     /// ONLINE: the translations below the TLB, per group, and those in it.
     stacks: Vec<EvictedStack>,
     residents: [Vec<u64>; GROUPS],
-    resident_at: [HashMap<u64, u32>; GROUPS],
+    resident_at: [FastMap<u64, u32>; GROUPS],
     epoch: u32,
     /// Scratch lists (kept to avoid allocating per miss).
     touched: Vec<(u32, u32)>,
     candidates: Vec<(usize, usize)>,
-    asid_of: HashMap<usize, u16>,
+    asid_of: FastMap<usize, u16>,
     /// OFFLINE: the superpages to make at first touch, per address space: (start, level).
     plan: Option<offline::Plan>,
     planning_passes: u32,
@@ -279,7 +279,7 @@ impl Romer {
             epoch: 0,
             touched: Vec::new(),
             candidates: Vec::new(),
-            asid_of: HashMap::new(),
+            asid_of: FastMap::default(),
             plan: None,
             planning_passes: passes,
             pending_copy: 0,

@@ -9,7 +9,7 @@
 //! it), so the list keeps only that many and forgets the rest. Storage is a fixed slab with a
 //! free list, so steady-state operation allocates nothing.
 
-use std::collections::HashMap;
+use crate::fasthash::FastMap;
 
 const NIL: u32 = u32::MAX;
 
@@ -22,7 +22,7 @@ pub struct EvictedStack {
     len: usize,
     cap: usize,
     free: Vec<u32>,
-    index: HashMap<u64, u32>,
+    index: FastMap<u64, u32>,
 }
 
 impl EvictedStack {
@@ -36,7 +36,7 @@ impl EvictedStack {
             len: 0,
             cap,
             free: (0..cap as u32).rev().collect(),
-            index: HashMap::with_capacity(cap * 2),
+            index: FastMap::with_capacity_and_hasher(cap * 2, Default::default()),
         }
     }
 

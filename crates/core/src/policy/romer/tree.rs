@@ -19,7 +19,7 @@
 //! base pages ever referenced below it (`refd`), whether it is a promoted, mapped page, and the
 //! outcome of its last failed promotion.
 
-use std::collections::HashMap;
+use crate::fasthash::FastMap;
 
 /// Node counters for two eviction groups (data, instruction). A unified last-level TLB uses
 /// group 0 only.
@@ -141,13 +141,13 @@ impl Segment {
 pub struct Segments {
     pub geo: Geometry,
     pub list: Vec<Segment>,
-    index: HashMap<u64, u32>,
+    index: FastMap<u64, u32>,
     last: (u64, u32),
 }
 
 impl Segments {
     pub fn new(geo: Geometry) -> Segments {
-        Segments { geo, list: Vec::new(), index: HashMap::new(), last: (u64::MAX, 0) }
+        Segments { geo, list: Vec::new(), index: FastMap::default(), last: (u64::MAX, 0) }
     }
 
     #[inline]
