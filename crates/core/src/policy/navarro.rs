@@ -14,6 +14,10 @@
 //!   counts 0) counts, for the aligned region of level-`l` size with index `idx`, its children
 //!   (regions of level l-1) with at least one populated page (`somepop`) and fully populated
 //!   (`fullpop`); counts change upward only on a child's 0<->1 and (fan-1)<->fan transitions.
+//!   Each node also counts its present children by the largest extent each would yield if
+//!   preempted (`by_yield`), so the list a reservation belongs on is read off its own node; a
+//!   population change walks up the path until a region's view (present, full, yield) is
+//!   unchanged.
 //! - *Reservations*: `reservs[(l, idx)]` names the reservation whose extent is that level-`l`
 //!   region. A reservation can die behind the policy's back (its last page unmapped), so every
 //!   use checks it is still the same live extent (`ResRef::live`).
