@@ -30,6 +30,10 @@ dev:
 	# Replace by rename: a running superpager keeps the old file mapped, unharmed.
 	cp target/release/lib_core.so python/superpager/_core.abi3.so.tmp
 	mv -f python/superpager/_core.abi3.so.tmp python/superpager/_core.abi3.so
+	# `make install` or `make bench` replace the editable install with a copy, which this rebuild
+	# would not reach: say so instead of leaving the old build in use.
+	@$(PY) -c "import superpager._core as c, sys; sys.exit(0 if c.__file__.startswith('$(abspath python)/') else 1)" 2>/dev/null \
+	  || { echo "make dev: the environment imports an installed copy, not python/superpager; run 'make test' (editable install) first" >&2; exit 1; }
 
 bench: install
 	$(VENV)/bin/superpager bench --out docs/PERFORMANCE.md
