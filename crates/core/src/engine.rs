@@ -325,6 +325,9 @@ impl Engine {
     #[inline(never)]
     fn write_to_cow(&mut self, a: &Access) -> Result<()> {
         let pi = self.cur_pi;
+        if !self.os.procs[pi].pt.maybe_cow(a.addr) {
+            return Ok(());
+        }
         if let Some(t) = self.os.procs[pi].pt.lookup(a.addr) {
             if t.cow {
                 self.os.counters.cow_faults += 1;

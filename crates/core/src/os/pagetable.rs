@@ -225,6 +225,17 @@ impl PageTable {
         }
     }
 
+    /// Whether `va` may be a copy-on-write page: false when the region cache shows its
+    /// last-level entry and that entry is not one; true otherwise (ask `lookup`). Lets a write
+    /// skip the walk in a process that has copy-on-write pages elsewhere.
+    #[inline]
+    pub fn maybe_cow(&self, va: u64) -> bool {
+        match self.cached_last_level(va) {
+            Some(node) => self.nodes[self.slot(node, self.index(va, 1))] & COW != 0,
+            None => true,
+        }
+    }
+
     /// Whether `va` is mapped, when the region cache alone can tell (None: ask `size_at`).
     #[inline(always)]
     pub fn cached_present(&self, va: u64) -> Option<bool> {
@@ -625,6 +636,28 @@ mod tests {
         let mut all = Vec::new();
         pt.unmap_range(0, u64::MAX, &mut all);
         assert_eq!(all.len(), 2, "unmapping everything terminates and finds both pages");
+    }
+
+    #[test]
+    fn maybe_cow_never_hides_a_copy_on_write_page() {
+        let mut pt = x86();
+        assert!(pt.map(0x20_0000, 0, Pfn(1)));
+        assert!(pt.map(0x20_1000, 0, Pfn(2)));
+        assert!(pt.set_cow(0x20_1000, 0, true));
+        assert!(pt.maybe_cow(0x20_0000), "region not cached yet: the caller must look");
+        pt.size_at(0x20_0000); // caches the region's table
+        assert!(!pt.maybe_cow(0x20_0000));
+        assert!(pt.maybe_cow(0x20_1000));
+        assert!(!pt.maybe_cow(0x20_2000), "an empty slot is not copy-on-write");
+        // A 2MB copy-on-write page replaces the table: the cache no longer answers for it.
+        let mut out = Vec::new();
+        pt.unmap_range(0x20_0000, 0x20_0000, &mut out);
+        assert!(pt.map(0x20_0000, 2, Pfn(512)));
+        assert!(pt.set_cow(0x20_0000, 2, true));
+        for va in [0x20_0000u64, 0x20_1000, 0x3f_f000] {
+            assert_eq!(pt.lookup(va).map(|t| t.cow), Some(true));
+            assert!(pt.maybe_cow(va), "{va:#x}");
+        }
     }
 
     #[test]
