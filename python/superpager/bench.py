@@ -51,15 +51,7 @@ def pycachesim_run(addrs: list[int]):
 SCALAR_ENV = "SUPERPAGER_SCALAR_TLB"
 
 
-def cpu_has_avx2() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(line.startswith("flags") and " avx2" in line for line in f)
-    except OSError:
-        return False
-
-
-def simulate_scalar(path: str) -> dict:
+def simulate_scalar(path: str) -> api.Result:
     """The full run with the scalar TLB code (the variable is read when the machine is built)."""
     old = os.environ.get(SCALAR_ENV)
     os.environ[SCALAR_ENV] = "1"
@@ -165,7 +157,7 @@ def main(a) -> int:
                  + (f" (not on: {', '.join(n for n, *_ in rows_tlb if n not in tlb_ok)})" if len(tlb_ok) < len(rows_tlb) else ""))
     lines.append(f"- full `skylake` at least 30M refs/s: met on {len(full_ok)} of {len(rows_full)} traces"
                  + (f" (not on: {', '.join(n for n, *_ in rows_full if n not in full_ok)})" if len(full_ok) < len(rows_full) else "")
-                 + ("" if cpu_has_avx2() else " (this CPU has no AVX2: both columns ran the scalar code)"))
+                 + ("" if _core.wide_tlb() else " (the AVX2 set operations are off here, no AVX2 or SUPERPAGER_SCALAR_TLB set: both columns ran the scalar code)"))
     lines.append(f"- the same with the scalar TLB code (what a CPU without AVX2 runs): met on {len(scalar_ok)} of {len(rows_full)} traces"
                  + (f" (not on: {', '.join(r[0] for r in rows_full if r[0] not in scalar_ok)})" if len(scalar_ok) < len(rows_full) else ""))
     table = "\n".join(lines)
@@ -209,7 +201,7 @@ How each number is measured:
   the whole call: open, decompress and decode every chunk, the OS model (faults, page tables),
   five TLB structures, page-walk caches and walk costs.
 - *scalar TLB code*: the same call with `SUPERPAGER_SCALAR_TLB=1`, which turns off the AVX2 set
-  operations (docs/MODEL.md, "Fast path"); a CPU without AVX2 runs this code. Each round checks
+  operations (docs/MODEL.md, "Wide set operations"); a CPU without AVX2 runs this code. Each round checks
   that both give the same counters.
 - *refs* count every access; *records* are what the engine iterates over (a run of accesses to
   one 4KiB page is one record), so refs/s exceeds records/s where runs are long.

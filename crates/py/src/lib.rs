@@ -706,6 +706,13 @@ fn tlb_only(py: Python<'_>, addresses: &[u8], entries: u32, ways: u32, page_size
     }))
 }
 
+/// Whether TLB sets use the AVX2 set operations in this process (the CPU has AVX2 and
+/// SUPERPAGER_SCALAR_TLB is not set).
+#[pyfunction]
+fn wide_tlb() -> bool {
+    core::mmu::tlb::wide_set_operations()
+}
+
 /// The receiving end of a capture (the qemu-user plugin's socket), writing an .spt file on a
 /// thread of its own while Python runs and watches the traced program.
 #[pyclass]
@@ -808,6 +815,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mrc, m)?)?;
     m.add_function(wrap_pyfunction!(read_addresses, m)?)?;
     m.add_function(wrap_pyfunction!(tlb_only, m)?)?;
+    m.add_function(wrap_pyfunction!(wide_tlb, m)?)?;
     m.add_function(wrap_pyfunction!(fragmentation_experiment, m)?)?;
     m.add_function(wrap_pyfunction!(strided_preemption, m)?)?;
     m.add_function(wrap_pyfunction!(dirty_file, m)?)?;

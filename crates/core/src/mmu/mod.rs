@@ -56,7 +56,8 @@ pub struct Mmu {
     /// For each stream and size: the first structure (in lookup order) that holds it.
     pub first_holder: [[Option<usize>; MAX_SIZES]; 2],
     shifts: [u32; MAX_SIZES],
-    /// Every LRU structure and page-walk cache uses the AVX2 set operations (`Tlb::wide`).
+    /// Some TLB structure or page-walk cache uses the AVX2 set operations (`Tlb::wide`), so the
+    /// engine runs its AVX2-compiled loop.
     pub wide: bool,
     /// Bitmask of page sizes mapped anywhere right now; sizes outside it are not probed.
     pub live_sizes: u32,

@@ -265,12 +265,13 @@ impl Tlb {
     }
 }
 
-/// Whether LRU sets of `ways` can use the `wide` routines on this CPU (AVX2); decided once
-/// per structure. `SUPERPAGER_SCALAR_TLB=1` turns them off (to compare the two).
-fn wide_compare_available(ways: u32) -> bool {
+/// Whether the `wide` set operations are on in this process: the CPU has AVX2 and
+/// `SUPERPAGER_SCALAR_TLB` is not set (it turns them off, to compare the two). Read when each
+/// structure is built.
+pub fn wide_set_operations() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        wide::handles(ways) && std::env::var_os("SUPERPAGER_SCALAR_TLB").is_none() && std::is_x86_feature_detected!("avx2")
+        std::env::var_os("SUPERPAGER_SCALAR_TLB").is_none() && std::is_x86_feature_detected!("avx2")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -278,9 +279,22 @@ fn wide_compare_available(ways: u32) -> bool {
     }
 }
 
+/// Whether LRU sets of `ways` use the `wide` routines.
+fn wide_compare_available(ways: u32) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        wide::handles(ways) && wide_set_operations()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = ways;
+        false
+    }
+}
+
 /// LRU set operations on sets of 4, 8, 12 or 16 ways held in 256-bit registers: every tag
-/// compared at once, the recency shift done with lane permutes and blends (no loop, no branch
-/// but the call). Same results and set contents as the scalar code (the tests run both).
+/// compared at once, the recency shift done with lane permutes and blends (no loop over the
+/// ways). Same results and set contents as the scalar code (the tests run both).
 #[cfg(target_arch = "x86_64")]
 mod wide {
     use std::arch::x86_64::*;

@@ -205,9 +205,11 @@ pub struct Navarro {
 }
 
 /// A true/false parameter (absent: false).
-fn flag(params: &Params, key: &str) -> Result<bool> {
+/// A true/false parameter, `default` when absent.
+fn flag(params: &Params, key: &str, default: bool) -> Result<bool> {
     match params.get(key).map(String::as_str) {
-        None | Some("false") => Ok(false),
+        None => Ok(default),
+        Some("false") => Ok(false),
         Some("true") => Ok(true),
         Some(o) => Err(Error::usage(format!("policy navarro: {key}={o}: expected true or false"))),
     }
@@ -220,11 +222,7 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
 impl Navarro {
     fn new(params: &Params, sizes: &[PageSize]) -> Result<Navarro> {
         check_params("navarro", params, &["sizes", "retry_smaller", "threshold", "fragmentation", "pte_replication", "demote_p", "dirty", "align_files"])?;
-        let align_files = match params.get("align_files").map(String::as_str) {
-            None | Some("true") => true,
-            Some("false") => false,
-            Some(o) => return Err(Error::usage(format!("policy navarro: align_files={o}: expected true or false"))),
-        };
+        let align_files = flag(params, "align_files", true)?;
         let dirty = match params.get("dirty").map(String::as_str) {
             None | Some("demote") => DirtySuperpages::Demote,
             Some("whole") => DirtySuperpages::Whole,
@@ -238,7 +236,7 @@ impl Navarro {
                 _ => return Err(Error::usage(format!("policy navarro: demote_p={t}: expected a probability in [0, 1]"))),
             },
         };
-        let pte_replication = flag(params, "pte_replication")?;
+        let pte_replication = flag(params, "pte_replication", false)?;
         let frag = match params.get("fragmentation").map(String::as_str) {
             None | Some("daemon") => FragControl::Daemon,
             Some("cache") => FragControl::Cache,
@@ -253,7 +251,7 @@ impl Navarro {
             },
         };
         let levels = super::parse_sizes("navarro", params, sizes)?;
-        let retry_smaller = flag(params, "retry_smaller")?;
+        let retry_smaller = flag(params, "retry_smaller", false)?;
         let shifts: Vec<u32> = levels.iter().map(|&si| sizes[si as usize].shift()).collect();
         let fan: Vec<u64> = (0..levels.len()).map(|l| if l == 0 { 0 } else { 1u64 << (shifts[l] - shifts[l - 1]) }).collect();
         let n = levels.len();
@@ -286,9 +284,7 @@ impl Navarro {
             },
         })
     }
-}
 
-impl Navarro {
     fn top(&self) -> usize {
         self.levels.len() - 1
     }
