@@ -1,5 +1,10 @@
 //! Simulation throughput without Python in the way (for profiling the engine):
 //! `cargo run --release --example throughput -- TRACE.spt [MACHINE] [POLICY] [REPEATS]`
+//!
+//! MACHINE `decode-only` times the reader alone. Environment: `PREDECODED=1` decodes the whole
+//! trace first and times the engine alone (`PHASES=1` also prints each chunk's time: the
+//! first-touch faults show in the first chunks, the process's exit in the last); `SERIAL=1`
+//! decodes each chunk on the simulating thread (no reader thread beside it).
 use superpager_core::engine::EngineConfig;
 use superpager_core::mmu::machine::Machine;
 use superpager_core::sim::Simulation;
@@ -29,6 +34,23 @@ fn main() {
         println!("decode only: {:.2}M records/s", median(&mut rates).0 / 1e6);
         return;
     }
+    if std::env::var_os("SERIAL").is_some() {
+        for _ in 0..repeats {
+            let m = Machine::load(machine).unwrap_or_else(|e| panic!("{e}"));
+            let pol = superpager_core::policy::build(policy, &m.page_sizes).unwrap_or_else(|e| panic!("{e}"));
+            let t0 = std::time::Instant::now();
+            let mut r = superpager_core::trace::spt::SptReader::open(&args[1]).unwrap_or_else(|e| panic!("{e}"));
+            let mut c = superpager_core::trace::Chunk::default();
+            let mut e = superpager_core::engine::Engine::new(m, pol, EngineConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+            while r.next_chunk(&mut c).unwrap_or_else(|e| panic!("{e}")) {
+                e.run_chunk(&c).unwrap_or_else(|e| panic!("{e}"));
+            }
+            let n = e.results().counters["accesses"];
+            rates.push((n as f64 / t0.elapsed().as_secs_f64(), 0.0));
+        }
+        println!("{:.2}M refs/s serial decode (median of {repeats})", median(&mut rates).0 / 1e6);
+        return;
+    }
     if std::env::var_os("PREDECODED").is_some() {
         // The engine alone, on chunks decoded beforehand (no reader thread running beside it).
         let mut r = superpager_core::trace::spt::SptReader::open(&args[1]).unwrap_or_else(|e| panic!("{e}"));
@@ -42,10 +64,20 @@ fn main() {
             let pol = superpager_core::policy::build(policy, &m.page_sizes).unwrap_or_else(|e| panic!("{e}"));
             let t0 = std::time::Instant::now();
             let mut e = superpager_core::engine::Engine::new(m, pol, EngineConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+            let t1 = std::time::Instant::now();
+            let mut per = Vec::new();
             for c in &chunks {
+                let tc = std::time::Instant::now();
                 e.run_chunk(c).unwrap_or_else(|e| panic!("{e}"));
+                per.push(tc.elapsed().as_secs_f64() * 1e3);
             }
+            let t2 = std::time::Instant::now();
             let n = e.results().counters["accesses"];
+            if std::env::var_os("PHASES").is_some() {
+                let k = per.len();
+                eprintln!("new {:.2}ms chunks {:.1}ms (first {:.2} mid {:.2} last {:.2}) results {:.2}ms", (t1 - t0).as_secs_f64() * 1e3, (t2 - t1).as_secs_f64() * 1e3, per[0], per[k / 2], per[k - 1], t2.elapsed().as_secs_f64() * 1e3);
+                eprintln!("{}", per.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(" "));
+            }
             let dt = t0.elapsed().as_secs_f64();
             rates.push((n as f64 / dt, 0.0));
         }

@@ -579,6 +579,8 @@ pub fn decode_payload(raw: &[u8], n_records: u32, n_accesses: u64, path: &str, b
     // Offsets inside the payload are reported as "chunk at B, payload byte P": the payload is
     // compressed, so a file offset would not point at the bad byte.
     let bad = |p: usize, m: &str| Error::trace(path, base, format!("corrupt chunk: payload byte {p}: {m}"));
+    // The header's record count sizes the buffer (bounded: each record takes a payload byte).
+    out.accesses.reserve((n_records as usize).min(raw.len()));
     while pos < raw.len() {
         let at = pos;
         let tag = raw[pos];
@@ -679,6 +681,8 @@ pub struct SptReader {
     pos: u64,
     comp: Vec<u8>,
     raw: Vec<u8>,
+    /// One decompression context for every chunk (creating one per chunk showed in profiles).
+    zstd: Option<zstd::bulk::Decompressor<'static>>,
     allow_truncated: bool,
     done: bool,
     chunk_no: usize,
@@ -690,7 +694,7 @@ impl SptReader {
     pub fn open(path: &str) -> Result<SptReader> {
         let (meta, r) = open_meta(path)?;
         let pos = meta.data_offset;
-        Ok(SptReader { meta, r, pos, comp: Vec::new(), raw: Vec::new(), allow_truncated: false, done: false, chunk_no: 0, last_ctx: None })
+        Ok(SptReader { meta, r, pos, comp: Vec::new(), raw: Vec::new(), zstd: None, allow_truncated: false, done: false, chunk_no: 0, last_ctx: None })
     }
 
     /// Accept a file that was cut short: read its complete chunks and stop quietly.
@@ -762,8 +766,12 @@ impl SptReader {
         if self.raw.len() < raw_len as usize {
             self.raw.resize(raw_len as usize, 0);
         }
-        let got = zstd::bulk::decompress_to_buffer(&self.comp, &mut self.raw[..raw_len as usize])
-            .map_err(|e| Error::trace(&path, start + CHUNK_HEADER_LEN, format!("corrupt chunk: zstd: {e}")))?;
+        let zerr = |e: std::io::Error| Error::trace(&path, start + CHUNK_HEADER_LEN, format!("corrupt chunk: zstd: {e}"));
+        if self.zstd.is_none() {
+            self.zstd = Some(zstd::bulk::Decompressor::new().map_err(zerr)?);
+        }
+        let got = self.zstd.as_mut().unwrap().decompress_to_buffer(&self.comp, &mut self.raw[..raw_len as usize])
+            .map_err(zerr)?;
         if got != raw_len as usize {
             return Err(Error::trace(&path, start, format!("corrupt chunk: decompressed to {got} bytes, header says {raw_len}")));
         }
