@@ -66,17 +66,20 @@ fn main() {
             let mut e = superpager_core::engine::Engine::new(m, pol, EngineConfig::default()).unwrap_or_else(|e| panic!("{e}"));
             let t1 = std::time::Instant::now();
             let mut per = Vec::new();
+            let mut faults = Vec::new();
             for c in &chunks {
                 let tc = std::time::Instant::now();
+                let f0 = e.os.counters.faults;
                 e.run_chunk(c).unwrap_or_else(|e| panic!("{e}"));
                 per.push(tc.elapsed().as_secs_f64() * 1e3);
+                faults.push(e.os.counters.faults - f0);
             }
             let t2 = std::time::Instant::now();
             let n = e.results().counters["accesses"];
             if std::env::var_os("PHASES").is_some() {
                 let k = per.len();
                 eprintln!("new {:.2}ms chunks {:.1}ms (first {:.2} mid {:.2} last {:.2}) results {:.2}ms", (t1 - t0).as_secs_f64() * 1e3, (t2 - t1).as_secs_f64() * 1e3, per[0], per[k / 2], per[k - 1], t2.elapsed().as_secs_f64() * 1e3);
-                eprintln!("{}", per.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(" "));
+                eprintln!("{}", per.iter().zip(&faults).map(|(x, f)| format!("{x:.2}/{f}")).collect::<Vec<_>>().join(" "));
             }
             let dt = t0.elapsed().as_secs_f64();
             rates.push((n as f64 / dt, 0.0));
