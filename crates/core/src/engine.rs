@@ -622,7 +622,7 @@ impl Engine {
 
     /// Final results. Takes a last sample first.
     pub fn results(&mut self) -> Results {
-        if self.series.last().map_or(true, |s| s.accesses != self.accesses) {
+        if self.series.last().is_none_or(|s| s.accesses != self.accesses) {
             self.sample();
         }
         Results::collect(self)

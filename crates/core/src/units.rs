@@ -50,7 +50,7 @@ impl fmt::Display for Bytes {
         let v = self.0;
         const UNITS: [(u64, &str); 4] = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
         for (m, u) in UNITS {
-            if v >= m && v % m == 0 {
+            if v >= m && v.is_multiple_of(m) {
                 return write!(f, "{}{}", v / m, u);
             }
         }

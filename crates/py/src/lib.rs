@@ -547,10 +547,10 @@ fn trace_info(py: Python<'_>, path: &str, page_sizes: Vec<String>, allow_truncat
                 *pid = *p;
                 pids.insert(*p);
             }
-            Event::Mmap { .. } | Event::Munmap { .. } | Event::Mremap { .. } | Event::Brk { .. } | Event::Mprotect { .. } | Event::Madvise { .. } => {
-                if vmas.len() < 10_000 {
-                    vmas.push((*pid, tr::text::format_event(e)));
-                }
+            Event::Mmap { .. } | Event::Munmap { .. } | Event::Mremap { .. } | Event::Brk { .. } | Event::Mprotect { .. } | Event::Madvise { .. }
+                if vmas.len() < 10_000 =>
+            {
+                vmas.push((*pid, tr::text::format_event(e)));
             }
             _ => {}
         }
@@ -748,7 +748,7 @@ impl CaptureSession {
     fn progress(&self) -> (u64, u64, u64, bool, bool) {
         use std::sync::atomic::Ordering::Relaxed;
         let p = &self.progress;
-        let done = self.worker.as_ref().map_or(true, |w| w.is_finished());
+        let done = self.worker.as_ref().is_none_or(|w| w.is_finished());
         (p.accesses.load(Relaxed), p.packets.load(Relaxed), p.bytes_in.load(Relaxed), done, p.write_failed.load(Relaxed))
     }
 

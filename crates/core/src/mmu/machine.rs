@@ -378,6 +378,8 @@ impl Machine {
             ("cost.pte_write_cycles", f.cost.pte_write_cycles.unwrap_or(0.0)),
             ("cost.hash_cycles_per_kib", f.cost.hash_cycles_per_kib.unwrap_or(0.0)),
         ] {
+            // Written so that NaN fails too.
+            #[allow(clippy::neg_cmp_op_on_partial_ord)]
             if !(v >= 0.0) || !v.is_finite() {
                 return Err(cfg(key, format!("must be a non-negative number, not {v}")));
             }

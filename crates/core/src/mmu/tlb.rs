@@ -128,7 +128,7 @@ impl Tlb {
                 }
                 false
             }
-            Replacement::Random => set.iter().any(|&t| t == tag),
+            Replacement::Random => set.contains(&tag),
         }
     }
 

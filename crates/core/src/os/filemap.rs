@@ -33,6 +33,7 @@
 //!   trap) so that the flush writes exactly those, and charges the hashing
 //!   (`cost.hash_cycles_per_kib`) for every page read from disk and every page of a dirty
 //!   superpage at the flush.
+//!
 //! Compaction does not move frames under a file superpage.
 
 use super::frames::{FrameKind, Owner};

@@ -145,7 +145,7 @@ impl Owner {
         (self.0 != 0 && self.0 & Self::FILE == 0 && self != Self::SHARED).then(|| (((self.0 >> 46) - 1) as usize, self.0 & ((1 << 46) - 1)))
     }
     pub fn as_file(self) -> Option<(u32, u64)> {
-        (self.0 & Self::FILE != 0).then(|| (((self.0 >> 36) & 0x7ff_ffff) as u32, self.0 & ((1 << 36) - 1)))
+        (self.0 & Self::FILE != 0).then_some((((self.0 >> 36) & 0x7ff_ffff) as u32, self.0 & ((1 << 36) - 1)))
     }
 }
 
@@ -168,6 +168,9 @@ pub struct PhysCounters {
     /// ... of which out of a reservation, which was preempted (dissolved) for it.
     pub cache_reclaimed_preempting: u64,
 }
+
+/// Names blocks (pfn, order) by calling the function it is given on each.
+pub type BlockVisitor<'a> = &'a mut dyn FnMut(&mut dyn FnMut(u64, u8));
 
 pub struct PhysMem {
     frames: u64,
@@ -711,7 +714,7 @@ impl PhysMem {
     /// `range`: frames [lo, hi) known to hold every block, or None for all of memory (the
     /// marks then go in a bitmap over every frame, which the host maps lazily). None of the
     /// blocks may lie in a reservation. Returns how many blocks were freed.
-    pub fn free_blocks_visited(&mut self, range: Option<(u64, u64)>, visit: &mut dyn FnMut(&mut dyn FnMut(u64, u8))) -> u64 {
+    pub fn free_blocks_visited(&mut self, range: Option<(u64, u64)>, visit: BlockVisitor<'_>) -> u64 {
         let (lo, end) = range.unwrap_or((0, self.frames));
         if lo >= end {
             return 0;

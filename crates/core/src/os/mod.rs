@@ -82,6 +82,10 @@ impl Vma {
     pub fn len(&self) -> u64 {
         self.end - self.start
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.end == self.start
+    }
 }
 
 pub struct Process {
@@ -496,10 +500,8 @@ impl Os {
                 let (ts, te) = (t.start, t.start + size);
                 // Only what stays inside a VMA is kept (Romer's FIXED may map past a VMA).
                 let keep = (ts >= start || self.covered(pi, ts, start)) && (te <= end || self.covered(pi, end, te));
-                if t.size_idx > 0 && (ts < start || te > end) && keep {
-                    if self.demote(pi, edge, 0, mmu) != promote::DemoteResult::Demoted {
-                        self.counters.partial_unmaps_whole += 1;
-                    }
+                if t.size_idx > 0 && (ts < start || te > end) && keep && self.demote(pi, edge, 0, mmu) != promote::DemoteResult::Demoted {
+                    self.counters.partial_unmaps_whole += 1;
                 }
             }
         }
@@ -539,10 +541,10 @@ impl Os {
     /// Split VMAs so that `at` is a boundary.
     fn split_at(&mut self, pi: usize, at: u64) {
         let p = &mut self.procs[pi];
-        let hit = p.vmas.range(..at).next_back().map(|(_, v)| v.clone());
+        let hit = p.vmas.range(..at).next_back().map(|(_, v)| *v);
         if let Some(v) = hit {
             if v.start < at && at < v.end {
-                let mut right = v.clone();
+                let mut right = v;
                 right.start = at;
                 if let Some((f, off)) = v.file {
                     right.file = Some((f, off + (at - v.start)));
@@ -586,7 +588,7 @@ impl Os {
             end = end.min(next.start);
         }
         let v = Vma { start, end, prot: PROT_READ | PROT_WRITE, flags: MAP_PRIVATE | MAP_ANONYMOUS, kind: VmaKind::Inferred, thp_advice: None, file: None };
-        self.procs[pi].vmas.insert(start, v.clone());
+        self.procs[pi].vmas.insert(start, v);
         self.counters.vmas_inferred += 1;
         v
     }

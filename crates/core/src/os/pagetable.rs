@@ -99,7 +99,7 @@ impl PageTable {
             nodes: Vec::new(),
             meta: Vec::new(),
             leaf_bits: Vec::new(),
-            words_per_node: ((1usize << bits) + 63) / 64,
+            words_per_node: (1usize << bits).div_ceil(64),
             free_nodes: Vec::new(),
             live_nodes: 0,
             node_frame: Vec::new(),

@@ -185,7 +185,7 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
         }
         folios.push(((bytes / base.bytes()).trailing_zeros() as u8, m));
     }
-    folios.sort_by(|a, b| b.0.cmp(&a.0));
+    folios.sort_by_key(|f| std::cmp::Reverse(f.0));
     Ok(Box::new(LinuxThp {
         enabled,
         defrag,

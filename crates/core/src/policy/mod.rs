@@ -189,11 +189,14 @@ pub trait Policy: Send {
     }
 }
 
+/// Builds a policy from its parameters and the machine's page sizes.
+pub type PolicyBuilder = fn(&Params, &[PageSize]) -> Result<Box<dyn Policy>>;
+
 pub struct PolicyInfo {
     pub name: &'static str,
     pub summary: &'static str,
     pub params: &'static str,
-    pub build: fn(&Params, &[PageSize]) -> Result<Box<dyn Policy>>,
+    pub build: PolicyBuilder,
 }
 
 pub const REGISTRY: [PolicyInfo; 5] = [

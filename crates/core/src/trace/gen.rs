@@ -221,6 +221,8 @@ pub fn generate<S: RecordSink>(p: &GenParams, sink: &mut S, progress: &mut dyn F
             emitted = 2 * n;
         }
         "zipf" => {
+            // Written so that NaN fails too.
+            #[allow(clippy::neg_cmp_op_on_partial_ord)]
             if !(p.alpha > 0.0) || p.alpha.is_infinite() {
                 return Err(Error::usage("--alpha must be a positive number"));
             }

@@ -44,6 +44,10 @@ impl EvictedStack {
         self.len
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     pub fn contains(&self, key: u64) -> bool {
         self.index.contains_key(&key)
     }
