@@ -471,6 +471,7 @@ impl Engine {
             vma: &vma,
             sizes: &self.os.sizes,
         });
+        let within = if d.within_vma { Some((vma.start, vma.end)) } else { None };
         let wanted = d.size_idx.min(self.os.sizes.len() as u32 - 1);
         let mut si = wanted;
         let mut compacted = false;
@@ -492,7 +493,6 @@ impl Engine {
             }
             let size = self.os.sizes[si as usize];
             let start = va & !size.mask();
-            let within = if d.within_vma { Some((vma.start, vma.end)) } else { None };
             match self.os.map_page(pi, start, si, within, &mut self.mmu) {
                 MapOutcome::Mapped => break,
                 MapOutcome::NoContiguousExtent => {

@@ -726,8 +726,10 @@ impl PhysMem {
             debug_assert!(self.is_head(pfn) && self.order[pfn as usize] == o, "free of a non-block at {pfn:#x}");
             debug_assert!(self.reservs.count() == 0 || !self.reservs.is_member(pfn), "free_blocks_visited inside a reservation at {pfn:#x}");
             debug_assert!(pfn >= lo && pfn + (1u64 << o) <= end, "a block outside the range given");
-            self.mark_block_free(pfn, o);
+            // Only the bitmap here: the frames are marked free in the scan below, in frame
+            // order (the visit comes in address order, which scatters over the frame tables).
             let (a, b) = ((pfn - lo) as usize, (pfn - lo) as usize + (1usize << o));
+            debug_assert!(bits[a / 64] >> (a % 64) & 1 == 0, "block at {pfn:#x} freed twice");
             for i in a..b {
                 bits[i / 64] |= 1 << (i % 64);
             }
@@ -756,6 +758,13 @@ impl PhysMem {
             }
             let end = i.min(n);
             let (mut pfn, end) = (lo + start as u64, lo + end as u64);
+            // The run is whole freed blocks, so it starts at a block's head.
+            let mut head = pfn;
+            while head < end {
+                let o = self.order[head as usize];
+                self.mark_block_free(head, o);
+                head += 1 << o;
+            }
             while pfn < end {
                 let o = (self.max_order as u32).min(pfn.trailing_zeros()).min(63 - (end - pfn).leading_zeros());
                 self.merge_in(pfn, o as u8);
