@@ -91,9 +91,22 @@ fn main() {
         let m = Machine::load(machine).unwrap_or_else(|e| panic!("{e}"));
         let t0 = std::time::Instant::now();
         let mut s = Simulation::open(&args[1], vec![(m, policy.to_string())], EngineConfig::default(), false).unwrap_or_else(|e| panic!("{e}"));
-        while s.step(16).unwrap_or_else(|e| panic!("{e}")) {}
+        let t1 = t0.elapsed().as_secs_f64();
+        let mut steps = Vec::new();
+        loop {
+            let ts = std::time::Instant::now();
+            let more = s.step(1).unwrap_or_else(|e| panic!("{e}"));
+            steps.push(ts.elapsed().as_secs_f64() * 1e3);
+            if !more {
+                break;
+            }
+        }
+        let t2 = t0.elapsed().as_secs_f64();
         let r = s.results().remove(0);
         let dt = t0.elapsed().as_secs_f64();
+        if std::env::var_os("PHASES").is_some() {
+            eprintln!("open {:.2}ms steps {:.1}ms results {:.2}ms; steps: {}", t1 * 1e3, (t2 - t1) * 1e3, (dt - t2) * 1e3, steps.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(" "));
+        }
         rates.push((r.counters["accesses"] as f64 / dt, r.counters["records"] as f64 / dt));
     }
     let (a, r) = median(&mut rates);

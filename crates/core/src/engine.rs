@@ -9,7 +9,7 @@
 use crate::error::{Error, Result};
 use crate::mmu::machine::Machine;
 use crate::mmu::Mmu;
-use crate::os::{MapOutcome, Os};
+use crate::os::{MapOutcome, Os, Vma};
 use crate::policy::{FaultInfo, Policy, Sys};
 use crate::units::Cycles;
 use crate::stats::{Results, Sample};
@@ -427,21 +427,14 @@ impl Engine {
             self.os.counters.major_faults += 1;
             return Ok(Some(self.fault_served(si)));
         }
-        let found = self.os.procs[pi].find_vma(va).copied();
-        let found = match found {
-            None if self.os.procs[pi].has_layout_events => self.os.grow_stack(pi, va),
-            f => f,
-        };
-        let vma = match found {
-            Some(v) => v,
-            None => {
-                if self.os.procs[pi].has_layout_events {
-                    self.os.segfault(pi, va);
-                    self.cur_live = false;
-                    return Ok(None);
-                }
-                self.os.infer_vma(pi, va)
-            }
+        // One copy of the VMA, straight from the process's map (each further move of the
+        // struct reloaded it in 16-byte pieces from 8-byte stores, a store-forwarding stall).
+        let vma = match self.os.procs[pi].find_vma(va) {
+            Some(v) => *v,
+            None => match self.vma_outside_map(pi, va) {
+                Some(v) => v,
+                None => return Ok(None),
+            },
         };
         if vma.file.is_some() {
             // A file mapping: the page cache serves it (base pages; file THP is not modelled).
@@ -524,6 +517,21 @@ impl Engine {
         }
         self.policy.on_fault_done(wanted, si);
         Ok(Some(self.fault_served(si)))
+    }
+
+    /// A fault outside every VMA: the stack grows down to it, or (a trace without address-space
+    /// events) a VMA is inferred around it; otherwise the process dies of a segfault (None).
+    #[inline(never)]
+    fn vma_outside_map(&mut self, pi: usize, va: u64) -> Option<Vma> {
+        if !self.os.procs[pi].has_layout_events {
+            return Some(self.os.infer_vma(pi, va));
+        }
+        let grown = self.os.grow_stack(pi, va);
+        if grown.is_none() {
+            self.os.segfault(pi, va);
+            self.cur_live = false;
+        }
+        grown
     }
 
     /// Count a fault served with a page of size index `si`, which the TLBs may now hold.
