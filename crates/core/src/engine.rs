@@ -284,14 +284,17 @@ impl Engine {
                 // SAFETY: the caller's contract.
                 match unsafe { self.mmu.lookup_single_size::<WIDE>(a.addr, asid, fetch, 0) } {
                     Some(_) => Some(0),
-                    // The common miss: the page is mapped and its table is in the page
-                    // table's region cache; count the walk here, without the call.
-                    None if self.os.swap_total == 0 && self.os.procs[self.cur_pi].pt.cached_present(a.addr) == Some(true) => {
-                        // SAFETY: the caller's contract.
-                        unsafe { self.mmu.walk_only::<WIDE>(a.addr, asid, 0) };
-                        Some(0)
-                    }
-                    None => self.miss_base_only(a)?,
+                    None => match self.os.procs[self.cur_pi].pt.cached_present(a.addr) {
+                        // The common miss: the page is mapped and its table is in the page
+                        // table's region cache; count the walk here, without the call.
+                        Some(true) if self.os.swap_total == 0 => {
+                            // SAFETY: the caller's contract.
+                            unsafe { self.mmu.walk_only::<WIDE>(a.addr, asid, 0) };
+                            Some(0)
+                        }
+                        // Some(false): the region cache already shows a first touch.
+                        cached => self.miss_base_only(a, cached == Some(false))?,
+                    },
                 }
             } else {
                 match self.mmu.lookup(a.addr, asid, fetch) {
@@ -360,9 +363,9 @@ impl Engine {
     /// A miss everywhere in a base-pages-only run: the TLBs already hold the translation (they
     /// were filled in the lookup pass); resolve it, faulting if needed, and count the walk.
     #[inline(never)]
-    fn miss_base_only(&mut self, a: &Access) -> Result<Option<u32>> {
+    fn miss_base_only(&mut self, a: &Access, absent: bool) -> Result<Option<u32>> {
         let pi = self.cur_pi;
-        let present = self.os.procs[pi].pt.size_at(a.addr).is_some() || self.fault(a)?.is_some();
+        let present = (!absent && self.os.procs[pi].pt.size_at(a.addr).is_some()) || self.fault(a)?.is_some();
         if !present {
             // Segfault: the access never completes; take back the misses and entries its lookup
             // recorded (the entries they displaced are not restored: docs/MODEL.md).
