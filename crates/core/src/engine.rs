@@ -467,7 +467,7 @@ impl Engine {
             vma: &vma,
             sizes: &self.os.sizes,
         });
-        let within = if d.within_vma { Some((vma.start, vma.end)) } else { None };
+        let within = if d.within_vma { (vma.start, vma.end) } else { Os::ANYWHERE };
         let wanted = d.size_idx.min(self.os.sizes.len() as u32 - 1);
         let mut si = wanted;
         let mut compacted = false;

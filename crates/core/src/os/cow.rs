@@ -201,7 +201,7 @@ impl Os {
                 let base = self.base.bytes();
                 for k in 0..bytes / base {
                     let va = t.start + k * base;
-                    match self.map_page(pi, va, 0, None, mmu) {
+                    match self.map_page(pi, va, 0, Os::ANYWHERE, mmu) {
                         MapOutcome::Mapped => {}
                         _ => return Ok(false),
                     }

@@ -192,7 +192,7 @@ impl Os {
         let shared = vma.flags & MAP_SHARED != 0;
         if write && !shared {
             // Private write: the process gets its own copy at once.
-            if self.map_page(pi, page, 0, None, mmu) != MapOutcome::Mapped {
+            if self.map_page(pi, page, 0, Os::ANYWHERE, mmu) != MapOutcome::Mapped {
                 return false;
             }
             self.counters.zeroed_bytes -= base;

@@ -416,21 +416,26 @@ impl Os {
         self.phys.alloc(order, kind)
     }
 
+    /// `map_page`'s bounds when the page may lie anywhere.
+    pub const ANYWHERE: (u64, u64) = (0, u64::MAX);
+
     pub fn order_of(&self, si: u32) -> Order {
         Order((self.sizes[si as usize].shift() - self.base.shift()) as u8)
     }
 
     /// Mechanism: map a page of size `si` at aligned `start` in process `pi`, taking and zeroing
-    /// fresh frames. Counted by outcome.
-    pub fn map_page(&mut self, pi: usize, start: u64, si: u32, within: Option<(u64, u64)>, mmu: &mut Mmu) -> MapOutcome {
+    /// fresh frames; the page must lie in `within` ([lo, hi); `ANYWHERE` for no limit). Counted
+    /// by outcome.
+    pub fn map_page(&mut self, pi: usize, start: u64, si: u32, within: (u64, u64), mmu: &mut Mmu) -> MapOutcome {
         let size = self.sizes[si as usize];
         let out = (|| {
-            if let Some((lo, hi)) = within {
-                if start < lo || start + size.bytes() > hi {
-                    return MapOutcome::CrossesVma;
-                }
+            // Bounds by value, in two registers (a pointer to an Option built just before the
+            // call made this load wait on store forwarding).
+            let (lo, hi) = within;
+            if start < lo || start + size.bytes() > hi {
+                return MapOutcome::CrossesVma;
             }
-            if !self.procs[pi].swapped.is_empty() && self.swapped_overlaps(pi, start, start + size.bytes()) {
+            if self.swap_total > 0 && !self.procs[pi].swapped.is_empty() && self.swapped_overlaps(pi, start, start + size.bytes()) {
                 // Part of the range is in swap: a larger page would lose it.
                 return MapOutcome::OverlapsMapping;
             }

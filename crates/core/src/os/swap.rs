@@ -246,7 +246,7 @@ impl Os {
         let entry = self.procs[pi].swapped.remove(&start).expect("swapped_at found it");
         let pages = 1u64 << self.order_of(si).0;
         let mut at = (start, si);
-        if self.map_page(pi, start, si, None, mmu) != MapOutcome::Mapped {
+        if self.map_page(pi, start, si, Os::ANYWHERE, mmu) != MapOutcome::Mapped {
             if si == 0 {
                 self.procs[pi].swapped.insert(start, entry);
                 return None;
@@ -263,7 +263,7 @@ impl Os {
                     self.slot_get(entry.slot);
                 }
             }
-            if self.map_page(pi, page, 0, None, mmu) != MapOutcome::Mapped {
+            if self.map_page(pi, page, 0, Os::ANYWHERE, mmu) != MapOutcome::Mapped {
                 self.procs[pi].swapped.insert(page, SwapEntry { si: 0, slot: entry.slot });
                 return None;
             }

@@ -707,10 +707,10 @@ impl Policy for Navarro {
             self.c.base_fallback += 1;
         }
         // A base page: the buddy allocator, then (last resort) preempting a reservation.
-        let mut out = sys.os.map_page(pi, page, 0, Some((vma.start, vma.end)), sys.mmu);
+        let mut out = sys.os.map_page(pi, page, 0, (vma.start, vma.end), sys.mmu);
         if out == MapOutcome::NoContiguousExtent && self.preempt(sys, 0) {
             self.c.base_preempt += 1;
-            out = sys.os.map_page(pi, page, 0, Some((vma.start, vma.end)), sys.mmu);
+            out = sys.os.map_page(pi, page, 0, (vma.start, vma.end), sys.mmu);
         }
         if out != MapOutcome::Mapped {
             // Under memory pressure the page may have been mapped by an attempt above and swapped
