@@ -430,8 +430,8 @@ impl Engine {
             self.os.counters.major_faults += 1;
             return Ok(Some(self.fault_served(si)));
         }
-        // One copy of the VMA, straight from the process's map (each further move of the
-        // struct reloaded it in 16-byte pieces from 8-byte stores, a store-forwarding stall).
+        // One copy of the VMA, straight from the process's map (profiles showed time on the
+        // further moves of the struct).
         let vma = match self.os.procs[pi].find_vma(va) {
             Some(v) => *v,
             None => match self.vma_outside_map(pi, va) {

@@ -429,13 +429,11 @@ impl Os {
     pub fn map_page(&mut self, pi: usize, start: u64, si: u32, within: (u64, u64), mmu: &mut Mmu) -> MapOutcome {
         let size = self.sizes[si as usize];
         let out = (|| {
-            // Bounds by value, in two registers (a pointer to an Option built just before the
-            // call made this load wait on store forwarding).
             let (lo, hi) = within;
             if start < lo || start + size.bytes() > hi {
                 return MapOutcome::CrossesVma;
             }
-            if self.swap_total > 0 && !self.procs[pi].swapped.is_empty() && self.swapped_overlaps(pi, start, start + size.bytes()) {
+            if !self.procs[pi].swapped.is_empty() && self.swapped_overlaps(pi, start, start + size.bytes()) {
                 // Part of the range is in swap: a larger page would lose it.
                 return MapOutcome::OverlapsMapping;
             }

@@ -204,7 +204,6 @@ pub struct Navarro {
     c: Counters,
 }
 
-/// A true/false parameter (absent: false).
 /// A true/false parameter, `default` when absent.
 fn flag(params: &Params, key: &str, default: bool) -> Result<bool> {
     match params.get(key).map(String::as_str) {

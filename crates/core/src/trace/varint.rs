@@ -47,19 +47,18 @@ pub fn get_u64(buf: &[u8], pos: &mut usize) -> Option<u64> {
 /// The byte-at-a-time reader: varints near the end of the buffer, or longer than eight bytes.
 /// Returns the value and the position after it.
 #[inline(never)]
-fn get_u64_slow(buf: &[u8], mut at: usize) -> Option<(u64, usize)> {
-    let pos = &mut at;
+fn get_u64_slow(buf: &[u8], mut pos: usize) -> Option<(u64, usize)> {
     let mut v: u64 = 0;
     let mut shift = 0u32;
     loop {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
+        let b = *buf.get(pos)?;
+        pos += 1;
         if shift == 63 && b > 1 {
             return None;
         }
         v |= ((b & 0x7f) as u64) << shift;
         if b < 0x80 {
-            return Some((v, *pos));
+            return Some((v, pos));
         }
         shift += 7;
         if shift > 63 {
