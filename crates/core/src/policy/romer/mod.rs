@@ -26,7 +26,7 @@ use super::{check_params, parse_sizes, FaultDecision, FaultInfo, Params, Policy,
 use crate::error::{Error, Result};
 use crate::os::compact::{CollapseLimits, CollapseResult};
 use crate::units::PageSize;
-use stack::EvictedStack;
+use stack::{EvictedStack, SegmentOf};
 use crate::fasthash::FastMap;
 use tree::{Geometry, Segments, GROUPS};
 
@@ -54,7 +54,8 @@ copy_cycles_per_kib=C (default 3000) and miss_cycles=M (default 30): R = C x KB 
 bookkeeping_cycles=B (per-miss cost beyond the handler; default 100 approx-online, 2570 online, 0 otherwise); \
 defer=true|false (Appendix A's deferred counters above 64KB; default true; results are the same either way); \
 passes=N (offline: at most N planning passes; default 8); \
-past_vma=true (a promotion may reach past its VMA into unmapped address space, as the paper's address-range model; default false: inside one VMA)";
+past_vma=true (a promotion may reach past its VMA into unmapped address space, as the paper's address-range model; default false: inside one VMA); \
+capacity_scan=auto|linear|indexed (online: visit the eviction stack entry by entry, or count its deep part from order statistics; same results; default auto: indexed when the largest page holds 16384 base pages or more)";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
@@ -100,6 +101,7 @@ struct Counters {
     prefetch_charges: u64,
     capacity_charges: u64,
     capacity_scan_steps: u64,
+    capacity_scan_counted: u64,
     deferred_charges: u64,
     flushes: u64,
     promoted: Vec<u64>,
@@ -136,7 +138,11 @@ pub struct Romer {
     epoch: u32,
     /// Scratch lists (kept to avoid allocating per miss).
     touched: Vec<(u32, u32)>,
+    fresh_roots: Vec<(u32, u32)>,
     candidates: Vec<(usize, usize)>,
+    /// ONLINE: count the deep part of capacity scans from order statistics (`capacity_scan=`;
+    /// None: when the largest page holds at least `INDEX_SCAN_FROM` base pages).
+    index_scan: Option<bool>,
     asid_of: FastMap<usize, u16>,
     /// OFFLINE: the superpages to make at first touch, per address space: (start, level).
     plan: Option<offline::Plan>,
@@ -181,7 +187,7 @@ impl Romer {
         check_params(
             "romer",
             params,
-            &["_", "variant", "size", "sizes", "threshold", "capacity_threshold", "copy_cycles_per_kib", "miss_cycles", "bookkeeping_cycles", "defer", "passes", "past_vma"],
+            &["_", "variant", "size", "sizes", "threshold", "capacity_threshold", "copy_cycles_per_kib", "miss_cycles", "bookkeeping_cycles", "defer", "passes", "past_vma", "capacity_scan"],
         )?;
         let names: Vec<&str> = Variant::ALL.iter().map(|v| v.name()).collect();
         let vname = params.get("variant").or_else(|| params.get("_")).ok_or_else(|| {
@@ -241,6 +247,12 @@ impl Romer {
             Some("true") => true,
             Some(o) => return Err(Error::usage(format!("policy romer: past_vma={o}: expected true or false"))),
         };
+        let index_scan = match params.get("capacity_scan").map(String::as_str) {
+            None | Some("auto") => None,
+            Some("linear") => Some(false),
+            Some("indexed") => Some(true),
+            Some(o) => return Err(Error::usage(format!("policy romer: capacity_scan={o}: expected auto, linear or indexed"))),
+        };
         let shifts: Vec<u32> = levels.iter().map(|&si| sizes[si as usize].shift()).collect();
         // R for a page of `level`: copy cost of the whole page over the miss cost (§4.3).
         let r = |l: usize| copy * (1u64 << (shifts[l] - 10)) as f64 / miss;
@@ -278,7 +290,9 @@ impl Romer {
             resident_at: Default::default(),
             epoch: 0,
             touched: Vec::new(),
+            fresh_roots: Vec::new(),
             candidates: Vec::new(),
+            index_scan,
             asid_of: FastMap::default(),
             plan: None,
             planning_passes: passes,
@@ -333,7 +347,14 @@ impl Romer {
         }
         if self.online_like() {
             let top = self.segs.geo.pages(self.levels_n() - 1) as usize;
-            self.stacks = (0..GROUPS).map(|g| EvictedStack::new(top + self.group_entries[g] as usize)).collect();
+            let seg_of = SegmentOf { base_shift: self.segs.geo.shift[0], seg_shift: self.segs.geo.seg_shift, top_level: self.levels_n() - 1 };
+            let indexed = self.index_scan.unwrap_or(top >= INDEX_SCAN_FROM);
+            self.stacks = (0..GROUPS)
+                .map(|g| {
+                    let cap = top + self.group_entries[g] as usize;
+                    if indexed { EvictedStack::with_depths(cap, seg_of) } else { EvictedStack::new(cap) }
+                })
+                .collect();
         }
         self.touched.reserve(4096);
     }
@@ -375,6 +396,14 @@ impl Romer {
             self.remove_resident(g, k);
             self.stacks[g].push_front(k);
         }
+    }
+
+    /// `count_rest` for group `g`; the roots it counted first join the scan's `touched`.
+    fn count_rest_into(&mut self, g: usize, lo_t: u32, hi_t: u32, epoch: u32, above: usize, budget: usize) -> Option<(usize, usize)> {
+        let r = count_rest(&self.stacks[g], &mut self.segs, &mut self.fresh_roots, (lo_t, hi_t), g, epoch, above, budget)?;
+        self.touched.extend(self.fresh_roots.iter().copied());
+        self.c.capacity_scan_counted += r.0 as u64;
+        Some(r)
     }
 
     fn remove_resident(&mut self, g: usize, k: u64) {
@@ -546,10 +575,47 @@ impl Romer {
         // A potential superpage holds at most its base pages' worth of entries, so once the
         // entries it would need exceed that, its level needs no more counting.
         let mut lo = 1usize;
+        let u_time = self.stacks[g].time_of(u);
+        // With order statistics, when u lies so deep that no potential superpage below a
+        // segment root can hold enough entries (a level-(top-1) node counts at most its
+        // residents, no more than rn, plus the entries visited while its level still counts),
+        // everything above u is counted from the statistics.
+        let mut all_counted = None;
+        if let (Some(lo_t), true) = (u_time, top >= 1) {
+            let deep = self.stacks[g].between(lo_t, u32::MAX) as usize;
+            let lower_most = rn + (geo.pages(top - 1) as usize + budget).saturating_sub(1 + rn);
+            if lower_most < (rn + deep).saturating_sub(budget) {
+                all_counted = self.count_rest_into(g, lo_t, u32::MAX, epoch, rn, budget);
+            }
+        }
+        let mut tried = all_counted.is_some();
+        // Then every node not counted from the statistics holds only its residents, at most rn,
+        // fewer than `need`: none of them can be charged, so the residents' loop is skipped.
+        let residents_may_charge = all_counted.is_none();
+        if let Some((n, fullest)) = all_counted {
+            j = n;
+            max_in = max_in.max(fullest);
+            found = true;
+        }
         for k in self.stacks[g].iter() {
-            if k == u {
+            if found || k == u {
                 found = true;
                 break;
+            }
+            if let (true, false, Some(lo_t)) = (lo == top, tried, u_time) {
+                // From here on every entry counts toward its segment's root only: count the
+                // rest, down to u, from the order statistics instead of visiting it.
+                tried = true;
+                let st = &self.stacks[g];
+                let hi_t = st.time_of(k).expect("k is in the stack") + 1;
+                if let Some((n, fullest)) = count_rest(st, &mut self.segs, &mut self.fresh_roots, (lo_t, hi_t), g, epoch, rn + j, budget) {
+                    self.touched.extend(self.fresh_roots.iter().copied());
+                    self.c.capacity_scan_counted += n as u64;
+                    j += n;
+                    max_in = max_in.max(fullest);
+                    found = true;
+                    break;
+                }
             }
             j += 1;
             self.c.capacity_scan_steps += 1;
@@ -577,8 +643,8 @@ impl Romer {
                 return; // even the fullest potential superpage leaves too many entries out
             }
         }
-        if !found {
-            return;
+        if !found || rn + j - max_in.min(rn + j) > budget {
+            return; // (after counting from the statistics: the same test as in the visit)
         }
         let above = rn + j;
         let need = above.saturating_sub(budget).max(1);
@@ -601,7 +667,8 @@ impl Romer {
                 }
             }
         }
-        for i in 0..self.residents[g].len() {
+        let from_residents = if residents_may_charge { self.residents[g].len() } else { 0 };
+        for i in 0..from_residents {
             let k = self.residents[g][i];
             let (asid, va, level) = self.unkey(k);
             let Some(si) = self.segs.find(asid, va) else { continue };
@@ -846,6 +913,33 @@ impl Romer {
         Some(self.segs.list[si].tlbcount[self.segs.geo.node(l, va)][g])
     }
 
+    /// Check ONLINE's capacity bookkeeping (tests): every stack's order statistics, and that
+    /// each node's `rescount` is the number of its group's resident translations strictly
+    /// below it, which bounds what the statistics-counted scans assume (at most `rn`).
+    pub fn check_capacity_bookkeeping(&mut self) {
+        for st in &self.stacks {
+            st.check();
+        }
+        let geo = self.segs.geo.clone();
+        for g in 0..self.stacks.len().min(GROUPS) {
+            let mut want: FastMap<(usize, usize), u16> = FastMap::default();
+            for &k in &self.residents[g] {
+                let (asid, va, level) = unpack_key(geo.shift[0], k);
+                if let Some(si) = self.segs.find(asid, va) {
+                    for l in level + 1..geo.levels() {
+                        *want.entry((si, geo.node(l, va))).or_default() += 1;
+                    }
+                }
+            }
+            for (si, s) in self.segs.list.iter().enumerate() {
+                for a in geo.offset[1]..geo.nodes {
+                    let w = want.get(&(si, a)).copied().unwrap_or(0);
+                    assert!(s.rescount[a][g] <= w, "rescount of node {a} of segment {si}, group {g}: {} > {w}", s.rescount[a][g]);
+                }
+            }
+        }
+    }
+
     pub fn planning_passes(&self) -> u32 {
         self.planning_passes
     }
@@ -861,6 +955,60 @@ impl Romer {
     pub fn level_bytes(&self, l: usize) -> u64 {
         self.segs.geo.pages(l) << self.segs.geo.shift[0]
     }
+}
+
+/// ONLINE's capacity scans use order statistics by default when the largest page holds at
+/// least this many base pages (64MB at 4KB): then a scan can be hundreds of thousands of
+/// entries deep (1GB pages on x86), while below it the early stop keeps scans short and the
+/// statistics' upkeep would cost more than it saves.
+const INDEX_SCAN_FROM: usize = 16384;
+
+/// The rest of a capacity scan, the entries with times strictly between `lo_t` (the missed
+/// translation's) and `hi_t`, when only segment roots still count (every lower level's potential
+/// superpages are already too small to hold enough entries). `above` entries were counted
+/// before `k`. Adds each segment's entries in that range to its root's scratch, exactly as
+/// visiting them one by one would, for every segment that could still be charged; the others
+/// cannot reach `need` either way. Roots counted for the first time go to `fresh` in the order
+/// the visit would have met them (latest entry first). Returns the entries in the range and the
+/// fullest root's count, or None (nothing changed) when a segment that could be charged keeps
+/// no order statistics of its own: the caller then goes on visiting.
+#[allow(clippy::too_many_arguments)]
+fn count_rest(st: &EvictedStack, segs: &mut Segments, fresh: &mut Vec<(u32, u32)>, (lo_t, hi_t): (u32, u32), g: usize, epoch: u32, above: usize, budget: usize) -> Option<(usize, usize)> {
+    let n = st.between(lo_t, hi_t) as usize;
+    let need = (above + n).saturating_sub(budget).max(1);
+    let geo = &segs.geo;
+    let root = geo.offset[geo.levels() - 1];
+    let seg_key = |s: &tree::Segment| ((s.asid as u64) << 48) | (s.va >> geo.seg_shift);
+    let counted = |s: &tree::Segment| s.rescount[root][g] as usize + if s.mark[root] == epoch { s.scratch[root] as usize } else { 0 };
+    // A segment can be charged only if all of the range's entries could be its own.
+    let could = |s: &tree::Segment| counted(s) + n.min(st.segment_len(seg_key(s)) as usize) >= need;
+    for s in segs.list.iter() {
+        if could(s) {
+            st.segment_between(seg_key(s), lo_t, hi_t)?;
+        }
+    }
+    fresh.clear();
+    let mut fullest = 0;
+    for (si, s) in segs.list.iter_mut().enumerate() {
+        if !could(s) {
+            continue;
+        }
+        let (c, latest) = st.segment_between(seg_key(s), lo_t, hi_t).expect("checked above");
+        if c > 0 {
+            if s.mark[root] != epoch {
+                s.mark[root] = epoch;
+                s.scratch[root] = 0;
+                fresh.push((latest.expect("a latest entry"), si as u32));
+            }
+            s.scratch[root] += c;
+        }
+        fullest = fullest.max(counted(s));
+    }
+    fresh.sort_unstable_by_key(|f| std::cmp::Reverse(f.0));
+    for f in fresh.iter_mut() {
+        *f = (f.1, root as u32);
+    }
+    Some((n, fullest))
 }
 
 /// Pack (asid, translation start, level) into one key: the asid in the top 16 bits, the base
@@ -1078,6 +1226,7 @@ impl Policy for Romer {
             ("romer.prefetch_charges".to_string(), c.prefetch_charges),
             ("romer.capacity_charges".to_string(), c.capacity_charges),
             ("romer.capacity_scan_steps".to_string(), c.capacity_scan_steps),
+            ("romer.capacity_scan_counted".to_string(), c.capacity_scan_counted),
             ("romer.deferred_charges".to_string(), c.deferred_charges),
             ("romer.deferred_flushes".to_string(), c.flushes),
             ("romer.copied_bytes".to_string(), c.copied_bytes),
