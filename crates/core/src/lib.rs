@@ -14,6 +14,7 @@ pub mod fasthash;
 pub mod mmu;
 pub mod mrc;
 pub mod os;
+pub mod pageset;
 pub mod policy;
 pub mod scenario;
 pub mod sim;

@@ -42,6 +42,7 @@ use crate::os::promote::PromoteResult;
 use crate::os::{MapOutcome, Vma, VmaKind};
 use crate::units::{Order, PageSize};
 use crate::fasthash::FastMap;
+use crate::pageset::PageSet;
 use std::collections::BTreeSet;
 
 /// How long after its wake-up the page daemon runs: one scheduling quantum of FreeBSD 4 (HZ =
@@ -120,7 +121,7 @@ impl ResRef {
 
 #[derive(Default)]
 struct ProcMap {
-    leaves: BTreeSet<u64>,
+    leaves: PageSet,
     nodes: FastMap<(u8, u64), Node>,
     reservs: FastMap<(u8, u64), ResRef>,
 }
@@ -304,7 +305,7 @@ impl Navarro {
         let (shifts, fan) = (&self.shifts, &self.fan);
         let m = self.procs.entry(pi).or_default();
         let vpn = page >> shifts[0];
-        let changed = if on { m.leaves.insert(vpn) } else { m.leaves.remove(&vpn) };
+        let changed = if on { m.leaves.insert(vpn) } else { m.leaves.remove(vpn) };
         if !changed {
             return;
         }
@@ -357,7 +358,7 @@ impl Navarro {
             }
             let start = idx << (self.shifts[l] - self.shifts[0]);
             let pages = 1u64 << (self.shifts[l] - self.shifts[0]);
-            let populated = m.leaves.range(start..start + pages).count() as u64;
+            let populated = m.leaves.count_in(start, start + pages);
             out.push((l, populated, pages));
         }
         out
@@ -583,13 +584,13 @@ impl Navarro {
         let s0 = self.shifts[0];
         let pages = 1u64 << (self.shifts[l] - s0);
         let Some(m) = self.procs.get(&pi) else { return false };
-        let have = m.leaves.range(start >> s0..(start >> s0) + pages).count() as u64;
+        let have = m.leaves.count_in(start >> s0, (start >> s0) + pages);
         if (have as f64) < self.threshold * pages as f64 {
             return false;
         }
         for k in 0..pages {
             let page = start + (k << s0);
-            if self.procs.get(&pi).is_some_and(|m| m.leaves.contains(&(page >> s0))) {
+            if self.procs.get(&pi).is_some_and(|m| m.leaves.contains(page >> s0)) {
                 continue;
             }
             if sys.os.map_from_reservation(pi, page, r.id, self.clock as u64, sys.mmu) != MapOutcome::Mapped {
@@ -743,7 +744,8 @@ impl Policy for Navarro {
         }
         let Some(m) = self.procs.get(&pi) else { return };
         let s0 = self.shifts[0];
-        let gone: Vec<u64> = m.leaves.range(start >> s0..end.div_ceil(1 << s0)).copied().collect();
+        let mut gone = Vec::new();
+        m.leaves.for_each_in(start >> s0, end.div_ceil(1 << s0), |vpn| gone.push(vpn));
         let mut touched = BTreeSet::new();
         for vpn in gone {
             let va = vpn << s0;
