@@ -139,17 +139,17 @@ def test_navarro_is_listed_with_its_parameters(cli):
 
 
 def test_bench_splits_the_zipf_time_into_fixed_and_per_reference_parts():
-    from superpager.bench import fixed_and_steady
+    from superpager.bench import ZIPF, ZIPF_LONGER, fixed_and_steady
 
     # rows as bench builds them: (name, refs, rate, records/s, bytes, walks, spread, faults, scalar)
     def row(name, refs):
         return (name, refs, 0.0, 0.0, 0, 0, (0, 0), 1000, 0.0)
 
-    rows = [row("Zipf 0.99 (1GiB)", 4_000_000), row("Zipf 0.99 (1GiB), 4x longer", 16_000_000)]
+    rows = [row(ZIPF, 4_000_000), row(ZIPF_LONGER, 16_000_000)]
     # 40 ms fixed + 20 ns per reference: 120 ms and 360 ms.
-    line = fixed_and_steady(rows, {"Zipf 0.99 (1GiB)": [0.120, 0.125, 0.119], "Zipf 0.99 (1GiB), 4x longer": [0.360]})
+    line = fixed_and_steady(rows, {ZIPF: [0.120, 0.125, 0.119], ZIPF_LONGER: [0.360]})
     assert "fixed part of 40 ms (33% of" in line and "20.0 ns per reference" in line
     # A run where the longer trace was not slower per extra reference says so instead of a split.
-    odd = fixed_and_steady(rows, {"Zipf 0.99 (1GiB)": [0.3], "Zipf 0.99 (1GiB), 4x longer": [0.2]})
+    odd = fixed_and_steady(rows, {ZIPF: [0.3], ZIPF_LONGER: [0.2]})
     assert "do not split" in odd
     assert fixed_and_steady(rows[:1], {}) is None

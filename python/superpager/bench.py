@@ -23,16 +23,19 @@ import time
 from . import _core, api
 from .cli import human
 
+ZIPF = "Zipf 0.99 (1GiB)"
+ZIPF_LONGER = "Zipf 0.99 (1GiB), 4x longer"
+
 TRACES = [
     # name, gen kind, size, options
     ("random (GUPS, 1GiB)", "gups", "1GiB", {}),
     ("strided (4KiB stride, 1GiB)", "stride", "1GiB", {}),
     ("sequential (8-byte elements, 256MiB)", "seq", "256MiB", {}),
-    ("Zipf 0.99 (1GiB)", "zipf", "1GiB", {}),
+    (ZIPF, "zipf", "1GiB", {}),
     ("red-black-tree-like (8MiB of 48-byte nodes)", "rbtree", "8MiB", {}),
     # The same Zipf workload 4x longer: first-touch faults (a run's fixed OS work, which a real
     # trace of billions of references amortizes) weigh 4x less per reference.
-    ("Zipf 0.99 (1GiB), 4x longer", "zipf", "1GiB", {"longer": 4}),
+    (ZIPF_LONGER, "zipf", "1GiB", {"longer": 4}),
 ]
 
 
@@ -174,8 +177,8 @@ def main(a) -> int:
 def fixed_and_steady(rows_full, t_full) -> str | None:
     """Split the Zipf row's time into a fixed part and a per-reference part, from the 1x and 4x
     rows (same generator and seed, 4x the references): time = fixed + refs * per_ref."""
-    short = next((r for r in rows_full if r[0] == "Zipf 0.99 (1GiB)"), None)
-    long_ = next((r for r in rows_full if r[0] == "Zipf 0.99 (1GiB), 4x longer"), None)
+    short = next((r for r in rows_full if r[0] == ZIPF), None)
+    long_ = next((r for r in rows_full if r[0] == ZIPF_LONGER), None)
     if short is None or long_ is None or long_[1] <= short[1]:
         return None
     t1, t4 = statistics.median(t_full[short[0]]), statistics.median(t_full[long_[0]])
