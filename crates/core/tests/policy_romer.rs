@@ -284,3 +284,24 @@ fn a_segment_unmapped_whole_leaves_no_resident_translations_behind() {
     e.run_chunk(&c).unwrap();
     romer(&mut e).check_capacity_bookkeeping();
 }
+
+#[test]
+fn translations_of_a_partly_unmapped_segment_leave_the_residents_and_every_stack() {
+    // 4-entry TLB: of the 8 pages touched in BASE's segment, 4 are resident and 4 on the
+    // stack. Unmapping the first 32 pages (the segment stays) makes all 8 translations dead:
+    // none may stay resident or on the stack, where the capacity scan would count it.
+    let mut e = engine("romer:online", 4);
+    touch(&mut e, (0..8).map(|i| BASE + i * 4 * PAGE));
+    let pi = e.os.proc_index(1);
+    let asid = e.os.procs[pi].asid;
+    assert!((0..8).any(|i| romer(&mut e).on_stack(0, asid, BASE + i * 4 * PAGE, PAGE)), "some were evicted");
+    let mut c = Chunk::default();
+    c.events.push((0, Event::Munmap { addr: BASE, len: 32 * PAGE }));
+    c.accesses.push(Access::new(BASE + (1 << 20), AccessKind::Load, 8)); // a miss: shootdowns heard
+    e.run_chunk(&c).unwrap();
+    let r = romer(&mut e);
+    for i in 0..8 {
+        assert!(!r.on_stack(0, asid, BASE + i * 4 * PAGE, PAGE), "page {i}'s dead translation is on the stack");
+    }
+    r.check_capacity_bookkeeping();
+}

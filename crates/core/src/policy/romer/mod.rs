@@ -407,6 +407,44 @@ impl Romer {
         }
     }
 
+    /// ONLINE: the translations of pages in `start..end` of `asid` (unmapped) are dead. The
+    /// resident ones leave the resident set now, as their shootdown would have them leave it
+    /// (which, heard at the next miss, then finds nothing left to do), and no stack keeps them:
+    /// the capacity scan must not count dead translations above live ones.
+    fn forget_dead_translations(&mut self, asid: u16, start: u64, end: u64) {
+        let base = self.segs.geo.shift[0];
+        let inside = |k: u64| {
+            let (a, v, _) = unpack_key(base, k);
+            a == asid && v >= start && v < end
+        };
+        for g in 0..GROUPS.min(self.stacks.len()) {
+            let dead: Vec<u64> = self.residents[g].iter().copied().filter(|&k| inside(k)).collect();
+            for k in dead {
+                let (a, va, level) = unpack_key(base, k);
+                self.evict(g, a, va, level);
+                self.remove_resident(g, k); // evict keeps it when the count says it is gone already
+                self.stacks[g].remove(k);
+            }
+            // Entries already on the stack: look each possible key up when the range is
+            // small, else sweep the stack.
+            let levels = self.levels_n();
+            let keys: u64 = (0..levels).map(|l| (end.saturating_sub(start) >> self.segs.geo.shift[l]).saturating_add(1)).sum();
+            if keys < self.stacks[g].len() as u64 {
+                for l in 0..levels {
+                    let sh = self.segs.geo.shift[l];
+                    let mut v = start.div_ceil(1 << sh) << sh;
+                    while v < end {
+                        self.stacks[g].remove(pack_key(base, asid, v, l));
+                        let Some(next) = v.checked_add(1 << sh) else { break };
+                        v = next;
+                    }
+                }
+            } else {
+                self.stacks[g].remove_where(inside);
+            }
+        }
+    }
+
     /// `count_rest` for group `g`; the roots it counted first join the scan's `touched`.
     fn count_rest_into(&mut self, g: usize, lo_t: u32, hi_t: u32, epoch: u32, above: usize, budget: usize) -> Option<(usize, usize)> {
         let r = count_rest(&self.stacks[g], &mut self.segs, &mut self.fresh_roots, (lo_t, hi_t), g, epoch, above, budget)?;
@@ -949,6 +987,13 @@ impl Romer {
         }
     }
 
+    /// Whether ONLINE's eviction stack of group `g` holds the translation of the page of
+    /// `bytes` at `va` (tests).
+    pub fn on_stack(&self, g: usize, asid: u16, va: u64, bytes: u64) -> bool {
+        let Some(l) = (0..self.levels_n()).find(|&l| self.level_bytes(l) == bytes) else { return false };
+        self.stacks.get(g).is_some_and(|st| st.contains(self.key(asid, va, l)))
+    }
+
     pub fn planning_passes(&self) -> u32 {
         self.planning_passes
     }
@@ -1216,6 +1261,9 @@ impl Policy for Romer {
                 }
                 v += page;
             }
+        }
+        if self.online_like() {
+            self.forget_dead_translations(asid, start, end);
         }
     }
 
