@@ -230,9 +230,11 @@ def navarro_strided() -> str:
     lines += ["", f"Target (almost every allocation preempts): {'met' if min(share, per_res) >= 0.9 else 'NOT met'}: at most {share:.1%} "
               f"of the faults broke a reservation; reservations broken per reservation made reach {per_res:.0%} (with one free "
               "extent nearly every reservation made is broken again, but most faults find frames that earlier breaks freed). "
-              "Under the list rules `navarro` follows (FreeBSD's), breaking one "
-              "reservation frees up to seven extents of the next size, so the next requests of that size do not "
-              "preempt; and a request for the largest size has no list to preempt from. docs/NAVARRO.md discusses it.", ""]
+              "Under the list rules `navarro` follows (FreeBSD's), and the paper's own account of a break (one piece "
+              "stays reserved, one is taken for the new page, the rest go back to the free list), a break leaves "
+              "F-2 free pieces of the size the next requests want, so a process alone preempts on at most 1 request "
+              "in F-1 (14.3% with Alpha's fan-out of 8); and a request for the largest size has no list to preempt "
+              "from. docs/NAVARRO.md discusses it.", ""]
     return "\n".join(lines)
 
 
