@@ -421,36 +421,36 @@ impl Romer {
             let dead: Vec<u64> = self.residents[g].iter().copied().filter(|&k| inside(k)).collect();
             for k in dead {
                 let (a, va, level) = unpack_key(base, k);
-                self.evict(g, a, va, level);
+                self.evict(g, a, va, level); // onto the stack, which the next line clears
                 self.remove_resident(g, k); // evict keeps it when the count says it is gone already
-                self.stacks[g].remove(k);
             }
-            // Entries already on the stack: look each possible key up when the range is
-            // small, else sweep the stack.
-            let levels = self.levels_n();
-            let keys: u64 = (0..levels).map(|l| (end.saturating_sub(start) >> self.segs.geo.shift[l]).saturating_add(1)).sum();
-            if keys < self.stacks[g].len() as u64 {
-                for l in 0..levels {
-                    let sh = self.segs.geo.shift[l];
-                    let mut v = start.div_ceil(1 << sh) << sh;
-                    while v < end {
-                        self.stacks[g].remove(pack_key(base, asid, v, l));
-                        let Some(next) = v.checked_add(1 << sh) else { break };
-                        v = next;
-                    }
-                }
-            } else {
-                self.stacks[g].remove_where(inside);
-            }
+            self.unstack_range(g, asid, start, end);
         }
     }
 
-    /// `count_rest` for group `g`; the roots it counted first join the scan's `touched`.
-    fn count_rest_into(&mut self, g: usize, lo_t: u32, hi_t: u32, epoch: u32, above: usize, budget: usize) -> Option<(usize, usize)> {
-        let r = count_rest(&self.stacks[g], &mut self.segs, &mut self.fresh_roots, (lo_t, hi_t), g, epoch, above, budget)?;
-        self.touched.extend(self.fresh_roots.iter().copied());
-        self.c.capacity_scan_counted += r.0 as u64;
-        Some(r)
+    /// Take the translations of `asid` starting in `start..end` off group `g`'s stack: each
+    /// possible key is looked up when the range is small, else the stack is swept.
+    fn unstack_range(&mut self, g: usize, asid: u16, start: u64, end: u64) {
+        let Some(st) = self.stacks.get_mut(g) else { return };
+        let geo = &self.segs.geo;
+        let base = geo.shift[0];
+        let keys: u64 = (0..geo.levels()).map(|l| (end.saturating_sub(start) >> geo.shift[l]).saturating_add(1)).sum();
+        if keys < st.len() as u64 {
+            for l in 0..geo.levels() {
+                let sh = geo.shift[l];
+                let mut v = start.div_ceil(1 << sh) << sh;
+                while v < end {
+                    st.remove(pack_key(base, asid, v, l));
+                    let Some(next) = v.checked_add(1 << sh) else { break };
+                    v = next;
+                }
+            }
+        } else {
+            st.remove_where(|k| {
+                let (a, v, _) = unpack_key(base, k);
+                a == asid && v >= start && v < end
+            });
+        }
     }
 
     fn remove_resident(&mut self, g: usize, k: u64) {
@@ -627,25 +627,21 @@ impl Romer {
         // segment root can hold enough entries (a level-(top-1) node counts at most its
         // residents, no more than rn, plus the entries visited while its level still counts),
         // everything above u is counted from the statistics.
-        let mut all_counted = None;
+        let mut counted = None;
         if let (Some(lo_t), true) = (u_time, top >= 1) {
             let deep = self.stacks[g].between(lo_t, u32::MAX) as usize;
             let lower_most = rn + (geo.pages(top - 1) as usize + budget).saturating_sub(1 + rn);
             if lower_most < (rn + deep).saturating_sub(budget) {
-                all_counted = self.count_rest_into(g, lo_t, u32::MAX, epoch, rn, budget);
+                counted = count_rest(&self.stacks[g], &mut self.segs, &mut self.fresh_roots, &mut self.touched, (lo_t, u32::MAX), g, epoch, rn, budget);
             }
         }
-        let mut tried = all_counted.is_some();
         // Then every node not counted from the statistics holds only its residents, at most rn,
         // fewer than `need`: none of them can be charged, so the residents' loop is skipped.
-        let residents_may_charge = all_counted.is_none();
-        if let Some((n, fullest)) = all_counted {
-            j = n;
-            max_in = max_in.max(fullest);
-            found = true;
-        }
-        for k in self.stacks[g].iter() {
-            if found || k == u {
+        let residents_may_charge = counted.is_none();
+        let mut tried = counted.is_some();
+        let visit = counted.is_none();
+        for k in self.stacks[g].iter().take_while(|_| visit) {
+            if k == u {
                 found = true;
                 break;
             }
@@ -655,12 +651,8 @@ impl Romer {
                 tried = true;
                 let st = &self.stacks[g];
                 let hi_t = st.time_of(k).expect("k is in the stack") + 1;
-                if let Some((n, fullest)) = count_rest(st, &mut self.segs, &mut self.fresh_roots, (lo_t, hi_t), g, epoch, rn + j, budget) {
-                    self.touched.extend(self.fresh_roots.iter().copied());
-                    self.c.capacity_scan_counted += n as u64;
-                    j += n;
-                    max_in = max_in.max(fullest);
-                    found = true;
+                counted = count_rest(st, &mut self.segs, &mut self.fresh_roots, &mut self.touched, (lo_t, hi_t), g, epoch, rn + j, budget);
+                if counted.is_some() {
                     break;
                 }
             }
@@ -689,6 +681,12 @@ impl Romer {
             if rn + j - max_in.min(rn + j) > budget {
                 return; // even the fullest potential superpage leaves too many entries out
             }
+        }
+        if let Some((n, fullest)) = counted {
+            self.c.capacity_scan_counted += n as u64;
+            j += n;
+            max_in = max_in.max(fullest);
+            found = true;
         }
         if !found || rn + j - max_in.min(rn + j) > budget {
             return; // (after counting from the statistics: the same test as in the visit)
@@ -823,9 +821,7 @@ impl Romer {
                 a == asid && v >= va && v < end
             };
             for g in 0..GROUPS {
-                if let Some(st) = self.stacks.get_mut(g) {
-                    st.remove_where(inside);
-                }
+                self.unstack_range(g, asid, va, end);
                 let gone: Vec<u64> = self.residents[g].iter().copied().filter(|&k| inside(k)).collect();
                 for k in gone {
                     self.remove_resident(g, k);
@@ -1022,17 +1018,17 @@ const INDEX_SCAN_FROM: usize = 16384;
 /// superpages are already too small to hold enough entries). `above` entries (residents and
 /// visited ones) were counted before the range. Adds each segment's entries in that range to its root's scratch, exactly as
 /// visiting them one by one would, for every segment that could still be charged; the others
-/// cannot reach `need` either way. Roots counted for the first time go to `fresh` in the order
-/// the visit would have met them (latest entry first). Returns the entries in the range and the
+/// cannot reach `need` either way. Roots counted for the first time join `touched` in the
+/// order the visit would have met them (latest entry first; `fresh` is scratch). Returns the entries in the range and the
 /// fullest root's count, or None (nothing changed) when a segment that could be charged keeps
 /// no order statistics of its own: the caller then goes on visiting.
 #[allow(clippy::too_many_arguments)]
-fn count_rest(st: &EvictedStack, segs: &mut Segments, fresh: &mut Vec<(u32, u32)>, (lo_t, hi_t): (u32, u32), g: usize, epoch: u32, above: usize, budget: usize) -> Option<(usize, usize)> {
+fn count_rest(st: &EvictedStack, segs: &mut Segments, fresh: &mut Vec<(u32, u32)>, touched: &mut Vec<(u32, u32)>, (lo_t, hi_t): (u32, u32), g: usize, epoch: u32, above: usize, budget: usize) -> Option<(usize, usize)> {
     let n = st.between(lo_t, hi_t) as usize;
     let need = (above + n).saturating_sub(budget).max(1);
     let geo = &segs.geo;
     let root = geo.offset[geo.levels() - 1];
-    let seg_key = |s: &tree::Segment| ((s.asid as u64) << 48) | (s.va >> geo.seg_shift);
+    let seg_key = |s: &tree::Segment| tree::segment_key(geo.seg_shift, s.asid, s.va);
     let counted = |s: &tree::Segment| s.rescount[root][g] as usize + if s.mark[root] == epoch { s.scratch[root] as usize } else { 0 };
     // A segment can be charged only if all of the range's entries could be its own.
     let could = |s: &tree::Segment| counted(s) + n.min(st.segment_len(seg_key(s)) as usize) >= need;
@@ -1059,9 +1055,7 @@ fn count_rest(st: &EvictedStack, segs: &mut Segments, fresh: &mut Vec<(u32, u32)
         fullest = fullest.max(counted(s));
     }
     fresh.sort_unstable_by_key(|f| std::cmp::Reverse(f.0));
-    for f in fresh.iter_mut() {
-        *f = (f.1, root as u32);
-    }
+    touched.extend(fresh.iter().map(|&(_, si)| (si, root as u32)));
     Some((n, fullest))
 }
 

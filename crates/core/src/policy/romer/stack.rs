@@ -35,7 +35,7 @@ impl SegmentOf {
     #[inline]
     pub fn of(&self, k: u64) -> Option<u64> {
         let (asid, va, level) = super::unpack_key(self.base_shift, k);
-        (level < self.top_level).then_some(((asid as u64) << 48) | (va >> self.seg_shift))
+        (level < self.top_level).then_some(super::tree::segment_key(self.seg_shift, asid, va))
     }
 }
 
@@ -251,21 +251,15 @@ impl EvictedStack {
     /// the trees (at most once per `window - cap` evictions).
     fn renumber(&mut self) {
         let d = self.depths.as_mut().expect("kept");
-        let mut t = 0;
-        let mut at = self.tail;
-        while at != NIL {
-            d.time[at as usize] = t;
-            t += 1;
-            at = self.prev[at as usize];
-        }
-        d.now = t;
         let mut slots = Vec::with_capacity(self.len);
         let mut at = self.tail;
         while at != NIL {
+            d.time[at as usize] = slots.len() as u32;
             slots.push(at);
             at = self.prev[at as usize];
         }
-        d.all.build(slots.iter().map(|&s| d.time[s as usize]));
+        d.now = slots.len() as u32;
+        d.all.build(0..d.now);
         let (seg_of, time, keys) = (d.seg_of, &d.time, &self.key);
         for (&seg, c) in d.segs.iter_mut() {
             if let Some(tree) = c.tree.as_mut() {

@@ -137,6 +137,14 @@ impl Segment {
     }
 }
 
+/// The key of the segment holding `va` of address space `asid`: the asid above the segment
+/// number. `Segments` finds segments by it, and the capacity scan's order statistics count
+/// entries under it.
+#[inline]
+pub fn segment_key(seg_shift: u32, asid: u16, va: u64) -> u64 {
+    ((asid as u64) << 48) | (va >> seg_shift)
+}
+
 /// The segments touched so far, found by (asid, segment number).
 pub struct Segments {
     pub geo: Geometry,
@@ -152,7 +160,7 @@ impl Segments {
 
     #[inline]
     fn key(&self, asid: u16, va: u64) -> u64 {
-        ((asid as u64) << 48) | (va >> self.geo.seg_shift)
+        segment_key(self.geo.seg_shift, asid, va)
     }
 
     /// The segment holding `va` of address space `asid`, if touched.
@@ -192,8 +200,7 @@ impl Segments {
         if self.list.len() != before {
             self.index.clear();
             for (i, s) in self.list.iter().enumerate() {
-                let k = ((s.asid as u64) << 48) | (s.va >> self.geo.seg_shift);
-                self.index.insert(k, i as u32);
+                self.index.insert(segment_key(self.geo.seg_shift, s.asid, s.va), i as u32);
             }
             self.last = (u64::MAX, 0);
         }
