@@ -42,9 +42,10 @@ def fragmentation_experiment(machine: str, policy: str, memory: str, program: st
     web server again. Returns JSON: {machine, policy, memory, largest_size, phases: [{label, start_ms,
     end_ms, page_ins, walks, accesses, promotions, largest_pages_peak, contiguity_end}], series:
     [[ms, contiguity, label]], counters}."""
-def strided_preemption(machine: str, policy: str, memory: str, free_extents: int, stride: str, touches: int) -> str:
-    """The strided-preemption adversary. JSON: {policy, free_extents, touches, faults, reservations,
-    reservations_failed, preemptions, dissolved_for_frames, cycles, counters}."""
+def strided_preemption(machine: str, policy: str, memory: str, free_extents: int, stride: str, touches: int, free_memory: str = "extents") -> str:
+    """The strided-preemption adversary; `free_memory` is "extents" or "scattered". JSON: {policy,
+    free_extents, free_memory, touches, faults, faults_preempting, reservations, reservations_failed,
+    preemptions, dissolved_for_frames, cycles, counters}."""
 def dirty_file(machine: str, policy: str, memory: str, file_size: str, every: int) -> str:
     """The dirty-file adversary. JSON: {policy, file_bytes, every, pages_written, superpages, dirty_pages,
     flush_bytes, cycles, flush_cycles, walks, counters}."""

@@ -293,10 +293,15 @@ def fragmentation(machine: str, policy: str, memory: str, program: str, runs: in
         web_max=web_max, web_requests=web_requests, web_alpha=web_alpha, sample_every=sample_every, validate=validate))
 
 
-def strided_preemption(machine: str, policy: str, memory: str, free_extents: int, stride: str, touches: int) -> dict:
+def strided_preemption(machine: str, policy: str, memory: str, free_extents: int, stride: str, touches: int,
+                       free_memory: str = "extents") -> dict:
     """Navarro et al.'s strided-preemption adversary: memory wired except `free_extents` extents of the
-    largest page size; one write every `stride` bytes, `touches` times."""
-    return json.loads(_core.strided_preemption(machine, policy, memory, free_extents, stride, touches))
+    largest page size, then one write every `stride` bytes, `touches` times. `free_memory` says how the
+    free memory lies: `"extents"`, whole; `"scattered"`, reserved by another process that populates every
+    base page but one of each smallest-superpage region, so every free frame is alone inside a
+    reservation. Counts are the strided process's (`faults_preempting`: its faults that preempted a
+    reservation); `counters` are the whole run's."""
+    return json.loads(_core.strided_preemption(machine, policy, memory, free_extents, stride, touches, free_memory))
 
 
 def dirty_file(machine: str, policy: str, memory: str, file_size: str, every: int) -> dict:

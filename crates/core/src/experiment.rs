@@ -186,14 +186,45 @@ fn validate(e: &Engine, after: &str) -> Result<()> {
     Ok(())
 }
 
-/// What the strided-preemption adversary measured (Navarro et al. §A.4.5).
+/// How the strided-preemption adversary's little free memory lies (Navarro et al. §A.4.5: the
+/// setup is stripped from the text; these are two readings of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FreeMemory {
+    /// Whole: `free_extents` aligned extents of the largest size are free, every other frame
+    /// is wired ("only a little memory available, in contiguous runs").
+    Extents,
+    /// Scattered inside reservations: another process reserves those extents and populates
+    /// every base page but one of each smallest-superpage region, so no two free frames are
+    /// adjacent and every free frame sits in a reservation ("no memory available in contiguous
+    /// runs").
+    Scattered,
+}
+
+impl FreeMemory {
+    pub fn parse(s: &str) -> Result<FreeMemory> {
+        match s {
+            "extents" => Ok(FreeMemory::Extents),
+            "scattered" => Ok(FreeMemory::Scattered),
+            _ => Err(Error::usage(format!("free_memory: unknown value '{s}' (expected extents or scattered)"))),
+        }
+    }
+}
+
+/// What the strided-preemption adversary measured (Navarro et al. §A.4.5). Every count but
+/// `counters` is the strided process's alone (the set-up phase subtracted).
 #[derive(Clone, Debug, Serialize)]
 pub struct StridedOutcome {
     pub policy: String,
-    /// Free memory at the start, all of it in `free_extents` aligned extents of the largest size.
+    /// Free memory at the start: `free_extents` extents of the largest size, lying as
+    /// `free_memory` says.
     pub free_extents: u64,
+    pub free_memory: FreeMemory,
     pub touches: u64,
     pub faults: u64,
+    /// Faults during which the policy preempted at least one reservation (`navarro`'s
+    /// `fault.preempting`).
+    pub faults_preempting: u64,
     /// Reservations made and failed (the policy's attempts), reservations the policy preempted
     /// for a request, and reservations the allocator dissolved because no free frame was left
     /// (summed over sizes).
@@ -202,16 +233,20 @@ pub struct StridedOutcome {
     pub preemptions: u64,
     pub dissolved_for_frames: u64,
     pub cycles: u64,
+    /// The whole run's counters, set-up phase included.
     pub counters: BTreeMap<String, u64>,
 }
 
 /// The strided-preemption adversary: memory is wired everywhere except `free_extents` aligned
-/// extents of the largest page size, and one process writes one byte every `stride` bytes of a
+/// extents of the largest page size (with `FreeMemory::Scattered`, another process then
+/// reserves and nearly fills them), and one process writes one byte every `stride` bytes of a
 /// large mapping, `touches` times, so first touches keep asking for extents that are scarce.
-pub fn strided_preemption(machine: Machine, policy_spec: &str, memory: crate::units::Bytes, free_extents: u64, stride: u64, touches: u64) -> Result<StridedOutcome> {
+/// With `validate`, the OS model's invariants are checked after each phase.
+#[allow(clippy::too_many_arguments)]
+pub fn strided_preemption(machine: Machine, policy_spec: &str, memory: crate::units::Bytes, free_extents: u64, free_memory: FreeMemory, stride: u64, touches: u64, validate: bool) -> Result<StridedOutcome> {
     use crate::trace::{Access, AccessKind, Chunk, Event, MAP_ANONYMOUS, MAP_PRIVATE};
     let pol = policy::build(policy_spec, &machine.page_sizes)?;
-    let cfg = EngineConfig { memory, sample_every: 0, ..EngineConfig::default() };
+    let cfg = EngineConfig { memory, sample_every: 0, validate, ..EngineConfig::default() };
     let mut e = Engine::new(machine, pol, cfg)?;
     let largest = e.os.sizes.last().expect("page sizes").bytes() >> e.os.base.shift();
     let extents = e.os.phys.total_frames() / largest;
@@ -229,27 +264,51 @@ pub fn strided_preemption(machine: Machine, policy_spec: &str, memory: crate::un
             e.os.wired.push(pfn);
         }
     }
+    let page = e.os.base.bytes();
+    let mapping = |pid: u32, addr: u64, len: u64| {
+        let mut c = Chunk::default();
+        c.events.push((0, Event::Context { pid, tid: pid }));
+        c.events.push((0, Event::Mmap { addr, len, prot: 3, flags: MAP_PRIVATE | MAP_ANONYMOUS, fd: -1, offset: 0 }));
+        c
+    };
+    let mut before = BTreeMap::new();
+    if free_memory == FreeMemory::Scattered {
+        // Another process maps as much as is free and writes every base page but the last of
+        // each smallest-superpage region: its reservations take the free extents, and their
+        // unpopulated frames, one per region, are all the free memory left.
+        let per = e.os.sizes.get(1).map_or(1, |s| s.bytes() / page);
+        let len = free_extents * largest * page;
+        let mut c = mapping(2, 0x200_0000_0000, len);
+        for i in (0..len / page).filter(|i| per > 1 && i % per != per - 1) {
+            c.accesses.push(Access::new(0x200_0000_0000 + i * page, AccessKind::Store, 1));
+        }
+        e.run_chunk(&c)?;
+        before = e.results().counters;
+    }
     const BASE: u64 = 0x100_0000_0000;
-    let mut c = Chunk::default();
-    c.events.push((0, Event::Context { pid: 1, tid: 1 }));
-    c.events.push((0, Event::Mmap { addr: BASE, len: stride * touches, prot: 3, flags: MAP_PRIVATE | MAP_ANONYMOUS, fd: -1, offset: 0 }));
+    let mut c = mapping(1, BASE, stride * touches);
     for i in 0..touches {
         c.accesses.push(Access::new(BASE + i * stride, AccessKind::Store, 1));
     }
     e.run_chunk(&c)?;
     let r = e.results();
-    let sum = |prefix: &str| r.counters.iter().filter(|(k, _)| k.starts_with(prefix)).map(|(_, v)| *v).sum::<u64>();
+    // The strided process's share of the counters starting with `prefix`, or named `key`.
+    let share = |k: &String, v: &u64| v - before.get(k).copied().unwrap_or(0);
+    let sum = |prefix: &str| r.counters.iter().filter(|(k, _)| k.starts_with(prefix)).map(|(k, v)| share(k, v)).sum::<u64>();
+    let one = |key: &str| r.counters.get_key_value(key).map_or(0, |(k, v)| share(k, v));
     let pname = r.policy.clone();
     Ok(StridedOutcome {
         policy: pname.clone(),
         free_extents,
+        free_memory,
         touches,
-        faults: r.counters["faults"],
+        faults: one("faults"),
+        faults_preempting: one(&format!("policy.{pname}.fault.preempting")),
         reservations: sum(&format!("policy.{pname}.reserve.")),
         reservations_failed: sum(&format!("policy.{pname}.reserve_failed.")),
         preemptions: sum(&format!("policy.{pname}.preempt.")),
-        dissolved_for_frames: r.counters.get("reserv.reclaimed").copied().unwrap_or(0),
-        cycles: r.counters["cycles.total"],
+        dissolved_for_frames: one("reserv.reclaimed"),
+        cycles: one("cycles.total"),
         counters: r.counters,
     })
 }

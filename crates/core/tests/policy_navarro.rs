@@ -384,7 +384,39 @@ fn a_fault_is_served_when_its_page_tables_take_back_the_reservation_made_for_it(
     // the page-table frames its mapping needs can only come from that reservation, which is
     // dissolved to give them. The page stays mapped; the policy must not try to map it again.
     let m = Machine::load("alpha21264").unwrap();
-    let o = superpager_core::experiment::strided_preemption(m, "navarro", Bytes(64 << 20), 1, 64 << 10, 400).unwrap();
+    let o = superpager_core::experiment::strided_preemption(m, "navarro", Bytes(64 << 20), 1, superpager_core::experiment::FreeMemory::Extents, 64 << 10, 400, true).unwrap();
     assert_eq!(o.faults, 400);
     assert!(o.counters["policy.navarro.fault.reservation_dissolved"] >= 1, "{:?}", o.counters);
+}
+
+#[test]
+fn strided_touches_into_scattered_free_memory_preempt_on_every_fault() {
+    // Every free frame lies alone inside another process's reservations (all but one 8KB page
+    // of each 64KB written). A base page then comes from the lists, one level of one
+    // reservation at a time (§A.2.4), not from dissolving a whole reservation, whose 63 other
+    // frames would serve the next faults without a preemption.
+    use superpager_core::experiment::{strided_preemption, FreeMemory};
+    for policy in ["navarro", "navarro:retry_smaller=true"] {
+        let m = Machine::load("alpha21264").unwrap();
+        let o = strided_preemption(m, policy, Bytes(64 << 20), 8, FreeMemory::Scattered, 1 << 20, 300, true).unwrap();
+        assert_eq!(o.faults, 300);
+        assert_eq!(o.faults_preempting, 300, "{policy}: {} dissolved whole", o.dissolved_for_frames);
+        assert_eq!(o.dissolved_for_frames, 0, "{policy}");
+        assert_eq!(o.reservations, 0, "{policy}: no extent of any superpage size is free");
+        // The first fault breaks a 4MB reservation down to a lone frame (three levels).
+        assert!(o.preemptions >= o.faults + 2, "{policy}: {}", o.preemptions);
+    }
+}
+
+#[test]
+fn strided_touches_into_whole_free_extents_preempt_on_at_most_one_fault_in_f_minus_1() {
+    // A break keeps one piece reserved, takes one and frees the other F-2 (Alpha: F = 8), which
+    // serve the next requests of that size: at most 1 fault in 7 preempts.
+    use superpager_core::experiment::{strided_preemption, FreeMemory};
+    for free in [1, 2] {
+        let m = Machine::load("alpha21264").unwrap();
+        let o = strided_preemption(m, "navarro:retry_smaller=true", Bytes(64 << 20), free, FreeMemory::Extents, 1 << 20, 400, true).unwrap();
+        assert_eq!(o.faults, 400);
+        assert!(o.faults_preempting > 0 && o.faults_preempting * 7 <= o.faults, "{free}: {} of {}", o.faults_preempting, o.faults);
+    }
 }

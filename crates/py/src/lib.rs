@@ -288,12 +288,14 @@ fn fragmentation_experiment(
 }
 
 /// Navarro et al.'s strided-preemption adversary (core::experiment::strided_preemption):
-/// memory wired except `free_extents` extents of the largest size; one write every `stride`
+/// memory wired except `free_extents` extents of the largest size, free whole (`extents`) or
+/// reserved and nearly filled by another process (`scattered`); one write every `stride`
 /// bytes, `touches` times. Returns the outcome as JSON.
 #[pyfunction]
-#[pyo3(signature = (machine, policy, memory, free_extents, stride, touches))]
-fn strided_preemption(machine: &str, policy: &str, memory: &str, free_extents: u64, stride: &str, touches: u64) -> PyResult<String> {
-    let out = core::experiment::strided_preemption(load_machine(machine)?, policy, parse_bytes(memory, "memory")?, free_extents, parse_bytes(stride, "stride")?.0, touches).map_err(err)?;
+#[pyo3(signature = (machine, policy, memory, free_extents, stride, touches, free_memory="extents"))]
+fn strided_preemption(machine: &str, policy: &str, memory: &str, free_extents: u64, stride: &str, touches: u64, free_memory: &str) -> PyResult<String> {
+    let how = core::experiment::FreeMemory::parse(free_memory).map_err(err)?;
+    let out = core::experiment::strided_preemption(load_machine(machine)?, policy, parse_bytes(memory, "memory")?, free_extents, how, parse_bytes(stride, "stride")?.0, touches, false).map_err(err)?;
     serde_json::to_string(&out).map_err(|e| usage(format!("strided preemption: {e}")))
 }
 

@@ -363,6 +363,25 @@ impl PageTable {
         true
     }
 
+    /// How many tables mapping a base page at `va` would create (0 when a larger page covers
+    /// it): what the mapping will ask the frame allocator for besides the page.
+    pub fn tables_missing(&self, va: u64) -> u64 {
+        let mut node = 0usize;
+        let mut level = self.levels;
+        while level > 1 {
+            let e = self.nodes[self.slot(node, self.index(va, level))];
+            if e & PRESENT == 0 {
+                return (level - 1) as u64;
+            }
+            if e & LEAF != 0 {
+                return 0;
+            }
+            node = (e >> PAYLOAD_SHIFT) as usize;
+            level -= 1;
+        }
+        0
+    }
+
     fn walk_create(&mut self, va: u64, leaf: u8) -> usize {
         let mut node = 0usize;
         let mut level = self.levels;

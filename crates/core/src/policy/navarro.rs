@@ -156,6 +156,9 @@ struct Counters {
     preempted: Vec<u64>,
     base_fallback: u64,
     base_preempt: u64,
+    /// Faults during which the policy preempted at least one reservation (for the page, a
+    /// reservation, or the page's tables).
+    faults_preempting: u64,
     /// Faults whose page was mapped from a reservation that the mapping's own page-table frames
     /// then dissolved (no free frame was left but the reservation's).
     reservation_dissolved: u64,
@@ -481,6 +484,26 @@ impl Navarro {
         false
     }
 
+    /// Make sure `frames` free frames plus the tables mapping `page` would create can come from
+    /// the buddy allocator, preempting reservations from the lists (one level of one
+    /// reservation at a time, §A.2.4) while they cannot: the paper's allocator takes a base
+    /// page from the buddy lists, then from the 8KB reservation list as the last resort. (The
+    /// OS model's own fallback would dissolve the oldest reservation whole, FreeBSD's later
+    /// vm_reserv_reclaim_inactive.) Returns whether it preempted.
+    fn preempt_until_free(&mut self, sys: &mut Sys, pi: usize, page: u64, frames: u64) -> bool {
+        // Tables are only looked at when the buddy lists are nearly empty (a walk per fault).
+        const MOST_TABLES: u64 = 8;
+        if sys.os.phys.free_frames() >= frames + MOST_TABLES {
+            return false;
+        }
+        let need = frames + sys.os.procs[pi].pt.tables_missing(page);
+        let mut preempted = false;
+        while sys.os.phys.free_frames() < need && self.preempt(sys, 0) {
+            preempted = true;
+        }
+        preempted
+    }
+
     /// Split a reservation into extents of the next smaller level: empty ones are freed, full
     /// ones dropped, partial ones become reservations at the head of their lists.
     fn break_reservation(&mut self, sys: &mut Sys, r: ResRef, e: Listed) {
@@ -500,6 +523,70 @@ impl Navarro {
             let key = i64::MIN / 2 + self.head_clock;
             self.register(pi, l - 1, idx, nr, Some(key));
         }
+    }
+
+    fn serve_fault_inner(&mut self, sys: &mut Sys, pi: usize, va: u64, _write: bool, vma: &Vma) -> Option<u32> {
+        if self.daemon_due.is_some_and(|t| sys.now.0 >= t) {
+            self.run_daemon(sys);
+        }
+        self.clock += 1;
+        self.c.faults += 1;
+        let page = va & !((1u64 << self.shifts[0]) - 1);
+        // The page's tables come from the buddy allocator too, whichever way the page is had.
+        self.preempt_until_free(sys, pi, page, 0);
+        // A frame already reserved for this page?
+        if let Some((l, r)) = self.find_reservation(sys, pi, va) {
+            if sys.os.map_from_reservation(pi, va, r.id, self.clock as u64, sys.mmu) == MapOutcome::Mapped {
+                self.c.from_reservation += 1;
+                self.set_population(pi, page, true);
+                let idx = self.idx(l, va);
+                if !r.live(sys) {
+                    self.forget(pi, l, idx, r);
+                    return self.served_without_reservation(sys, pi, va);
+                }
+                self.relist(pi, l, idx, r, Some(self.clock));
+                return Some(self.promote(sys, pi, va, l, r, vma));
+            }
+        }
+        let want = self.preferred(pi, vma, va);
+        let mut tries: Vec<usize> = if want > 0 { vec![want] } else { Vec::new() };
+        if self.retry_smaller {
+            tries.extend((1..want).rev());
+        }
+        for l in tries {
+            match self.reserve(sys, pi, va, l) {
+                Reserved::Made(r) => {
+                    self.set_population(pi, page, true);
+                    let idx = self.idx(l, va);
+                    self.register(pi, l, idx, r, Some(self.clock));
+                    return Some(self.promote(sys, pi, va, l, r, vma));
+                }
+                Reserved::MappedThenDissolved => {
+                    self.set_population(pi, page, true);
+                    return self.served_without_reservation(sys, pi, va);
+                }
+                Reserved::Failed => {}
+            }
+        }
+        if want > 0 {
+            self.c.base_fallback += 1;
+        }
+        // A base page: the buddy allocator, then (last resort) preempting reservations from
+        // the lists (§A.2.4 step 4) until the page and its tables have free frames.
+        if self.preempt_until_free(sys, pi, page, 1) {
+            self.c.base_preempt += 1;
+        }
+        let out = sys.os.map_page(pi, page, 0, (vma.start, vma.end), sys.mmu);
+        if out != MapOutcome::Mapped {
+            // Under memory pressure the page may have been mapped by an attempt above and swapped
+            // out at once (its reservation then died): bring it back like any swapped page.
+            if sys.os.swapped_at(pi, va).is_some() {
+                return sys.os.swap_in(pi, va, sys.mmu);
+            }
+            return None; // the engine's own path reports the out-of-memory
+        }
+        self.set_population(pi, page, true);
+        Some(0)
     }
 
     /// Reserve an extent of level `l` around `va` and map `va` from it, preempting as needed.
@@ -662,66 +749,13 @@ impl Policy for Navarro {
         }
     }
 
-    fn serve_fault(&mut self, sys: &mut Sys, pi: usize, va: u64, _write: bool, vma: &Vma) -> Option<u32> {
-        if self.daemon_due.is_some_and(|t| sys.now.0 >= t) {
-            self.run_daemon(sys);
+    fn serve_fault(&mut self, sys: &mut Sys, pi: usize, va: u64, write: bool, vma: &Vma) -> Option<u32> {
+        let preempted_before: u64 = self.c.preempted.iter().sum();
+        let out = self.serve_fault_inner(sys, pi, va, write, vma);
+        if self.c.preempted.iter().sum::<u64>() > preempted_before {
+            self.c.faults_preempting += 1;
         }
-        self.clock += 1;
-        self.c.faults += 1;
-        let page = va & !((1u64 << self.shifts[0]) - 1);
-        // A frame already reserved for this page?
-        if let Some((l, r)) = self.find_reservation(sys, pi, va) {
-            if sys.os.map_from_reservation(pi, va, r.id, self.clock as u64, sys.mmu) == MapOutcome::Mapped {
-                self.c.from_reservation += 1;
-                self.set_population(pi, page, true);
-                let idx = self.idx(l, va);
-                if !r.live(sys) {
-                    self.forget(pi, l, idx, r);
-                    return self.served_without_reservation(sys, pi, va);
-                }
-                self.relist(pi, l, idx, r, Some(self.clock));
-                return Some(self.promote(sys, pi, va, l, r, vma));
-            }
-        }
-        let want = self.preferred(pi, vma, va);
-        let mut tries: Vec<usize> = if want > 0 { vec![want] } else { Vec::new() };
-        if self.retry_smaller {
-            tries.extend((1..want).rev());
-        }
-        for l in tries {
-            match self.reserve(sys, pi, va, l) {
-                Reserved::Made(r) => {
-                    self.set_population(pi, page, true);
-                    let idx = self.idx(l, va);
-                    self.register(pi, l, idx, r, Some(self.clock));
-                    return Some(self.promote(sys, pi, va, l, r, vma));
-                }
-                Reserved::MappedThenDissolved => {
-                    self.set_population(pi, page, true);
-                    return self.served_without_reservation(sys, pi, va);
-                }
-                Reserved::Failed => {}
-            }
-        }
-        if want > 0 {
-            self.c.base_fallback += 1;
-        }
-        // A base page: the buddy allocator, then (last resort) preempting a reservation.
-        let mut out = sys.os.map_page(pi, page, 0, (vma.start, vma.end), sys.mmu);
-        if out == MapOutcome::NoContiguousExtent && self.preempt(sys, 0) {
-            self.c.base_preempt += 1;
-            out = sys.os.map_page(pi, page, 0, (vma.start, vma.end), sys.mmu);
-        }
-        if out != MapOutcome::Mapped {
-            // Under memory pressure the page may have been mapped by an attempt above and swapped
-            // out at once (its reservation then died): bring it back like any swapped page.
-            if sys.os.swapped_at(pi, va).is_some() {
-                return sys.os.swap_in(pi, va, sys.mmu);
-            }
-            return None; // the engine's own path reports the out-of-memory
-        }
-        self.set_population(pi, page, true);
-        Some(0)
+        out
     }
 
     fn on_unmap(&mut self, pi: usize, start: u64, end: u64) {
@@ -773,6 +807,7 @@ impl Policy for Navarro {
             ("navarro.fault.from_reservation".to_string(), self.c.from_reservation),
             ("navarro.fault.base_fallback".to_string(), self.c.base_fallback),
             ("navarro.fault.base_preempt".to_string(), self.c.base_preempt),
+            ("navarro.fault.preempting".to_string(), self.c.faults_preempting),
             ("navarro.fault.reservation_dissolved".to_string(), self.c.reservation_dissolved),
             ("navarro.prezeroed_pages".to_string(), self.c.prezeroed),
             ("navarro.preferred_capped.object".to_string(), self.c.cap_object),
