@@ -69,6 +69,17 @@ def test_strided_adversary_counts_every_request_and_preemption():
         _core.strided_preemption("alpha21264", "navarro", "64MiB", 0, "1MiB", 10)
 
 
+def test_strided_adversary_into_scattered_free_memory_preempts_on_every_fault():
+    o = api.strided_preemption("alpha21264", "navarro", "64MiB", 8, "1MiB", 100, free_memory="scattered")
+    assert o["free_memory"] == "scattered"
+    assert o["faults"] == 100 and o["faults_preempting"] == 100
+    assert o["dissolved_for_frames"] == 0
+    # The other process's faults are its own: only the strided process's are counted.
+    assert o["counters"]["faults"] > 3000
+    with pytest.raises(_core.SuperpagerError, match="free_memory: unknown value 'loose'"):
+        api.strided_preemption("alpha21264", "navarro", "64MiB", 8, "1MiB", 10, free_memory="loose")
+
+
 def test_dirty_file_adversary_writes_512x_more_without_demote_on_write():
     run = lambda p: json.loads(_core.dirty_file("alpha21264", p, "256MiB", "16MiB", 512))
     d, w = run("navarro"), run("navarro:dirty=whole")
