@@ -232,7 +232,36 @@ impl Engine {
             self.tick();
         }
         if self.cfg.validate {
-            self.os.validate().map_err(|m| Error::Sim(format!("invariant broken: {m}")))?;
+            self.validate().map_err(|m| Error::Sim(format!("invariant broken: {m}")))?;
+        }
+        Ok(())
+    }
+
+    /// The OS model's invariants (`Os::validate`), and the TLBs' coherence with the page
+    /// tables: every cached translation of a live process names a page its page table maps
+    /// now, at that size (a translation left behind by a missing shootdown would serve hits
+    /// for a page that no longer exists). O(TLB entries + OS state): tests only.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        self.os.validate()?;
+        for (ti, t) in self.mmu.tlbs.iter().enumerate() {
+            for tag in t.tags() {
+                let (asid, vpn, si) = crate::mmu::tlb::decode_tag(tag);
+                let Some(p) = self.os.procs.iter().find(|p| p.alive && p.asid == asid) else { continue };
+                let Some(size) = self.os.sizes.get(si as usize) else {
+                    return Err(format!("TLB {ti} holds a translation of size index {si}, which the machine lacks"));
+                };
+                let va = vpn << size.shift();
+                match p.pt.lookup(va) {
+                    Some(tr) if tr.size_idx == si && tr.start == va => {}
+                    other => {
+                        return Err(format!(
+                            "TLB {ti} holds a {size} translation of {va:#x} (process {}), but the page table maps {}",
+                            p.pid,
+                            other.map_or("nothing there".to_string(), |tr| format!("a {} page at {:#x}", self.os.sizes[tr.size_idx as usize], tr.start))
+                        ));
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -365,8 +394,7 @@ impl Engine {
     #[inline(never)]
     fn miss_base_only(&mut self, a: &Access, absent: bool) -> Result<Option<u32>> {
         let pi = self.cur_pi;
-        let present = (!absent && self.os.procs[pi].pt.size_at(a.addr).is_some()) || self.fault(a)?.is_some();
-        if !present {
+        if self.resolve(a, absent)?.is_none() {
             // Segfault: the access never completes; take back the misses and entries its lookup
             // recorded (the entries they displaced are not restored: docs/MODEL.md).
             self.mmu.cancel_single_size(a.addr, self.cur_asid, a.kind.is_fetch(), 0);
@@ -380,19 +408,42 @@ impl Engine {
         Ok(Some(0))
     }
 
+    /// The size index of the page that maps the access's address, after faulting it in if
+    /// needed (`absent`: the caller already knows nothing maps it); None if the access killed
+    /// its process. What the fault handler says it mapped is not taken on trust: the page
+    /// table is read again, because the fault may have mapped more than the page (a file
+    /// superpage it completed and promoted) or less (kswapd, woken by the frames the fault
+    /// took, reclaimed the page at once). In the second case the access faults again, as the
+    /// hardware re-executes it.
+    fn resolve(&mut self, a: &Access, mut absent: bool) -> Result<Option<u32>> {
+        // Faults in a row for one access before giving up: each must lose its page to
+        // reclaim before the access completes, which only a memory far too small does.
+        const MOST_FAULTS: u32 = 16;
+        let pi = self.cur_pi;
+        for _ in 0..MOST_FAULTS {
+            if !absent {
+                if let Some(si) = self.os.procs[pi].pt.size_at(a.addr) {
+                    return Ok(Some(si));
+                }
+            }
+            if self.fault(a)?.is_none() {
+                return Ok(None);
+            }
+            absent = false;
+        }
+        Err(Error::Sim(format!(
+            "the page at {:#x} (process {}) was reclaimed as soon as it was faulted in, {MOST_FAULTS} times in a row: memory is too small for this working set (see --memory)",
+            a.addr, self.os.procs[pi].pid
+        )))
+    }
+
     /// A miss at every TLB level: resolve the translation (faulting if needed), fill the TLBs
     /// and count the walk. Returns the page size index, or None if the process was killed.
     #[inline(never)]
     fn miss(&mut self, a: &Access) -> Result<Option<u32>> {
         let pi = self.cur_pi;
         let fetch = a.kind.is_fetch();
-        let mut si = match self.os.procs[pi].pt.size_at(a.addr) {
-            Some(si) => si,
-            None => match self.fault(a)? {
-                Some(si) => si,
-                None => return Ok(None),
-            },
-        };
+        let Some(mut si) = self.resolve(a, false)? else { return Ok(None) };
         if self.tlb_miss_hook {
             // The miss handler runs before the translation is loaded, so a promotion it makes
             // is what gets loaded.
@@ -562,7 +613,7 @@ impl Engine {
             }
         }
         if self.cfg.validate {
-            self.os.validate().map_err(|m| Error::Sim(format!("invariant broken after {}: {m}", e.name())))?;
+            self.validate().map_err(|m| Error::Sim(format!("invariant broken after {}: {m}", e.name())))?;
         }
         Ok(())
     }
@@ -620,7 +671,7 @@ impl Engine {
         let mut sys = Sys { os: &mut self.os, mmu: &mut self.mmu, now };
         self.policy.tick(&mut sys);
         if self.cfg.validate {
-            if let Err(m) = self.os.validate() {
+            if let Err(m) = self.validate() {
                 panic!("invariant broken after a policy tick: {m}");
             }
         }

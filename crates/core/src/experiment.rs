@@ -181,7 +181,7 @@ pub fn fragmentation(s: &FragmentationSetup, progress: &mut dyn FnMut(&str, f64)
 
 fn validate(e: &Engine, after: &str) -> Result<()> {
     if e.cfg.validate {
-        e.os.validate().map_err(|m| Error::Sim(format!("invariant broken after {after}: {m}")))?;
+        e.validate().map_err(|m| Error::Sim(format!("invariant broken after {after}: {m}")))?;
     }
     Ok(())
 }

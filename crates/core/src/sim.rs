@@ -53,7 +53,7 @@ impl ScenarioRun {
             let label = format!("prelude {}", p.name());
             p.apply(&mut engine.os, sc.seed.wrapping_add(i as u64), &mut |f| progress(&label, f))?;
             if engine.cfg.validate {
-                engine.os.validate().map_err(|m| crate::Error::Sim(format!("invariant broken after prelude {}: {m}", p.name())))?;
+                engine.validate().map_err(|m| crate::Error::Sim(format!("invariant broken after prelude {}: {m}", p.name())))?;
             }
         }
         let ghz = engine.mmu.machine.clock_ghz;
