@@ -200,6 +200,26 @@ impl Mmu {
         let mut found = None;
         'outer: for p in self.probes[stream].iter() {
             let mut m = p.holds & live;
+            if m & (m - 1) != 0 && tlbs[p.tlb].sets == 1 {
+                // Several live sizes in one fully associative structure: one pass for all.
+                let mut tags = [0u64; MAX_SIZES];
+                let mut sis = [0u32; MAX_SIZES];
+                let mut n = 0;
+                while m != 0 {
+                    let si = m.trailing_zeros();
+                    m &= m - 1;
+                    tags[n] = make_tag(asid, va >> shifts[si as usize & (MAX_SIZES - 1)], si);
+                    sis[n] = si;
+                    n += 1;
+                }
+                if let Some(i) = tlbs[p.tlb].probe_any(&tags[..n]) {
+                    let si = sis[i];
+                    counters[p.tlb].hits[si as usize & (MAX_SIZES - 1)] += 1;
+                    found = Some((p.level, si));
+                    break 'outer;
+                }
+                continue;
+            }
             while m != 0 {
                 let si = m.trailing_zeros();
                 m &= m - 1;

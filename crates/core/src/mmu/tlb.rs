@@ -132,6 +132,34 @@ impl Tlb {
         }
     }
 
+    /// `probe` for several tags at once in a structure with a single set (fully associative):
+    /// one pass over its entries instead of one per tag. Returns the index in `tags` of the
+    /// one found, with the same recency update as `probe` of that tag. Equals the `probe`s in
+    /// turn when at most one of the tags is present (the MMU never holds two translations of
+    /// one address: a promotion or demotion shoots down the old ones).
+    #[inline]
+    pub fn probe_any(&mut self, tags: &[u64]) -> Option<usize> {
+        debug_assert_eq!(self.sets, 1, "probe_any needs a single set");
+        let set = &mut self.tags[..self.ways_usize];
+        let mut found = None;
+        for (k, &t) in set.iter().enumerate() {
+            if t == EMPTY && self.repl == Replacement::Lru {
+                return None; // LRU keeps empty slots at the tail
+            }
+            if let Some(i) = tags.iter().position(|&c| c == t) {
+                found = Some((k, i));
+                break;
+            }
+        }
+        let (k, i) = found?;
+        match self.repl {
+            Replacement::Lru => set[..=k].rotate_right(1),
+            Replacement::Plru => plru_touch(&mut self.plru_bits[0], k, self.ways),
+            Replacement::Random => {}
+        }
+        Some(i)
+    }
+
     /// Look up a tag and, on a miss, insert it at once: `probe` then `fill` in one pass over the
     /// set. Returns true on a hit. Same final state and result as the two calls.
     #[inline(always)]
