@@ -553,4 +553,41 @@ mod tests {
         assert_eq!(t.fill(9, 9), None); // the freed slot absorbs the fill
         assert_eq!(t.fill(10, 10), Some(0));
     }
+
+    /// One pass for several tags gives what `probe` of each in turn gives, contents and
+    /// replacement state included, when at most one of them is present: three policies, tags of
+    /// four sizes for one address, random accesses over regions whose page size changes now and
+    /// then (their cached translations shot down first, as the MMU does).
+    #[test]
+    fn probe_any_equals_probes_in_turn() {
+        let shifts = [0u32, 3, 6, 9];
+        for repl in [Replacement::Lru, Replacement::Plru, Replacement::Random] {
+            let mut rng = crate::trace::gen::Rng::new(7);
+            let (mut one, mut each) = (Tlb::new(16, 16, repl, 3), Tlb::new(16, 16, repl, 3));
+            // The page size mapping each 512-page region.
+            let mut size_of: Vec<usize> = (0..8).map(|_| rng.below(4) as usize).collect();
+            for step in 0..20_000 {
+                if rng.below(300) == 0 {
+                    let r = rng.below(8);
+                    for t in one.tags().collect::<Vec<_>>() {
+                        let (_, vpn, si) = decode_tag(t);
+                        if (vpn << shifts[si as usize]) >> 9 == r {
+                            assert!(one.invalidate(0, t) && each.invalidate(0, t));
+                        }
+                    }
+                    size_of[r as usize] = rng.below(4) as usize;
+                }
+                let page = rng.below(8 << 9);
+                let tags: Vec<u64> = shifts.iter().enumerate().map(|(si, sh)| make_tag(1, page >> sh, si as u32)).collect();
+                let want = tags.iter().position(|&t| each.probe(0, t));
+                assert_eq!(one.probe_any(&tags), want, "{repl:?} step {step}");
+                assert_eq!(one.tags, each.tags, "{repl:?} step {step}");
+                assert_eq!(one.plru_bits, each.plru_bits, "{repl:?} step {step}");
+                if want.is_none() {
+                    let t = tags[size_of[(page >> 9) as usize]];
+                    assert_eq!(one.fill(0, t), each.fill(0, t));
+                }
+            }
+        }
+    }
 }
