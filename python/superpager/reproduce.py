@@ -325,6 +325,13 @@ def navarro_fragmentation(quick: bool, progress: Callable[[str], None]) -> str:
 SHARED = dict(memory="1GiB", file_size="256MiB", processes=4, passes=5)
 
 
+def later_walks(misaligned: int, placed: int) -> str:
+    """How the misaligned processes' walks compare with the placed ones'."""
+    if placed == 0:
+        return f"{misaligned:,} walks where the placed ones take none"
+    return f"{misaligned / placed:.0f}x the walks"
+
+
 def navarro_placement() -> str:
     """Aligned placement of file mappings (notes §A.2.11): every process can build superpages."""
     rows = [(p, api.shared_file(NAVARRO_MACHINE, p, **SHARED)) for p in ["base", "navarro:align_files=false", "navarro"]]
@@ -351,7 +358,7 @@ def navarro_placement() -> str:
     lines += ["", f"With placement every process maps the file with 4MB pages ({on['superpages'].get('4MiB', 0)} of {full}: "
               f"{'as the paper intends' if on['superpages'].get('4MiB', 0) == full else 'NOT all'}); without it only the "
               f"processes whose address agrees do ({off['superpages'].get('4MiB', 0)}), and the others take "
-              f"{max(off['walks_after_first_pass']) / max(max(on['walks_after_first_pass']), 1):.0f}x the walks in later passes "
+              f"{later_walks(max(off['walks_after_first_pass']), max(on['walks_after_first_pass']))} in later passes "
               f"(512KB pages: {size // (512 << 10)} per pass through a 128-entry TLB, against {per} 4MB pages that fit). "
               "Moved mappings go to a window a quarter of the way up the address space; the trace's later events "
               "and accesses in the moved range follow them (`placement.*` counters).", ""]
