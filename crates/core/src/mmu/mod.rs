@@ -202,18 +202,13 @@ impl Mmu {
             let mut m = p.holds & live;
             if m & (m - 1) != 0 && tlbs[p.tlb].sets == 1 {
                 // Several live sizes in one fully associative structure: one pass for all.
-                let mut tags = [0u64; MAX_SIZES];
-                let mut sis = [0u32; MAX_SIZES];
-                let mut n = 0;
+                let mut by_size: [u64; tlb::TAG_SIZES] = std::array::from_fn(tlb::no_tag);
                 while m != 0 {
-                    let si = m.trailing_zeros();
+                    let si = m.trailing_zeros() as usize & (MAX_SIZES - 1);
                     m &= m - 1;
-                    tags[n] = make_tag(asid, va >> shifts[si as usize & (MAX_SIZES - 1)], si);
-                    sis[n] = si;
-                    n += 1;
+                    by_size[si] = make_tag(asid, va >> shifts[si], si as u32);
                 }
-                if let Some(i) = tlbs[p.tlb].probe_any(&tags[..n]) {
-                    let si = sis[i];
+                if let Some(si) = tlbs[p.tlb].probe_sizes(&by_size) {
                     counters[p.tlb].hits[si as usize & (MAX_SIZES - 1)] += 1;
                     found = Some((p.level, si));
                     break 'outer;

@@ -42,6 +42,17 @@ impl Replacement {
     }
 }
 
+/// Size indices a tag can carry (its low 4 bits).
+pub const TAG_SIZES: usize = 16;
+const SIZE_MASK: u64 = TAG_SIZES as u64 - 1;
+
+/// A value no tag of size index `si` equals (its low bits name another size), for the sizes
+/// `probe_sizes` is not looking for. `EMPTY` carries size bits 15, so it matches none either.
+#[inline(always)]
+pub fn no_tag(si: usize) -> u64 {
+    ((si as u64) + 1) & SIZE_MASK
+}
+
 /// Pack a tag. `vpn` is the page number at the entry's size; asid gets the top 16 bits.
 #[inline(always)]
 pub fn make_tag(asid: u16, vpn: u64, size_idx: u32) -> u64 {
@@ -132,32 +143,36 @@ impl Tlb {
         }
     }
 
-    /// `probe` for several tags at once in a structure with a single set (fully associative):
-    /// one pass over its entries instead of one per tag. Returns the index in `tags` of the
-    /// one found, with the same recency update as `probe` of that tag. Equals the `probe`s in
-    /// turn when at most one of the tags is present (the MMU never holds two translations of
-    /// one address: a promotion or demotion shoots down the old ones).
+    /// `probe` for one tag per page size at once, in a structure with a single set (fully
+    /// associative): one pass over its entries instead of one per size. `by_size[si]` is the
+    /// tag sought at size index `si`, or `no_tag(si)` for a size not sought; each entry is
+    /// compared only with the tag of its own size (a tag's low bits). Returns the size index
+    /// found, with the same recency update as `probe` of that tag. Equals the `probe`s in turn
+    /// when at most one of the tags is present (the MMU never holds two translations of one
+    /// address: a promotion or demotion shoots down the old ones).
     #[inline]
-    pub fn probe_any(&mut self, tags: &[u64]) -> Option<usize> {
-        debug_assert_eq!(self.sets, 1, "probe_any needs a single set");
+    pub fn probe_sizes(&mut self, by_size: &[u64; TAG_SIZES]) -> Option<u32> {
+        debug_assert_eq!(self.sets, 1, "probe_sizes needs a single set");
         let set = &mut self.tags[..self.ways_usize];
+        let lru = self.repl == Replacement::Lru;
         let mut found = None;
         for (k, &t) in set.iter().enumerate() {
-            if t == EMPTY && self.repl == Replacement::Lru {
-                return None; // LRU keeps empty slots at the tail
-            }
-            if let Some(i) = tags.iter().position(|&c| c == t) {
-                found = Some((k, i));
+            if by_size[(t & SIZE_MASK) as usize] == t {
+                found = Some(k);
                 break;
             }
+            if lru && t == EMPTY {
+                return None; // LRU keeps empty slots at the tail
+            }
         }
-        let (k, i) = found?;
+        let k = found?;
+        let si = (set[k] & SIZE_MASK) as u32;
         match self.repl {
             Replacement::Lru => set[..=k].rotate_right(1),
             Replacement::Plru => plru_touch(&mut self.plru_bits[0], k, self.ways),
             Replacement::Random => {}
         }
-        Some(i)
+        Some(si)
     }
 
     /// Look up a tag and, on a miss, insert it at once: `probe` then `fill` in one pass over the
@@ -554,12 +569,12 @@ mod tests {
         assert_eq!(t.fill(10, 10), Some(0));
     }
 
-    /// One pass for several tags gives what `probe` of each in turn gives, contents and
+    /// One pass for a tag per size gives what `probe` of each in turn gives, contents and
     /// replacement state included, when at most one of them is present: three policies, tags of
     /// four sizes for one address, random accesses over regions whose page size changes now and
     /// then (their cached translations shot down first, as the MMU does).
     #[test]
-    fn probe_any_equals_probes_in_turn() {
+    fn probe_sizes_equals_probes_in_turn() {
         let shifts = [0u32, 3, 6, 9];
         for repl in [Replacement::Lru, Replacement::Plru, Replacement::Random] {
             let mut rng = crate::trace::gen::Rng::new(7);
@@ -580,7 +595,9 @@ mod tests {
                 let page = rng.below(8 << 9);
                 let tags: Vec<u64> = shifts.iter().enumerate().map(|(si, sh)| make_tag(1, page >> sh, si as u32)).collect();
                 let want = tags.iter().position(|&t| each.probe(0, t));
-                assert_eq!(one.probe_any(&tags), want, "{repl:?} step {step}");
+                let mut by_size: [u64; TAG_SIZES] = std::array::from_fn(no_tag);
+                by_size[..4].copy_from_slice(&tags);
+                assert_eq!(one.probe_sizes(&by_size), want.map(|i| i as u32), "{repl:?} step {step}");
                 assert_eq!(one.tags, each.tags, "{repl:?} step {step}");
                 assert_eq!(one.plru_bits, each.plru_bits, "{repl:?} step {step}");
                 if want.is_none() {
