@@ -525,7 +525,7 @@ impl Navarro {
         }
     }
 
-    fn serve_fault_inner(&mut self, sys: &mut Sys, pi: usize, va: u64, _write: bool, vma: &Vma) -> Option<u32> {
+    fn serve_fault_inner(&mut self, sys: &mut Sys, pi: usize, va: u64, vma: &Vma) -> Option<u32> {
         if self.daemon_due.is_some_and(|t| sys.now.0 >= t) {
             self.run_daemon(sys);
         }
@@ -749,9 +749,9 @@ impl Policy for Navarro {
         }
     }
 
-    fn serve_fault(&mut self, sys: &mut Sys, pi: usize, va: u64, write: bool, vma: &Vma) -> Option<u32> {
+    fn serve_fault(&mut self, sys: &mut Sys, pi: usize, va: u64, _write: bool, vma: &Vma) -> Option<u32> {
         let preempted_before: u64 = self.c.preempted.iter().sum();
-        let out = self.serve_fault_inner(sys, pi, va, write, vma);
+        let out = self.serve_fault_inner(sys, pi, va, vma);
         if self.c.preempted.iter().sum::<u64>() > preempted_before {
             self.c.faults_preempting += 1;
         }
