@@ -31,11 +31,14 @@ class Result:
     killed: dict[str, str]
     series: list[dict] = field(repr=False)
     trace: str = ""
+    #: The trace was cut short (its writer stopped, or it is marked truncated): the run covers
+    #: only the part present (read with allow_truncated).
+    trace_truncated: bool = False
 
     @classmethod
-    def from_json(cls, text: str, trace: str = "") -> "Result":
+    def from_json(cls, text: str, trace: str = "", trace_truncated: bool = False) -> "Result":
         d = json.loads(text)
-        return cls(trace=trace, **d)
+        return cls(trace=trace, trace_truncated=trace_truncated, **d)
 
     def __getitem__(self, key: str) -> int:
         return self.counters[key]
@@ -43,6 +46,7 @@ class Result:
     def to_dict(self) -> dict:
         return {
             "trace": self.trace,
+            "trace_truncated": self.trace_truncated,
             "machine": self.machine,
             "policy": self.policy,
             "memory": self.memory,
@@ -58,7 +62,8 @@ class Result:
 
     def row(self) -> dict:
         """A flat record: identity columns, then every counter, mix share and derived figure."""
-        r = {"trace": self.trace, "machine": self.machine, "policy": self.policy, "memory": self.memory}
+        r = {"trace": self.trace, "trace_truncated": self.trace_truncated, "machine": self.machine, "policy": self.policy,
+             "memory": self.memory}
         r.update(self.counters)
         r.update({f"mix.{k}": v for k, v in self.page_size_mix.items()})
         r.update({f"derived.{k}": v for k, v in self.derived.items()})
@@ -144,7 +149,8 @@ def run(
             bar.update(sim.progress())
     finally:
         bar.close()
-    return ResultSet(Result.from_json(j, trace=trace) for j in sim.results_json())
+    cut = sim.truncated()
+    return ResultSet(Result.from_json(j, trace=trace, trace_truncated=cut) for j in sim.results_json())
 
 
 def simulate(
@@ -328,28 +334,34 @@ def policies() -> list[tuple[str, str, str]]:
 
 def write_results(results: Sequence[Result], out_dir: str) -> list[str]:
     """Write results.json, counters.parquet (a row per run) and series.parquet (a row per
-    sample). Deterministic: same results, same bytes."""
+    sample), as one set: each file whole, under the directory's lock, any file of an earlier
+    run that this set lacks removed (superpager.output). Deterministic: same results, same bytes."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    os.makedirs(out_dir, exist_ok=True)
-    paths = []
-    p = os.path.join(out_dir, "results.json")
-    with open(p, "w") as f:
-        json.dump([r.to_dict() for r in results], f, indent=2, sort_keys=True)
-        f.write("\n")
-    paths.append(p)
-    rows = [r.row() for r in results]
-    cols = sorted({k for r in rows for k in r} - {"trace", "machine", "policy", "memory"})
-    cols = ["trace", "machine", "policy", "memory"] + cols
-    table = pa.table({c: [r.get(c) for r in rows] for c in cols})
-    p = os.path.join(out_dir, "counters.parquet")
-    pq.write_table(table, p, compression="zstd")
-    paths.append(p)
+    from . import output
+
+    out_dir = os.fspath(out_dir)
+    ident = ["trace", "trace_truncated", "machine", "policy", "memory"]
+
+    def results_json(p: str) -> None:
+        with open(p, "w") as f:
+            json.dump([r.to_dict() for r in results], f, indent=2, sort_keys=True)
+            f.write("\n")
+
+    def counters(p: str) -> None:
+        rows = [r.row() for r in results]
+        cols = ident + sorted({k for r in rows for k in r} - set(ident))
+        pq.write_table(pa.table({c: [r.get(c) for r in rows] for c in cols}), p, compression="zstd")
+
     srows = [row for r in results for row in r.series_rows()]
-    if srows:
+
+    def series(p: str) -> None:
         scols = list(dict.fromkeys(k for r in srows for k in r))
-        p = os.path.join(out_dir, "series.parquet")
         pq.write_table(pa.table({c: [r.get(c) for r in srows] for c in scols}), p, compression="zstd")
-        paths.append(p)
-    return paths
+
+    files = {"results.json": results_json, "counters.parquet": counters}
+    if srows:
+        files["series.parquet"] = series
+    with output.locked_dir(out_dir):
+        return output.write_set(out_dir, files)

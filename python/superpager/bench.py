@@ -264,6 +264,7 @@ ratios within one report.
             old = f.read()
         if START in old and END in old:
             kept = "\n" + old[old.index(START):old.index(END) + len(END)] + "\n"
+    from .output import write_text
+
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
-    with open(a.out, "w") as f:
-        f.write(header + kept)
+    write_text(a.out, header + kept)

@@ -132,6 +132,7 @@ def write_section(path: str, text: str) -> None:
         new = old[:old.index(START)] + text + old[old.index(END) + len(END):]
     else:
         new = old.rstrip("\n") + ("\n\n" if old else "") + text + "\n"
+    from .output import write_text
+
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w") as f:
-        f.write(new)
+    write_text(path, new)

@@ -72,8 +72,9 @@ def main(a) -> int:
     table = "\n".join(lines)
     print(table)
     if a.out:
-        with open(a.out, "w") as f:
-            f.write(f"""# OS model at scale
+        from .output import write_text
+
+        write_text(a.out, f"""# OS model at scale
 
 Produced by `superpager bench --os --repeats {a.repeats} --out {a.out}` (`make bench-os`).
 Each run is a fresh `superpager simulate --scenario` process, so wall time includes Python

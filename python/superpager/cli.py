@@ -6,7 +6,9 @@ the file and key (configurations), and exit with status 2 (bad input) or 1 (simu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import os
 import sys
 
@@ -21,7 +23,8 @@ EPILOG_SIMULATE = """examples:
   superpager simulate gups.spt --tlb 64:4 --json          # one 64-entry 4-way LRU TLB named L1
   superpager simulate gups.spt --machine my-machine.toml --policy my-policy.toml --out results/
   superpager simulate gups.spt --policy linux-thp:enabled=always,defrag=never
-  superpager simulate --scenario scenarios/trident-fragmented.toml --policy linux-thp
+  superpager simulate --scenario trident-fragmented --policy linux-thp   # a bundled scenario
+  superpager simulate --scenario my-scenario.toml --json                 # or your own file
 
 a policy is NAME[:key=value,...] (see `superpager policies`) or a TOML file with name = "...";
 a machine is a preset (see `superpager machines`) or a TOML file.
@@ -40,9 +43,37 @@ def count(s: str) -> int:
         v = float(t) * mult
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a count: '{s}' (examples: 1000, 4M, 10k)")
-    if v < 0 or v != int(v):
-        raise argparse.ArgumentTypeError(f"not a whole non-negative count: '{s}'")
+    if not math.isfinite(v) or v < 0 or v != int(v) or v >= 2**64:
+        raise argparse.ArgumentTypeError(f"not a whole non-negative count below 2^64: '{s}'")
     return int(v)
+
+
+def int_in(lo: int, hi: int):
+    """An argparse type: an integer in [lo, hi] (a clear error, not a traceback, otherwise)."""
+
+    def parse(s: str) -> int:
+        try:
+            v = int(s, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: '{s}'")
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{v} is out of range {lo}..{hi}")
+        return v
+
+    return parse
+
+
+def finite_float(lo: float, hi: float):
+    def parse(s: str) -> float:
+        try:
+            v = float(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: '{s}'")
+        if not (math.isfinite(v) and lo <= v <= hi):
+            raise argparse.ArgumentTypeError(f"{s} is not a finite number in {lo}..{hi}")
+        return v
+
+    return parse
 
 
 def human(n: float) -> str:
@@ -104,7 +135,23 @@ def print_result(r: api.Result) -> None:
     print(f"pages    {mix_str(r.page_size_mix)} of {human(c['footprint.bytes'])}B resident at the end")
 
 
+def _out_lock(a):
+    """Hold --out's lock for the whole run: a second run into the same directory stops at once,
+    not after its simulation (superpager.output)."""
+    from . import output
+
+    return output.locked_dir(a.out) if a.out else contextlib.nullcontext()
+
+
 def cmd_simulate(a) -> int:
+    with _out_lock(a):
+        return _simulate(a)
+
+
+def _simulate(a) -> int:
+    for flag, v in (("--policy", a.policy), ("--machine", a.machine), ("--memory", a.memory), ("--swap", a.swap)):
+        if v is not None and not v.strip():
+            raise _core.SuperpagerError(f"{flag} is empty; leave it out for the default (superpager simulate --help)")
     if a.tlb and a.machine:
         raise _core.SuperpagerError("give either --machine or --tlb, not both")
     if a.scenario:
@@ -148,10 +195,23 @@ def split_policies(s: str) -> list[str]:
 
 
 def cmd_compare(a) -> int:
-    machines = [m for m in a.machines.split(",") if m]
+    with _out_lock(a):
+        return _compare(a)
+
+
+def _compare(a) -> int:
+    machines = [m.strip() for m in a.machines.split(",") if m.strip()]
     if a.tlb:
-        machines = [f"tlb:{t}" for t in a.tlb.split(",")] + ([] if a.machines == "skylake" else machines)
+        machines = [f"tlb:{t}" for t in a.tlb.split(",") if t.strip()] + ([] if a.machines == "skylake" else machines)
     policies = split_policies(a.policies)
+    if not machines:
+        raise _core.SuperpagerError(f"--machines '{a.machines}' names no machine (e.g. --machines skylake,zen3; see superpager machines)")
+    if not policies:
+        raise _core.SuperpagerError(f"--policies '{a.policies}' names no policy (e.g. --policies base,fixed:2MiB; see superpager policies)")
+    for what, names in (("--machines", machines), ("--policies", policies)):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise _core.SuperpagerError(f"{what} names {', '.join(dup)} more than once")
     rs = api.compare(a.trace, machines, policies, memory=a.memory or "64GiB", sample_every=(1 << 20) if a.sample_every is None else a.sample_every,
                      allow_truncated=a.allow_truncated)
     if a.out:
@@ -234,8 +294,9 @@ def cmd_scenarios(a) -> int:
 
 def cmd_gen(a) -> int:
     s = api.gen(a.kind, a.out, size=a.size, accesses=a.accesses, seed=a.seed, stride=a.stride, elem=a.elem,
-                alpha=a.alpha, base=int(a.base, 0), passes=a.passes)
-    print(f"wrote {s['path']}: {human(s['accesses'])} accesses in {human(s['records'])} records, "
+                alpha=a.alpha, base=a.base, passes=a.passes)
+    note = f" ({human(a.accesses)} updates, each a load and a store)" if a.kind == "gups" and a.accesses else ""
+    print(f"wrote {s['path']}: {human(s['accesses'])} accesses{note} in {human(s['records'])} records, "
           f"{human(s['bytes'])}B ({s['bytes'] / max(s['accesses'], 1):.2f} bytes per access)")
     return 0
 
@@ -304,6 +365,18 @@ def cmd_mrc(a) -> int:
 
 
 def cmd_bench(a) -> int:
+    if a.workdir:
+        return _bench(a)
+    # Traces go to a temporary directory that is removed afterwards, even on Ctrl-C (they take
+    # 0.1 to 2 GB); --workdir keeps them.
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="superpager-bench-") as work:
+        a.workdir = work
+        return _bench(a)
+
+
+def _bench(a) -> int:
     if a.os:
         from . import bench_os
 
@@ -363,7 +436,8 @@ def report_capture(r, label: str) -> int:
     extra = f", {r.processes} processes" if r.processes > 1 else ""
     extra += f", {r.threads} threads" if r.threads > 1 else ""
     print(f"wrote {r.path}: {human(r.accesses)} accesses in {human(r.records)} records, {human(r.bytes)}B "
-          f"({r.bytes_per_access:.3f} bytes per access){extra}; {r.seconds:.1f}s, {human(r.rate)} accesses/s")
+          f"({r.bytes_per_access:.3f} bytes per access){extra}; {r.seconds:.1f}s, {human(r.rate)} accesses/s",
+          file=sys.stderr)  # stdout is the captured program's own
     for n in r.notes:
         print(f"note: {n}", file=sys.stderr)
     if r.write_error:
@@ -510,13 +584,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("kind", choices=[k for k, _ in GEN_KINDS], metavar="KIND")
     g.add_argument("-o", "--out", required=True, help="output .spt file")
     g.add_argument("--size", default="64MiB", help="footprint, e.g. 256MiB, 4GiB (default 64MiB)")
-    g.add_argument("--accesses", type=count, default=0, help="number of accesses, e.g. 4M (default: one pass, or 4M for random kinds)")
-    g.add_argument("--seed", type=int, default=1)
+    g.add_argument("--accesses", type=count, default=0, help="number of accesses, e.g. 4M (default: one pass, or 4M for random kinds); for gups, "
+                   "the number of updates, each a load and a store: --accesses 4M gives 8M accesses")
+    g.add_argument("--seed", type=int_in(0, 2**64 - 1), default=1, help="random seed (default 1): same seed, same trace")
     g.add_argument("--stride", default="4KiB", help="stride for `stride` (default 4KiB)")
-    g.add_argument("--elem", type=int, default=8, help="element size in bytes (default 8)")
-    g.add_argument("--alpha", type=float, default=0.99, help="Zipf exponent (default 0.99)")
-    g.add_argument("--passes", type=int, default=1, help="passes for seq/stride (default 1)")
-    g.add_argument("--base", default="0x7f0000000000", help="start address of the main region")
+    g.add_argument("--elem", type=int_in(1, 255), default=8, help="element size in bytes (default 8)")
+    g.add_argument("--alpha", type=finite_float(0.0, 100.0), default=0.99, help="Zipf exponent (default 0.99)")
+    g.add_argument("--passes", type=int_in(1, 2**32), default=1, help="passes for seq/stride (default 1)")
+    g.add_argument("--base", type=int_in(0, 2**64 - 1), default=0x7F0000000000,
+                   help="start address of the main region (default 0x7f0000000000); region and size stay below 2^47")
     g.set_defaults(fn=cmd_gen)
 
     t = sub.add_parser("trace", help="import, inspect and dump traces")
@@ -535,7 +611,7 @@ def build_parser() -> argparse.ArgumentParser:
     tn = tsub.add_parser("info", help="events, accesses by kind, footprint per page size, VMAs")
     tn.add_argument("file")
     tn.add_argument("--page-sizes", default="4KiB,2MiB,1GiB", help="page sizes to count the footprint in")
-    tn.add_argument("--vmas", type=int, default=20, help="address-space events to list (default 20)")
+    tn.add_argument("--vmas", type=int_in(0, 2**31), default=20, help="address-space events to list (default 20)")
     tn.add_argument("--allow-truncated", action="store_true")
     tn.add_argument("--json", action="store_true")
     tn.set_defaults(fn=cmd_trace_info)
@@ -549,7 +625,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("mrc", help="miss-ratio curve of a fully associative LRU TLB, every size in one pass")
     r.add_argument("trace")
     r.add_argument("--page-size", default="4KiB")
-    r.add_argument("--max-entries", type=int, default=1536)
+    r.add_argument("--max-entries", type=int_in(1, 1 << 24), default=1536,
+                   help="largest TLB size in the curve (default 1536; at most 16M)")
     r.add_argument("--stream", default="all", choices=["all", "data", "instruction"])
     r.add_argument("--json", action="store_true", help="print {accesses, cold_misses, misses: [N=1..max]}")
     r.set_defaults(fn=cmd_mrc)
@@ -558,9 +635,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--os", action="store_true", help="instead: the OS model at scale (64GiB prelude time, 384GiB host RSS)")
     b.add_argument("--capture", action="store_true", help="instead: capture speed (vs native and lackey) and trace bytes per access")
     b.add_argument("--accesses", type=count, default=4_000_000, help="trace length (default 4M)")
-    b.add_argument("--repeats", type=int, default=5, help="runs per measurement; the median is reported")
+    b.add_argument("--repeats", type=int_in(1, 1000), default=5, help="runs per measurement; the median is reported")
     b.add_argument("--out", help="write the markdown report here (e.g. docs/PERFORMANCE.md)")
-    b.add_argument("--workdir", default=None, help="where traces go (default: a temporary directory)")
+    b.add_argument("--workdir", default=None, help="where traces go, kept afterwards (default: a temporary directory, removed at the end)")
     b.set_defaults(fn=cmd_bench)
 
     cp = sub.add_parser("capture", help="run a program and record its memory accesses and address-space syscalls",
@@ -591,7 +668,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "  superpager reproduce romer --out docs/ROMER_RESULTS.md\n\n"
                         "Traces are captured on first use (qemu-user) and cached in ~/.cache/superpager/traces.")
     rp.add_argument("paper", help="navarro or romer")
-    rp.add_argument("--quick", action="store_true", help="smaller inputs (about 4x): a first look in a minute or two")
+    rp.add_argument("--quick", action="store_true", help="smaller inputs (about 4x): a first look in minutes (navarro about 1, romer about 4 on 2 cores)")
     rp.add_argument("--out", help="also write the report (markdown) here")
     rp.set_defaults(fn=cmd_reproduce)
 
@@ -599,7 +676,91 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", default="demo-out", help="directory for traces and results (default demo-out)")
     d.add_argument("--size", default="512MiB", help="footprint of each workload (default 512MiB)")
     d.set_defaults(fn=cmd_demo)
+
+    ca = sub.add_parser("cache", help="show or clean what superpager keeps between runs (captured traces, built workloads)")
+    ca.add_argument("action", nargs="?", choices=["show", "clean"], default="show")
+    ca.set_defaults(fn=cmd_cache)
+
+    for parsers in (sub.choices, tsub.choices, wsub.choices):
+        for name, sp in parsers.items():
+            if sp.epilog is None and name in EXAMPLES:
+                sp.epilog = "examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES[name])
+                sp.formatter_class = raw
     return p
+
+
+#: `--help` examples for the verbs whose parsers above give none of their own.
+EXAMPLES = {
+    "machines": ["superpager machines                 # every preset, one line each",
+                 "superpager machines skylake         # one preset, structure by structure",
+                 "superpager machines my-machine.toml --json"],
+    "policies": ["superpager policies                 # names, what they do, their parameters",
+                 "superpager policies --json"],
+    "scenarios": ["superpager scenarios", "superpager simulate --scenario trident-fragmented --json"],
+    "trace": ["superpager trace info gups.spt", "superpager trace dump gups.spt --limit 20",
+              "superpager trace import ls.lackey --from lackey -o ls.spt"],
+    "info": ["superpager trace info gups.spt", "superpager trace info gups.spt --vmas 100 --json",
+             "superpager trace info cut.spt --allow-truncated   # a trace whose writer was stopped"],
+    "dump": ["superpager trace dump gups.spt --limit 20", "superpager trace dump gups.spt > gups.txt   # edit, then:",
+             "superpager trace import gups.txt --from text -o edited.spt"],
+    "mrc": ["superpager mrc gups.spt --max-entries 2048", "superpager mrc gups.spt --page-size 2MiB --json"],
+    "bench": ["superpager bench --out perf.md                # simulator throughput against pycachesim",
+              "superpager bench --accesses 1M --repeats 3     # quicker, report on stdout only",
+              "superpager bench --capture --out perf.md       # capture speed and trace size",
+              "superpager bench --os --out os-scale.md        # the OS model at scale"],
+    "list": ["superpager workloads list"],
+    "capture": ["superpager workloads capture pagerank --size 256MiB",
+                "superpager workloads capture all --size 16MiB --out traces/"],
+    "demo": ["superpager demo", "superpager demo --size 128MiB --out /tmp/demo"],
+    "cache": ["superpager cache          # where it is and how big", "superpager cache clean    # remove it all"],
+}
+
+
+def _cache_entries():
+    """What superpager keeps between runs: (what, path)."""
+    import glob
+    import tempfile
+
+    from .capture import cache_dir
+
+    c = cache_dir()
+    out = [("captured traces (reproduce)", str(c / "traces")), ("built workloads and inputs", str(c / "workloads"))]
+    out += [("capture plugin build", p) for p in sorted(glob.glob(str(c / "spt_capture-*.so")))]
+    out += [("scenario workload trace", p) for p in sorted(glob.glob(os.path.join(tempfile.gettempdir(), "superpager-gen-*.spt")))]
+    return out
+
+
+def _size_of(path: str) -> int:
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    n = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                n += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return n
+
+
+def cmd_cache(a) -> int:
+    import shutil
+
+    entries = [(w, p) for w, p in _cache_entries() if os.path.exists(p)]
+    total = sum(_size_of(p) for _, p in entries)
+    if a.action == "show":
+        rows = [[w, p, f"{human(_size_of(p))}B"] for w, p in entries]
+        print(table(rows, ["what", "where", "size"], left=2) if rows else "nothing cached")
+        print(f"\ntotal {human(total)}B; remove it all with: superpager cache clean")
+        return 0
+    for _, p in entries:
+        if os.path.isdir(p):
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(p)
+    print(f"removed {len(entries)} entries, {human(total)}B", file=sys.stderr)
+    return 0
 
 
 GEN_KINDS = _core.gen_kinds()  # (name, description), defined once in the Rust core

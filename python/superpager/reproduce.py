@@ -719,7 +719,8 @@ def main(a) -> int:
     print(text)
     if a.out:
         os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
-        with open(a.out, "w") as f:
-            f.write(f"# Reproducing {a.paper}\n\n{text}\n")
+        from .output import write_text
+
+        write_text(a.out, f"# Reproducing {a.paper}\n\n{text}\n")
         print(f"wrote {a.out}", file=sys.stderr)
     return 0

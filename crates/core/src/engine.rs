@@ -16,6 +16,9 @@ use crate::stats::{Results, Sample};
 use crate::trace::{Access, AccessKind, Chunk, Event};
 use crate::units::Bytes;
 
+/// The most time-series samples a run keeps (see `Engine::sample`).
+pub const MAX_SAMPLES: usize = 16384;
+
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     /// Simulated physical memory.
@@ -66,6 +69,8 @@ pub struct Engine {
     pub instructions: u64,
     pub events: u64,
     pub series: Vec<Sample>,
+    /// Times the series was thinned to stay within MAX_SAMPLES (the interval doubling each).
+    pub series_decimations: u64,
     next_sample: u64,
     started: bool,
     /// The policy maps only base pages: use the MMU's single-size fast path.
@@ -131,6 +136,7 @@ impl Engine {
             instructions: 0,
             events: 0,
             series: Vec::new(),
+            series_decimations: 0,
             next_sample,
             started: false,
             base_only,
@@ -605,6 +611,10 @@ impl Engine {
                 if !self.os.procs[self.cur_pi].alive {
                     return Ok(());
                 }
+                // A call the kernel would refuse changes nothing (counted by reason).
+                if self.os.reject(self.cur_pi, e).is_some() {
+                    return Ok(());
+                }
                 if self.aligns_files {
                     self.placed_event(e)?;
                 } else {
@@ -680,6 +690,18 @@ impl Engine {
     pub fn sample(&mut self) {
         let s = Sample::take(self);
         self.series.push(s);
+        // Memory stays bounded whatever --sample-every asks: past MAX_SAMPLES, every other
+        // sample goes and the interval doubles (the series still spans the whole run).
+        if self.series.len() > MAX_SAMPLES && self.cfg.sample_every > 0 {
+            let mut i = 0;
+            self.series.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+            self.cfg.sample_every = self.cfg.sample_every.saturating_mul(2);
+            self.next_sample = self.accesses.saturating_add(self.cfg.sample_every);
+            self.series_decimations += 1;
+        }
     }
 
     /// Final results. Takes a last sample first.

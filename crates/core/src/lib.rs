@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error;
 pub mod experiment;
 pub mod fasthash;
+pub mod fuzz_targets;
 pub mod mmu;
 pub mod mrc;
 pub mod os;

@@ -115,7 +115,7 @@ fn parse_count(v: &toml::Value) -> std::result::Result<u64, String> {
 fn parse_ms(v: &toml::Value) -> std::result::Result<f64, String> {
     match v {
         toml::Value::Integer(i) if *i >= 0 => Ok(*i as f64),
-        toml::Value::Float(f) if *f >= 0.0 => Ok(*f),
+        toml::Value::Float(f) if *f >= 0.0 && f.is_finite() => Ok(*f),
         toml::Value::String(s) => {
             let t = s.trim();
             let (num, mul) = if let Some(n) = t.strip_suffix("ms") {
@@ -127,9 +127,21 @@ fn parse_ms(v: &toml::Value) -> std::result::Result<f64, String> {
             } else {
                 (t, 1.0)
             };
-            num.trim().parse::<f64>().ok().filter(|x| *x >= 0.0).map(|x| x * mul).ok_or_else(|| format!("'{s}' is not a duration (e.g. \"10ms\", \"2s\")"))
+            num.trim().parse::<f64>().ok().filter(|x| *x >= 0.0 && x.is_finite()).map(|x| x * mul).ok_or_else(|| format!("'{s}' is not a duration (e.g. \"10ms\", \"2s\")"))
         }
         o => Err(format!("{o} is not a duration")),
+    }
+}
+
+/// Preludes may do at most this many reads (or requests) per frame of memory.
+const MAX_PASSES_OVER_MEMORY: u64 = 16;
+
+/// A Zipf exponent: finite and from 0 (uniform) to 100 (beyond which one element takes all).
+fn check_alpha(r: &TableReader, alpha: f64) -> Result<()> {
+    if alpha.is_finite() && (0.0..=100.0).contains(&alpha) {
+        Ok(())
+    } else {
+        Err(r.err("alpha", format!("{alpha} is not a finite number from 0 to 100")))
     }
 }
 
@@ -236,10 +248,17 @@ impl Scenario {
             prelude.push(match kind.as_str() {
                 "trident" => {
                     r.check_keys(&["kind", "reads", "read_size"])?;
-                    Prelude::Trident {
-                        reads: r.get("reads", parse_count)?.unwrap_or(frames / 8),
-                        read_size: r.get("read_size", bytes_of)?.unwrap_or(4096),
+                    let reads = r.get("reads", parse_count)?.unwrap_or(frames / 8);
+                    let read_size = r.get("read_size", bytes_of)?.unwrap_or(4096);
+                    // More random reads than this leave memory no more scrambled: each cached
+                    // page has been re-read many times over.
+                    if reads > MAX_PASSES_OVER_MEMORY * frames {
+                        return Err(r.err("reads", format!("{reads} reads is over {MAX_PASSES_OVER_MEMORY} per frame of the scenario's memory ({frames} frames): more change nothing")));
                     }
+                    if read_size == 0 || read_size > memory.0 / 2 {
+                        return Err(r.err("read_size", format!("{read_size} bytes: must be from 1 byte to half of memory (each file is half of memory)")));
+                    }
+                    Prelude::Trident { reads, read_size }
                 }
                 "wired" => {
                     r.check_keys(&["kind", "count", "fraction"])?;
@@ -250,17 +269,32 @@ impl Scenario {
                         (None, None) => frames / 1000,
                         (Some(_), Some(_)) => return Err(r.err("fraction", "give count or fraction, not both")),
                     };
+                    if count > frames {
+                        return Err(r.err("count", format!("{count} wired frames do not fit in the scenario's {frames} frames")));
+                    }
                     Prelude::Wired { count }
                 }
                 "webserver" => {
                     r.check_keys(&["kind", "files", "min_size", "max_size", "requests", "alpha"])?;
-                    Prelude::Webserver {
+                    let w = Prelude::Webserver {
                         files: r.get("files", parse_count)?.unwrap_or(20_000).max(1),
                         min_size: r.get("min_size", bytes_of)?.unwrap_or(4096),
                         max_size: r.get("max_size", bytes_of)?.unwrap_or(1 << 20),
                         requests: r.get("requests", parse_count)?.unwrap_or(100_000),
                         alpha: r.float("alpha")?.unwrap_or(0.9),
+                    };
+                    let Prelude::Webserver { files, min_size, max_size, requests, alpha } = w else { unreachable!() };
+                    if files > frames {
+                        return Err(r.err("files", format!("{files} files is more than the scenario's {frames} frames could ever cache")));
                     }
+                    if min_size == 0 || min_size > max_size || max_size > memory.0 {
+                        return Err(r.err("max_size", format!("sizes {min_size}..{max_size} bytes: need 1 <= min_size <= max_size <= memory")));
+                    }
+                    if requests > MAX_PASSES_OVER_MEMORY * frames {
+                        return Err(r.err("requests", format!("{requests} requests is over {MAX_PASSES_OVER_MEMORY} per frame of the scenario's memory: more change nothing")));
+                    }
+                    check_alpha(&r, alpha)?;
+                    w
                 }
                 o => return Err(r.err("kind", format!("'{o}' is not a prelude (trident, wired, webserver)"))),
             });
@@ -283,6 +317,9 @@ impl Scenario {
                         let names: Vec<&str> = gen::KINDS.iter().map(|(k, _)| *k).collect();
                         return Err(r.err("gen", format!("'{kind}' is not a workload ({})", names.join(", "))));
                     }
+                    if let Some(a) = r.float("alpha")? {
+                        check_alpha(&r, a)?;
+                    }
                     let p = GenParams {
                         kind: kind.clone(),
                         size: r.get("size", bytes_of)?.unwrap_or(64 << 20),
@@ -294,6 +331,7 @@ impl Scenario {
                         base: 0x7f00_0000_0000,
                         passes: r.get("passes", parse_count)?.unwrap_or(1),
                     };
+                    p.check().map_err(|e| r.err("gen", e.to_string().trim_start_matches("usage: ").to_string()))?;
                     let name = format!(
                         "superpager-gen-{}-{}-{}-{}-{}-{}.spt",
                         p.kind, p.size, p.accesses, p.seed, p.alpha, p.passes

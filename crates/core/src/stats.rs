@@ -152,6 +152,8 @@ impl Results {
             c.insert(format!("accesses.{name}"), e.by_kind[k]);
         }
         c.insert("records".into(), e.records);
+        c.insert("series.decimations".into(), e.series_decimations);
+        c.insert("series.sample_every".into(), e.cfg.sample_every);
         c.insert("events".into(), e.events);
         c.insert("instructions".into(), e.instructions);
         for (i, t) in e.mmu.machine.tlbs.iter().enumerate() {
@@ -186,6 +188,10 @@ impl Results {
         c.insert("os.segv".into(), oc.segv);
         c.insert("os.accesses_dropped".into(), oc.accesses_dropped);
         c.insert("os.vmas_inferred".into(), oc.vmas_inferred);
+        c.insert("os.rejected.range".into(), oc.rejected_range);
+        c.insert("os.rejected.offset".into(), oc.rejected_offset);
+        c.insert("os.rejected.map_count".into(), oc.rejected_map_count);
+        c.insert("file.reads_clamped".into(), oc.reads_clamped);
         c.insert("os.pages_freed".into(), oc.pages_freed);
         c.insert("os.pages_moved".into(), oc.pages_moved);
         c.insert("os.forks".into(), oc.forks);

@@ -351,6 +351,7 @@ fn summary_dict(py: Python<'_>, s: &tr::spt::WriteSummary, path: &str) -> PyResu
     d.set_item("accesses", s.accesses)?;
     d.set_item("chunks", s.chunks)?;
     d.set_item("bytes", s.bytes)?;
+    d.set_item("truncated", s.truncated)?;
     Ok(d.into())
 }
 
@@ -389,6 +390,7 @@ fn gen(
         "params".to_string(),
         format!("size={size} accesses={accesses} seed={seed} stride={stride} elem={elem} alpha={alpha} base={base:#x} passes={passes}"),
     );
+    tr::spt::check_output(out, &[]).map_err(err)?;
     let tmp = format!("{out}.partial");
     let mut w = SptWriter::create(&tmp, &provenance(meta)).map_err(err)?;
     let mut cb_err: Option<PyErr> = None;
@@ -419,6 +421,7 @@ fn trace_import(py: Python<'_>, src: &str, fmt: &str, out: &str, fetches: bool, 
         "original".to_string(),
         std::path::Path::new(src).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
     );
+    tr::spt::check_output(out, &[src]).map_err(err)?;
     let tmp = format!("{out}.partial");
     let s = py
         .allow_threads(|| -> core::Result<tr::spt::WriteSummary> {
@@ -429,7 +432,10 @@ fn trace_import(py: Python<'_>, src: &str, fmt: &str, out: &str, fetches: bool, 
                 "lackey" => {
                     let r = BufReader::with_capacity(1 << 20, open()?);
                     let mut f = FetchFilter { inner: &mut w, fetches };
-                    tr::lackey::import(r, src, &mut f, &mut report)?;
+                    let (_, complete) = tr::lackey::import_with_end(r, src, &mut f, &mut report)?;
+                    if !complete {
+                        w.mark_truncated();
+                    }
                 }
                 "champsim" => {
                     tr::champsim::import(src, fetches, &mut w, &mut report)?;

@@ -146,6 +146,12 @@ def capture(cmd: Sequence[str], out: str, fetches: bool = False, lackey: bool = 
     second. The program's output goes where ours goes unless `stdout` says otherwise (as for
     subprocess); `cwd` is the directory it runs in."""
     argv = resolve_command(cmd)
+    from ..output import check_target
+
+    try:
+        check_target(out, [argv[0]])
+    except _core.SuperpagerError as e:
+        raise CaptureError(f"capture: {e}") from None
     run = dict(stdout=stdout, cwd=cwd, start_new_session=True)
     if lackey:
         return _capture_lackey(argv, list(cmd), out, fetches, progress, run)
@@ -300,5 +306,6 @@ def _capture_lackey(argv, cmd, out, fetches, progress, run) -> CaptureResult:
             _kill(proc)
         raise CaptureError(f"capture: converting lackey's output failed: {result['error']}", status=1)
     s = dict(result["summary"])
-    s.update(truncated=interrupted or proc.returncode < 0, endings=[])
-    return _result(out, cmd, "valgrind lackey", s, proc.returncode, time.monotonic() - t0, interrupted)
+    # The importer marks the trace truncated when the log lacks lackey's closing line.
+    s.update(truncated=bool(s.get("truncated")), endings=[])
+    return _result(out, cmd, "valgrind lackey", s, proc.returncode, time.monotonic() - t0, False)

@@ -212,6 +212,11 @@ pub const PRESETS: [(&str, &str); 7] = [
     ("host", include_str!("../machines/host.toml")),
 ];
 
+/// The largest cost a machine file may give one event: 1e9 cycles, a simulated second at 1GHz.
+pub const MAX_COST_CYCLES: f64 = 1e9;
+/// The fastest clock a machine file may give (GHz).
+pub const MAX_CLOCK_GHZ: f64 = 100.0;
+
 pub fn preset_names() -> Vec<&'static str> {
     PRESETS.iter().map(|p| p.0).collect()
 }
@@ -367,6 +372,7 @@ impl Machine {
                 }
             }
         };
+        let tlb_costs: Vec<(String, f64)> = f.tlb.iter().enumerate().map(|(i, t)| (format!("tlb[{i}].hit_cycles"), t.hit_cycles)).collect();
         for (key, v) in [
             ("walker.ref_cycles", w.ref_cycles),
             ("cost.cycles_per_access", f.cost.cycles_per_access),
@@ -377,11 +383,20 @@ impl Machine {
             ("cost.io_cycles_per_kib", f.cost.io_cycles_per_kib.unwrap_or(0.0)),
             ("cost.pte_write_cycles", f.cost.pte_write_cycles.unwrap_or(0.0)),
             ("cost.hash_cycles_per_kib", f.cost.hash_cycles_per_kib.unwrap_or(0.0)),
-        ] {
+            ("walker.software_handler_cycles", w.software_handler_cycles.unwrap_or(0.0)),
+        ]
+        .into_iter()
+        .chain(tlb_costs.iter().map(|(k, v)| (k.as_str(), *v)))
+        {
             // Written so that NaN fails too.
             #[allow(clippy::neg_cmp_op_on_partial_ord)]
             if !(v >= 0.0) || !v.is_finite() {
                 return Err(cfg(key, format!("must be a non-negative number, not {v}")));
+            }
+            // A larger cost per event would make cycle totals saturate: nonsense, not a machine.
+            let max = if key == "cost.clock_ghz" { MAX_CLOCK_GHZ } else { MAX_COST_CYCLES };
+            if v > max {
+                return Err(cfg(key, format!("{v} is implausibly large (at most {max:e})")));
             }
         }
         Ok(Machine {

@@ -55,6 +55,25 @@ use frames::{FrameKind, Owner, PhysMem};
 use crate::units::Pfn;
 use std::collections::{BTreeMap, HashMap};
 
+/// Why `Os::reject` refused an event (the kernel's error in brackets).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reject {
+    /// The range wraps or leaves the virtual address space (EINVAL, ENOMEM).
+    Range,
+    /// A file offset whose end overflows the largest file (EOVERFLOW, EINVAL).
+    Offset,
+    /// The process already has vm.max_map_count VMAs (ENOMEM).
+    MapCount,
+}
+
+/// DEFAULT_MAX_MAP_COUNT, the default of vm.max_map_count (include/linux/mm.h: USHRT_MAX -
+/// MAPCOUNT_ELF_CORE_MARGIN = 65535 - 5).
+pub const MAX_MAP_COUNT: usize = 65530;
+/// MAX_RW_COUNT, the most one read(2) transfers (include/linux/fs.h: INT_MAX & PAGE_MASK).
+pub const MAX_RW_COUNT: u64 = 0x7fff_f000;
+/// MAX_LFS_FILESIZE on 64-bit kernels (include/linux/fs.h: LLONG_MAX).
+pub const MAX_LFS_FILESIZE: u64 = i64::MAX as u64;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VmaKind {
     Anon,
@@ -170,6 +189,14 @@ pub struct OsCounters {
     pub protection_demote_refused: u64,
     /// File mmaps whose descriptor the trace never opened (served as anonymous memory).
     pub file_mmaps_unknown_fd: u64,
+    /// Events the kernel would have refused, ignored (`Os::reject`): a range that wraps or
+    /// leaves the virtual address space (EINVAL/ENOMEM), a file offset whose end overflows
+    /// (EOVERFLOW), an mmap past vm.max_map_count VMAs (ENOMEM).
+    pub rejected_range: u64,
+    pub rejected_offset: u64,
+    pub rejected_map_count: u64,
+    /// read(2) events longer than MAX_RW_COUNT, cut to it as the kernel does.
+    pub reads_clamped: u64,
     /// Faults on file mappings: the page was in the page cache (minor) or read from disk (major).
     pub file_minor_faults: u64,
     pub file_major_faults: u64,
@@ -611,6 +638,39 @@ impl Os {
         }
     }
 
+    /// Why the kernel would refuse event `e` of process `pi` (counted), or None. The model
+    /// applies only what a kernel would have done, so a malformed or hostile trace cannot
+    /// make it do unbounded work: every range lies inside the address space, no end wraps.
+    pub fn reject(&mut self, pi: usize, e: &Event) -> Option<Reject> {
+        let limit = self.procs[pi].pt.va_limit();
+        let outside = |a: u64, len: u64| a.checked_add(len).is_none_or(|end| end > limit);
+        let why = match *e {
+            Event::Mmap { addr, len, flags, offset, .. } => {
+                if outside(addr, len) {
+                    Some(Reject::Range)
+                } else if flags & MAP_ANONYMOUS == 0 && offset.checked_add(len).is_none_or(|end| end > MAX_LFS_FILESIZE) {
+                    Some(Reject::Offset)
+                } else if self.procs[pi].vmas.len() >= MAX_MAP_COUNT {
+                    Some(Reject::MapCount)
+                } else {
+                    None
+                }
+            }
+            Event::Munmap { addr, len } | Event::Mprotect { addr, len, .. } | Event::Madvise { addr, len, .. } => outside(addr, len).then_some(Reject::Range),
+            Event::Mremap { old_addr, old_len, new_addr, new_len } => (outside(old_addr, old_len) || outside(new_addr, new_len)).then_some(Reject::Range),
+            Event::Brk { addr } => (addr > limit).then_some(Reject::Range),
+            Event::FileRead { offset, len, .. } => offset.checked_add(len.min(MAX_RW_COUNT)).is_none_or(|end| end > MAX_LFS_FILESIZE).then_some(Reject::Offset),
+            _ => None,
+        };
+        match why {
+            Some(Reject::Range) => self.counters.rejected_range += 1,
+            Some(Reject::Offset) => self.counters.rejected_offset += 1,
+            Some(Reject::MapCount) => self.counters.rejected_map_count += 1,
+            None => {}
+        }
+        why
+    }
+
     /// Apply an address-space event of process `pi`.
     pub fn apply(&mut self, pi: usize, e: &Event, mmu: &mut Mmu) -> Result<()> {
         let page = self.base.bytes();
@@ -748,7 +808,10 @@ impl Os {
             }
             Event::FileRead { fd, offset, len } => {
                 if let Some(&id) = self.procs[pi].fds.get(&fd) {
-                    self.read_file_with(id, offset, len, Some(mmu))?;
+                    if len > MAX_RW_COUNT {
+                        self.counters.reads_clamped += 1;
+                    }
+                    self.read_file_with(id, offset, len.min(MAX_RW_COUNT), Some(mmu))?;
                 }
             }
             Event::Context { .. } | Event::Insns { .. } => {}
@@ -781,11 +844,22 @@ impl Os {
     fn madvise_collapse(&mut self, pi: usize, start: u64, end: u64, mmu: &mut Mmu) {
         let pmd = self.base.bytes() << self.bits;
         let Some(si) = self.sizes.iter().position(|s| s.bytes() == pmd) else { return };
-        let mut a = start.next_multiple_of(pmd);
-        while a + pmd <= end {
-            self.collapse(pi, a, si as u32, compact::CollapseLimits::ANY, true, mmu);
-            a += pmd;
+        // Only a PMD inside one VMA can collapse: try those, in address order, and count every
+        // other PMD of the range as refused by the VMA check without visiting it (the range
+        // may span the whole address space).
+        let first = start.next_multiple_of(pmd);
+        let total = if end >= first { (end - first) / pmd } else { 0 };
+        let spans: Vec<(u64, u64)> = self.procs[pi].vmas.values().filter(|v| v.end > start && v.start < end).map(|v| (v.start.max(start), v.end.min(end))).collect();
+        let mut tried = 0;
+        for (s, e) in spans {
+            let mut a = s.next_multiple_of(pmd);
+            while a + pmd <= e {
+                self.collapse(pi, a, si as u32, compact::CollapseLimits::ANY, true, mmu);
+                tried += 1;
+                a += pmd;
+            }
         }
+        self.compaction.collapse[compact::CollapseResult::VmaCheck as usize] += total - tried;
     }
 
     /// A fault below a stack VMA grows it (MAP_GROWSDOWN), within RLIMIT_STACK's default of
@@ -906,6 +980,8 @@ impl Os {
                 self.release(pi, &[t]);
             }
         }
+        // The pages mapped at the new address may have needed page-table nodes of their own.
+        self.settle_pt(pi);
     }
 
     /// Mechanism: process exit frees everything it had.

@@ -28,11 +28,84 @@ pub const SWAP_CLUSTER_MAX: usize = 32;
 
 #[derive(Clone, Debug, Default)]
 pub struct File {
-    /// Frame of each cached page (NIL: not cached), indexed by page.
-    pages: Vec<u32>,
-    /// Per page: referenced since the hand passed (bit 0), dirty (bit 1).
-    flags: Vec<u8>,
+    /// Frame and flags of each cached page, by page index.
+    pages: PageMap,
     pub open: u32,
+}
+
+/// Pages per `PageMap` chunk.
+const CHUNK: usize = 64;
+
+#[derive(Clone, Debug)]
+struct PageChunk {
+    pfn: [u32; CHUNK],
+    flags: [u8; CHUNK],
+    /// Entries whose frame is not NIL (the chunk is dropped when none are).
+    live: u32,
+}
+
+/// A file's page index → (frame, flags), sparse: chunks of 64 pages in an ordered map, so
+/// memory follows the pages cached, not the largest offset a trace names (a file offset near
+/// 2^64 costs one chunk), and iteration is in index order (deterministic results).
+#[derive(Clone, Debug, Default)]
+struct PageMap {
+    chunks: std::collections::BTreeMap<u64, Box<PageChunk>>,
+}
+
+impl PageMap {
+    #[inline]
+    fn split(index: u64) -> (u64, usize) {
+        (index / CHUNK as u64, (index % CHUNK as u64) as usize)
+    }
+    /// (frame, flags) of page `index`; (NIL, 0) when not listed.
+    #[inline]
+    fn get(&self, index: u64) -> (u32, u8) {
+        let (c, i) = Self::split(index);
+        self.chunks.get(&c).map_or((NIL, 0), |ch| (ch.pfn[i], ch.flags[i]))
+    }
+    fn set(&mut self, index: u64, pfn: u32, flags: u8) {
+        let (c, i) = Self::split(index);
+        if pfn == NIL {
+            if let Some(ch) = self.chunks.get_mut(&c) {
+                if ch.pfn[i] != NIL {
+                    ch.live -= 1;
+                }
+                ch.pfn[i] = NIL;
+                ch.flags[i] = 0;
+                if ch.live == 0 {
+                    self.chunks.remove(&c);
+                }
+            }
+            return;
+        }
+        let ch = self.chunks.entry(c).or_insert_with(|| Box::new(PageChunk { pfn: [NIL; CHUNK], flags: [0; CHUNK], live: 0 }));
+        if ch.pfn[i] == NIL {
+            ch.live += 1;
+        }
+        ch.pfn[i] = pfn;
+        ch.flags[i] = flags;
+    }
+    /// The flags of a listed page.
+    #[inline]
+    fn flags_mut(&mut self, index: u64) -> Option<&mut u8> {
+        let (c, i) = Self::split(index);
+        self.chunks.get_mut(&c).filter(|ch| ch.pfn[i] != NIL).map(|ch| &mut ch.flags[i])
+    }
+    /// Every listed page, in index order: (index, frame, flags).
+    fn iter(&self) -> impl Iterator<Item = (u64, u32, u8)> + '_ {
+        self.chunks.iter().flat_map(|(&c, ch)| {
+            (0..CHUNK).filter(move |&i| ch.pfn[i] != NIL).map(move |i| (c * CHUNK as u64 + i as u64, ch.pfn[i], ch.flags[i]))
+        })
+    }
+    fn for_each_flags_mut(&mut self, f: &mut dyn FnMut(&mut u8)) {
+        for ch in self.chunks.values_mut() {
+            for i in 0..CHUNK {
+                if ch.pfn[i] != NIL {
+                    f(&mut ch.flags[i]);
+                }
+            }
+        }
+    }
 }
 
 const REFERENCED: u8 = 1;
@@ -77,20 +150,19 @@ impl PageCache {
     /// The allocated frame holding page `index` of `file` (None if not cached, or only in a
     /// cache frame).
     pub fn frame_of(&self, file: u32, index: u64) -> Option<u64> {
-        let f = self.files.get(file as usize)?;
-        let i = index as usize;
-        f.pages.get(i).copied().filter(|&p| p != NIL && f.flags[i] & CACHED == 0).map(|p| p as u64)
+        let (p, fl) = self.files.get(file as usize)?.pages.get(index);
+        (p != NIL && fl & CACHED == 0).then_some(p as u64)
     }
 
     /// Whether page `index` of `file` has its contents in memory (in an allocated frame, or in
     /// a cache frame that still holds them).
     pub fn is_present(&self, phys: &PhysMem, file: u32, index: u64) -> bool {
         let Some(f) = self.files.get(file as usize) else { return false };
-        let i = index as usize;
-        if i >= f.pages.len() || f.pages[i] == NIL {
+        let (p, fl) = f.pages.get(index);
+        if p == NIL {
             return false;
         }
-        f.flags[i] & CACHED == 0 || phys.cache_owner(f.pages[i] as u64) == Some(Owner::file(file, index))
+        fl & CACHED == 0 || phys.cache_owner(p as u64) == Some(Owner::file(file, index))
     }
 
     /// Page `index` of `file`, not present, was read into the allocated `File` frame `pfn` (a
@@ -98,42 +170,33 @@ impl PageCache {
     pub fn insert_at(&mut self, phys: &mut PhysMem, file: u32, index: u64, pfn: u64) {
         self.counters.misses += 1;
         phys.set_owner(Pfn(pfn), Owner::file(file, index));
-        let f = &mut self.files[file as usize];
-        let i = index as usize;
-        if f.pages.len() <= i {
-            f.pages.resize(i + 1, NIL);
-            f.flags.resize(i + 1, 0);
-        }
-        f.pages[i] = pfn as u32;
-        f.flags[i] = 0;
+        self.files[file as usize].pages.set(index, pfn as u32, 0);
         self.clock.push_back((file, index));
         self.cached += 1;
     }
 
     /// Pages held in allocated frames and dirty (written, not yet written back).
     pub fn dirty_pages(&self) -> u64 {
-        self.files.iter().map(|f| f.pages.iter().zip(&f.flags).filter(|(&p, &fl)| p != NIL && fl & (DIRTY | CACHED) == DIRTY).count() as u64).sum()
+        self.files.iter().map(|f| f.pages.iter().filter(|&(_, _, fl)| fl & (DIRTY | CACHED) == DIRTY).count() as u64).sum()
     }
 
     /// Whether page `index` of `file` is allocated, inactive (unreferenced) and clean or dirty,
     /// i.e. one the page daemon may move to a cache frame; returns its dirty bit.
     pub fn inactive_page(&self, file: u32, index: u64) -> Option<bool> {
-        let f = self.files.get(file as usize)?;
-        let i = index as usize;
-        let fl = *f.flags.get(i)?;
-        (f.pages[i] != NIL && fl & (CACHED | REFERENCED) == 0).then_some(fl & DIRTY != 0)
+        let (p, fl) = self.files.get(file as usize)?.pages.get(index);
+        (p != NIL && fl & (CACHED | REFERENCED) == 0).then_some(fl & DIRTY != 0)
     }
 
     /// Move one allocated page to a cache frame (written back first if dirty). The caller has
     /// checked it is inactive and unmapped.
     pub fn page_to_cache(&mut self, phys: &mut PhysMem, file: u32, index: u64) {
         let f = &mut self.files[file as usize];
-        let i = index as usize;
-        if f.flags[i] & DIRTY != 0 {
+        let (p, fl) = f.pages.get(index);
+        if fl & DIRTY != 0 {
             self.counters.written_back += 1;
         }
-        let pfn = f.pages[i] as u64;
-        f.flags[i] = CACHED;
+        let pfn = p as u64;
+        f.pages.set(index, p, CACHED);
         phys.free_to_cache(pfn, Owner::file(file, index));
         self.cached -= 1;
         self.counters.to_cache += 1;
@@ -149,21 +212,19 @@ impl PageCache {
             self.reclaim(phys, mapped, SWAP_CLUSTER_MAX);
         }
         let f = &mut self.files[file as usize];
-        let i = index as usize;
-        if i < f.pages.len() && f.pages[i] != NIL {
-            if f.flags[i] & CACHED == 0 {
-                f.flags[i] |= REFERENCED | if write { DIRTY } else { 0 };
+        let (p, fl) = f.pages.get(index);
+        if p != NIL {
+            if fl & CACHED == 0 {
+                f.pages.set(index, p, fl | REFERENCED | if write { DIRTY } else { 0 });
                 self.counters.hits += 1;
                 return true;
             }
             // In a cache frame: reuse the contents if they are still there.
-            let pfn = f.pages[i] as u64;
-            f.pages[i] = NIL;
-            f.flags[i] = 0;
+            let pfn = p as u64;
+            f.pages.set(index, NIL, 0);
             if phys.reclaim_cache_frame(pfn, Owner::file(file, index)) {
                 let f = &mut self.files[file as usize];
-                f.pages[i] = pfn as u32;
-                f.flags[i] = REFERENCED | if write { DIRTY } else { 0 };
+                f.pages.set(index, pfn as u32, REFERENCED | if write { DIRTY } else { 0 });
                 self.clock.push_back((file, index));
                 self.cached += 1;
                 self.counters.hits += 1;
@@ -183,13 +244,7 @@ impl PageCache {
             }
         };
         phys.set_owner(pfn, Owner::file(file, index));
-        let f = &mut self.files[file as usize];
-        if f.pages.len() <= i {
-            f.pages.resize(i + 1, NIL);
-            f.flags.resize(i + 1, 0);
-        }
-        f.pages[i] = pfn.0 as u32;
-        f.flags[i] = if write { DIRTY } else { 0 };
+        self.files[file as usize].pages.set(index, pfn.0 as u32, if write { DIRTY } else { 0 });
         self.clock.push_back((file, index));
         self.cached += 1;
         true
@@ -197,13 +252,14 @@ impl PageCache {
 
     /// Make every cached page of `file` inactive: the next reclaim takes them first.
     pub fn deactivate(&mut self, file: u32) {
-        let f = &mut self.files[file as usize];
-        for (i, fl) in f.flags.iter_mut().enumerate() {
-            if f.pages[i] != NIL && *fl & CACHED == 0 {
+        let mut n = 0;
+        self.files[file as usize].pages.for_each_flags_mut(&mut |fl| {
+            if *fl & CACHED == 0 {
                 *fl &= !REFERENCED;
-                self.counters.deactivated_on_close += 1;
+                n += 1;
             }
-        }
+        });
+        self.counters.deactivated_on_close += n;
     }
 
     /// Evict up to `want` pages by CLOCK. Returns how many were freed. Pages mapped into a
@@ -217,12 +273,12 @@ impl PageCache {
             budget -= 1;
             let Some((file, index)) = self.clock.pop_front() else { break };
             let f = &mut self.files[file as usize];
-            let i = index as usize;
-            if i >= f.pages.len() || f.pages[i] == NIL || f.flags[i] & CACHED != 0 {
+            let (p, fl) = f.pages.get(index);
+            if p == NIL || fl & CACHED != 0 {
                 continue; // stale
             }
-            if f.flags[i] & REFERENCED != 0 || mapped.contains_key(&(f.pages[i] as u64)) {
-                f.flags[i] &= !REFERENCED;
+            if fl & REFERENCED != 0 || mapped.contains_key(&(p as u64)) {
+                f.pages.set(index, p, fl & !REFERENCED);
                 self.clock.push_back((file, index));
                 continue;
             }
@@ -233,13 +289,11 @@ impl PageCache {
                 continue;
             }
             let f = &mut self.files[file as usize];
-            if f.flags[i] & DIRTY != 0 {
+            if fl & DIRTY != 0 {
                 self.counters.written_back += 1;
             }
-            let pfn = f.pages[i] as u64;
-            f.pages[i] = NIL;
-            f.flags[i] = 0;
-            phys.free(Pfn(pfn), Order(0));
+            f.pages.set(index, NIL, 0);
+            phys.free(Pfn(p as u64), Order(0));
             self.cached -= 1;
         }
         freed
@@ -247,40 +301,40 @@ impl PageCache {
 
     /// Mark a cached page dirty (a write through a shared file mapping).
     pub fn mark_dirty(&mut self, file: u32, index: u64) {
-        if let Some(f) = self.files.get_mut(file as usize) {
-            if let Some(fl) = f.flags.get_mut(index as usize) {
-                if *fl & CACHED == 0 {
-                    *fl |= DIRTY | REFERENCED;
-                }
+        if let Some(fl) = self.files.get_mut(file as usize).and_then(|f| f.pages.flags_mut(index)) {
+            if *fl & CACHED == 0 {
+                *fl |= DIRTY | REFERENCED;
             }
         }
     }
 
     /// A cached page moved to another frame (compaction).
     pub fn moved(&mut self, file: u32, index: u64, to: u64) {
-        self.files[file as usize].pages[index as usize] = to as u32;
+        let f = &mut self.files[file as usize];
+        let (_, fl) = f.pages.get(index);
+        f.pages.set(index, to as u32, fl);
     }
 
     /// Every page held in an allocated frame, as (file, index, frame).
     pub fn pages(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
         self.files.iter().enumerate().flat_map(|(fi, f)| {
-            f.pages.iter().enumerate().filter(|(i, &p)| p != NIL && f.flags[*i] & CACHED == 0).map(move |(i, &p)| (fi as u32, i as u64, p as u64))
+            f.pages.iter().filter(|&(_, _, fl)| fl & CACHED == 0).map(move |(i, p, _)| (fi as u32, i, p as u64))
         })
     }
 
     /// Whether page `index` of `file` is listed as held in cache frame `pfn`.
     pub fn in_cache_frame(&self, file: u32, index: u64, pfn: u64) -> bool {
         let Some(f) = self.files.get(file as usize) else { return false };
-        let i = index as usize;
-        i < f.pages.len() && f.pages[i] as u64 == pfn && f.flags[i] & CACHED != 0
+        let (p, fl) = f.pages.get(index);
+        p != NIL && p as u64 == pfn && fl & CACHED != 0
     }
 
     /// Pages listed as being in cache frames whose contents are still there.
     pub fn cache_pages(&self, phys: &PhysMem) -> u64 {
         let mut n = 0;
         for (fi, f) in self.files.iter().enumerate() {
-            for (i, &p) in f.pages.iter().enumerate() {
-                if p != NIL && f.flags[i] & CACHED != 0 && phys.cache_owner(p as u64) == Some(Owner::file(fi as u32, i as u64)) {
+            for (i, p, fl) in f.pages.iter() {
+                if fl & CACHED != 0 && phys.cache_owner(p as u64) == Some(Owner::file(fi as u32, i)) {
                     n += 1;
                 }
             }

@@ -238,12 +238,23 @@ pub fn parse_spec(spec: &str) -> Result<(String, Params)> {
         Some((n, r)) => (n.trim(), r),
         None => (spec.trim(), ""),
     };
+    if name.is_empty() {
+        return Err(Error::usage(format!("empty policy name in '{spec}'; available: {} (see `superpager policies`)", names().join(", "))));
+    }
     let mut params = Params::new();
     for part in rest.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        match part.split_once('=') {
-            Some((k, v)) => params.insert(k.trim().to_string(), v.trim().to_string()),
-            None => params.insert("_".to_string(), part.to_string()),
+        let (k, v) = match part.split_once('=') {
+            Some((k, v)) => (k.trim().to_string(), v.trim().to_string()),
+            None => ("_".to_string(), part.to_string()),
         };
+        if k.is_empty() {
+            return Err(Error::usage(format!("policy {name}: '{part}' has no parameter name (write key=value)")));
+        }
+        // A key given twice is a typo or a contradiction: say so rather than keep one.
+        if let Some(old) = params.insert(k.clone(), v.clone()) {
+            let key = if k == "_" { "the unnamed parameter".to_string() } else { format!("'{k}'") };
+            return Err(Error::usage(format!("policy {name}: {key} is given twice ('{old}' and '{v}')")));
+        }
     }
     Ok((name.to_string(), params))
 }

@@ -148,7 +148,7 @@ impl Default for GenParams {
 pub const KINDS: [(&str, &str); 7] = [
     ("seq", "sequential sweep: read every element of the region, --passes times"),
     ("stride", "strided reads: every --stride bytes, wrapping around the region"),
-    ("gups", "uniform random read-modify-write updates (HPCC RandomAccess / GUPS)"),
+    ("gups", "uniform random read-modify-write updates (HPCC RandomAccess / GUPS); --accesses counts updates, each a load and a store (2 accesses)"),
     ("zipf", "Zipf-distributed reads over elements (--alpha), popular elements scattered"),
     ("chase", "dependent pointer chase around one random cycle of 64-byte elements"),
     ("transpose", "non-blocked matrix transpose B[j][i] = A[i][j] of two --size matrices"),
@@ -161,14 +161,41 @@ fn anon_mmap(addr: u64, len: u64) -> Event {
 
 /// Round up to 2MiB so regions look like what a large malloc gets from mmap.
 fn round_2m(x: u64) -> u64 {
-    (x + (2 << 20) - 1) & !((2 << 20) - 1)
+    x.saturating_add((2 << 20) - 1) & !((2 << 20) - 1)
 }
 
 /// Generate a workload into a sink. `progress` is called now and then with the fraction done.
-pub fn generate<S: RecordSink>(p: &GenParams, sink: &mut S, progress: &mut dyn FnMut(f64)) -> Result<u64> {
-    if p.size < 4096 {
-        return Err(Error::usage(format!("--size must be at least 4KiB, got {}", p.size)));
+/// The top of the x86-64 user address space with 4-level paging (TASK_SIZE_MAX,
+/// arch/x86/include/asm/page_64_types.h: 2^47 minus one page): generated regions stay below.
+pub const USER_VA_TOP: u64 = (1 << 47) - 4096;
+
+impl GenParams {
+    /// Refuse parameters that make no trace: a region past the user address space (or
+    /// wrapping past 2^64), zero passes, an alpha that is not a finite non-negative number.
+    pub fn check(&self) -> Result<()> {
+        if self.size < 4096 {
+            return Err(Error::usage(format!("--size must be at least 4KiB, got {}", self.size)));
+        }
+        // The region is rounded up to 2MiB; kinds with a second region (transpose) use two.
+        let span = round_2m(self.size).saturating_mul(2);
+        if self.base.checked_add(span).is_none_or(|end| end > USER_VA_TOP) {
+            return Err(Error::usage(format!(
+                "--base {:#x} with --size {} leaves the {:#x} user address space (x86-64, 47 bits); choose a lower --base or a smaller --size",
+                self.base, self.size, USER_VA_TOP
+            )));
+        }
+        if self.passes == 0 {
+            return Err(Error::usage("--passes must be at least 1"));
+        }
+        if !self.alpha.is_finite() || self.alpha < 0.0 {
+            return Err(Error::usage(format!("--alpha must be a finite number >= 0, got {}", self.alpha)));
+        }
+        Ok(())
     }
+}
+
+pub fn generate<S: RecordSink>(p: &GenParams, sink: &mut S, progress: &mut dyn FnMut(f64)) -> Result<u64> {
+    p.check()?;
     if p.elem == 0 || p.elem > 255 {
         return Err(Error::usage("--elem must be between 1 and 255 bytes"));
     }

@@ -9,7 +9,15 @@ use std::io::BufRead;
 
 /// `progress` is called now and then with the bytes read so far; returning false stops the
 /// import with an "interrupted" error.
-pub fn import<R: BufRead, S: RecordSink>(mut r: R, path: &str, sink: &mut S, progress: &mut dyn FnMut(u64) -> bool) -> Result<u64> {
+pub fn import<R: BufRead, S: RecordSink>(r: R, path: &str, sink: &mut S, progress: &mut dyn FnMut(u64) -> bool) -> Result<u64> {
+    import_with_end(r, path, sink, progress).map(|(n, _)| n)
+}
+
+/// As `import`, and whether the log ran to lackey's closing summary (its last line,
+/// `==PID== Exit code: N`, printed by lackey's fini when the program ended). A log without
+/// it was cut short (valgrind killed, the capture stopped): its trace is marked truncated.
+pub fn import_with_end<R: BufRead, S: RecordSink>(mut r: R, path: &str, sink: &mut S, progress: &mut dyn FnMut(u64) -> bool) -> Result<(u64, bool)> {
+    let mut complete = false;
     sink.event(Event::Context { pid: 1, tid: 1 })?;
     let mut line = Vec::new();
     let mut offset = 0u64;
@@ -28,6 +36,9 @@ pub fn import<R: BufRead, S: RecordSink>(mut r: R, path: &str, sink: &mut S, pro
         }
         let l = trim_newline(&line);
         if l.is_empty() || l.starts_with(b"==") || l.starts_with(b"--") {
+            if l.starts_with(b"==") && is_exit_line(l) {
+                complete = true;
+            }
             offset += got as u64;
             continue;
         }
@@ -48,7 +59,13 @@ pub fn import<R: BufRead, S: RecordSink>(mut r: R, path: &str, sink: &mut S, pro
     if !seen_record {
         return Err(Error::trace(path, 0, "no lackey records found (expected lines like ' L 04222cac,8')"));
     }
-    Ok(n)
+    Ok((n, complete))
+}
+
+/// `==123== Exit code:       0`: lackey's last line.
+fn is_exit_line(l: &[u8]) -> bool {
+    let rest = l[2..].splitn(2, |&b| b == b'=').nth(1).and_then(|r| r.strip_prefix(b"= ")).unwrap_or(b"");
+    rest.trim_ascii_start().starts_with(b"Exit code:")
 }
 
 fn trim_newline(l: &[u8]) -> &[u8] {
@@ -92,5 +109,26 @@ mod tests {
         assert_eq!(parse(b" M 0421f4d8,4").unwrap().kind, AccessKind::Modify);
         assert!(parse(b" X 10,4").is_none());
         assert!(parse(b" L zz,4").is_none());
+    }
+
+    struct Count(u64);
+    impl RecordSink for Count {
+        fn access(&mut self, _: Access) -> Result<()> {
+            self.0 += 1;
+            Ok(())
+        }
+        fn event(&mut self, _: Event) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_log_without_lackeys_exit_line_was_cut_short() {
+        let whole = b"==7== Lackey\nI  0400,3\n L 1f,8\n==7== \n==7== Exit code:       0\n";
+        let (n, complete) = import_with_end(&whole[..], "t", &mut Count(0), &mut |_| true).unwrap();
+        assert_eq!((n, complete), (2, true));
+        let cut = b"==7== Lackey\nI  0400,3\n L 1f,8\n";
+        assert!(!import_with_end(&cut[..], "t", &mut Count(0), &mut |_| true).unwrap().1);
+        assert!(!is_exit_line(b"==7== Exit"));
     }
 }

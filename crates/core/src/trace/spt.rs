@@ -32,6 +32,9 @@ pub const END_MAGIC: &[u8; 8] = b"SPTEND\0\0";
 const CHUNK_HEADER_LEN: u64 = 28;
 /// No chunk may claim more than this many raw bytes: a guard against corrupt lengths.
 const MAX_CHUNK_BYTES: u32 = 64 << 20;
+/// The largest provenance header a reader accepts (and a writer writes): 16MiB, so that a
+/// corrupt length cannot make a reader allocate gigabytes before it can tell.
+pub const MAX_PROVENANCE_BYTES: u32 = 16 << 20;
 /// Index flag: the writer was stopped before the traced program finished (capture interrupted).
 pub const FLAG_TRUNCATED: u32 = 1;
 
@@ -64,6 +67,8 @@ pub struct WriteSummary {
     pub accesses: u64,
     pub chunks: u64,
     pub bytes: u64,
+    /// The index says the trace is cut short (`mark_truncated`, or a salvaged file).
+    pub truncated: bool,
 }
 
 /// Streaming writer: constant memory (one chunk buffer plus a 20-byte index entry per chunk).
@@ -87,6 +92,30 @@ pub struct SptWriter<W: Write> {
     flags: u32,
 }
 
+/// Refuse an output path that must not be replaced: an existing file that is not a regular
+/// file (a device such as /dev/full, a FIFO, a directory), or one of the inputs (writing the
+/// output would destroy it). Writers write `PATH.partial` and rename it over `PATH`.
+pub fn check_output(path: &str, inputs: &[&str]) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let m = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(path, &e)),
+    };
+    if !m.file_type().is_file() {
+        let what = if m.is_dir() { "a directory" } else { "not a regular file (a device, FIFO or socket)" };
+        return Err(Error::usage(format!("{path}: is {what}; superpager writes whole regular files only and will not replace it")));
+    }
+    for i in inputs {
+        if let Ok(im) = std::fs::metadata(i) {
+            if im.dev() == m.dev() && im.ino() == m.ino() {
+                return Err(Error::usage(format!("{path}: is also the input; writing it would destroy the input (choose another output)")));
+            }
+        }
+    }
+    Ok(())
+}
+
 impl SptWriter<BufWriter<File>> {
     pub fn create(path: &str, provenance: &Provenance) -> Result<Self> {
         let f = File::create(path).map_err(|e| Error::io(path, &e))?;
@@ -97,6 +126,9 @@ impl SptWriter<BufWriter<File>> {
 impl<W: Write> SptWriter<W> {
     pub fn new(mut out: W, path: &str, provenance: &Provenance) -> Result<Self> {
         let json = serde_json::to_vec(provenance).map_err(|e| Error::usage(e.to_string()))?;
+        if json.len() > MAX_PROVENANCE_BYTES as usize {
+            return Err(Error::usage(format!("{path}: provenance of {} bytes is over the format's limit of {MAX_PROVENANCE_BYTES}", json.len())));
+        }
         let mut head = Vec::with_capacity(json.len() + 16);
         head.extend_from_slice(FILE_MAGIC);
         head.extend_from_slice(&(json.len() as u32).to_le_bytes());
@@ -348,6 +380,7 @@ impl<W: Write> SptWriter<W> {
         self.out.write_all(&idx).map_err(io)?;
         self.out.flush().map_err(|e| Error::io(&self.path, &e))?;
         self.summary.bytes = index_offset + idx.len() as u64;
+        self.summary.truncated = self.flags & FLAG_TRUNCATED != 0;
         Ok(())
     }
 }
@@ -504,6 +537,9 @@ pub fn open_meta(path: &str) -> Result<(TraceMeta, BufReader<File>)> {
     let json_len = le_u32(&magic[8..]);
     if json_len as u64 > file_len {
         return Err(Error::trace(path, 8, format!("corrupt header: provenance length {json_len} exceeds the file")));
+    }
+    if json_len > MAX_PROVENANCE_BYTES {
+        return Err(Error::trace(path, 8, format!("corrupt header: provenance length {json_len} is over the format's limit of {MAX_PROVENANCE_BYTES} bytes")));
     }
     let mut json = vec![0u8; json_len as usize + 4];
     read_exact_at(&mut r, &mut json, path, 12, "header")?;
@@ -742,7 +778,10 @@ impl SptReader {
         }
         if &h[0..4] != CHUNK_MAGIC {
             if self.meta.index.is_none() && &h[0..4] == INDEX_MAGIC {
-                return Err(Error::trace(&path, start, "corrupt trailer: an index is present but the end marker is damaged"));
+                // The chunks are whole and the index after them was cut (or its end marker
+                // damaged): a truncated trace, readable up to here when that is allowed.
+                self.done = true;
+                return self.cut(start, Error::trace(&path, start, "corrupt trailer: an index is present but cut short or its end marker is damaged (read it with --allow-truncated)"));
             }
             return Err(Error::trace(&path, start, "corrupt chunk: bad magic (expected \"SPCK\")"));
         }

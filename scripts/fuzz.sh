@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Run the cargo-fuzz targets (fuzz/, docs/RELIABILITY.md).
+#   scripts/fuzz.sh                 # every target for 60 s (what CI runs with FUZZ_SECONDS=20)
+#   scripts/fuzz.sh 3600 text spt   # an hour each on two targets (a long run)
+# New inputs that reach new code go to fuzz/work/<target> (not committed; `cargo fuzz cmin`
+# then copy into fuzz/corpus/ to keep them). A crash stops the run, is saved under
+# fuzz/artifacts/<target>/ and makes this script fail: copy it into fuzz/regressions/<target>/,
+# where `make test` replays it forever (crates/core/tests/fuzz_corpus.rs), and fix it.
+# Each finished run appends a line to fuzz/work/hours.log: date, target, seconds, runs, crashes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_EACH=${1:-${FUZZ_SECONDS:-60}}
+shift || true
+TARGETS=("$@")
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(spt text lackey champsim machine_toml scenario_toml policy_spec simulate_text)
+
+if ! cargo +nightly --version >/dev/null 2>&1; then
+  echo "fuzz: skipped: no nightly Rust toolchain (cargo-fuzz needs one: rustup toolchain install nightly)" >&2
+  exit 0
+fi
+if ! command -v cargo-fuzz >/dev/null 2>&1; then
+  echo "fuzz: installing cargo-fuzz from crates.io" >&2
+  cargo install --locked cargo-fuzz >/dev/null 2>&1 || { echo "fuzz: skipped: cargo install cargo-fuzz failed" >&2; exit 0; }
+fi
+cd fuzz
+cargo +nightly fuzz build -O >/dev/null 2>&1 || cargo +nightly fuzz build -O
+BIN=target/x86_64-unknown-linux-gnu/release
+mkdir -p work
+status=0
+for t in "${TARGETS[@]}"; do
+  mkdir -p "work/$t" "regressions/$t" "artifacts/$t"
+  log="work/$t.log"
+  # -timeout: an input taking over 10 s is a hang; -rss_limit_mb: one over 2 GiB is a leak or
+  # an allocation without bound (docs/RELIABILITY.md states the bound).
+  # The binary built above, run directly: `cargo fuzz run` would rebuild on every source change.
+  if "$BIN/$t" "work/$t" "corpus/$t" "regressions/$t" -artifact_prefix="artifacts/$t/" \
+       -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 >"$log" 2>&1; then
+    crashes=0
+  else
+    crashes=1; status=1
+    echo "fuzz: $t: CRASH; see fuzz/$log and fuzz/artifacts/$t/" >&2
+    grep -m3 -E "panicked|ERROR|SUMMARY" "$log" >&2 || true
+  fi
+  runs=$(grep -oE "stat::number_of_executed_units: *[0-9]+" "$log" | grep -oE "[0-9]+$" | tail -1)
+  echo "$(date -u +%FT%TZ) $t ${SECONDS_EACH}s runs=${runs:-?} crashes=$crashes" | tee -a work/hours.log >&2
+done
+exit $status
