@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 # bin first on PATH so that a build works without an activated environment.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: demo test setup install dev bench bench-os bench-capture clean
+.PHONY: demo test setup install dev bench bench-os bench-capture fuzz clean
 
 setup:
 	@bash scripts/setup.sh
@@ -43,6 +43,10 @@ bench-os: install
 
 bench-capture: install
 	$(VENV)/bin/superpager bench --capture --repeats 3 --out docs/PERFORMANCE.md
+
+# Fuzz every target for FUZZ_SECONDS each (default 600): docs/RELIABILITY.md.
+fuzz:
+	bash scripts/fuzz.sh $${FUZZ_SECONDS:-600}
 
 clean:
 	rm -rf target build dist demo-out python/superpager/_core*.so

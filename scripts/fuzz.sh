@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run the cargo-fuzz targets (fuzz/, docs/RELIABILITY.md).
-#   scripts/fuzz.sh                 # every target for 60 s (what CI runs with FUZZ_SECONDS=20)
+#   scripts/fuzz.sh                 # every target for 60 s
+#   FUZZ_SEED=1 scripts/fuzz.sh 15  # what CI runs: 15 s each, from a fixed seed (repeatable)
 #   scripts/fuzz.sh 3600 text spt   # an hour each on two targets (a long run)
 # New inputs that reach new code go to fuzz/work/<target> (not committed; `cargo fuzz cmin`
 # then copy into fuzz/corpus/ to keep them). A crash stops the run, is saved under
@@ -30,11 +31,13 @@ status=0
 for t in "${TARGETS[@]}"; do
   mkdir -p "work/$t" "regressions/$t" "artifacts/$t"
   log="work/$t.log"
+  t0=$SECONDS
   # -timeout: an input taking over 10 s is a hang; -rss_limit_mb: one over 2 GiB is a leak or
   # an allocation without bound (docs/RELIABILITY.md states the bound).
   # The binary built above, run directly: `cargo fuzz run` would rebuild on every source change.
   if "$BIN/$t" "work/$t" "corpus/$t" "regressions/$t" -artifact_prefix="artifacts/$t/" \
-       -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 >"$log" 2>&1; then
+       -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+       ${FUZZ_SEED:+-seed=$FUZZ_SEED} >"$log" 2>&1; then
     crashes=0
   else
     crashes=1; status=1
@@ -42,6 +45,6 @@ for t in "${TARGETS[@]}"; do
     grep -m3 -E "panicked|ERROR|SUMMARY" "$log" >&2 || true
   fi
   runs=$(grep -oE "stat::number_of_executed_units: *[0-9]+" "$log" | grep -oE "[0-9]+$" | tail -1)
-  echo "$(date -u +%FT%TZ) $t ${SECONDS_EACH}s runs=${runs:-?} crashes=$crashes" | tee -a work/hours.log >&2
+  echo "$(date -u +%FT%TZ) $t $((SECONDS - t0))s runs=${runs:-?} crashes=$crashes" | tee -a work/hours.log >&2
 done
 exit $status

@@ -111,15 +111,20 @@ class ResultSet(list):
         return pd.DataFrame([row for r in self for row in r.series_rows()])
 
 
+def _path(p):
+    """A str, a pathlib.Path or any os.PathLike as a str (None stays None)."""
+    return None if p is None else os.fspath(p)
+
+
 def machine_spec(machine: str | None, tlb: str | None) -> str:
     """`--tlb ENTRIES:WAYS[:PAGESIZE]` becomes an ad-hoc one-structure machine."""
     if tlb:
         return f"tlb:{tlb}"
-    return machine or "skylake"
+    return _path(machine) or "skylake"
 
 
 def run(
-    trace: str,
+    trace: str | os.PathLike,
     runs: Sequence[tuple[str, str]],
     memory: str = "64GiB",
     sample_every: int = 1 << 20,
@@ -131,6 +136,7 @@ def run(
     replacement: str = "clock",
 ) -> ResultSet:
     """Simulate `trace` once for every (machine, policy) pair, decoding it once."""
+    trace = os.fspath(trace)
     if not os.path.exists(trace):
         raise _core.SuperpagerError(f"{trace}: no such file")
     plan = Progress("planning", enabled=progress)
@@ -154,7 +160,7 @@ def run(
 
 
 def simulate(
-    trace: str | None = None,
+    trace: str | os.PathLike | None = None,
     machine: str | None = None,
     policy: str | None = None,
     memory: str = "64GiB",
@@ -172,6 +178,7 @@ def simulate(
 
     `swap` (e.g. "8GiB") lets anonymous memory be swapped out under pressure, chosen by
     `replacement` ("clock" or "lru"); with no swap, running out of memory stops the run."""
+    trace, scenario, policy = _path(trace), _path(scenario), _path(policy)
     if scenario is not None:
         if trace is not None:
             raise _core.SuperpagerError("give a trace or a scenario, not both")
@@ -201,6 +208,7 @@ def scenarios() -> list[tuple[str, str]]:
 
 def scenario_path(name_or_path: str) -> str:
     """A scenario file by path, or a bundled scenario by name."""
+    name_or_path = os.fspath(name_or_path)
     if os.path.exists(name_or_path):
         return name_or_path
     bundled = os.path.join(SCENARIO_DIR, name_or_path + ("" if name_or_path.endswith(".toml") else ".toml"))
@@ -235,7 +243,7 @@ def simulate_scenario(
 
 
 def compare(
-    trace: str,
+    trace: str | os.PathLike,
     machines: Iterable[str] = ("skylake",),
     policies: Iterable[str] = ("base",),
     memory: str = "64GiB",
@@ -254,7 +262,7 @@ def gen(kind: str, out: str, size: str = "64MiB", accesses: int = 0, seed: int =
     """Generate a synthetic workload trace (see `superpager gen --help` for the kinds)."""
     bar = Progress(f"gen {kind}", enabled=progress)
     try:
-        return _core.gen(kind, out, size, accesses, seed, stride, elem, alpha, base, passes, bar.update)
+        return _core.gen(kind, os.fspath(out), size, accesses, seed, stride, elem, alpha, base, passes, bar.update)
     finally:
         bar.close()
 
@@ -270,20 +278,20 @@ def _with_progress(label: str, progress: Optional[bool], fn):
 def mrc(trace: str, page_size: str = "4KiB", max_entries: int = 1536, stream: str = "all",
         progress: Optional[bool] = None) -> dict:
     """Misses of a fully associative LRU TLB for 1..max_entries entries, from one pass."""
-    accesses, cold, curve = _with_progress("mrc", progress, lambda cb: _core.mrc(trace, page_size, max_entries, stream, cb))
+    accesses, cold, curve = _with_progress("mrc", progress, lambda cb: _core.mrc(os.fspath(trace), page_size, max_entries, stream, cb))
     return {"accesses": accesses, "cold_misses": cold, "page_size": page_size, "misses": curve}
 
 
 def trace_info(trace: str, page_sizes: Sequence[str] = ("4KiB", "2MiB", "1GiB"), allow_truncated: bool = False,
                progress: Optional[bool] = None) -> dict:
     """Records, accesses by kind, events, footprint in pages of each size, VMAs."""
-    return _with_progress("reading", progress, lambda cb: _core.trace_info(trace, list(page_sizes), allow_truncated, cb))
+    return _with_progress("reading", progress, lambda cb: _core.trace_info(os.fspath(trace), list(page_sizes), allow_truncated, cb))
 
 
 def trace_import(src: str, fmt: str, out: str, fetches: bool = True, collapse: bool = True,
                  progress: Optional[bool] = None) -> dict:
     """Convert a lackey, ChampSim or text trace into .spt."""
-    return _with_progress(f"importing {fmt}", progress, lambda cb: _core.trace_import(src, fmt, out, fetches, collapse, cb))
+    return _with_progress(f"importing {fmt}", progress, lambda cb: _core.trace_import(os.fspath(src), fmt, os.fspath(out), fetches, collapse, cb))
 
 
 def fragmentation(machine: str, policy: str, memory: str, program: str, runs: int = 4, seed: int = 1,

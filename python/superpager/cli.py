@@ -77,10 +77,19 @@ def finite_float(lo: float, hi: float):
 
 
 def human(n: float) -> str:
+    """A count in decimal units: 1.50k, 4.00M, 2.10G (sizes in bytes use `human_bytes`)."""
     for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(n) >= div:
             return f"{n / div:.2f}{unit}"
     return f"{n:.0f}" if float(n).is_integer() else f"{n:.3g}"
+
+
+def human_bytes(n: float) -> str:
+    """A size in binary units, as sizes are given (4KiB, 2MiB, 1GiB): 1.50MiB."""
+    for unit, div in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= div:
+            return f"{n / div:.2f}{unit}"
+    return f"{n:.0f}B"
 
 
 def table(rows: list[list[str]], header: list[str], left: int = 2) -> str:
@@ -98,11 +107,16 @@ def mix_str(mix: dict[str, float]) -> str:
     return ", ".join(parts) if parts else "-"
 
 
-def print_result(r: api.Result) -> None:
+def print_result(r: api.Result, spec: str | None = None) -> None:
+    """The readable summary; `spec` (the policy as given) echoes its parameters."""
     c = r.counters
     acc = max(c["accesses"], 1)
     print(f"trace    {r.trace}")
-    print(f"machine  {r.machine}    policy {r.policy}    memory {r.memory}")
+    # The policy's parameters as given, when its name does not already show them.
+    spec = f" ({spec.split(':', 1)[1]})" if spec and ":" in spec and not spec.endswith(".toml") and spec.split(":", 1)[1] not in r.policy else ""
+    print(f"machine  {r.machine}    policy {r.policy}{spec}    memory {r.memory}")
+    if r.trace_truncated:
+        print("note     the trace is truncated (its writer was stopped): the run covers the part present")
     print(f"accesses {human(c['accesses'])}  (loads {human(c['accesses.load'])}, stores {human(c['accesses.store'])}, "
           f"modify {human(c['accesses.modify'])}, fetches {human(c['accesses.fetch'])})")
     info = _core.machine_info(r.machine) if r.machine in {m[0] for m in _core.machines()} else None
@@ -117,13 +131,15 @@ def print_result(r: api.Result) -> None:
     print()
     print(f"walks    {human(c['walks'])} ({c['walks'] / acc * 1000:.2f} per 1000 accesses), "
           f"{human(c['walk.refs'])} memory references, page-walk-cache hits {human(c['pwc.hits'])}")
-    print(f"faults   {human(c['faults'])}    zeroed {human(c['os.zeroed_bytes'])}B")
+    print(f"faults   {human(c['faults'])}    zeroed {human_bytes(c['os.zeroed_bytes'])}")
     if c.get("os.vmas_inferred"):
         print(f"note     the trace has no address-space events: {c['os.vmas_inferred']} anonymous regions were inferred")
     for pid, why in r.killed.items():
         print(f"killed   process {pid}: {why}")
-    parts = ", ".join(f"{k.split('.')[1]} {human(c[k])}" for k in ("cycles.access", "cycles.tlb", "cycles.walk", "cycles.fault",
-                                                                     "cycles.zero", "cycles.copy", "cycles.io") if k in c and (c[k] or k in ("cycles.access", "cycles.walk")))
+    # Every part of the cost model that is not zero (access and walk always), in its order.
+    order = ["cycles.access", "cycles.tlb", "cycles.walk", "cycles.fault", "cycles.zero", "cycles.copy", "cycles.io"]
+    keys = order + sorted(k for k in c if k.startswith("cycles.") and k not in order and k not in ("cycles.total",))
+    parts = ", ".join(f"{k.split('.', 1)[1]} {human(c[k])}" for k in keys if k in c and (c[k] or k in ("cycles.access", "cycles.walk")))
     os_line = [f"{label} {human(c[key])}" for key, label in (
         ("policy.thp_fault_fallback", "THP fault fallbacks"), ("collapse.succeed", "collapses"),
         ("compact.pages_migrated", "pages migrated"), ("faults.cow", "COW faults"), ("faults.major", "major faults"),
@@ -132,7 +148,7 @@ def print_result(r: api.Result) -> None:
     if os_line:
         print(f"os       {', '.join(os_line)}")
     print(f"cycles   {human(c['cycles.total'])} ({c['cycles.total'] / acc:.2f} per access): {parts}")
-    print(f"pages    {mix_str(r.page_size_mix)} of {human(c['footprint.bytes'])}B resident at the end")
+    print(f"pages    {mix_str(r.page_size_mix)} of {human_bytes(c['footprint.bytes'])} resident at the end")
 
 
 def _out_lock(a):
@@ -173,7 +189,7 @@ def _simulate(a) -> int:
     if a.json:
         print(r.to_json())
     else:
-        print_result(r)
+        print_result(r, a.policy)
         if a.out:
             print(f"\nwrote {a.out}/results.json, counters.parquet, series.parquet")
     return 0
@@ -297,13 +313,13 @@ def cmd_gen(a) -> int:
                 alpha=a.alpha, base=a.base, passes=a.passes)
     note = f" ({human(a.accesses)} updates, each a load and a store)" if a.kind == "gups" and a.accesses else ""
     print(f"wrote {s['path']}: {human(s['accesses'])} accesses{note} in {human(s['records'])} records, "
-          f"{human(s['bytes'])}B ({s['bytes'] / max(s['accesses'], 1):.2f} bytes per access)")
+          f"{human_bytes(s['bytes'])} ({s['bytes'] / max(s['accesses'], 1):.2f} bytes per access)")
     return 0
 
 
 def cmd_trace_import(a) -> int:
     s = api.trace_import(a.file, a.fmt, a.out, fetches=not a.no_fetches, collapse=not a.no_collapse)
-    print(f"wrote {s['path']}: {human(s['accesses'])} accesses in {human(s['records'])} records, {human(s['bytes'])}B")
+    print(f"wrote {s['path']}: {human(s['accesses'])} accesses in {human(s['records'])} records, {human_bytes(s['bytes'])}")
     return 0
 
 
@@ -312,7 +328,7 @@ def cmd_trace_info(a) -> int:
     if a.json:
         print(json.dumps(info, indent=2))
         return 0
-    print(f"{info['path']}: {human(info['bytes'])}B, {info['chunks']} chunks, {human(info['records'])} records"
+    print(f"{info['path']}: {human_bytes(info['bytes'])}, {info['chunks']} chunks, {human(info['records'])} records"
           + ("  [TRUNCATED]" if info["truncated"] else ""))
     print(f"header     {info['provenance']}")
     k = info["accesses_by_kind"]
@@ -435,7 +451,7 @@ def report_capture(r, label: str) -> int:
     """Print what a capture produced; return the exit status."""
     extra = f", {r.processes} processes" if r.processes > 1 else ""
     extra += f", {r.threads} threads" if r.threads > 1 else ""
-    print(f"wrote {r.path}: {human(r.accesses)} accesses in {human(r.records)} records, {human(r.bytes)}B "
+    print(f"wrote {r.path}: {human(r.accesses)} accesses in {human(r.records)} records, {human_bytes(r.bytes)} "
           f"({r.bytes_per_access:.3f} bytes per access){extra}; {r.seconds:.1f}s, {human(r.rate)} accesses/s",
           file=sys.stderr)  # stdout is the captured program's own
     for n in r.notes:
@@ -749,9 +765,9 @@ def cmd_cache(a) -> int:
     entries = [(w, p) for w, p in _cache_entries() if os.path.exists(p)]
     total = sum(_size_of(p) for _, p in entries)
     if a.action == "show":
-        rows = [[w, p, f"{human(_size_of(p))}B"] for w, p in entries]
+        rows = [[w, p, f"{human_bytes(_size_of(p))}"] for w, p in entries]
         print(table(rows, ["what", "where", "size"], left=2) if rows else "nothing cached")
-        print(f"\ntotal {human(total)}B; remove it all with: superpager cache clean")
+        print(f"\ntotal {human_bytes(total)}; remove it all with: superpager cache clean")
         return 0
     for _, p in entries:
         if os.path.isdir(p):
@@ -759,7 +775,7 @@ def cmd_cache(a) -> int:
         else:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(p)
-    print(f"removed {len(entries)} entries, {human(total)}B", file=sys.stderr)
+    print(f"removed {len(entries)} entries, {human_bytes(total)}", file=sys.stderr)
     return 0
 
 
@@ -788,6 +804,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("superpager: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:
+        print("superpager: error: out of host memory (a limit such as ulimit -v is below what this run needs: "
+              "docs/RELIABILITY.md gives the bound)", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         try:
             sys.stdout = open(os.devnull, "w")

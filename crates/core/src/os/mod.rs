@@ -64,7 +64,12 @@ pub enum Reject {
     Offset,
     /// The process already has vm.max_map_count VMAs (ENOMEM).
     MapCount,
+    /// A descriptor outside 0..fs.nr_open (EBADF, EMFILE).
+    Fd,
 }
+
+/// fs.nr_open's default, the most descriptors a process may have (fs/file.c: 1024 * 1024).
+pub const NR_OPEN: i32 = 1024 * 1024;
 
 /// DEFAULT_MAX_MAP_COUNT, the default of vm.max_map_count (include/linux/mm.h: USHRT_MAX -
 /// MAPCOUNT_ELF_CORE_MARGIN = 65535 - 5).
@@ -195,6 +200,7 @@ pub struct OsCounters {
     pub rejected_range: u64,
     pub rejected_offset: u64,
     pub rejected_map_count: u64,
+    pub rejected_fd: u64,
     /// read(2) events longer than MAX_RW_COUNT, cut to it as the kernel does.
     pub reads_clamped: u64,
     /// Faults on file mappings: the page was in the page cache (minor) or read from disk (major).
@@ -253,6 +259,8 @@ pub struct Os {
     pub file_reservs: HashMap<(u32, u8, u64), (u32, u64)>,
     /// File sizes in bytes, from the largest size an open announced.
     pub file_sizes: HashMap<u32, u64>,
+    /// Index in `procs` of each pid.
+    proc_by_pid: HashMap<u32, usize>,
     pub file_counters: filemap::FileSuperpageCounters,
     /// Where moved file mappings go (made at the first move) and what placement decided.
     pub placement_window: Option<placement::PlacementWindow>,
@@ -340,6 +348,7 @@ impl Os {
             dirty_superpages: filemap::DirtySuperpages::Demote,
             file_reservs: HashMap::new(),
             file_sizes: HashMap::new(),
+            proc_by_pid: HashMap::new(),
             file_counters: Default::default(),
             placement_window: None,
             placement: Default::default(),
@@ -368,8 +377,14 @@ impl Os {
     }
 
     /// The process with this pid, created on first sight.
+    /// The index of live process `pid`, if there is one.
+    pub(crate) fn live_proc(&self, pid: u32) -> Option<usize> {
+        self.proc_by_pid.get(&pid).copied().filter(|&pi| self.procs[pi].alive)
+    }
+
     pub fn proc_index(&mut self, pid: u32) -> usize {
-        if let Some(i) = self.procs.iter().position(|p| p.pid == pid) {
+        // A map, not a scan: a trace may name hundreds of thousands of processes.
+        if let Some(&i) = self.proc_by_pid.get(&pid) {
             return i;
         }
         let asid = self.next_asid;
@@ -394,6 +409,7 @@ impl Os {
             relocs: Default::default(),
         });
         let pi = self.procs.len() - 1;
+        self.proc_by_pid.insert(pid, pi);
         self.settle_pt(pi);
         pi
     }
@@ -657,8 +673,15 @@ impl Os {
                 }
             }
             Event::Munmap { addr, len } | Event::Mprotect { addr, len, .. } | Event::Madvise { addr, len, .. } => outside(addr, len).then_some(Reject::Range),
-            Event::Mremap { old_addr, old_len, new_addr, new_len } => (outside(old_addr, old_len) || outside(new_addr, new_len)).then_some(Reject::Range),
+            // A new length of 0 is EINVAL, and so is a move onto a range that overlaps the old
+            // one (mm/mremap.c, mremap_to); in place (the same address) it resizes.
+            Event::Mremap { old_addr, old_len, new_addr, new_len } => {
+                let overlap = new_addr != old_addr && new_addr < old_addr.saturating_add(old_len) && old_addr < new_addr.saturating_add(new_len);
+                (new_len == 0 || overlap || outside(old_addr, old_len) || outside(new_addr, new_len)).then_some(Reject::Range)
+            }
             Event::Brk { addr } => (addr > limit).then_some(Reject::Range),
+            // Descriptors are below fs.nr_open (EBADF, EMFILE otherwise).
+            Event::FileOpen { fd, .. } => (!(0..NR_OPEN).contains(&fd)).then_some(Reject::Fd),
             Event::FileRead { offset, len, .. } => offset.checked_add(len.min(MAX_RW_COUNT)).is_none_or(|end| end > MAX_LFS_FILESIZE).then_some(Reject::Offset),
             _ => None,
         };
@@ -666,6 +689,7 @@ impl Os {
             Some(Reject::Range) => self.counters.rejected_range += 1,
             Some(Reject::Offset) => self.counters.rejected_offset += 1,
             Some(Reject::MapCount) => self.counters.rejected_map_count += 1,
+            Some(Reject::Fd) => self.counters.rejected_fd += 1,
             None => {}
         }
         why
@@ -1020,10 +1044,7 @@ impl Os {
             self.release(pi, &pages);
         }
         self.drop_swapped(pi, 0, u64::MAX);
-        let old = std::mem::replace(
-            &mut self.procs[pi].pt,
-            PageTable::new(self.levels, self.bits, self.base, self.sizes.clone()),
-        );
+        let old = std::mem::replace(&mut self.procs[pi].pt, PageTable::dead(self.base));
         for f in old.node_frames().chain(old.released.iter().copied()) {
             self.phys.free(Pfn(f), Order(0));
         }

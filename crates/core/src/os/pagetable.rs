@@ -105,7 +105,8 @@ impl PageTable {
             node_frame: Vec::new(),
             created: Vec::new(),
             released: Vec::new(),
-            region_cache: vec![Cell::new((0u32, 0u32)); REGION_CACHE].into_boxed_slice(),
+            // Only tables of two levels or more consult the cache (`cached_last_level`).
+            region_cache: vec![Cell::new((0u32, 0u32)); if levels >= 2 { REGION_CACHE } else { 0 }].into_boxed_slice(),
             span_shifts: [0; 8],
             index_mask: (1u64 << bits) - 1,
             limit: 0,
@@ -116,6 +117,13 @@ impl PageTable {
         pt.limit = 1u64.checked_shl(pt.span_shifts[levels as usize] + bits as u32).unwrap_or(u64::MAX);
         pt.new_node(); // the root
         pt
+    }
+
+    /// The table an exited process keeps: empty, one level of two entries, no region cache
+    /// (a few hundred bytes instead of the 13 KiB of a live table, so that a trace of many
+    /// short-lived processes costs the host little; nothing is ever mapped in it).
+    pub fn dead(base: PageSize) -> PageTable {
+        PageTable::new(1, 1, base, vec![base])
     }
 
     fn new_node(&mut self) -> u32 {

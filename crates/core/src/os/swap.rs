@@ -151,7 +151,7 @@ impl Os {
             if r.size_idx == 0 || self.spec_rng.unit() >= self.spec_demote_p {
                 continue;
             }
-            let Some(pi) = self.procs.iter().position(|p| p.pid == r.pid && p.alive) else { continue };
+            let Some(pi) = self.live_proc(r.pid) else { continue };
             if self.procs[pi].pt.lookup(r.start).is_none_or(|t| t.start != r.start || t.size_idx != r.size_idx) {
                 continue;
             }
@@ -181,7 +181,7 @@ impl Os {
             if self.spec_demote_p > 0.0 {
                 self.speculative_demotions(mmu);
             }
-            let Some(pi) = self.procs.iter().position(|p| p.pid == v.pid && p.alive) else { continue };
+            let Some(pi) = self.live_proc(v.pid) else { continue };
             let Some(mut t) = self.procs[pi].pt.lookup(v.start).filter(|t| t.start == v.start && t.size_idx == v.size_idx) else {
                 continue;
             };
