@@ -371,3 +371,17 @@ def test_cache_clean_removes_the_cache(cli, tmp_path, monkeypatch):
     assert shown.returncode == 0 and "4.00KiB" in shown.stdout, shown.stdout
     assert run("clean").returncode == 0
     assert not (env_home / "superpager" / "traces").exists()
+
+
+def test_readme_says_to_activate_the_venv_before_its_commands():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    using = readme[readme.index("## Using it"):]
+    assert using.index(". .venv/bin/activate") < using.index("superpager gen")
+    # Its bench examples write a scratch file, not the tracked report.
+    assert "bench --out docs/" not in readme
+
+
+def test_reproduce_quick_help_gives_the_measured_time(cli):
+    _, out, _ = cli("reproduce", "--help")
+    text = " ".join(out.split())
+    assert "a minute or two" not in text and "about 4" in text

@@ -684,7 +684,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "  superpager reproduce romer --out docs/ROMER_RESULTS.md\n\n"
                         "Traces are captured on first use (qemu-user) and cached in ~/.cache/superpager/traces.")
     rp.add_argument("paper", help="navarro or romer")
-    rp.add_argument("--quick", action="store_true", help="smaller inputs (about 4x): a first look in minutes (navarro about 1, romer about 4 on 2 cores)")
+    rp.add_argument("--quick", action="store_true", help="smaller inputs (about 4x smaller): a first look in minutes (romer --quick about 4 on 2 cores)")
     rp.add_argument("--out", help="also write the report (markdown) here")
     rp.set_defaults(fn=cmd_reproduce)
 
