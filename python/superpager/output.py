@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import stat
 from typing import Callable, Iterator, Mapping, Sequence
 
 from . import _core
@@ -28,23 +27,8 @@ _held: set[str] = set()
 
 def check_target(path: str, inputs: Sequence[str] = ()) -> None:
     """Raise SuperpagerError unless `path` may be written: absent, or a regular file that is none
-    of `inputs`."""
-    path = os.fspath(path)
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return
-    except OSError as e:
-        raise _core.SuperpagerError(f"{path}: cannot write there: {e.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (a device, FIFO or socket)"
-        raise _core.SuperpagerError(f"{path}: is {kind}; superpager writes whole regular files only and will not replace it")
-    for i in inputs:
-        try:
-            if os.path.samefile(path, os.fspath(i)):
-                raise _core.SuperpagerError(f"{path}: is also the input; writing it would destroy the input (choose another output)")
-        except FileNotFoundError:
-            pass
+    of `inputs` (the core's rule, shared with `gen` and `trace import`)."""
+    _core.check_output(os.fspath(path), [os.fspath(i) for i in inputs])
 
 
 def _tmp_name(path: str) -> str:

@@ -355,6 +355,15 @@ fn summary_dict(py: Python<'_>, s: &tr::spt::WriteSummary, path: &str) -> PyResu
     Ok(d.into())
 }
 
+/// Refuse an output path that must not be replaced (a device, FIFO or directory, or one of
+/// `inputs`): the one rule every writer uses, Rust's and Python's (`superpager.output`).
+#[pyfunction]
+#[pyo3(signature = (path, inputs=vec![]))]
+fn check_output(path: &str, inputs: Vec<String>) -> PyResult<()> {
+    let inputs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+    tr::spt::check_output(path, &inputs).map_err(err)
+}
+
 /// Generate a synthetic workload into an .spt file.
 #[pyfunction]
 #[pyo3(signature = (kind, out, size="64MiB", accesses=0, seed=1, stride="4KiB", elem=8, alpha=0.99, base=0x7f00_0000_0000u64, passes=1, progress=None))]
@@ -816,6 +825,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(machine_info, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(check_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(check_output, m)?)?;
     m.add_function(wrap_pyfunction!(gen, m)?)?;
     m.add_function(wrap_pyfunction!(gen_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(trace_import, m)?)?;
