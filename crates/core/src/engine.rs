@@ -605,7 +605,7 @@ impl Engine {
     fn event(&mut self, e: &Event) -> Result<()> {
         self.events += 1;
         match e {
-            Event::Context { pid, .. } => self.switch_to(*pid + self.pid_base),
+            Event::Context { pid, .. } => self.switch_to(pid.wrapping_add(self.pid_base)),
             Event::Insns { count } => self.instructions += count,
             _ => {
                 if !self.os.procs[self.cur_pi].alive {

@@ -192,6 +192,7 @@ impl Results {
         c.insert("os.rejected.offset".into(), oc.rejected_offset);
         c.insert("os.rejected.map_count".into(), oc.rejected_map_count);
         c.insert("os.rejected.fd".into(), oc.rejected_fd);
+        c.insert("os.rejected.pid".into(), oc.rejected_pid);
         c.insert("file.reads_clamped".into(), oc.reads_clamped);
         c.insert("os.pages_freed".into(), oc.pages_freed);
         c.insert("os.pages_moved".into(), oc.pages_moved);

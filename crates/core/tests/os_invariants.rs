@@ -18,6 +18,8 @@ struct World {
     /// Live pids and, per pid, its mapped regions (start, len).
     procs: Vec<(u32, Vec<(u64, u64)>)>,
     next_pid: u32,
+    /// Pids of processes that exited: a fork may reuse one, as Linux reuses pids.
+    dead: Vec<u32>,
     fds: u32,
     /// Touch whole regions (every page), to build memory pressure.
     dense: bool,
@@ -76,14 +78,21 @@ impl World {
                 self.procs[cur].1.push((0x5000_0000, top - 0x5000_0000));
             }
             22..=23 if self.procs.len() < 6 => {
-                let child = self.next_pid;
-                self.next_pid += 1;
+                let child = match self.dead.pop() {
+                    Some(p) if self.rng.below(2) == 0 => p,
+                    other => {
+                        self.dead.extend(other);
+                        self.next_pid += 1;
+                        self.next_pid - 1
+                    }
+                };
                 ev(c, Event::Fork { child });
                 let regions = self.procs[cur].1.clone();
                 self.procs.push((child, regions));
             }
             24 if self.procs.len() > 1 => {
                 ev(c, Event::Exit { code: 0 });
+                self.dead.push(pid);
                 self.procs.remove(cur);
                 let next = self.rng.below(self.procs.len() as u64) as usize;
                 ev(c, Event::Context { pid: self.procs[next].0, tid: self.procs[next].0 });
@@ -181,7 +190,7 @@ fn run_full(seed: u64, machine: &str, pol: &str, steps: usize, swap: u64, replac
         replacement: replacement.into(),
     };
     let mut e = Engine::new(m, p, cfg).unwrap();
-    let mut w = World { rng: Rng::new(seed), procs: vec![(1, Vec::new())], next_pid: 2, fds: 3, dense, live: Vec::new() };
+    let mut w = World { rng: Rng::new(seed), procs: vec![(1, Vec::new())], next_pid: 2, dead: Vec::new(), fds: 3, dense, live: Vec::new() };
     let mut cur = 0;
     let mut c = Chunk::default();
     c.events.push((0, Event::Context { pid: 1, tid: 1 }));

@@ -66,6 +66,9 @@ pub enum Reject {
     MapCount,
     /// A descriptor outside 0..fs.nr_open (EBADF, EMFILE).
     Fd,
+    /// A fork whose child pid belongs to a live process: the kernel never hands out a pid in
+    /// use (kernel/pid.c, alloc_pid), so the trace is inconsistent.
+    Pid,
 }
 
 /// fs.nr_open's default, the most descriptors a process may have (fs/file.c: 1024 * 1024).
@@ -201,6 +204,7 @@ pub struct OsCounters {
     pub rejected_offset: u64,
     pub rejected_map_count: u64,
     pub rejected_fd: u64,
+    pub rejected_pid: u64,
     /// read(2) events longer than MAX_RW_COUNT, cut to it as the kernel does.
     pub reads_clamped: u64,
     /// Faults on file mappings: the page was in the page cache (minor) or read from disk (major).
@@ -387,6 +391,12 @@ impl Os {
         if let Some(&i) = self.proc_by_pid.get(&pid) {
             return i;
         }
+        self.spawn(pid)
+    }
+
+    /// A new process with this pid, which from now on names it; a dead process that had the
+    /// pid keeps its entry (and its counts) under no name.
+    fn spawn(&mut self, pid: u32) -> usize {
         let asid = self.next_asid;
         self.next_asid = self.next_asid.wrapping_add(1).max(1);
         if self.next_asid == 1 {
@@ -683,6 +693,8 @@ impl Os {
             // Descriptors are below fs.nr_open (EBADF, EMFILE otherwise).
             Event::FileOpen { fd, .. } => (!(0..NR_OPEN).contains(&fd)).then_some(Reject::Fd),
             Event::FileRead { offset, len, .. } => offset.checked_add(len.min(MAX_RW_COUNT)).is_none_or(|end| end > MAX_LFS_FILESIZE).then_some(Reject::Offset),
+            // A child pid that a dead process had is reused (a new process); a live one is not.
+            Event::Fork { child } => self.live_proc(child.wrapping_add(self.pid_base)).is_some().then_some(Reject::Pid),
             _ => None,
         };
         match why {
@@ -690,6 +702,7 @@ impl Os {
             Some(Reject::Offset) => self.counters.rejected_offset += 1,
             Some(Reject::MapCount) => self.counters.rejected_map_count += 1,
             Some(Reject::Fd) => self.counters.rejected_fd += 1,
+            Some(Reject::Pid) => self.counters.rejected_pid += 1,
             None => {}
         }
         why
@@ -789,7 +802,8 @@ impl Os {
                 }
             }
             Event::Fork { child } => {
-                let ci = self.proc_index(child + self.pid_base);
+                // `reject` refused a live child pid: this one is new or reused after an exit.
+                let ci = self.spawn(child.wrapping_add(self.pid_base));
                 let vmas = self.procs[pi].vmas.clone();
                 let (hs, brk, layout) = (self.procs[pi].heap_start, self.procs[pi].brk, self.procs[pi].has_layout_events);
                 let relocs = self.procs[pi].relocs.clone();
@@ -800,11 +814,9 @@ impl Os {
                 c.brk = brk;
                 c.has_layout_events = layout;
                 self.counters.forks += 1;
-                if self.procs[ci].pt.pages().is_empty() {
-                    self.fork_pages(pi, ci, mmu);
-                    // Swapped pages: the child's entries share the parent's slots.
-                    self.fork_swapped(pi, ci);
-                }
+                self.fork_pages(pi, ci, mmu);
+                // Swapped pages: the child's entries share the parent's slots.
+                self.fork_swapped(pi, ci);
             }
             Event::Exit { .. } => self.exit(pi, mmu),
             Event::FileOpen { fd, ref path, size } => {
