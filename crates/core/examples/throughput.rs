@@ -78,7 +78,15 @@ fn main() {
             let n = e.results().counters["accesses"];
             if std::env::var_os("PHASES").is_some() {
                 let k = per.len();
-                eprintln!("new {:.2}ms chunks {:.1}ms (first {:.2} mid {:.2} last {:.2}) results {:.2}ms", (t1 - t0).as_secs_f64() * 1e3, (t2 - t1).as_secs_f64() * 1e3, per[0], per[k / 2], per[k - 1], t2.elapsed().as_secs_f64() * 1e3);
+                eprintln!(
+                    "new {:.2}ms chunks {:.1}ms (first {:.2} mid {:.2} last {:.2}) results {:.2}ms",
+                    (t1 - t0).as_secs_f64() * 1e3,
+                    (t2 - t1).as_secs_f64() * 1e3,
+                    per[0],
+                    per[k / 2],
+                    per[k - 1],
+                    t2.elapsed().as_secs_f64() * 1e3
+                );
                 eprintln!("{}", per.iter().zip(&faults).map(|(x, f)| format!("{x:.2}/{f}")).collect::<Vec<_>>().join(" "));
             }
             let dt = t0.elapsed().as_secs_f64();
@@ -105,7 +113,13 @@ fn main() {
         let r = s.results().remove(0);
         let dt = t0.elapsed().as_secs_f64();
         if std::env::var_os("PHASES").is_some() {
-            eprintln!("open {:.2}ms steps {:.1}ms results {:.2}ms; steps: {}", t1 * 1e3, (t2 - t1) * 1e3, (dt - t2) * 1e3, steps.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(" "));
+            eprintln!(
+                "open {:.2}ms steps {:.1}ms results {:.2}ms; steps: {}",
+                t1 * 1e3,
+                (t2 - t1) * 1e3,
+                (dt - t2) * 1e3,
+                steps.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(" ")
+            );
         }
         rates.push((r.counters["accesses"] as f64 / dt, r.counters["records"] as f64 / dt));
     }

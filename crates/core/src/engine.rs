@@ -11,10 +11,10 @@ use crate::mmu::machine::Machine;
 use crate::mmu::Mmu;
 use crate::os::{MapOutcome, Os, Vma};
 use crate::policy::{FaultInfo, Policy, Sys};
-use crate::units::Cycles;
-use crate::stats::{Results, Sample};
+use crate::stats::{Results, Sample, Snapshot};
 use crate::trace::{Access, AccessKind, Chunk, Event};
 use crate::units::Bytes;
+use crate::units::Cycles;
 
 /// The most time-series samples a run keeps (see `Engine::sample`).
 pub const MAX_SAMPLES: usize = 16384;
@@ -38,14 +38,7 @@ pub struct EngineConfig {
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig {
-            memory: Bytes(64 << 30),
-            sample_every: 1 << 20,
-            validate: false,
-            fast_paths: true,
-            swap: Bytes(0),
-            replacement: "clock".into(),
-        }
+        EngineConfig { memory: Bytes(64 << 30), sample_every: 1 << 20, validate: false, fast_paths: true, swap: Bytes(0), replacement: "clock".into() }
     }
 }
 
@@ -98,25 +91,12 @@ impl Engine {
         if cfg.memory.0 < machine.largest_page().bytes().min(64 << 20) {
             return Err(Error::usage(format!("--memory {} is too small for this machine", cfg.memory)));
         }
-        let base_only = cfg.fast_paths && policy.only_size() == Some(0);
-        let ticks = policy.wants_tick();
-        let tlb_miss_hook = policy.wants_tlb_misses();
-        let serves_faults = policy.serves_faults();
-        let policy_tells_unmaps = policy.wants_unmaps();
-        let aligns_files = policy.file_mapping_alignment(u64::MAX).is_some();
+        let f = policy.features();
+        let base_only = cfg.fast_paths && f.only_size == Some(0);
         let mut mmu = Mmu::new(machine);
-        mmu.track_evictions = tlb_miss_hook;
+        mmu.track_evictions = f.wants_tlb_misses;
         let mut os = Os::new(&mmu, cfg.memory, cfg.swap, &cfg.replacement)?;
-        os.evict_demotes = policy.demotes_on_eviction();
-        os.deactivate_on_close = policy.deactivates_on_close();
-        os.cache.to_cache = policy.cache_pages_in_buddy();
-        os.wired_clustering = policy.clusters_wired();
-        os.pte_replication = policy.replicates_ptes();
-        os.set_speculative_demotion(policy.speculative_demotion(), mmu.machine.seed);
-        if let Some(d) = policy.file_superpages() {
-            os.file_superpages = true;
-            os.dirty_superpages = d;
-        }
+        os.configure(f.os, mmu.machine.seed);
         // No periodic samples when sample_every is 0: the first sample point is never reached.
         let next_sample = if cfg.sample_every == 0 { u64::MAX } else { cfg.sample_every };
         let mut e = Engine {
@@ -129,7 +109,7 @@ impl Engine {
             cur_live: true,
             cur_cow: false,
             cur_relocated: false,
-            aligns_files,
+            aligns_files: f.places_file_mappings,
             accesses: 0,
             by_kind: [0; 4],
             records: 0,
@@ -140,10 +120,10 @@ impl Engine {
             next_sample,
             started: false,
             base_only,
-            ticks,
-            tlb_miss_hook,
-            serves_faults,
-            tells_unmaps: policy_tells_unmaps,
+            ticks: f.wants_tick,
+            tlb_miss_hook: f.wants_tlb_misses,
+            serves_faults: f.serves_faults,
+            tells_unmaps: f.wants_unmaps,
             pid_base: 0,
             source: 0,
             source_pid: Vec::new(),
@@ -190,7 +170,7 @@ impl Engine {
 
     /// Simulated time now: the program's cycles plus idle time.
     pub fn now(&self) -> u64 {
-        crate::stats::cycles_total(self) as u64 + self.idle_cycles
+        crate::stats::cycles_total(&self.snapshot()) as u64 + self.idle_cycles
     }
 
     /// Let simulated time pass with no process running, up to `t` cycles, daemons ticking
@@ -372,7 +352,6 @@ impl Engine {
                 if !self.os.cow_break(pi, t, a.addr, &mut self.mmu)? {
                     return Err(self.os.oom(self.os.procs[pi].pid));
                 }
-                self.policy.on_write_to_clean(a.addr);
                 self.cur_cow = self.os.procs[pi].cow_pages > 0;
             }
         }
@@ -688,7 +667,7 @@ impl Engine {
     }
 
     pub fn sample(&mut self) {
-        let s = Sample::take(self);
+        let s = Sample::take(&self.snapshot());
         self.series.push(s);
         // Memory stays bounded whatever --sample-every asks: past MAX_SAMPLES, every other
         // sample goes and the interval doubles (the series still spans the whole run).
@@ -704,11 +683,34 @@ impl Engine {
         }
     }
 
+    /// The policy back, with what it learned (a planning pass's driver takes it so).
+    pub fn into_policy(self) -> Box<dyn Policy> {
+        self.policy
+    }
+
     /// Final results. Takes a last sample first.
     pub fn results(&mut self) -> Results {
         if self.series.last().is_none_or(|s| s.accesses != self.accesses) {
             self.sample();
         }
-        Results::collect(self)
+        Results::collect(&self.snapshot())
+    }
+
+    /// The engine's parts and totals, borrowed for results and samples.
+    pub fn snapshot(&self) -> Snapshot<'_> {
+        Snapshot {
+            mmu: &self.mmu,
+            os: &self.os,
+            policy: &*self.policy,
+            series: &self.series,
+            accesses: self.accesses,
+            by_kind: self.by_kind,
+            records: self.records,
+            instructions: self.instructions,
+            events: self.events,
+            series_decimations: self.series_decimations,
+            sample_every: self.cfg.sample_every,
+            idle_cycles: self.idle_cycles,
+        }
     }
 }

@@ -70,11 +70,7 @@ pub struct FragmentationSetup {
 
 fn promotions(e: &Engine) -> BTreeMap<String, u64> {
     let pname = e.policy.name();
-    e.policy
-        .counters()
-        .into_iter()
-        .filter_map(|(k, v)| k.strip_prefix(&format!("{pname}.promote.")).map(|s| (s.to_string(), v)))
-        .collect()
+    e.policy.counters().into_iter().filter_map(|(k, v)| k.strip_prefix(&format!("{pname}.promote.")).map(|s| (s.to_string(), v))).collect()
 }
 
 /// Run the experiment; `progress(label, fraction)` hears about each phase.
@@ -90,7 +86,7 @@ pub fn fragmentation(s: &FragmentationSetup, progress: &mut dyn FnMut(&str, f64)
     let mut series: Vec<(f64, f64, String)> = Vec::new();
     let mut phases = Vec::new();
     let sample = |e: &mut Engine, label: &str, series: &mut Vec<(f64, f64, String)>| {
-        let smp = Sample::take(e);
+        let smp = Sample::take(&e.snapshot());
         series.push((smp.cycles as f64 * ms_per_cycle, smp.contiguity, label.to_string()));
     };
     let wired = Prelude::Wired { count: s.wired };
@@ -118,7 +114,7 @@ pub fn fragmentation(s: &FragmentationSetup, progress: &mut dyn FnMut(&str, f64)
         let promo = promotions(e).into_iter().map(|(k, v)| (k.clone(), v - b.promo.get(&k).copied().unwrap_or(0))).collect();
         let name = largest.name();
         let peak = e.series[b.samples..].iter().map(|x| x.resident.get(&name).copied().unwrap_or(0) / largest.bytes()).max().unwrap_or(0);
-        let smp = Sample::take(e);
+        let smp = Sample::take(&e.snapshot());
         Phase {
             label,
             start_ms: b.ms,
@@ -243,7 +239,16 @@ pub struct StridedOutcome {
 /// large mapping, `touches` times, so first touches keep asking for extents that are scarce.
 /// With `validate`, the OS model's invariants are checked after each phase.
 #[allow(clippy::too_many_arguments)]
-pub fn strided_preemption(machine: Machine, policy_spec: &str, memory: crate::units::Bytes, free_extents: u64, free_memory: FreeMemory, stride: u64, touches: u64, validate: bool) -> Result<StridedOutcome> {
+pub fn strided_preemption(
+    machine: Machine,
+    policy_spec: &str,
+    memory: crate::units::Bytes,
+    free_extents: u64,
+    free_memory: FreeMemory,
+    stride: u64,
+    touches: u64,
+    validate: bool,
+) -> Result<StridedOutcome> {
     use crate::trace::{Access, AccessKind, Chunk, Event, MAP_ANONYMOUS, MAP_PRIVATE};
     let pol = policy::build(policy_spec, &machine.page_sizes)?;
     let cfg = EngineConfig { memory, sample_every: 0, validate, ..EngineConfig::default() };
@@ -398,7 +403,14 @@ pub struct SharedFileOutcome {
 /// one is not aligned to 4MB), one after another, and each reads every page `passes` times.
 /// Aligned placement (Navarro et al., notes §A.2.11) lets each of them map the shared page-cache
 /// extents with the largest superpages; without it, only the processes whose address agrees.
-pub fn shared_file(machine: Machine, policy_spec: &str, memory: crate::units::Bytes, file_bytes: u64, processes: u32, passes: u32) -> Result<SharedFileOutcome> {
+pub fn shared_file(
+    machine: Machine,
+    policy_spec: &str,
+    memory: crate::units::Bytes,
+    file_bytes: u64,
+    processes: u32,
+    passes: u32,
+) -> Result<SharedFileOutcome> {
     use crate::trace::{Access, AccessKind, Chunk, Event, MAP_SHARED};
     if processes == 0 || passes == 0 {
         return Err(Error::usage("processes and passes must be at least 1"));

@@ -145,9 +145,24 @@ pub fn simulate_text(data: &[u8]) {
     if crate::trace::text::import(rest, "fuzz.txt", &mut c, &mut |_| true).is_err() {
         return;
     }
-    const POLICIES: [&str; 8] = ["base", "fixed:2MiB", "linux-thp:enabled=always", "navarro", "romer:asap", "romer:online", "linux-thp:enabled=always,defrag=always", "navarro:fragmentation=cache"];
+    const POLICIES: [&str; 8] = [
+        "base",
+        "fixed:2MiB",
+        "linux-thp:enabled=always",
+        "navarro",
+        "romer:asap",
+        "romer:online",
+        "linux-thp:enabled=always,defrag=always",
+        "navarro:fragmentation=cache",
+    ];
     let policy = POLICIES[sel as usize % POLICIES.len()];
-    let machine = if policy.starts_with("navarro") { "alpha21264" } else if policy.starts_with("romer") { "romer95" } else { "skylake" };
+    let machine = if policy.starts_with("navarro") {
+        "alpha21264"
+    } else if policy.starts_with("romer") {
+        "romer95"
+    } else {
+        "skylake"
+    };
     let m = Machine::load(machine).expect("preset");
     let pol = crate::policy::build(policy, &m.page_sizes).expect("policy");
     let swap = if sel & 0x80 != 0 { Bytes(8 << 20) } else { Bytes(0) };

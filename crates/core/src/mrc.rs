@@ -7,8 +7,8 @@
 //! out the live ones are renumbered in order (constant memory in the trace length; linear in
 //! the number of distinct pages).
 
-use crate::trace::Access;
 use crate::fasthash::FastMap;
+use crate::trace::Access;
 
 pub struct StackDistance {
     last: FastMap<u64, u64>,

@@ -105,7 +105,12 @@ fn parse_count(v: &toml::Value) -> std::result::Result<u64, String> {
                 Some('G') => (&t[..t.len() - 1], 1e9),
                 _ => (t, 1.0),
             };
-            num.trim().parse::<f64>().ok().filter(|x| *x >= 0.0).map(|x| (x * mul) as u64).ok_or_else(|| format!("'{s}' is not a count (e.g. 4000000 or \"4M\")"))
+            num.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| *x >= 0.0)
+                .map(|x| (x * mul) as u64)
+                .ok_or_else(|| format!("'{s}' is not a count (e.g. 4000000 or \"4M\")"))
         }
         o => Err(format!("{o} is not a count")),
     }
@@ -127,7 +132,12 @@ fn parse_ms(v: &toml::Value) -> std::result::Result<f64, String> {
             } else {
                 (t, 1.0)
             };
-            num.trim().parse::<f64>().ok().filter(|x| *x >= 0.0 && x.is_finite()).map(|x| x * mul).ok_or_else(|| format!("'{s}' is not a duration (e.g. \"10ms\", \"2s\")"))
+            num.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| *x >= 0.0 && x.is_finite())
+                .map(|x| x * mul)
+                .ok_or_else(|| format!("'{s}' is not a duration (e.g. \"10ms\", \"2s\")"))
         }
         o => Err(format!("{o} is not a duration")),
     }
@@ -235,7 +245,7 @@ impl Scenario {
         let replacement = match &f.replacement {
             None => "clock".to_string(),
             Some(v) => {
-                crate::policy::replacement::build(v.get_ref()).map_err(|e| ctx.err(v.span(), "replacement", e.to_string()))?;
+                crate::replacement::build(v.get_ref()).map_err(|e| ctx.err(v.span(), "replacement", e.to_string()))?;
                 v.get_ref().clone()
             }
         };
@@ -253,7 +263,10 @@ impl Scenario {
                     // More random reads than this leave memory no more scrambled: each cached
                     // page has been re-read many times over.
                     if reads > MAX_PASSES_OVER_MEMORY * frames {
-                        return Err(r.err("reads", format!("{reads} reads is over {MAX_PASSES_OVER_MEMORY} per frame of the scenario's memory ({frames} frames): more change nothing")));
+                        return Err(r.err(
+                            "reads",
+                            format!("{reads} reads is over {MAX_PASSES_OVER_MEMORY} per frame of the scenario's memory ({frames} frames): more change nothing"),
+                        ));
                     }
                     if read_size == 0 || read_size > memory.0 / 2 {
                         return Err(r.err("read_size", format!("{read_size} bytes: must be from 1 byte to half of memory (each file is half of memory)")));
@@ -291,7 +304,10 @@ impl Scenario {
                         return Err(r.err("max_size", format!("sizes {min_size}..{max_size} bytes: need 1 <= min_size <= max_size <= memory")));
                     }
                     if requests > MAX_PASSES_OVER_MEMORY * frames {
-                        return Err(r.err("requests", format!("{requests} requests is over {MAX_PASSES_OVER_MEMORY} per frame of the scenario's memory: more change nothing")));
+                        return Err(r.err(
+                            "requests",
+                            format!("{requests} requests is over {MAX_PASSES_OVER_MEMORY} per frame of the scenario's memory: more change nothing"),
+                        ));
                     }
                     check_alpha(&r, alpha)?;
                     w
@@ -332,10 +348,7 @@ impl Scenario {
                         passes: r.get("passes", parse_count)?.unwrap_or(1),
                     };
                     p.check().map_err(|e| r.err("gen", e.to_string().trim_start_matches("usage: ").to_string()))?;
-                    let name = format!(
-                        "superpager-gen-{}-{}-{}-{}-{}-{}.spt",
-                        p.kind, p.size, p.accesses, p.seed, p.alpha, p.passes
-                    );
+                    let name = format!("superpager-gen-{}-{}-{}-{}-{}-{}.spt", p.kind, p.size, p.accesses, p.seed, p.alpha, p.passes);
                     (std::env::temp_dir().join(name), Some(p))
                 }
                 (Some(_), Some(_)) => return Err(r.err("gen", "give trace or gen, not both")),
@@ -346,19 +359,34 @@ impl Scenario {
         if processes.is_empty() {
             return Err(ctx.err(0..0, "process", "a scenario needs at least one [[process]]"));
         }
-        Ok(Scenario {
-            file: file.to_string(),
-            memory,
-            seed: f.seed,
-            machine: f.machine,
-            policy: f.policy,
-            sample_every,
-            swap,
-            replacement,
-            prelude,
-            processes,
-        })
+        Ok(Scenario { file: file.to_string(), memory, seed: f.seed, machine: f.machine, policy: f.policy, sample_every, swap, replacement, prelude, processes })
     }
+}
+
+/// Make the synthetic traces a scenario asks for (once: an existing file is reused).
+pub fn ensure_traces(sc: &Scenario, progress: &mut dyn FnMut(&str, f64)) -> Result<()> {
+    for p in &sc.processes {
+        let Some(g) = &p.gen else { continue };
+        if p.trace.exists() {
+            continue;
+        }
+        let out = p.trace.to_string_lossy().to_string();
+        let tmp = format!("{out}.partial.{}", std::process::id());
+        let mut prov = crate::trace::Provenance::new();
+        prov.insert("format".into(), "superpager .spt v2".into());
+        prov.insert("producer".into(), format!("superpager {}", env!("CARGO_PKG_VERSION")).into());
+        prov.insert("source".into(), format!("superpager gen {} (scenario {})", g.kind, sc.file).into());
+        let mut w = crate::trace::spt::SptWriter::create(&tmp, &prov)?;
+        let label = format!("generating {}", g.kind);
+        let r = gen::generate(g, &mut w, &mut |f| progress(&label, f));
+        if let Err(e) = r {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        w.finish()?;
+        std::fs::rename(&tmp, &out).map_err(|e| Error::io(&out, &e))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -397,30 +425,4 @@ mod tests {
         let e = err_of("memory = \"8GiB\"\n");
         assert!(e.contains("'process'"), "{e}");
     }
-}
-
-/// Make the synthetic traces a scenario asks for (once: an existing file is reused).
-pub fn ensure_traces(sc: &Scenario, progress: &mut dyn FnMut(&str, f64)) -> Result<()> {
-    for p in &sc.processes {
-        let Some(g) = &p.gen else { continue };
-        if p.trace.exists() {
-            continue;
-        }
-        let out = p.trace.to_string_lossy().to_string();
-        let tmp = format!("{out}.partial.{}", std::process::id());
-        let mut prov = crate::trace::Provenance::new();
-        prov.insert("format".into(), "superpager .spt v2".into());
-        prov.insert("producer".into(), format!("superpager {}", env!("CARGO_PKG_VERSION")).into());
-        prov.insert("source".into(), format!("superpager gen {} (scenario {})", g.kind, sc.file).into());
-        let mut w = crate::trace::spt::SptWriter::create(&tmp, &prov)?;
-        let label = format!("generating {}", g.kind);
-        let r = gen::generate(g, &mut w, &mut |f| progress(&label, f));
-        if let Err(e) = r {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-        w.finish()?;
-        std::fs::rename(&tmp, &out).map_err(|e| Error::io(&out, &e))?;
-    }
-    Ok(())
 }

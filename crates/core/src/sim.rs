@@ -5,7 +5,7 @@ use crate::engine::{Engine, EngineConfig};
 use crate::error::Result;
 use crate::mmu::machine::Machine;
 use crate::mmu::tlb::{make_tag, Tlb};
-use crate::policy;
+use crate::policy::{self, Policy};
 use crate::scenario::Scenario;
 use crate::stats::Results;
 use crate::trace::spt::{PrefetchReader, TraceMeta};
@@ -45,7 +45,7 @@ impl ScenarioRun {
             cfg.sample_every = n;
         }
         let pol = policy::build(policy_spec, &machine.page_sizes)?;
-        if pol.plans_offline() {
+        if pol.features().planning_passes > 0 {
             return Err(crate::Error::usage(format!("policy {policy_spec}: OFFLINE plans over one trace; scenarios are not supported")));
         }
         let mut engine = Engine::new(machine, pol, cfg)?;
@@ -119,6 +119,30 @@ impl ScenarioRun {
     }
 }
 
+/// Run a policy's planning passes (`Features::planning_passes`; Romer et al.'s OFFLINE): each
+/// runs the whole `trace` in an engine of its own, then the policy, taken back, learns from it
+/// (`Policy::end_planning_pass`) and says whether to go on. Returns the policy ready for the
+/// measured run. `progress(pass, fraction)` hears about each pass.
+pub fn plan(trace: &str, machine: &Machine, mut pol: Box<dyn Policy>, cfg: &EngineConfig, progress: &mut dyn FnMut(u32, f64)) -> Result<Box<dyn Policy>> {
+    let passes = pol.features().planning_passes;
+    for pass in 0..passes {
+        let mut e = Engine::new(machine.clone(), pol, cfg.clone())?;
+        let mut reader = PrefetchReader::open(trace, false)?;
+        let span = reader.meta.file_len.saturating_sub(reader.meta.data_offset).max(1);
+        let data0 = reader.meta.data_offset;
+        while let Some(c) = reader.next()? {
+            e.run_chunk(&c)?;
+            progress(pass, (c.end_offset - data0) as f64 / span as f64);
+            reader.give_back(c);
+        }
+        pol = e.into_policy();
+        if !pol.end_planning_pass(pass) {
+            break;
+        }
+    }
+    Ok(pol)
+}
+
 impl Simulation {
     /// `runs`: (machine name or path, or an Engine-ready Machine) x policy spec.
     pub fn open(trace: &str, runs: Vec<(Machine, String)>, cfg: EngineConfig, allow_truncated: bool) -> Result<Simulation> {
@@ -127,14 +151,19 @@ impl Simulation {
 
     /// As `open`; `progress(label, fraction)` hears about the work done before the first chunk
     /// can run (Romer et al.'s OFFLINE planning passes over the whole trace).
-    pub fn open_with_progress(trace: &str, runs: Vec<(Machine, String)>, cfg: EngineConfig, allow_truncated: bool, progress: &mut dyn FnMut(&str, f64)) -> Result<Simulation> {
+    pub fn open_with_progress(
+        trace: &str,
+        runs: Vec<(Machine, String)>,
+        cfg: EngineConfig,
+        allow_truncated: bool,
+        progress: &mut dyn FnMut(&str, f64),
+    ) -> Result<Simulation> {
         let mut engines = Vec::new();
         for (m, p) in runs {
             let mut pol = policy::build(&p, &m.page_sizes)?;
-            if pol.plans_offline() {
-                // Romer et al.'s OFFLINE: planning passes over the whole trace first.
+            if pol.features().planning_passes > 0 {
                 let mut report = |pass: u32, f: f64| progress(&format!("planning {p} on {}, pass {}", m.name, pass + 1), f);
-                pol = policy::romer::offline::planned(trace, &m, &p, &cfg, &mut report)?;
+                pol = plan(trace, &m, pol, &cfg, &mut report)?;
             }
             engines.push(Engine::new(m, pol, cfg.clone())?);
         }
@@ -181,7 +210,6 @@ impl Simulation {
         self.engines.iter_mut().map(|e| e.results()).collect()
     }
 }
-
 
 /// Run one chunk through every engine. Engines share nothing, so with several of them and a
 /// second core the later half runs on a scoped thread while this one runs the first half (the

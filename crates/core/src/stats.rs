@@ -2,11 +2,13 @@
 //! model, the page-size mix, and a sampled time series. Everything is in sorted maps so the
 //! JSON is byte-identical for the same inputs.
 
-use crate::engine::Engine;
+use crate::mmu::Mmu;
 use crate::os::compact::{CollapseResult, CompactResult};
 use crate::os::fragmentation;
 use crate::os::frames::FrameKind;
 use crate::os::MapOutcome;
+use crate::os::Os;
+use crate::policy::Policy;
 
 /// Fractions are rounded so that results print the same on every platform.
 fn round6(x: f64) -> f64 {
@@ -35,21 +37,35 @@ pub struct Sample {
     pub contiguity: f64,
 }
 
+/// What results are made from, borrowed from an engine at one instant (`Engine::snapshot`):
+/// its parts and its run totals. Results depend on this, not on the engine.
+pub struct Snapshot<'a> {
+    pub mmu: &'a Mmu,
+    pub os: &'a Os,
+    pub policy: &'a dyn Policy,
+    pub series: &'a [Sample],
+    pub accesses: u64,
+    /// Accesses by kind: load, store, modify, fetch.
+    pub by_kind: [u64; 4],
+    pub records: u64,
+    pub instructions: u64,
+    pub events: u64,
+    pub series_decimations: u64,
+    /// The sampling interval in force at the end.
+    pub sample_every: u64,
+    /// Simulated time with no process ready.
+    pub idle_cycles: u64,
+}
+
 impl Sample {
-    pub fn take(e: &Engine) -> Sample {
-        let resident = e
-            .os
-            .resident_now()
-            .into_iter()
-            .enumerate()
-            .map(|(i, b)| (e.os.sizes[i].name(), b))
-            .collect();
+    pub fn take(e: &Snapshot) -> Sample {
+        let resident = e.os.resident_now().into_iter().enumerate().map(|(i, b)| (e.os.sizes[i].name(), b)).collect();
         let phys = &e.os.phys;
         let kinds = phys.frames_by_kind();
         let base = e.os.base.shift();
         Sample {
             accesses: e.accesses,
-            cycles: e.now(),
+            cycles: cycles_total(e) as u64 + e.idle_cycles,
             walks: e.mmu.walk.walks.iter().sum(),
             faults: e.os.counters.faults,
             resident,
@@ -69,7 +85,7 @@ impl Sample {
 /// references x reference latency (or misses x handler cost, for software-managed TLBs) +
 /// faults x fault cost + zeroed KiB x zeroing cost + copied KiB x copy cost (+ the smaller
 /// parts below: I/O, PTE replication, hashing, a policy's miss-handler bookkeeping).
-pub fn cycles(e: &Engine) -> BTreeMap<String, u64> {
+pub fn cycles(e: &Snapshot) -> BTreeMap<String, u64> {
     let parts = cycle_parts(e);
     let total: f64 = parts.iter().map(|(_, v)| v).sum();
     let mut out = BTreeMap::new();
@@ -81,16 +97,16 @@ pub fn cycles(e: &Engine) -> BTreeMap<String, u64> {
 }
 
 /// Bytes the flush hashes: every page of every dirty file superpage (`dirty=hash`).
-pub fn hash_flush_bytes(e: &Engine) -> u64 {
+pub fn hash_flush_bytes(e: &Snapshot) -> u64 {
     e.os.file_counters.hash_dirty.iter().map(|k| e.os.sizes[k.2 as usize].bytes()).sum()
 }
 
 /// Simulated time so far (the daemons' clock).
-pub fn cycles_total(e: &Engine) -> f64 {
+pub fn cycles_total(e: &Snapshot) -> f64 {
     cycle_parts(e).iter().map(|(_, v)| v).sum()
 }
 
-fn cycle_parts(e: &Engine) -> [(&'static str, f64); 10] {
+fn cycle_parts(e: &Snapshot) -> [(&'static str, f64); 10] {
     let m = &e.mmu.machine;
     let access = e.accesses as f64 * m.cycles_per_access;
     let mut tlb = 0.0;
@@ -109,7 +125,7 @@ fn cycle_parts(e: &Engine) -> [(&'static str, f64); 10] {
     let copy = (e.os.compaction.bytes_copied_direct as f64 / 1024.0) * m.copy_cycles_per_kib;
     // Swap-ins and direct swap-outs stall the program; kswapd's writes run beside it.
     // PTE replication: every PTE a promotion or demotion rewrites (Navarro et al. §A.2.12).
-    let pte = if e.os.pte_replication { (e.os.promotions.promote_ptes + e.os.promotions.demote_ptes) as f64 * m.pte_write_cycles } else { 0.0 };
+    let pte = if e.os.features().pte_replication { (e.os.promotions.promote_ptes + e.os.promotions.demote_ptes) as f64 * m.pte_write_cycles } else { 0.0 };
     // Hash digests (navarro:dirty=hash): pages hashed as read, dirty superpages at the flush.
     let hash = (e.os.file_counters.hashed_bytes + hash_flush_bytes(e)) as f64 / 1024.0 * m.hash_cycles_per_kib;
     let io = ((e.os.swap.in_bytes + e.os.swap.out_bytes_direct + e.os.counters.file_read_bytes) as f64 / 1024.0) * m.io_cycles_per_kib;
@@ -144,7 +160,7 @@ pub struct Results {
 }
 
 impl Results {
-    pub fn collect(e: &Engine) -> Results {
+    pub fn collect(e: &Snapshot) -> Results {
         let mut c = BTreeMap::new();
         let sizes = &e.os.sizes;
         c.insert("accesses".into(), e.accesses);
@@ -153,7 +169,7 @@ impl Results {
         }
         c.insert("records".into(), e.records);
         c.insert("series.decimations".into(), e.series_decimations);
-        c.insert("series.sample_every".into(), e.cfg.sample_every);
+        c.insert("series.sample_every".into(), e.sample_every);
         c.insert("events".into(), e.events);
         c.insert("instructions".into(), e.instructions);
         for (i, t) in e.mmu.machine.tlbs.iter().enumerate() {
@@ -372,12 +388,7 @@ impl Results {
             d.insert("tlbmcpi.bookkeeping".into(), round6(b / insns));
             d.insert("tlbmcpi.copy".into(), round6(cp / insns));
         }
-        let killed = e
-            .os
-            .procs
-            .iter()
-            .filter_map(|p| p.killed.as_ref().map(|k| (p.pid.to_string(), k.clone())))
-            .collect();
+        let killed = e.os.procs.iter().filter_map(|p| p.killed.as_ref().map(|k| (p.pid.to_string(), k.clone()))).collect();
         Results {
             machine: e.mmu.machine.name.clone(),
             policy: e.policy.name(),
@@ -386,7 +397,7 @@ impl Results {
             page_size_mix: mix,
             derived: d,
             killed,
-            series: e.series.clone(),
+            series: e.series.to_vec(),
         }
     }
 

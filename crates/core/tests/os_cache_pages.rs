@@ -6,6 +6,7 @@ use superpager_core::engine::{Engine, EngineConfig};
 use superpager_core::mmu::machine::Machine;
 use superpager_core::os::frames::FrameKind;
 use superpager_core::os::prelude::Prelude;
+use superpager_core::os::OsFeatures;
 use superpager_core::policy;
 use superpager_core::trace::*;
 use superpager_core::units::{Bytes, Order};
@@ -174,7 +175,7 @@ fn clustered_wired_pages_pin_few_extents() {
     let mut scattered = engine(false);
     wired.apply(&mut scattered.os, 7, &mut |_| {}).unwrap();
     let mut clustered = engine(false);
-    clustered.os.wired_clustering = true;
+    clustered.os.configure(OsFeatures { wired_clustering: true, ..OsFeatures::default() }, 1);
     wired.apply(&mut clustered.os, 7, &mut |_| {}).unwrap();
     assert_eq!(clustered.os.wired.len(), 600);
     assert_eq!(extents_with_wired(&clustered), 2, "600 frames in two 2MB pools");

@@ -181,14 +181,7 @@ fn run_full(seed: u64, machine: &str, pol: &str, steps: usize, swap: u64, replac
     let m = Machine::load(machine).unwrap();
     let p = policy::build(pol, &m.page_sizes).unwrap();
     let memory = if dense { 64 * MB } else { 256 * MB };
-    let cfg = EngineConfig {
-        memory: Bytes(memory),
-        validate: true,
-        sample_every: 1000,
-        fast_paths: true,
-        swap: Bytes(swap),
-        replacement: replacement.into(),
-    };
+    let cfg = EngineConfig { memory: Bytes(memory), validate: true, sample_every: 1000, fast_paths: true, swap: Bytes(swap), replacement: replacement.into() };
     let mut e = Engine::new(m, p, cfg).unwrap();
     let mut w = World { rng: Rng::new(seed), procs: vec![(1, Vec::new())], next_pid: 2, dead: Vec::new(), fds: 3, dense, live: Vec::new() };
     let mut cur = 0;
@@ -230,7 +223,11 @@ fn invariants_hold_under_random_operations() {
     let mut cow = 0;
     let mut file_faults = 0;
     for seed in 0..6 {
-        for pol in ["base", "fixed:2MiB:fit=vma", "linux-thp:defrag=always,scan_sleep_millisecs=0,alloc_sleep_millisecs=0,pages_to_scan=65536,hugepages-64kB=always,hugepages-16kB=madvise"] {
+        for pol in [
+            "base",
+            "fixed:2MiB:fit=vma",
+            "linux-thp:defrag=always,scan_sleep_millisecs=0,alloc_sleep_millisecs=0,pages_to_scan=65536,hugepages-64kB=always,hugepages-16kB=madvise",
+        ] {
             let pol = pol.replace("fixed:2MiB:fit=vma", "fixed:size=2MiB,fit=vma");
             let e = run(seed, "skylake", &pol, 700);
             reclaimed += e.os.cache.counters.evicted;

@@ -151,7 +151,7 @@ fn mremap_in_place_grows_a_moved_mapping_unless_it_would_reach_another() {
     e.run_chunk(&chunk(vec![grow], [])).unwrap();
     let r = proc(&mut e, 1).relocs.ranges()[0];
     assert_eq!(r.end, MISALIGNED + 16 * MB);
-    let v = proc(&mut e, 1).find_vma(r.to).unwrap().clone();
+    let v = *proc(&mut e, 1).find_vma(r.to).unwrap();
     assert_eq!(v.end - v.start, 16 * MB);
     // A second moved mapping sits after the first one's gap; growing into it is refused.
     let other = 0x5_0020_0000;

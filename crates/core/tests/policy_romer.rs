@@ -53,7 +53,7 @@ fn counter(e: &mut Engine, name: &str) -> u64 {
 }
 
 fn romer(e: &mut Engine) -> &mut Romer {
-    let r = e.policy.as_any_mut().unwrap().downcast_mut::<Romer>().unwrap();
+    let r = (&mut *e.policy as &mut dyn std::any::Any).downcast_mut::<Romer>().unwrap();
     r.sync_evictions(&mut e.mmu);
     r
 }
@@ -209,7 +209,8 @@ fn offline_plans_superpages_that_exist_from_the_start() {
     w.finish().unwrap();
     let m = machine(32);
     let cfg = EngineConfig { memory: Bytes(512 << 20), validate: true, ..Default::default() };
-    let pol = policy::romer::offline::planned(path.to_str().unwrap(), &m, "romer:offline", &cfg, &mut |_, _| {}).unwrap();
+    let pol = policy::build("romer:offline", &m.page_sizes).unwrap();
+    let pol = superpager_core::sim::plan(path.to_str().unwrap(), &m, pol, &cfg, &mut |_, _| {}).unwrap();
     let mut e = Engine::new(m, pol, cfg).unwrap();
     touch(&mut e, hot_trace());
     let walks = counter(&mut e, "walks");

@@ -46,9 +46,9 @@ fn chunks(seed: u64, per_chunk: usize, n: usize) -> Vec<Chunk> {
         for _ in 0..per_chunk {
             let x = r.next();
             let va = match x % 8 {
-                0..=4 => A + ((x >> 8) % (48 << 20) >> (x % 3 * 3)) & !7, // skewed toward low pages
-                5 | 6 => B + (x >> 8) % (16 << 20) & !7,
-                _ => C + (x >> 8) % (8 << 20) & !7,
+                0..=4 => (A + (((x >> 8) % (48 << 20)) >> (x % 3 * 3))) & !7, // skewed toward low pages
+                5 | 6 => (B + (x >> 8) % (16 << 20)) & !7,
+                _ => (C + (x >> 8) % (8 << 20)) & !7,
             };
             c.accesses.push(Access::new(va, if x & 0x100 != 0 { AccessKind::Store } else { AccessKind::Load }, 8));
         }
@@ -78,11 +78,11 @@ fn phased_chunks(seed: u64) -> Vec<Chunk> {
         let window = 1u64 << (14 + r.next() % 10); // 16KB to 8MB
         let start = seg + (r.next() % ((8 << 20) / window)) * window;
         for _ in 0..(200 + r.next() % 2000) {
-            c.accesses.push(Access::new(start + (r.next() % window & !7), AccessKind::Load, 8));
+            c.accesses.push(Access::new(start + ((r.next() % window) & !7), AccessKind::Load, 8));
         }
         for _ in 0..r.next() % 12 {
             let other = SEGS[(r.next() % 3) as usize];
-            c.accesses.push(Access::new(other + (r.next() % (8 << 20) & !7), AccessKind::Load, 8));
+            c.accesses.push(Access::new(other + ((r.next() % (8 << 20)) & !7), AccessKind::Load, 8));
         }
         if phase % 10 == 9 {
             out.push(std::mem::take(&mut c));
@@ -97,7 +97,7 @@ fn run(machine: &Machine, pol: &str, chunks: &[Chunk]) -> (std::collections::BTr
     let mut e = Engine::new(machine.clone(), p, EngineConfig { memory: Bytes(1 << 30), ..Default::default() }).unwrap();
     for c in chunks {
         e.run_chunk(c).unwrap();
-        let r = e.policy.as_any_mut().unwrap().downcast_mut::<Romer>().unwrap();
+        let r = (&mut *e.policy as &mut dyn std::any::Any).downcast_mut::<Romer>().unwrap();
         r.sync_evictions(&mut e.mmu);
         r.check_capacity_bookkeeping();
     }

@@ -41,7 +41,7 @@ fn touch(e: &mut Engine, pages: &[u64]) {
 
 /// The policy, after it has seen the evictions the last fill caused.
 fn romer(e: &mut Engine) -> &mut Romer {
-    let r = e.policy.as_any_mut().unwrap().downcast_mut::<Romer>().unwrap();
+    let r = (&mut *e.policy as &mut dyn std::any::Any).downcast_mut::<Romer>().unwrap();
     r.sync_evictions(&mut e.mmu);
     r
 }
@@ -100,4 +100,3 @@ fn approx_online_keeps_no_capacity_charges() {
     assert_eq!(c["policy.romer.capacity_charges"], 0);
     assert_eq!(c["policy.romer.misses"], 7);
 }
-

@@ -40,11 +40,8 @@ fn a_second_predictor_keeps_the_sweep_cheap() {
 fn version_1_files_still_read() {
     // A file written as version 2 without any second-predictor record is a valid version-1
     // file once its magic says so (version 2 only adds meaning to a bit version 1 kept 0).
-    let recs = vec![
-        Rec::E(Event::Context { pid: 1, tid: 1 }),
-        Rec::A(Access::new(0x1000, AccessKind::Load, 8)),
-        Rec::A(Access::new(0x1008, AccessKind::Store, 8)),
-    ];
+    let recs =
+        vec![Rec::E(Event::Context { pid: 1, tid: 1 }), Rec::A(Access::new(0x1000, AccessKind::Load, 8)), Rec::A(Access::new(0x1008, AccessKind::Store, 8))];
     let p = tmp("v1.spt");
     write(&p, &recs, 100, false);
     let mut bytes = std::fs::read(&p).unwrap();

@@ -295,7 +295,17 @@ fn fragmentation_experiment(
 #[pyo3(signature = (machine, policy, memory, free_extents, stride, touches, free_memory="extents"))]
 fn strided_preemption(machine: &str, policy: &str, memory: &str, free_extents: u64, stride: &str, touches: u64, free_memory: &str) -> PyResult<String> {
     let how = core::experiment::FreeMemory::parse(free_memory).map_err(err)?;
-    let out = core::experiment::strided_preemption(load_machine(machine)?, policy, parse_bytes(memory, "memory")?, free_extents, how, parse_bytes(stride, "stride")?.0, touches, false).map_err(err)?;
+    let out = core::experiment::strided_preemption(
+        load_machine(machine)?,
+        policy,
+        parse_bytes(memory, "memory")?,
+        free_extents,
+        how,
+        parse_bytes(stride, "stride")?.0,
+        touches,
+        false,
+    )
+    .map_err(err)?;
     serde_json::to_string(&out).map_err(|e| usage(format!("strided preemption: {e}")))
 }
 
@@ -304,7 +314,8 @@ fn strided_preemption(machine: &str, policy: &str, memory: &str, free_extents: u
 #[pyfunction]
 #[pyo3(signature = (machine, policy, memory, file_size, every))]
 fn dirty_file(machine: &str, policy: &str, memory: &str, file_size: &str, every: u64) -> PyResult<String> {
-    let out = core::experiment::dirty_file(load_machine(machine)?, policy, parse_bytes(memory, "memory")?, parse_bytes(file_size, "file_size")?.0, every).map_err(err)?;
+    let out = core::experiment::dirty_file(load_machine(machine)?, policy, parse_bytes(memory, "memory")?, parse_bytes(file_size, "file_size")?.0, every)
+        .map_err(err)?;
     serde_json::to_string(&out).map_err(|e| usage(format!("dirty file: {e}")))
 }
 
@@ -313,7 +324,15 @@ fn dirty_file(machine: &str, policy: &str, memory: &str, file_size: &str, every:
 #[pyfunction]
 #[pyo3(signature = (machine, policy, memory, file_size, processes, passes))]
 fn shared_file(machine: &str, policy: &str, memory: &str, file_size: &str, processes: u32, passes: u32) -> PyResult<String> {
-    let out = core::experiment::shared_file(load_machine(machine)?, policy, parse_bytes(memory, "memory")?, parse_bytes(file_size, "file_size")?.0, processes, passes).map_err(err)?;
+    let out = core::experiment::shared_file(
+        load_machine(machine)?,
+        policy,
+        parse_bytes(memory, "memory")?,
+        parse_bytes(file_size, "file_size")?.0,
+        processes,
+        passes,
+    )
+    .map_err(err)?;
     serde_json::to_string(&out).map_err(|e| usage(format!("shared file: {e}")))
 }
 
@@ -426,10 +445,7 @@ fn trace_import(py: Python<'_>, src: &str, fmt: &str, out: &str, fetches: bool, 
     let mut report = |done: u64| -> bool { report_progress(&progress, done as f64 / total as f64) };
     let mut meta = BTreeMap::new();
     meta.insert("source".to_string(), format!("imported from {fmt}"));
-    meta.insert(
-        "original".to_string(),
-        std::path::Path::new(src).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
-    );
+    meta.insert("original".to_string(), std::path::Path::new(src).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
     tr::spt::check_output(out, &[src]).map_err(err)?;
     let tmp = format!("{out}.partial");
     let s = py
@@ -500,10 +516,7 @@ impl<'a, S: RecordSink> RecordSink for FetchFilter<'a, S> {
 #[pyfunction]
 #[pyo3(signature = (path, page_sizes=vec!["4KiB".to_string(), "2MiB".to_string(), "1GiB".to_string()], allow_truncated=false, progress=None))]
 fn trace_info(py: Python<'_>, path: &str, page_sizes: Vec<String>, allow_truncated: bool, progress: Option<PyObject>) -> PyResult<PyObject> {
-    let sizes: Vec<PageSize> = page_sizes
-        .iter()
-        .map(|s| PageSize::parse(s).map_err(|m| usage(format!("page size: {m}"))))
-        .collect::<PyResult<_>>()?;
+    let sizes: Vec<PageSize> = page_sizes.iter().map(|s| PageSize::parse(s).map_err(|m| usage(format!("page size: {m}")))).collect::<PyResult<_>>()?;
     struct Info {
         events: BTreeMap<String, u64>,
         kinds: [u64; 4],

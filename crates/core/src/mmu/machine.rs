@@ -59,9 +59,13 @@ pub enum Coalescing {
     None,
     /// AMD PTE coalescing: aligned, physically contiguous groups of `pages` base PTEs share one
     /// TLB entry (16KB or 32KB with 4KB pages).
-    Amd { max_pages: u32 },
+    Amd {
+        max_pages: u32,
+    },
     /// ARM contiguous bit: `pages` aligned contiguous PTEs marked by the OS form one entry.
-    ArmContiguous { pages: u32 },
+    ArmContiguous {
+        pages: u32,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -252,10 +256,7 @@ impl Machine {
             let src = std::fs::read_to_string(name_or_path).map_err(|e| Error::io(name_or_path, &e))?;
             return Machine::from_toml(&src, name_or_path);
         }
-        Err(Error::usage(format!(
-            "unknown machine '{name_or_path}'; presets: {} (or give a path to a .toml file)",
-            preset_names().join(", ")
-        )))
+        Err(Error::usage(format!("unknown machine '{name_or_path}'; presets: {} (or give a path to a .toml file)", preset_names().join(", "))))
     }
 
     pub fn from_toml(src: &str, file: &str) -> Result<Machine> {
@@ -294,8 +295,8 @@ impl Machine {
             if t.ways > 4096 {
                 return Err(cfg(&k("ways"), "at most 4096 ways".into()));
             }
-            let replacement = Replacement::parse(&t.replacement)
-                .ok_or_else(|| cfg(&k("replacement"), format!("'{}' is not one of lru, plru, random", t.replacement)))?;
+            let replacement =
+                Replacement::parse(&t.replacement).ok_or_else(|| cfg(&k("replacement"), format!("'{}' is not one of lru, plru, random", t.replacement)))?;
             if replacement == Replacement::Plru && (!t.ways.is_power_of_two() || t.ways > 64) {
                 return Err(cfg(&k("replacement"), format!("tree pseudo-LRU needs a power-of-two number of ways up to 64, not {}", t.ways)));
             }

@@ -92,13 +92,7 @@ impl Mmu {
         let mut route: [Vec<Vec<usize>>; 2] = [Vec::new(), Vec::new()];
         for (si, fetch) in [(0usize, false), (1usize, true)] {
             for level in 1..=max_level {
-                let v: Vec<usize> = machine
-                    .tlbs
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, t)| t.level == level && t.stream.serves(fetch))
-                    .map(|(i, _)| i)
-                    .collect();
+                let v: Vec<usize> = machine.tlbs.iter().enumerate().filter(|(_, t)| t.level == level && t.stream.serves(fetch)).map(|(i, _)| i).collect();
                 if !v.is_empty() {
                     route[si].push(v);
                 }
@@ -133,11 +127,7 @@ impl Mmu {
         });
         let n = tlbs.len();
         let flat = |r: &Vec<Vec<usize>>| -> Vec<Probe> {
-            r.iter()
-                .enumerate()
-                .flat_map(|(li, v)| v.iter().map(move |&t| (t, li)))
-                .map(|(t, li)| Probe { tlb: t, level: li, holds: holds[t] })
-                .collect()
+            r.iter().enumerate().flat_map(|(li, v)| v.iter().map(move |&t| (t, li))).map(|(t, li)| Probe { tlb: t, level: li, holds: holds[t] }).collect()
         };
         let probes = [flat(&route[0]), flat(&route[1])];
         let by_size = |ps: &Vec<Probe>| -> Vec<Vec<(usize, usize)>> {
@@ -187,7 +177,6 @@ impl Mmu {
             nested_host_refs,
         }
     }
-
 
     /// Probe the hierarchy. On a hit returns (level index, size index) and has already counted
     /// the hit and the earlier-level misses and fills. On a miss returns None and changes
@@ -395,9 +384,6 @@ impl Mmu {
             p.flush();
         }
     }
-
-
-
 }
 
 #[cfg(test)]
@@ -438,8 +424,10 @@ mod tests {
 
     #[test]
     fn nested_walk_costs_two_dimensions() {
-        let src = include_str!("../machines/skylake.toml")
-            .replace("pwc = [\n  { level = 4, sets = 1, ways = 4 },\n  { level = 3, sets = 2, ways = 4 },\n  { level = 2, sets = 4, ways = 8 },\n]", "nested = { host_levels = 4, host_page_size = \"4KiB\" }");
+        let src = include_str!("../machines/skylake.toml").replace(
+            "pwc = [\n  { level = 4, sets = 1, ways = 4 },\n  { level = 3, sets = 2, ways = 4 },\n  { level = 2, sets = 4, ways = 8 },\n]",
+            "nested = { host_levels = 4, host_page_size = \"4KiB\" }",
+        );
         let mut mmu = Mmu::new(Machine::from_toml(&src, "t").unwrap());
         assert_eq!(mmu.fill_after_walk(0x1000, 1, false, 0), 24);
     }

@@ -477,7 +477,12 @@ mod tests {
         }
         for step in 0..100u64 {
             let hot = step % 8;
-            assert!(t.probe(hot, hot) || { t.fill(hot, hot); true });
+            assert!(
+                t.probe(hot, hot) || {
+                    t.fill(hot, hot);
+                    true
+                }
+            );
             let v = 100 + step;
             let ev = t.fill(v, v);
             assert_ne!(ev, Some(hot));

@@ -73,10 +73,8 @@ pub struct CollapseLimits {
 
 impl CollapseLimits {
     /// No limits: collapse whatever is there, inside its VMA.
-    pub const ANY: CollapseLimits =
-        CollapseLimits { max_none: u64::MAX, max_swap: u64::MAX, max_shared: u64::MAX, past_vma: false, copy_whole: false };
+    pub const ANY: CollapseLimits = CollapseLimits { max_none: u64::MAX, max_swap: u64::MAX, max_shared: u64::MAX, past_vma: false, copy_whole: false };
 }
-
 
 /// Persistent scanner positions and counters.
 #[derive(Clone, Debug, Default)]
@@ -303,10 +301,7 @@ impl Os {
     }
 
     pub(crate) fn size_index_of_order(&self, o: u8) -> u32 {
-        self.sizes
-            .iter()
-            .position(|s| s.shift() - self.base.shift() == o as u32)
-            .expect("anonymous blocks have the order of a page size") as u32
+        self.sizes.iter().position(|s| s.shift() - self.base.shift() == o as u32).expect("anonymous blocks have the order of a page size") as u32
     }
 
     /// Mechanism: promote by copy. Replace whatever maps [start, start + size of `si`) in
@@ -339,11 +334,7 @@ impl Os {
         pages.clear();
         self.procs[pi].pt.pages_in_range(start, len, &mut pages);
         let outcome = (|| {
-            let swapped: u64 = self.procs[pi]
-                .swapped
-                .range(start..start + len)
-                .map(|(_, e)| 1u64 << self.order_of(e.si).0)
-                .sum();
+            let swapped: u64 = self.procs[pi].swapped.range(start..start + len).map(|(_, e)| 1u64 << self.order_of(e.si).0).sum();
             if pages.is_empty() && swapped == 0 {
                 return Err(CollapseResult::PmdNull);
             }
@@ -358,11 +349,8 @@ impl Os {
             if none > lim.max_none {
                 return Err(CollapseResult::ExceedNonePte);
             }
-            let shared: u64 = pages
-                .iter()
-                .filter(|t| self.phys.owner(t.pfn.0) == Owner::SHARED)
-                .map(|t| self.sizes[t.size_idx as usize].bytes() >> self.base.shift())
-                .sum();
+            let shared: u64 =
+                pages.iter().filter(|t| self.phys.owner(t.pfn.0) == Owner::SHARED).map(|t| self.sizes[t.size_idx as usize].bytes() >> self.base.shift()).sum();
             if shared > lim.max_shared {
                 return Err(CollapseResult::ExceedSharedPte);
             }

@@ -13,7 +13,7 @@
 //! Reclaim keeps mapped page-cache pages (the model does not unmap them to evict); compaction
 //! moves them and repoints every mapping.
 //!
-//! **File superpages** (`Os::file_superpages`, asked for by `navarro`; Navarro et al. reserve
+//! **File superpages** (`OsFeatures::file_superpages`, asked for by `navarro`; Navarro et al. reserve
 //! for every memory object, files included). A page read into the cache takes its frame from a
 //! *file reservation*: an aligned extent of the largest superpage size that lies inside the
 //! file, keyed by (file, order, first index), so that the file's pages sit at matching offsets.
@@ -214,7 +214,7 @@ impl Os {
         self.procs[pi].resident[0] += 1;
         self.file_mappers.entry(pfn).or_default().push(Owner::anon(pi, page >> self.base.shift()));
         self.settle_pt_with(pi, Some(mmu));
-        if shared && self.file_superpages {
+        if shared && self.features.file_superpages.is_some() {
             self.promote_file_mapping(pi, page, vma, mmu);
         }
         true
@@ -224,7 +224,7 @@ impl Os {
     pub(crate) fn file_write(&mut self, pi: usize, mut t: Translation, va: u64, mmu: &mut Mmu) -> bool {
         let shared = self.procs[pi].find_vma(t.start).is_some_and(|v| v.flags & MAP_SHARED != 0);
         if t.size_idx > 0 {
-            match self.dirty_superpages {
+            match self.features.file_superpages.unwrap_or(DirtySuperpages::Demote) {
                 DirtySuperpages::Demote => {
                     // Demote around the written page until it is a base page of its own.
                     while t.size_idx > 0 && self.demote(pi, va, t.size_idx - 1, mmu) == super::promote::DemoteResult::Demoted {

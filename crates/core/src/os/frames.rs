@@ -64,15 +64,8 @@ pub enum FrameKind {
 }
 
 impl FrameKind {
-    pub const ALL: [FrameKind; 7] = [
-        FrameKind::Free,
-        FrameKind::Anon,
-        FrameKind::File,
-        FrameKind::PageTable,
-        FrameKind::Wired,
-        FrameKind::Reserved,
-        FrameKind::Reservation,
-    ];
+    pub const ALL: [FrameKind; 7] =
+        [FrameKind::Free, FrameKind::Anon, FrameKind::File, FrameKind::PageTable, FrameKind::Wired, FrameKind::Reserved, FrameKind::Reservation];
     fn from_u8(v: u8) -> FrameKind {
         FrameKind::ALL[(v & KIND_MASK) as usize]
     }
@@ -908,7 +901,11 @@ impl PhysMem {
                 free += n;
                 let mt = ((self.kind[f as usize] >> 4) & 3) as usize;
                 if mt != self.pb_type[self.pb_of(f)] as usize {
-                    return Err(format!("free block {f:#x} is on the {} list but its pageblock is {}", MigrateType::ALL[mt].name(), self.pageblock_type(self.pb_of(f)).name()));
+                    return Err(format!(
+                        "free block {f:#x} is on the {} list but its pageblock is {}",
+                        MigrateType::ALL[mt].name(),
+                        self.pageblock_type(self.pb_of(f)).name()
+                    ));
                 }
                 listed[mt][o as usize] += 1;
                 for g in f..f + n {
@@ -969,7 +966,12 @@ impl PhysMem {
                     return Err(format!("free list ({}, order {o}) ends at {prev:#x} but its tail says {:#x}", MigrateType::ALL[mt].name(), self.tails[mt][o]));
                 }
                 if n != self.list_len[mt][o] || n != listed[mt][o] {
-                    return Err(format!("free list ({}, order {o}) has {n} entries, counted {}, frame table says {}", MigrateType::ALL[mt].name(), self.list_len[mt][o], listed[mt][o]));
+                    return Err(format!(
+                        "free list ({}, order {o}) has {n} entries, counted {}, frame table says {}",
+                        MigrateType::ALL[mt].name(),
+                        self.list_len[mt][o],
+                        listed[mt][o]
+                    ));
                 }
             }
         }
@@ -1156,8 +1158,8 @@ mod tests {
 
     #[test]
     fn owners_round_trip() {
-        let o = Owner::anon(7, 0x7fff_ffff_f);
-        assert_eq!(o.as_anon(), Some((7, 0x7fff_ffff_f)));
+        let o = Owner::anon(7, 0x7_ffff_ffff);
+        assert_eq!(o.as_anon(), Some((7, 0x7_ffff_ffff)));
         assert_eq!(o.as_file(), None);
         let f = Owner::file(3, 12345);
         assert_eq!(f.as_file(), Some((3, 12345)));

@@ -47,12 +47,12 @@ pub mod zeroed;
 
 use crate::error::{Error, Result};
 use crate::mmu::{Mmu, MAX_SIZES};
+use crate::replacement::Replacement;
 use crate::trace::*;
-use crate::units::{Bytes, Order, PageSize};
-use pagetable::{PageTable, Translation};
-use crate::policy::replacement::Replacement;
-use frames::{FrameKind, Owner, PhysMem};
 use crate::units::Pfn;
+use crate::units::{Bytes, Order, PageSize};
+use frames::{FrameKind, Owner, PhysMem};
+use pagetable::{PageTable, Translation};
 use std::collections::{BTreeMap, HashMap};
 
 /// Why `Os::reject` refused an event (the kernel's error in brackets).
@@ -220,6 +220,33 @@ pub struct OsCounters {
     pub bookkeeping_cycles: u64,
 }
 
+/// The OS mechanisms a policy turns on, once, before the run (`Policy::features`); every one
+/// is off by default (stock Linux behaviour).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OsFeatures {
+    /// Evicting part of a superpage demotes it around the victim and evicts that base page,
+    /// rather than swapping the superpage whole (Navarro et al. §4.4).
+    pub evict_demotes: bool,
+    /// A file's cached pages become inactive when its last opener closes it (Navarro et al.
+    /// §A.2.9), rather than keeping their reference state (stock FreeBSD, Linux).
+    pub deactivate_on_close: bool,
+    /// Page-cache reclaim moves pages into the buddy lists with their contents, where they
+    /// count as free and coalesce (Navarro et al.'s cache pages, §A.2.9).
+    pub cache_pages_in_buddy: bool,
+    /// Wired kernel pages come from pools of contiguous memory (Navarro et al.'s wired-page
+    /// clustering, §A.2.10).
+    pub wired_clustering: bool,
+    /// Promotions and demotions rewrite every base PTE of the superpage (FreeBSD on Alpha
+    /// replicates a superpage's PTE in each base slot); `cycles.pte` charges them.
+    pub pte_replication: bool,
+    /// Under memory pressure, demote a superpage whose reference bit the page daemon clears,
+    /// with this probability (Navarro et al.'s speculative demotion; 0: never).
+    pub speculative_demotion: f64,
+    /// Page-cache pages come from file reservations and shared file mappings are promoted in
+    /// place (os/filemap.rs), with this answer to a write to a clean file superpage; None: off.
+    pub file_superpages: Option<filemap::DirtySuperpages>,
+}
+
 pub struct Os {
     pub sizes: Vec<PageSize>,
     pub base: PageSize,
@@ -243,22 +270,8 @@ pub struct Os {
     /// Set while a policy daemon (khugepaged, kcompactd) works: its copies run beside the
     /// program and are not charged to it.
     pub in_daemon: bool,
-    /// Evicting part of a superpage demotes it around the victim instead of swapping it whole
-    /// (set from the policy: `Policy::demotes_on_eviction`).
-    pub evict_demotes: bool,
-    /// A file's cached pages become inactive when its last opener closes it (set from the
-    /// policy: `Policy::deactivates_on_close`).
-    pub deactivate_on_close: bool,
-    /// Wired pages come from contiguous pools (set from the policy: `Policy::clusters_wired`).
-    pub wired_clustering: bool,
-    /// Promotions and demotions rewrite every base PTE of the superpage (set from the policy:
-    /// `Policy::replicates_ptes`); `cycles.pte` charges them.
-    pub pte_replication: bool,
-    /// Page-cache pages of a file come from reservations and shared file mappings are promoted
-    /// in place (set from the policy: `Policy::file_superpages`), and what a write to a clean
-    /// file superpage does (`Policy::dirty_superpages`).
-    pub file_superpages: bool,
-    pub dirty_superpages: filemap::DirtySuperpages,
+    /// The mechanisms the policy turned on (`Os::configure`); fixed for the run.
+    features: OsFeatures,
     /// Live file reservations by (file, order, first page index of the extent).
     pub file_reservs: HashMap<(u32, u8, u64), (u32, u64)>,
     /// File sizes in bytes, from the largest size an open announced.
@@ -275,7 +288,7 @@ pub struct Os {
     pub spec_demote_p: f64,
     pub spec_rng: crate::trace::gen::Rng,
     pub demoted: HashMap<(u32, u64), swap::Demoted>,
-    cleared_scratch: Vec<crate::policy::replacement::PageRef>,
+    cleared_scratch: Vec<crate::replacement::PageRef>,
     /// The current wired pool: frames [next, end) of an extent set aside for wired pages.
     pub wired_pool: (u64, u64),
     pub daemon: pagedaemon::DaemonCounters,
@@ -325,8 +338,7 @@ impl Os {
         let frames = memory.0 >> m.base_page.shift();
         let max_order = (m.largest_page().shift() - m.base_page.shift()) as u8;
         // Pageblocks are one last-level table's span (Linux: pageblock_order = the PMD order).
-        let phys = PhysMem::new(frames, max_order, m.bits_per_level)
-            .map_err(|e| Error::usage(format!("--memory {memory}: {e}")))?;
+        let phys = PhysMem::new(frames, max_order, m.bits_per_level).map_err(|e| Error::usage(format!("--memory {memory}: {e}")))?;
         Ok(Os {
             sizes: m.page_sizes.clone(),
             base: m.base_page,
@@ -344,12 +356,7 @@ impl Os {
             pt_oom: false,
             compaction: compact::Compaction::default(),
             in_daemon: false,
-            evict_demotes: false,
-            deactivate_on_close: false,
-            wired_clustering: false,
-            pte_replication: false,
-            file_superpages: false,
-            dirty_superpages: filemap::DirtySuperpages::Demote,
+            features: OsFeatures::default(),
             file_reservs: HashMap::new(),
             file_sizes: HashMap::new(),
             proc_by_pid: HashMap::new(),
@@ -370,7 +377,7 @@ impl Os {
             shared: HashMap::new(),
             file_mappers: HashMap::new(),
             in_prelude: false,
-            replacement: crate::policy::replacement::build(replacement)?,
+            replacement: crate::replacement::build(replacement)?,
             swap_total: swap.0 >> m.base_page.shift(),
             swap_used: 0,
             swap_slots: HashMap::new(),
@@ -384,6 +391,19 @@ impl Os {
     /// The index of live process `pid`, if there is one.
     pub(crate) fn live_proc(&self, pid: u32) -> Option<usize> {
         self.proc_by_pid.get(&pid).copied().filter(|&pi| self.procs[pi].alive)
+    }
+
+    /// Turn on the mechanisms the policy asks for (`Policy::features`), before the run;
+    /// `seed` drives speculative demotion's draws.
+    pub fn configure(&mut self, f: OsFeatures, seed: u64) {
+        self.features = f;
+        self.cache.to_cache = f.cache_pages_in_buddy;
+        self.set_speculative_demotion(f.speculative_demotion, seed);
+    }
+
+    /// The mechanisms in force.
+    pub fn features(&self) -> &OsFeatures {
+        &self.features
     }
 
     pub fn proc_index(&mut self, pid: u32) -> usize {
@@ -492,11 +512,7 @@ impl Os {
             }
             // A base page may reclaim (page cache, then swap); a larger one only takes what is
             // free (the policy decides about compaction).
-            let got = if si == 0 {
-                self.alloc_reclaiming(Order(0), FrameKind::Anon, Some(mmu))
-            } else {
-                self.phys.alloc(self.order_of(si), FrameKind::Anon)
-            };
+            let got = if si == 0 { self.alloc_reclaiming(Order(0), FrameKind::Anon, Some(mmu)) } else { self.phys.alloc(self.order_of(si), FrameKind::Anon) };
             let Some(pfn) = got else { return MapOutcome::NoContiguousExtent };
             self.map_fresh_frames(pi, start, si, pfn, mmu)
         })();
@@ -775,7 +791,15 @@ impl Os {
                         p.brk = new;
                         if new > old {
                             // Grow the heap VMA (or create it).
-                            let v = Vma { start: h, end: new, prot: PROT_READ | PROT_WRITE, flags: MAP_PRIVATE | MAP_ANONYMOUS, kind: VmaKind::Heap, thp_advice: None, file: None };
+                            let v = Vma {
+                                start: h,
+                                end: new,
+                                prot: PROT_READ | PROT_WRITE,
+                                flags: MAP_PRIVATE | MAP_ANONYMOUS,
+                                kind: VmaKind::Heap,
+                                thp_advice: None,
+                                file: None,
+                            };
                             let keep = self.procs[pi].vmas.get(&h).and_then(|x| x.thp_advice);
                             self.procs[pi].vmas.remove(&h);
                             self.remove_vmas(pi, old.max(h), new, mmu);
@@ -837,7 +861,7 @@ impl Os {
                 if let Some(id) = self.procs[pi].fds.remove(&fd) {
                     let f = &mut self.cache.files[id as usize];
                     f.open = f.open.saturating_sub(1);
-                    if f.open == 0 && self.deactivate_on_close {
+                    if f.open == 0 && self.features.deactivate_on_close {
                         self.cache.deactivate(id);
                     }
                 }
@@ -885,7 +909,8 @@ impl Os {
         // may span the whole address space).
         let first = start.next_multiple_of(pmd);
         let total = if end >= first { (end - first) / pmd } else { 0 };
-        let spans: Vec<(u64, u64)> = self.procs[pi].vmas.values().filter(|v| v.end > start && v.start < end).map(|v| (v.start.max(start), v.end.min(end))).collect();
+        let spans: Vec<(u64, u64)> =
+            self.procs[pi].vmas.values().filter(|v| v.end > start && v.start < end).map(|v| (v.start.max(start), v.end.min(end))).collect();
         let mut tried = 0;
         for (s, e) in spans {
             let mut a = s.next_multiple_of(pmd);
@@ -930,11 +955,11 @@ impl Os {
     /// cache and, with the MMU at hand for shootdowns, swapping when memory is short.
     pub(crate) fn cache_page(&mut self, file: u32, index: u64, mmu: Option<&mut Mmu>) -> bool {
         let low = self.watermarks.1;
-        if self.file_superpages && !self.cache.is_present(&self.phys, file, index) {
+        if self.features.file_superpages.is_some() && !self.cache.is_present(&self.phys, file, index) {
             if self.phys.available_frames() <= low && self.cache.cached > 0 {
                 self.cache.reclaim(&mut self.phys, &self.file_mappers, pagecache::SWAP_CLUSTER_MAX);
             }
-            if self.dirty_superpages == filemap::DirtySuperpages::Hash {
+            if self.features.file_superpages == Some(filemap::DirtySuperpages::Hash) {
                 self.file_counters.hashed_bytes += self.base.bytes(); // its digest, as it is read
             }
             if let Some(pfn) = self.file_reserved_frame(file, index) {
@@ -946,8 +971,7 @@ impl Os {
             return true;
         }
         let Some(m) = mmu else { return false };
-        self.swap_out(pagecache::SWAP_CLUSTER_MAX as u64, m) > 0
-            && self.cache.access_with(&mut self.phys, &self.file_mappers, file, index, false, u64::MAX)
+        self.swap_out(pagecache::SWAP_CLUSTER_MAX as u64, m) > 0 && self.cache.access_with(&mut self.phys, &self.file_mappers, file, index, false, u64::MAX)
     }
 
     /// `read_file`, able to swap when memory is short.
@@ -1179,7 +1203,10 @@ impl Os {
                     }
                     shared_seen += 1;
                 } else if owner != want {
-                    return Err(format!("pid {}: frame {f:#x} mapped at {:#x} has reverse map {:?}, expected {:?} (double-mapped or stale)", p.pid, t.start, owner, want));
+                    return Err(format!(
+                        "pid {}: frame {f:#x} mapped at {:#x} has reverse map {:?}, expected {:?} (double-mapped or stale)",
+                        p.pid, t.start, owner, want
+                    ));
                 } else {
                     anon_frames += 1u64 << o;
                 }
@@ -1208,10 +1235,7 @@ impl Os {
         }
         let by_kind = self.phys.frames_by_kind();
         if by_kind[FrameKind::Anon as usize] != anon_frames {
-            return Err(format!(
-                "anonymous frames not conserved: {} allocated, {} mapped (leaked or lost)",
-                by_kind[FrameKind::Anon as usize], anon_frames
-            ));
+            return Err(format!("anonymous frames not conserved: {} allocated, {} mapped (leaked or lost)", by_kind[FrameKind::Anon as usize], anon_frames));
         }
         self.validate_swap()?;
         let mapped_pages: u64 = self.procs.iter().map(|p| p.resident.iter().sum::<u64>()).sum::<u64>() - file_ptes;
@@ -1265,5 +1289,3 @@ impl Os {
         Ok(())
     }
 }
-
-

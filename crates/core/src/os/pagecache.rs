@@ -19,8 +19,8 @@
 //! frame was allocated meanwhile, the access is a miss like any other.
 
 use super::frames::{FrameKind, Owner, PhysMem, NIL};
-use std::collections::HashMap;
 use crate::units::{Order, Pfn};
+use std::collections::HashMap;
 use std::collections::VecDeque;
 
 /// Pages reclaimed per call (Linux SWAP_CLUSTER_MAX, include/linux/swap.h).
@@ -93,9 +93,9 @@ impl PageMap {
     }
     /// Every listed page, in index order: (index, frame, flags).
     fn iter(&self) -> impl Iterator<Item = (u64, u32, u8)> + '_ {
-        self.chunks.iter().flat_map(|(&c, ch)| {
-            (0..CHUNK).filter(move |&i| ch.pfn[i] != NIL).map(move |i| (c * CHUNK as u64 + i as u64, ch.pfn[i], ch.flags[i]))
-        })
+        self.chunks
+            .iter()
+            .flat_map(|(&c, ch)| (0..CHUNK).filter(move |&i| ch.pfn[i] != NIL).map(move |i| (c * CHUNK as u64 + i as u64, ch.pfn[i], ch.flags[i])))
     }
     fn for_each_flags_mut(&mut self, f: &mut dyn FnMut(&mut u8)) {
         for ch in self.chunks.values_mut() {
@@ -317,9 +317,7 @@ impl PageCache {
 
     /// Every page held in an allocated frame, as (file, index, frame).
     pub fn pages(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
-        self.files.iter().enumerate().flat_map(|(fi, f)| {
-            f.pages.iter().filter(|&(_, _, fl)| fl & CACHED == 0).map(move |(i, p, _)| (fi as u32, i, p as u64))
-        })
+        self.files.iter().enumerate().flat_map(|(fi, f)| f.pages.iter().filter(|&(_, _, fl)| fl & CACHED == 0).map(move |(i, p, _)| (fi as u32, i, p as u64)))
     }
 
     /// Whether page `index` of `file` is listed as held in cache frame `pfn`.

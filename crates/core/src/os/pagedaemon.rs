@@ -46,12 +46,7 @@ pub struct DaemonCounters {
 /// Alpha superpage; a 1GB pool would waste a gigabyte on a few kernel pages).
 fn pool_order(os: &Os) -> u8 {
     let base = os.base.shift();
-    os.sizes[1..]
-        .iter()
-        .map(|s| (s.shift() - base) as u8)
-        .filter(|&o| (o as u32 + base) <= 22 && o <= os.phys.max_order())
-        .max()
-        .unwrap_or(0)
+    os.sizes[1..].iter().map(|s| (s.shift() - base) as u8).filter(|&o| (o as u32 + base) <= 22 && o <= os.phys.max_order()).max().unwrap_or(0)
 }
 
 impl Os {

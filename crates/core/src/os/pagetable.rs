@@ -8,8 +8,8 @@
 //! first frame; nodes are only created on the way to a leaf.
 
 use crate::mmu::machine::radix_leaf_level;
-use std::cell::Cell;
 use crate::units::{PageSize, Pfn};
+use std::cell::Cell;
 
 const PRESENT: u64 = 1;
 const LEAF: u64 = 2;
@@ -637,7 +637,7 @@ mod tests {
         pt.unmap_range(0x40_0000 + 5 * 4096, 4096, &mut out);
         assert_eq!(pt.size_at(0x40_0000 + 5 * 4096), None);
         assert_eq!(pt.size_at(0x40_0000 + 6 * 4096), Some(0));
-        assert!(pt.map(0x40_0000, 1, Pfn(1 << 20)) == false, "64KB over mapped base pages is refused");
+        assert!(!pt.map(0x40_0000, 1, Pfn(1 << 20)), "64KB over mapped base pages is refused");
         pt.unmap_range(0x40_0000, 0x1_0000, &mut out);
         assert!(pt.map(0x40_0000, 1, Pfn(1 << 20)));
         assert_eq!(pt.size_at(0x40_0000 + 3 * 4096), Some(1), "mixed node: read the leaf");

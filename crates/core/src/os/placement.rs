@@ -187,63 +187,6 @@ impl PlacementWindow {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rel(ranges: &[(u64, u64, u64)]) -> Relocations {
-        let mut r = Relocations::default();
-        for &(start, end, to) in ranges {
-            r.insert(Relocation { start, end, to });
-        }
-        r
-    }
-
-    #[test]
-    fn translate_moves_only_inside_ranges() {
-        let r = rel(&[(0x1000, 0x3000, 0x10_0000), (0x8000, 0x9000, 0x20_0000)]);
-        assert_eq!(r.translate(0xfff), 0xfff);
-        assert_eq!(r.translate(0x1000), 0x10_0000);
-        assert_eq!(r.translate(0x2abc), 0x10_1abc);
-        assert_eq!(r.translate(0x3000), 0x3000);
-        assert_eq!(r.translate(0x8fff), 0x20_0fff);
-    }
-
-    #[test]
-    fn pieces_split_at_range_edges() {
-        let r = rel(&[(0x1000, 0x3000, 0x10_0000)]);
-        let mut out = Vec::new();
-        r.pieces(0x0, 0x4000, &mut out);
-        assert_eq!(out, vec![(0x0, 0x1000, 0x0, false), (0x1000, 0x3000, 0x10_0000, true), (0x3000, 0x4000, 0x3000, false)]);
-        r.pieces(0x2000, 0x2800, &mut out);
-        assert_eq!(out, vec![(0x2000, 0x2800, 0x10_1000, true)]);
-        r.pieces(0x5000, 0x6000, &mut out);
-        assert_eq!(out, vec![(0x5000, 0x6000, 0x5000, false)]);
-    }
-
-    #[test]
-    fn remove_trims_and_splits() {
-        let mut r = rel(&[(0x1000, 0x5000, 0x10_0000)]);
-        r.remove(0x2000, 0x3000);
-        assert_eq!(r.ranges(), &[Relocation { start: 0x1000, end: 0x2000, to: 0x10_0000 }, Relocation { start: 0x3000, end: 0x5000, to: 0x10_2000 }]);
-        assert_eq!(r.translate(0x3000), 0x10_2000);
-        r.remove(0, u64::MAX);
-        assert!(r.is_empty());
-    }
-
-    #[test]
-    fn window_hands_out_congruent_disjoint_ranges() {
-        let mut w = PlacementWindow::for_limit(1 << 48);
-        let a = w.take(5 << 20, 4 << 20, 0x2000, 1 << 48).unwrap();
-        assert_eq!(a % (4 << 20), 0x2000);
-        let b = w.take(1 << 20, 64 << 10, 0, 1 << 48).unwrap();
-        assert_eq!(b % (64 << 10), 0);
-        assert!(b >= a + (5 << 20));
-        assert!(w.clashes(a, a + 1) && !w.clashes(0x7fff_0000_0000, 0x7fff_0001_0000));
-        assert!(w.take(1 << 48, 4 << 20, 0, 1 << 48).is_err());
-    }
-}
-
 impl super::Os {
     /// Translate one address-space event of process `pi` from trace addresses to simulated ones,
     /// into `out` (a range that straddles moved and unmoved parts becomes one event per part),
@@ -367,5 +310,62 @@ impl super::Os {
             ))),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rel(ranges: &[(u64, u64, u64)]) -> Relocations {
+        let mut r = Relocations::default();
+        for &(start, end, to) in ranges {
+            r.insert(Relocation { start, end, to });
+        }
+        r
+    }
+
+    #[test]
+    fn translate_moves_only_inside_ranges() {
+        let r = rel(&[(0x1000, 0x3000, 0x10_0000), (0x8000, 0x9000, 0x20_0000)]);
+        assert_eq!(r.translate(0xfff), 0xfff);
+        assert_eq!(r.translate(0x1000), 0x10_0000);
+        assert_eq!(r.translate(0x2abc), 0x10_1abc);
+        assert_eq!(r.translate(0x3000), 0x3000);
+        assert_eq!(r.translate(0x8fff), 0x20_0fff);
+    }
+
+    #[test]
+    fn pieces_split_at_range_edges() {
+        let r = rel(&[(0x1000, 0x3000, 0x10_0000)]);
+        let mut out = Vec::new();
+        r.pieces(0x0, 0x4000, &mut out);
+        assert_eq!(out, vec![(0x0, 0x1000, 0x0, false), (0x1000, 0x3000, 0x10_0000, true), (0x3000, 0x4000, 0x3000, false)]);
+        r.pieces(0x2000, 0x2800, &mut out);
+        assert_eq!(out, vec![(0x2000, 0x2800, 0x10_1000, true)]);
+        r.pieces(0x5000, 0x6000, &mut out);
+        assert_eq!(out, vec![(0x5000, 0x6000, 0x5000, false)]);
+    }
+
+    #[test]
+    fn remove_trims_and_splits() {
+        let mut r = rel(&[(0x1000, 0x5000, 0x10_0000)]);
+        r.remove(0x2000, 0x3000);
+        assert_eq!(r.ranges(), &[Relocation { start: 0x1000, end: 0x2000, to: 0x10_0000 }, Relocation { start: 0x3000, end: 0x5000, to: 0x10_2000 }]);
+        assert_eq!(r.translate(0x3000), 0x10_2000);
+        r.remove(0, u64::MAX);
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn window_hands_out_congruent_disjoint_ranges() {
+        let mut w = PlacementWindow::for_limit(1 << 48);
+        let a = w.take(5 << 20, 4 << 20, 0x2000, 1 << 48).unwrap();
+        assert_eq!(a % (4 << 20), 0x2000);
+        let b = w.take(1 << 20, 64 << 10, 0, 1 << 48).unwrap();
+        assert_eq!(b % (64 << 10), 0);
+        assert!(b >= a + (5 << 20));
+        assert!(w.clashes(a, a + 1) && !w.clashes(0x7fff_0000_0000, 0x7fff_0001_0000));
+        assert!(w.take(1 << 48, 4 << 20, 0, 1 << 48).is_err());
     }
 }

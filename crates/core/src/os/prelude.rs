@@ -89,7 +89,7 @@ impl Prelude {
                 let frames = os.phys.total_frames();
                 let mut placed = 0u64;
                 let mut tries = 0u64;
-                while placed < count && os.wired_clustering {
+                while placed < count && os.features().wired_clustering {
                     // Wired-page clustering: from contiguous pools, not scattered.
                     let Some(f) = os.alloc_wired_clustered() else {
                         return Err(Error::Sim(format!("prelude wired: could place only {placed} of {count} wired frames (memory is full)")));
@@ -142,7 +142,7 @@ impl Prelude {
                 }
                 // The server exits, closing its files: with deactivate-on-close their pages
                 // become inactive.
-                if os.deactivate_on_close {
+                if os.features().deactivate_on_close {
                     for &(id, _) in &ids {
                         os.cache.deactivate(id);
                     }

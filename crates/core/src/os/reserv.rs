@@ -23,9 +23,9 @@
 use super::frames::{FrameKind, Owner, PhysMem};
 use super::zeroed::ZeroedBuf;
 use super::{MapOutcome, Os};
+use crate::fasthash::FastMap;
 use crate::mmu::Mmu;
 use crate::units::{Order, Pfn};
-use crate::fasthash::FastMap;
 
 /// One reservation.
 #[derive(Clone, Debug)]
@@ -191,14 +191,7 @@ impl PhysMem {
         self.split_allocation(pfn, Order(0));
         let n = 1u64 << order.0;
         self.reservs.set_member(pfn.0, n, true);
-        let id = self.reservs.insert(Reserv {
-            pfn: pfn.0,
-            order: order.0,
-            owner,
-            popmap: vec![0; (n as usize).div_ceil(64)],
-            popcnt: 0,
-            last_alloc: now,
-        });
+        let id = self.reservs.insert(Reserv { pfn: pfn.0, order: order.0, owner, popmap: vec![0; (n as usize).div_ceil(64)], popcnt: 0, last_alloc: now });
         self.reservs.counters.created[order.0 as usize] += 1;
         Some((id, pfn))
     }
@@ -317,12 +310,7 @@ impl PhysMem {
     /// oldest, returning its unpopulated frames (FreeBSD's vm_reserv_reclaim_inactive). Returns
     /// whether there was one with frames to give.
     pub fn reserv_reclaim_one(&mut self) -> bool {
-        let victim = self
-            .reservs
-            .live()
-            .filter(|(_, r)| (r.popcnt as u64) < r.frames())
-            .min_by_key(|(id, r)| (r.last_alloc, *id))
-            .map(|(id, _)| id);
+        let victim = self.reservs.live().filter(|(_, r)| (r.popcnt as u64) < r.frames()).min_by_key(|(id, r)| (r.last_alloc, *id)).map(|(id, _)| id);
         match victim {
             Some(id) => {
                 self.reserv_split(id, Order(0));

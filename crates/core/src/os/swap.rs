@@ -1,5 +1,5 @@
 //! Swap: anonymous pages leave memory when the page cache has nothing left to give, chosen by
-//! the pluggable replacement policy (policy/replacement), and come back on a major fault.
+//! the pluggable replacement policy (replacement/), and come back on a major fault.
 //!
 //! A swapped-out page keeps its size: a 2MB page is written and read back whole (Linux's
 //! THP_SWAP); if no block of its size is free when it is needed again, only the faulting base
@@ -13,7 +13,7 @@
 
 use super::{MapOutcome, Os};
 use crate::mmu::Mmu;
-use crate::policy::replacement::PageRef;
+use crate::replacement::{PageRef, Victim};
 
 /// A swapped-out page: its size and its swap slot (shared by fork's copies of the entry).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,7 +59,7 @@ pub struct Demoted {
 
 impl Os {
     /// Turn speculative demotion on with probability `p` (0: off), drawing from `seed`.
-    pub fn set_speculative_demotion(&mut self, p: f64, seed: u64) {
+    pub(crate) fn set_speculative_demotion(&mut self, p: f64, seed: u64) {
         self.spec_demote_p = p;
         self.spec_rng = crate::trace::gen::Rng::new(seed ^ 0x5045_4344);
         self.replacement.report_cleared(p > 0.0);
@@ -177,7 +177,7 @@ impl Os {
         let mut tries = self.replacement.len() + 1;
         while freed < want && tries > 0 {
             tries -= 1;
-            let Some(v) = self.replacement.victim() else { break };
+            let Some(Victim { page: v, part }) = self.replacement.victim() else { break };
             if self.spec_demote_p > 0.0 {
                 self.speculative_demotions(mmu);
             }
@@ -188,12 +188,15 @@ impl Os {
             if self.is_file_frame(t.pfn.0) {
                 continue; // the page cache reclaims file pages
             }
-            if self.evict_demotes && t.size_idx > 0 {
-                // Demote one size at a time until the victim, the superpage's first base page,
-                // is a page of its own; only it is evicted, the other pieces stay superpages.
-                while t.size_idx > 0 && self.demote(pi, t.start, t.size_idx - 1, mmu) == super::promote::DemoteResult::Demoted {
+            // Part of a superpage: the one the replacement names, or (the policy demotes on
+            // eviction, Navarro et al.) its first base page.
+            let part = part.map(|p| (p.va, p.size_idx)).or((self.features.evict_demotes && t.size_idx > 0).then_some((v.start, 0)));
+            if let Some((at, to)) = part {
+                // Demote one size at a time until the piece holding `at` is a page of its
+                // own; only it is evicted, the other pieces stay superpages.
+                while t.size_idx > to && self.demote(pi, t.start, t.size_idx - 1, mmu) == super::promote::DemoteResult::Demoted {
                     self.swap.evict_demotions += 1;
-                    match self.procs[pi].pt.lookup(v.start) {
+                    match self.procs[pi].pt.lookup(at) {
                         Some(n) => t = n,
                         None => break,
                     }

@@ -32,14 +32,7 @@ impl<T: Zeroable> ZeroedBuf<T> {
         }
         // SAFETY: a private anonymous mapping of `bytes`; checked for failure below.
         let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
+            libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0)
         };
         if p == libc::MAP_FAILED {
             return Err(format!("cannot map {bytes} bytes for the frame table: {}", std::io::Error::last_os_error()));

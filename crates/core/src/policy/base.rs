@@ -1,6 +1,6 @@
 //! `base`: base pages only. The baseline every superpage policy is measured against.
 
-use super::{check_params, FaultDecision, FaultInfo, Params, Policy};
+use super::{check_params, FaultDecision, FaultInfo, Features, Params, Policy};
 use crate::error::Result;
 use crate::units::PageSize;
 
@@ -18,7 +18,7 @@ impl Policy for Base {
     fn on_fault(&mut self, _f: &FaultInfo) -> FaultDecision {
         FaultDecision::base()
     }
-    fn only_size(&self) -> Option<u32> {
-        Some(0)
+    fn features(&self) -> Features {
+        Features { only_size: Some(0), ..Features::default() }
     }
 }

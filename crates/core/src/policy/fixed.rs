@@ -15,9 +15,7 @@ pub struct Fixed {
 
 pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
     check_params("fixed", params, &["_", "size", "fit"])?;
-    let s = params.get("size").or_else(|| params.get("_")).ok_or_else(|| {
-        Error::usage("policy fixed needs a page size: fixed:SIZE (e.g. fixed:2MiB)")
-    })?;
+    let s = params.get("size").or_else(|| params.get("_")).ok_or_else(|| Error::usage("policy fixed needs a page size: fixed:SIZE (e.g. fixed:2MiB)"))?;
     let size = PageSize::parse(s).map_err(|m| Error::usage(format!("policy fixed: {m}")))?;
     let size_idx = sizes.iter().position(|&p| p == size).ok_or_else(|| {
         let have: Vec<String> = sizes.iter().map(|p| p.to_string()).collect();

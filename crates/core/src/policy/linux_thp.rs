@@ -25,7 +25,7 @@
 //!
 //! Not modelled (docs/MODEL.md): the accessed-bit requirement (SCAN_LACK_REFERENCED_PAGE).
 
-use super::{check_params, FaultDecision, FaultInfo, Params, Policy, Sys};
+use super::{check_params, FaultDecision, FaultInfo, Features, Params, Policy, Sys};
 use crate::error::{Error, Result};
 use crate::os::compact::{CollapseLimits, CollapseResult, CompactResult};
 use crate::os::{Vma, VmaKind};
@@ -146,17 +146,16 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
         "defer+madvise" => Defrag::DeferMadvise,
         "madvise" => Defrag::Madvise,
         "never" => Defrag::Never,
-        o => {
-            return Err(Error::usage(format!(
-                "policy linux-thp: defrag={o}: expected always, defer, defer+madvise, madvise or never"
-            )))
-        }
+        o => return Err(Error::usage(format!("policy linux-thp: defrag={o}: expected always, defer, defer+madvise, madvise or never"))),
     };
     // The PMD size: the page one last-level table spans (2MB with 4KB pages and 9 bits).
     let base = sizes[0];
     let pmd_bytes = base.bytes() << 9;
     let pmd_si = sizes.iter().position(|s| s.bytes() == pmd_bytes).ok_or_else(|| {
-        Error::usage(format!("policy linux-thp: this machine has no {} (PMD-size) page", PageSize::from_bytes(pmd_bytes).map(|p| p.to_string()).unwrap_or_default()))
+        Error::usage(format!(
+            "policy linux-thp: this machine has no {} (PMD-size) page",
+            PageSize::from_bytes(pmd_bytes).map(|p| p.to_string()).unwrap_or_default()
+        ))
     })? as u32;
     let mut modes: Vec<Option<Mode>> = vec![None; sizes.len()];
     modes[pmd_si as usize] = Some(enabled);
@@ -321,6 +320,10 @@ impl Policy for LinuxThp {
         FaultDecision { size_idx: top, within_vma: true, fallback: allowed, direct_compact: direct, folio_orders }
     }
 
+    fn features(&self) -> Features {
+        Features { wants_tick: true, ..Features::default() }
+    }
+
     fn on_fault_done(&mut self, wanted: u32, got: u32) {
         if wanted == self.pmd_si {
             if got == wanted {
@@ -335,10 +338,6 @@ impl Policy for LinuxThp {
         if size_idx == self.pmd_si && matches!(self.defrag, Defrag::Defer | Defrag::DeferMadvise) {
             self.kcompactd_wanted = true;
         }
-    }
-
-    fn wants_tick(&self) -> bool {
-        true
     }
 
     fn tick(&mut self, sys: &mut Sys) {

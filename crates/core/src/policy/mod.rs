@@ -9,14 +9,13 @@ pub mod base;
 pub mod fixed;
 pub mod linux_thp;
 pub mod navarro;
-pub mod replacement;
 pub mod romer;
 
 use crate::error::{Error, Result};
 use crate::mmu::Mmu;
-use crate::os::{Os, Vma};
+use crate::os::{Os, OsFeatures, Vma};
 use crate::units::{Cycles, PageSize};
-use std::collections::BTreeMap;
+use std::any::Any;
 
 /// What the engine knows about a fault when it asks the policy.
 pub struct FaultInfo<'a> {
@@ -75,115 +74,84 @@ impl Sys<'_> {
     }
 }
 
-/// Parameters given on the command line as `NAME:key=value,...`.
-pub type Params = BTreeMap<String, String>;
+pub use crate::spec::Params;
 
-pub trait Policy: Send {
+/// What a policy asks of the engine and the OS, once, when a run starts (`Policy::features`).
+/// Everything is off by default: a policy that only answers `on_fault` needs nothing more.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Features {
+    /// `serve_fault` serves anonymous faults (reservation-based policies choose the frame,
+    /// not only the size).
+    pub serves_faults: bool,
+    /// `on_unmap` hears about every unmapped range.
+    pub wants_unmaps: bool,
+    /// `on_tlb_miss` runs at every miss of the last-level TLBs, and the MMU keeps the
+    /// translations that leave them for it (`Mmu::evictions`).
+    pub wants_tlb_misses: bool,
+    /// `tick` runs between chunks (daemons).
+    pub wants_tick: bool,
+    /// Every page is mapped with this one size index and no mapping ever changes size (the
+    /// engine's single-size fast path).
+    pub only_size: Option<u32>,
+    /// `file_mapping_alignment` places file mappings that name no address.
+    pub places_file_mappings: bool,
+    /// Passes over the whole trace before the measured run (Romer et al.'s OFFLINE plans its
+    /// static superpages so); see `end_planning_pass`. 0: none.
+    pub planning_passes: u32,
+    /// The OS mechanisms the policy turns on.
+    pub os: OsFeatures,
+}
+
+/// A superpage policy. The engine calls these hooks; each says when it fires. A policy is
+/// `Any`, so a test may look at the concrete one inside an engine (`&mut *e.policy as &mut dyn
+/// Any`); the engine and the drivers never do.
+pub trait Policy: Any + Send {
     fn name(&self) -> String;
-    /// A page fault on an unmapped address inside a VMA.
+    /// Read once by `Engine::new` (and by the driver for `planning_passes`): what this policy
+    /// needs. It must not change during a run.
+    fn features(&self) -> Features {
+        Features::default()
+    }
+    /// A page fault on an unmapped address inside a VMA (every fault unless `serve_fault`
+    /// served it): which page size maps it.
     fn on_fault(&mut self, f: &FaultInfo) -> FaultDecision;
-    /// Serve an anonymous page fault of process `pi` at `va` in `vma` with the OS mechanisms
-    /// directly (reservation-based policies choose the frame, not only the size). Returns the
-    /// size index of the page that maps `va` afterwards, or None to let the engine map what
-    /// `on_fault` decides. Called only if `serves_faults`.
+    /// With `serves_faults`, before `on_fault`: serve an anonymous page fault of process `pi` at
+    /// `va` in `vma` with the OS mechanisms directly. Returns the size index of the page that
+    /// maps `va` afterwards, or None to let the engine map what `on_fault` decides.
     fn serve_fault(&mut self, _sys: &mut Sys, _pi: usize, _va: u64, _write: bool, _vma: &Vma) -> Option<u32> {
         None
     }
-    fn serves_faults(&self) -> bool {
-        false
-    }
-    /// When memory is reclaimed from a superpage, demote it around the victim base page and
-    /// evict only that page (Navarro et al.), rather than swapping the superpage whole.
-    fn demotes_on_eviction(&self) -> bool {
-        false
-    }
-    /// Make a file's cached pages inactive when its last opener closes it (Navarro et al.),
-    /// rather than leaving their reference state alone (stock FreeBSD, Linux).
-    fn deactivates_on_close(&self) -> bool {
-        false
-    }
-    /// Page-cache reclaim moves pages into the buddy lists with their contents, where they
-    /// count as free and coalesce (Navarro et al.'s cache pages), rather than dropping them.
-    fn cache_pages_in_buddy(&self) -> bool {
-        false
-    }
-    /// Wired kernel pages come from pools of contiguous memory (Navarro et al.'s wired-page
-    /// clustering) rather than from wherever the allocator finds a frame.
-    fn clusters_wired(&self) -> bool {
-        false
-    }
-    /// The page table replicates a superpage's PTE in each of its base slots (FreeBSD on
-    /// Alpha), so promotion and demotion cost a PTE write per base page (`cycles.pte`).
-    fn replicates_ptes(&self) -> bool {
-        false
-    }
-    /// Under memory pressure, demote a superpage whose reference bit the page daemon clears,
-    /// with this probability (Navarro et al.'s speculative demotion; 0: never).
-    fn speculative_demotion(&self) -> f64 {
-        0.0
-    }
-    /// Page-cache pages come from file reservations and shared file mappings are promoted in
-    /// place (os/filemap.rs), with this answer to a write to a clean file superpage.
-    fn file_superpages(&self) -> Option<crate::os::filemap::DirtySuperpages> {
-        None
-    }
-    /// Place a file mapping that names no address (no MAP_FIXED) of `len` bytes at a virtual
-    /// address congruent to its file offset modulo the returned size in bytes (Navarro et al.'s
-    /// aligned placement, os/placement.rs); None: where the trace put it. The engine asks once
-    /// with `u64::MAX` to learn whether the policy places mappings at all.
+    /// With `places_file_mappings`, at every mmap of a file that names no address (no
+    /// MAP_FIXED) of `len` bytes: place it at a virtual address congruent to its file offset
+    /// modulo the returned size in bytes (Navarro et al.'s aligned placement,
+    /// os/placement.rs); None: where the trace put it.
     fn file_mapping_alignment(&self, _len: u64) -> Option<u64> {
         None
     }
-    /// Pages of process `pi` in [start, end) were unmapped (munmap, MADV_DONTNEED, mremap's
-    /// old range, a shrinking brk; the whole space at exit). Called only if `serves_faults`.
+    /// With `wants_unmaps`, after pages of process `pi` in [start, end) were unmapped (munmap,
+    /// MADV_DONTNEED, mremap's old range, a shrinking brk; the whole space at exit).
     fn on_unmap(&mut self, _pi: usize, _start: u64, _end: u64) {}
-    /// A miss at every TLB level by process `pi` at `va`, whose translation (a page of size
-    /// index `size_idx`, faulted in first if it was not mapped) is about to be loaded. The
-    /// policy may change the mapping here (Romer et al. promote in the miss handler); the engine
-    /// then loads whatever maps `va` afterwards. Translations that left the last-level TLBs
-    /// since the last call wait in `sys.mmu.evictions` when `wants_tlb_misses` asked for them.
+    /// With `wants_tlb_misses`, at a miss at every TLB level by process `pi` at `va`, whose
+    /// translation (a page of size index `size_idx`, faulted in first if it was not mapped) is
+    /// about to be loaded. The policy may change the mapping here (Romer et al. promote in the
+    /// miss handler); the engine then loads whatever maps `va` afterwards. Translations that
+    /// left the last-level TLBs since the last call wait in `sys.mmu.evictions`.
     fn on_tlb_miss(&mut self, _sys: &mut Sys, _pi: usize, _va: u64, _size_idx: u32, _fetch: bool) {}
-    /// Whether `on_tlb_miss` does anything (the engine skips the call per miss otherwise), and
-    /// whether the MMU should report evictions from the last-level TLBs.
-    fn wants_tlb_misses(&self) -> bool {
-        false
-    }
-    /// The policy must first plan over the whole trace (Romer et al.'s OFFLINE): the driver
-    /// replaces it with `policy::romer::offline::planned` before the run.
-    fn plans_offline(&self) -> bool {
-        false
-    }
-    /// For drivers that need the concrete policy back (OFFLINE's planning passes).
-    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
-        None
-    }
-    /// Whether `on_unmap` should be called even though the policy does not serve faults.
-    fn wants_unmaps(&self) -> bool {
-        self.serves_faults()
-    }
-    /// A sampled access (for policies that watch access patterns).
-    fn on_access_sampled(&mut self, _va: u64, _write: bool) {}
-    /// The first write to a clean page.
-    fn on_write_to_clean(&mut self, _va: u64) {}
-    /// mprotect changed a range.
-    fn on_protection_change(&mut self, _start: u64, _end: u64) {}
-    /// Free memory fell below the low watermark.
-    fn on_memory_pressure(&mut self) {}
-    /// A fault that asked for size index `wanted` was served with `got`.
+    /// After every fault the engine mapped: it asked for size index `wanted` and got `got`
+    /// (smaller when the larger page could not be had).
     fn on_fault_done(&mut self, _wanted: u32, _got: u32) {}
-    /// A frame allocation failed for the page size index.
+    /// During a fault, each time no frame block of size index `size_idx` could be allocated
+    /// (before falling back to a smaller size).
     fn on_alloc_failure(&mut self, _size_idx: u32) {}
-    /// Periodic work (daemons). Called between chunks of the trace when `wants_tick`.
+    /// With `wants_tick`, between chunks of the trace: periodic work (daemons).
     fn tick(&mut self, _sys: &mut Sys) {}
-    fn wants_tick(&self) -> bool {
+    /// With `planning_passes`, after planning pass `pass` (from 0) ran the whole trace: learn
+    /// from it and return whether another pass is wanted. Either way the policy must be ready
+    /// for what follows: the next pass, or (false, or the last pass) the measured run.
+    fn end_planning_pass(&mut self, _pass: u32) -> bool {
         false
     }
-    /// Some(size index) if this policy maps every page with that one size and never changes a
-    /// mapping's size (lets the engine use its single-size fast path).
-    fn only_size(&self) -> Option<u32> {
-        None
-    }
-    /// The policy's own counters (decision reasons), as name/value pairs.
+    /// The policy's own counters (decision reasons), as name/value pairs, read at the end.
     fn counters(&self) -> Vec<(String, u64)> {
         Vec::new()
     }
@@ -234,29 +202,7 @@ pub const REGISTRY: [PolicyInfo; 5] = [
 
 /// Parse `NAME[:key=value,...]` (a bare `NAME:VALUE` sets the policy's main parameter).
 pub fn parse_spec(spec: &str) -> Result<(String, Params)> {
-    let (name, rest) = match spec.split_once(':') {
-        Some((n, r)) => (n.trim(), r),
-        None => (spec.trim(), ""),
-    };
-    if name.is_empty() {
-        return Err(Error::usage(format!("empty policy name in '{spec}'; available: {} (see `superpager policies`)", names().join(", "))));
-    }
-    let mut params = Params::new();
-    for part in rest.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (k, v) = match part.split_once('=') {
-            Some((k, v)) => (k.trim().to_string(), v.trim().to_string()),
-            None => ("_".to_string(), part.to_string()),
-        };
-        if k.is_empty() {
-            return Err(Error::usage(format!("policy {name}: '{part}' has no parameter name (write key=value)")));
-        }
-        // A key given twice is a typo or a contradiction: say so rather than keep one.
-        if let Some(old) = params.insert(k.clone(), v.clone()) {
-            let key = if k == "_" { "the unnamed parameter".to_string() } else { format!("'{k}'") };
-            return Err(Error::usage(format!("policy {name}: {key} is given twice ('{old}' and '{v}')")));
-        }
-    }
-    Ok((name.to_string(), params))
+    crate::spec::parse("policy", spec, &format!("{} (see `superpager policies`)", names().join(", ")))
 }
 
 pub fn names() -> Vec<&'static str> {
@@ -267,14 +213,8 @@ pub fn names() -> Vec<&'static str> {
 pub fn build(spec: &str, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
     let (name, params) = if spec.ends_with(".toml") {
         let src = std::fs::read_to_string(spec).map_err(|e| Error::io(spec, &e))?;
-        let table: toml::Table = src
-            .parse()
-            .map_err(|e: toml::de::Error| Error::config(spec, "?", e.message().replace('\n', " ")))?;
-        let name = table
-            .get("name")
-            .and_then(|v| v.as_str())
-            .ok_or_else(|| Error::config(spec, "name", "a policy file needs name = \"POLICY\""))?
-            .to_string();
+        let table: toml::Table = src.parse().map_err(|e: toml::de::Error| Error::config(spec, "?", e.message().replace('\n', " ")))?;
+        let name = table.get("name").and_then(|v| v.as_str()).ok_or_else(|| Error::config(spec, "name", "a policy file needs name = \"POLICY\""))?.to_string();
         let mut params = Params::new();
         for (k, v) in table.iter().filter(|(k, _)| k.as_str() != "name") {
             let s = match v {
@@ -287,9 +227,10 @@ pub fn build(spec: &str, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
     } else {
         parse_spec(spec)?
     };
-    let info = REGISTRY.iter().find(|p| p.name == name).ok_or_else(|| {
-        Error::usage(format!("unknown policy '{name}'; available: {} (see `superpager policies`)", names().join(", ")))
-    })?;
+    let info = REGISTRY
+        .iter()
+        .find(|p| p.name == name)
+        .ok_or_else(|| Error::usage(format!("unknown policy '{name}'; available: {} (see `superpager policies`)", names().join(", "))))?;
     (info.build)(&params, sizes)
 }
 
@@ -319,13 +260,5 @@ pub fn parse_sizes(policy: &str, params: &Params, sizes: &[PageSize]) -> Result<
 
 /// Reject parameters a policy does not know.
 pub fn check_params(policy: &str, params: &Params, known: &[&str]) -> Result<()> {
-    for k in params.keys() {
-        if !known.contains(&k.as_str()) {
-            return Err(Error::usage(format!(
-                "policy {policy}: unknown parameter '{k}' (known: {})",
-                if known.is_empty() { "none".to_string() } else { known.join(", ") }
-            )));
-        }
-    }
-    Ok(())
+    crate::spec::check_known("policy", policy, params, known)
 }

@@ -35,14 +35,14 @@
 //! cost (stats.rs). Not modelled (docs/NAVARRO.md): pages a child inherits at fork are not in
 //! its population map.
 
-use super::{check_params, FaultDecision, FaultInfo, Params, Policy, Sys};
+use super::{check_params, FaultDecision, FaultInfo, Features, Params, Policy, Sys};
 use crate::error::{Error, Result};
+use crate::fasthash::FastMap;
 use crate::os::filemap::DirtySuperpages;
 use crate::os::promote::PromoteResult;
-use crate::os::{MapOutcome, Vma, VmaKind};
-use crate::units::{Order, PageSize};
-use crate::fasthash::FastMap;
+use crate::os::{MapOutcome, OsFeatures, Vma, VmaKind};
 use crate::pageset::PageSet;
+use crate::units::{Order, PageSize};
 use std::collections::BTreeSet;
 
 /// How long after its wake-up the page daemon runs: one scheduling quantum of FreeBSD 4 (HZ =
@@ -699,36 +699,24 @@ impl Policy for Navarro {
         FaultDecision::base()
     }
 
-    fn serves_faults(&self) -> bool {
-        true
-    }
-
-    fn demotes_on_eviction(&self) -> bool {
-        true
-    }
-
-    fn deactivates_on_close(&self) -> bool {
-        self.frag == FragControl::Daemon
-    }
-
-    fn cache_pages_in_buddy(&self) -> bool {
-        self.frag != FragControl::None
-    }
-
-    fn clusters_wired(&self) -> bool {
-        self.frag == FragControl::Daemon
-    }
-
-    fn replicates_ptes(&self) -> bool {
-        self.pte_replication
-    }
-
-    fn speculative_demotion(&self) -> f64 {
-        self.demote_p
-    }
-
-    fn file_superpages(&self) -> Option<DirtySuperpages> {
-        Some(self.dirty)
+    fn features(&self) -> Features {
+        let daemon = self.frag == FragControl::Daemon;
+        Features {
+            serves_faults: true,
+            wants_unmaps: true,
+            wants_tick: daemon,
+            places_file_mappings: self.align_files && self.shifts.len() > 1,
+            os: OsFeatures {
+                evict_demotes: true,
+                deactivate_on_close: daemon,
+                cache_pages_in_buddy: self.frag != FragControl::None,
+                wired_clustering: daemon,
+                pte_replication: self.pte_replication,
+                speculative_demotion: self.demote_p,
+                file_superpages: Some(self.dirty),
+            },
+            ..Features::default()
+        }
     }
 
     fn file_mapping_alignment(&self, len: u64) -> Option<u64> {
@@ -737,10 +725,6 @@ impl Policy for Navarro {
             return None;
         }
         self.shifts[1..].iter().rev().map(|&s| 1u64 << s).find(|&size| size <= len)
-    }
-
-    fn wants_tick(&self) -> bool {
-        self.frag == FragControl::Daemon
     }
 
     fn tick(&mut self, sys: &mut Sys) {

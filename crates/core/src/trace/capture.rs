@@ -182,12 +182,8 @@ impl Receiver {
             let w = word(p, i);
             i += 1;
             if w >> 63 == 0 {
-                let mut a = Access {
-                    addr: ((w << 7) as i64 >> 7) as u64,
-                    count: 1,
-                    kind: AccessKind::from_bits((w >> 61) as u8),
-                    size: 1u8 << ((w >> 58) & 7).min(6),
-                };
+                let mut a =
+                    Access { addr: ((w << 7) as i64 >> 7) as u64, count: 1, kind: AccessKind::from_bits((w >> 61) as u8), size: 1u8 << ((w >> 58) & 7).min(6) };
                 if w & (1 << 57) != 0 {
                     if i >= n {
                         return Err(Error::usage("an access's count word is missing"));

@@ -54,9 +54,7 @@ pub fn import<S: RecordSink>(path: &str, fetches: bool, sink: &mut S, progress: 
     let mut insns = 0u64;
     let mut since_mark = 0u64;
     loop {
-        let got = r
-            .read(&mut buf[have..])
-            .map_err(|e| Error::trace(path, offset + have as u64, format!("cannot decompress: {e}")))?;
+        let got = r.read(&mut buf[have..]).map_err(|e| Error::trace(path, offset + have as u64, format!("cannot decompress: {e}")))?;
         if got == 0 {
             break;
         }

@@ -131,17 +131,7 @@ pub struct GenParams {
 
 impl Default for GenParams {
     fn default() -> Self {
-        GenParams {
-            kind: "gups".into(),
-            size: 64 << 20,
-            accesses: 0,
-            seed: 1,
-            stride: 4096,
-            elem: 8,
-            alpha: 0.99,
-            base: 0x7f00_0000_0000,
-            passes: 1,
-        }
+        GenParams { kind: "gups".into(), size: 64 << 20, accesses: 0, seed: 1, stride: 4096, elem: 8, alpha: 0.99, base: 0x7f00_0000_0000, passes: 1 }
     }
 }
 
@@ -410,15 +400,11 @@ mod tests {
             let b = run(k, 1 << 20, 5000, 7);
             assert_eq!(a.0, b.0, "{k} not deterministic");
             assert!(!a.0.is_empty(), "{k} emitted nothing");
-            let regions: Vec<(u64, u64)> = a
-                .1
-                .iter()
-                .filter_map(|e| if let Event::Mmap { addr, len, .. } = e { Some((*addr, *len)) } else { None })
-                .collect();
+            let regions: Vec<(u64, u64)> = a.1.iter().filter_map(|e| if let Event::Mmap { addr, len, .. } = e { Some((*addr, *len)) } else { None }).collect();
             let brk_top = a.1.iter().filter_map(|e| if let Event::Brk { addr } = e { Some(*addr) } else { None }).max();
             for x in &a.0 {
                 let inside = regions.iter().any(|(s, l)| x.addr >= *s && x.addr + x.size as u64 <= s + l)
-                    || brk_top.map_or(false, |t| x.addr >= 0x5555_5600_0000 && x.addr < t);
+                    || brk_top.is_some_and(|t| x.addr >= 0x5555_5600_0000 && x.addr < t);
                 assert!(inside, "{k}: access {:#x} outside every region", x.addr);
             }
         }

@@ -104,23 +104,67 @@ pub const MADV_COLLAPSE: u32 = 25;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     /// Following accesses and events belong to this process and thread.
-    Context { pid: u32, tid: u32 },
-    Mmap { addr: u64, len: u64, prot: u8, flags: u32, fd: i32, offset: u64 },
-    Munmap { addr: u64, len: u64 },
-    Mremap { old_addr: u64, old_len: u64, new_addr: u64, new_len: u64 },
-    Mprotect { addr: u64, len: u64, prot: u8 },
+    Context {
+        pid: u32,
+        tid: u32,
+    },
+    Mmap {
+        addr: u64,
+        len: u64,
+        prot: u8,
+        flags: u32,
+        fd: i32,
+        offset: u64,
+    },
+    Munmap {
+        addr: u64,
+        len: u64,
+    },
+    Mremap {
+        old_addr: u64,
+        old_len: u64,
+        new_addr: u64,
+        new_len: u64,
+    },
+    Mprotect {
+        addr: u64,
+        len: u64,
+        prot: u8,
+    },
     /// The program break after a successful brk(2).
-    Brk { addr: u64 },
-    Madvise { addr: u64, len: u64, advice: u32 },
+    Brk {
+        addr: u64,
+    },
+    Madvise {
+        addr: u64,
+        len: u64,
+        advice: u32,
+    },
     /// The current process forked `child`.
-    Fork { child: u32 },
+    Fork {
+        child: u32,
+    },
     /// The current process exited.
-    Exit { code: i32 },
-    FileOpen { fd: i32, path: String, size: u64 },
-    FileClose { fd: i32 },
-    FileRead { fd: i32, offset: u64, len: u64 },
+    Exit {
+        code: i32,
+    },
+    FileOpen {
+        fd: i32,
+        path: String,
+        size: u64,
+    },
+    FileClose {
+        fd: i32,
+    },
+    FileRead {
+        fd: i32,
+        offset: u64,
+        len: u64,
+    },
     /// Instructions retired by the current thread since its previous mark.
-    Insns { count: u64 },
+    Insns {
+        count: u64,
+    },
 }
 
 impl Event {

@@ -304,8 +304,7 @@ impl<W: Write> SptWriter<W> {
         if self.chunk_records == 0 {
             return Ok(());
         }
-        let comp = zstd::bulk::compress(&self.raw, self.level)
-            .map_err(|e| Error::Io { file: self.path.clone(), msg: format!("zstd: {e}") })?;
+        let comp = zstd::bulk::compress(&self.raw, self.level).map_err(|e| Error::Io { file: self.path.clone(), msg: format!("zstd: {e}") })?;
         let mut h = [0u8; CHUNK_HEADER_LEN as usize];
         h[0..4].copy_from_slice(CHUNK_MAGIC);
         h[4..8].copy_from_slice(&(self.raw.len() as u32).to_le_bytes());
@@ -316,11 +315,7 @@ impl<W: Write> SptWriter<W> {
         let io = |e: std::io::Error| Error::io(&self.path, &e);
         self.out.write_all(&h).map_err(io)?;
         self.out.write_all(&comp).map_err(|e| Error::io(&self.path, &e))?;
-        self.index.push(ChunkInfo {
-            offset: self.offset,
-            n_records: self.chunk_records,
-            n_accesses: self.chunk_accesses,
-        });
+        self.index.push(ChunkInfo { offset: self.offset, n_records: self.chunk_records, n_accesses: self.chunk_accesses });
         self.offset += CHUNK_HEADER_LEN + comp.len() as u64;
         self.summary.records += self.chunk_records as u64;
         self.summary.accesses += self.chunk_accesses;
@@ -426,10 +421,7 @@ impl<W: Write> RecordSink for SptWriter<W> {
     fn access(&mut self, a: Access) -> Result<()> {
         if self.collapse {
             if let Some(p) = &mut self.pending {
-                if p.addr >> COLLAPSE_SHIFT == a.addr >> COLLAPSE_SHIFT
-                    && p.kind.is_fetch() == a.kind.is_fetch()
-                    && p.count < u32::MAX - a.count
-                {
+                if p.addr >> COLLAPSE_SHIFT == a.addr >> COLLAPSE_SHIFT && p.kind.is_fetch() == a.kind.is_fetch() && p.count < u32::MAX - a.count {
                     p.count += a.count;
                     p.kind = p.kind.merge(a.kind);
                     return Ok(());
@@ -478,11 +470,7 @@ fn read_exact_at<R: Read>(r: &mut R, buf: &mut [u8], path: &str, off: u64, what:
     while got < buf.len() {
         match r.read(&mut buf[got..]) {
             Ok(0) => {
-                return Err(Error::trace(
-                    path,
-                    off + got as u64,
-                    format!("truncated: file ends inside the {what} ({} of {} bytes present)", got, buf.len()),
-                ))
+                return Err(Error::trace(path, off + got as u64, format!("truncated: file ends inside the {what} ({} of {} bytes present)", got, buf.len())))
             }
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -548,18 +536,10 @@ pub fn open_meta(path: &str) -> Result<(TraceMeta, BufReader<File>)> {
     if crc32fast::hash(&json) != crc {
         return Err(Error::trace(path, 12, "corrupt header: checksum mismatch"));
     }
-    let provenance: Provenance = serde_json::from_slice(&json)
-        .map_err(|e| Error::trace(path, 12, format!("corrupt header: provenance is not a JSON object: {e}")))?;
+    let provenance: Provenance =
+        serde_json::from_slice(&json).map_err(|e| Error::trace(path, 12, format!("corrupt header: provenance is not a JSON object: {e}")))?;
     let data_offset = 12 + json_len as u64 + 4;
-    let mut meta = TraceMeta {
-        path: path.to_string(),
-        provenance,
-        data_offset,
-        file_len,
-        index: None,
-        flags: 0,
-        total_accesses: None,
-    };
+    let mut meta = TraceMeta { path: path.to_string(), provenance, data_offset, file_len, index: None, flags: 0, total_accesses: None };
     // The trailer, if the writer finished.
     if file_len >= data_offset + 16 {
         let mut tail = [0u8; 16];
@@ -670,11 +650,7 @@ pub fn decode_payload(raw: &[u8], n_records: u32, n_accesses: u64, path: &str, b
         records += 1;
     }
     if records != n_records || accesses != n_accesses {
-        return Err(Error::trace(
-            path,
-            base,
-            format!("corrupt chunk: holds {records} records / {accesses} accesses, header says {n_records} / {n_accesses}"),
-        ));
+        return Err(Error::trace(path, base, format!("corrupt chunk: holds {records} records / {accesses} accesses, header says {n_records} / {n_accesses}")));
     }
     Ok(())
 }
@@ -765,7 +741,11 @@ impl SptReader {
                 return Ok(false);
             }
             if idx[self.chunk_no].offset != start {
-                return Err(Error::trace(&path, start, format!("corrupt index: chunk {} should start here, index says {}", self.chunk_no, idx[self.chunk_no].offset)));
+                return Err(Error::trace(
+                    &path,
+                    start,
+                    format!("corrupt index: chunk {} should start here, index says {}", self.chunk_no, idx[self.chunk_no].offset),
+                ));
             }
         } else if start == self.meta.file_len {
             self.done = true;
@@ -781,7 +761,14 @@ impl SptReader {
                 // The chunks are whole and the index after them was cut (or its end marker
                 // damaged): a truncated trace, readable up to here when that is allowed.
                 self.done = true;
-                return self.cut(start, Error::trace(&path, start, "corrupt trailer: an index is present but cut short or its end marker is damaged (read it with --allow-truncated)"));
+                return self.cut(
+                    start,
+                    Error::trace(
+                        &path,
+                        start,
+                        "corrupt trailer: an index is present but cut short or its end marker is damaged (read it with --allow-truncated)",
+                    ),
+                );
             }
             return Err(Error::trace(&path, start, "corrupt chunk: bad magic (expected \"SPCK\")"));
         }
@@ -809,8 +796,7 @@ impl SptReader {
         if self.zstd.is_none() {
             self.zstd = Some(zstd::bulk::Decompressor::new().map_err(zerr)?);
         }
-        let got = self.zstd.as_mut().unwrap().decompress_to_buffer(&self.comp, &mut self.raw[..raw_len as usize])
-            .map_err(zerr)?;
+        let got = self.zstd.as_mut().unwrap().decompress_to_buffer(&self.comp, &mut self.raw[..raw_len as usize]).map_err(zerr)?;
         if got != raw_len as usize {
             return Err(Error::trace(&path, start, format!("corrupt chunk: decompressed to {got} bytes, header says {raw_len}")));
         }
@@ -895,7 +881,9 @@ impl PrefetchReader {
         Ok(PrefetchReader { rx, recycle, meta, handle: Some(handle) })
     }
 
-    /// The next decoded chunk, or None at the end.
+    /// The next decoded chunk, or None at the end. (Not `Iterator::next`: a decode error ends
+    /// the stream with a value, and chunks are given back for reuse.)
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<Chunk>> {
         match self.rx.recv() {
             Ok(Ok(c)) => Ok(Some(c)),

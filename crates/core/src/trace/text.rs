@@ -164,11 +164,9 @@ pub fn parse_line(line: &str) -> std::result::Result<Option<either::Rec>, String
             return Err(format!("access size {size} out of range 1..255"));
         }
         let count = match t.get(3) {
-            Some(c) => c
-                .strip_prefix('x')
-                .and_then(|c| c.parse::<u32>().ok())
-                .filter(|c| *c >= 1)
-                .ok_or_else(|| format!("run count '{c}' should look like x3"))?,
+            Some(c) => {
+                c.strip_prefix('x').and_then(|c| c.parse::<u32>().ok()).filter(|c| *c >= 1).ok_or_else(|| format!("run count '{c}' should look like x3"))?
+            }
             None => 1,
         };
         return Ok(Some(Rec::Access(Access { addr, count, kind, size: size as u8 })));
@@ -199,11 +197,7 @@ pub fn parse_line(line: &str) -> std::result::Result<Option<either::Rec>, String
         }
         "mprotect" => {
             want(3)?;
-            Event::Mprotect {
-                addr: n(1, "addr")?,
-                len: n(2, "len")?,
-                prot: parse_prot(t[3]).ok_or_else(|| format!("bad protection '{}'", t[3]))?,
-            }
+            Event::Mprotect { addr: n(1, "addr")?, len: n(2, "len")?, prot: parse_prot(t[3]).ok_or_else(|| format!("bad protection '{}'", t[3]))? }
         }
         "brk" => {
             want(1)?;

@@ -22,12 +22,12 @@ pub mod offline;
 pub mod stack;
 pub mod tree;
 
-use super::{check_params, parse_sizes, FaultDecision, FaultInfo, Params, Policy, Sys};
+use super::{check_params, parse_sizes, FaultDecision, FaultInfo, Features, Params, Policy, Sys};
 use crate::error::{Error, Result};
+use crate::fasthash::FastMap;
 use crate::os::compact::{CollapseLimits, CollapseResult};
 use crate::units::PageSize;
 use stack::{EvictedStack, SegmentOf};
-use crate::fasthash::FastMap;
 use tree::{Geometry, Segments, GROUPS};
 
 /// Copy cost of a promotion: 3,000 cycles per KB copied, instructions plus cache-miss stalls
@@ -147,6 +147,10 @@ pub struct Romer {
     /// OFFLINE: the superpages to make at first touch, per address space: (start, level).
     plan: Option<offline::Plan>,
     planning_passes: u32,
+    /// OFFLINE: still planning (each pass a run of the whole trace, `end_offline_pass`).
+    planning: bool,
+    /// The parameters this policy was built from: OFFLINE starts each pass afresh from them.
+    params: Params,
     /// OFFLINE's run: bytes of planned superpages made by the last fault, whose copy the next
     /// miss charges (the fault and its miss are one handler invocation).
     pending_copy: u64,
@@ -187,23 +191,41 @@ impl Romer {
         check_params(
             "romer",
             params,
-            &["_", "variant", "size", "sizes", "threshold", "capacity_threshold", "copy_cycles_per_kib", "miss_cycles", "bookkeeping_cycles", "defer", "passes", "past_vma", "capacity_scan"],
+            &[
+                "_",
+                "variant",
+                "size",
+                "sizes",
+                "threshold",
+                "capacity_threshold",
+                "copy_cycles_per_kib",
+                "miss_cycles",
+                "bookkeeping_cycles",
+                "defer",
+                "passes",
+                "past_vma",
+                "capacity_scan",
+            ],
         )?;
         let names: Vec<&str> = Variant::ALL.iter().map(|v| v.name()).collect();
-        let vname = params.get("variant").or_else(|| params.get("_")).ok_or_else(|| {
-            Error::usage(format!("policy romer needs a variant: romer:VARIANT with VARIANT one of {}", names.join(", ")))
-        })?;
-        let variant = Variant::ALL.iter().copied().find(|v| v.name() == vname).ok_or_else(|| {
-            Error::usage(format!("policy romer: unknown variant '{vname}' (known: {})", names.join(", ")))
-        })?;
+        let vname = params
+            .get("variant")
+            .or_else(|| params.get("_"))
+            .ok_or_else(|| Error::usage(format!("policy romer needs a variant: romer:VARIANT with VARIANT one of {}", names.join(", "))))?;
+        let variant = Variant::ALL
+            .iter()
+            .copied()
+            .find(|v| v.name() == vname)
+            .ok_or_else(|| Error::usage(format!("policy romer: unknown variant '{vname}' (known: {})", names.join(", "))))?;
         let mut levels = parse_sizes("romer", params, sizes)?;
         let mut fixed_si = 0;
         match variant {
             Variant::Asap464 => {
                 let k64 = PageSize::parse("64KiB").expect("a valid size");
-                let si = sizes.iter().position(|&s| s == k64).ok_or_else(|| {
-                    Error::usage("policy romer:asap-4-64 needs a machine with 64KiB pages (romer95 has every power of two)".to_string())
-                })?;
+                let si = sizes
+                    .iter()
+                    .position(|&s| s == k64)
+                    .ok_or_else(|| Error::usage("policy romer:asap-4-64 needs a machine with 64KiB pages (romer95 has every power of two)".to_string()))?;
                 if params.contains_key("sizes") {
                     return Err(Error::usage("policy romer:asap-4-64 uses 64KiB pages only; sizes= does not apply".to_string()));
                 }
@@ -272,7 +294,8 @@ impl Romer {
             Variant::Offline => Mode::Measure,
         };
         let n = levels.len();
-        Ok(Romer {
+        let offline = variant == Variant::Offline;
+        let mut r = Romer {
             variant,
             mode,
             sizes: sizes.to_vec(),
@@ -296,6 +319,8 @@ impl Romer {
             asid_of: FastMap::default(),
             plan: None,
             planning_passes: passes,
+            planning: offline && passes > 0,
+            params: params.clone(),
             pending_copy: 0,
             exclude: None,
             copy_cycles_per_kib: copy,
@@ -305,7 +330,17 @@ impl Romer {
             past_vma,
             given: params.iter().filter(|(k, _)| !matches!(k.as_str(), "_" | "variant" | "size")).map(|(k, v)| (k.clone(), v.clone())).collect(),
             c: Counters { promoted: vec![0; n], why: vec![[0; 4]; n], ..Default::default() },
-        })
+        };
+        if offline {
+            // The first planning pass measures with no superpage planned; with no pass at all,
+            // the measured run has none.
+            if r.planning {
+                r.measure_with(offline::Plan::default());
+            } else {
+                r.run_with(offline::Plan::default());
+            }
+        }
+        Ok(r)
     }
 
     fn levels_n(&self) -> usize {
@@ -352,7 +387,11 @@ impl Romer {
             self.stacks = (0..GROUPS)
                 .map(|g| {
                     let cap = top + self.group_entries[g] as usize;
-                    if indexed { EvictedStack::with_depths(cap, seg_of) } else { EvictedStack::new(cap) }
+                    if indexed {
+                        EvictedStack::with_depths(cap, seg_of)
+                    } else {
+                        EvictedStack::new(cap)
+                    }
                 })
                 .collect();
         }
@@ -1023,7 +1062,17 @@ const INDEX_SCAN_FROM: usize = 16384;
 /// fullest root's count, or None (nothing changed) when a segment that could be charged keeps
 /// no order statistics of its own: the caller then goes on visiting.
 #[allow(clippy::too_many_arguments)]
-fn count_rest(st: &EvictedStack, segs: &mut Segments, fresh: &mut Vec<(u32, u32)>, touched: &mut Vec<(u32, u32)>, (lo_t, hi_t): (u32, u32), g: usize, epoch: u32, above: usize, budget: usize) -> Option<(usize, usize)> {
+fn count_rest(
+    st: &EvictedStack,
+    segs: &mut Segments,
+    fresh: &mut Vec<(u32, u32)>,
+    touched: &mut Vec<(u32, u32)>,
+    (lo_t, hi_t): (u32, u32),
+    g: usize,
+    epoch: u32,
+    above: usize,
+    budget: usize,
+) -> Option<(usize, usize)> {
     let n = st.between(lo_t, hi_t) as usize;
     let need = (above + n).saturating_sub(budget).max(1);
     let geo = &segs.geo;
@@ -1123,12 +1172,12 @@ impl Policy for Romer {
         }
     }
 
-    fn wants_tlb_misses(&self) -> bool {
-        true
+    fn features(&self) -> Features {
+        Features { wants_tlb_misses: true, wants_unmaps: true, planning_passes: if self.planning { self.planning_passes } else { 0 }, ..Features::default() }
     }
 
-    fn wants_unmaps(&self) -> bool {
-        true
+    fn end_planning_pass(&mut self, pass: u32) -> bool {
+        self.end_offline_pass(pass)
     }
 
     fn on_tlb_miss(&mut self, sys: &mut Sys, pi: usize, va: u64, si: u32, fetch: bool) {
@@ -1259,14 +1308,6 @@ impl Policy for Romer {
         if self.online_like() {
             self.forget_dead_translations(asid, start, end);
         }
-    }
-
-    fn plans_offline(&self) -> bool {
-        self.variant == Variant::Offline && self.plan.is_none()
-    }
-
-    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
-        Some(self)
     }
 
     fn counters(&self) -> Vec<(String, u64)> {

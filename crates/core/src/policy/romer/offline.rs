@@ -11,11 +11,6 @@
 //! candidate pays, or after `passes` passes.
 
 use super::Romer;
-use crate::engine::{Engine, EngineConfig};
-use crate::error::{Error, Result};
-use crate::mmu::machine::Machine;
-use crate::policy::{parse_spec, Policy};
-use crate::trace::spt::PrefetchReader;
 use std::collections::{BTreeMap, HashMap};
 
 /// Charges of each potential superpage after a pass: (asid, start, level) -> (prefetch,
@@ -59,68 +54,55 @@ impl Plan {
     }
 }
 
-/// Plan over `trace` for the OFFLINE policy `spec` on `machine`, then return the policy with
-/// its plan, ready for the measured run. `progress(pass, fraction)` reports each pass.
-pub fn planned(trace: &str, machine: &Machine, spec: &str, cfg: &EngineConfig, progress: &mut dyn FnMut(u32, f64)) -> Result<Box<dyn Policy>> {
-    let (_, params) = parse_spec(spec)?;
-    let mut plan = Plan::default();
-    let template = Romer::from_params(&params, &machine.page_sizes)?;
-    let passes = template.planning_passes();
-    let mut ran = 0;
-    for pass in 0..passes {
-        ran += 1;
-        let mut pol = Romer::from_params(&params, &machine.page_sizes)?;
-        pol.measure_with(plan.clone());
-        let mut e = Engine::new(machine.clone(), Box::new(pol), cfg.clone())?;
-        let mut reader = PrefetchReader::open(trace, false)?;
-        let span = reader.meta.file_len.saturating_sub(reader.meta.data_offset).max(1);
-        let data0 = reader.meta.data_offset;
-        while let Some(c) = reader.next()? {
-            e.run_chunk(&c)?;
-            progress(pass, (c.end_offset - data0) as f64 / span as f64);
-            reader.give_back(c);
+impl Romer {
+    /// OFFLINE, after planning pass `pass` ran the whole trace (`Policy::end_planning_pass`):
+    /// add the superpages that pay for their copy to the plan, and become a fresh policy for
+    /// the next pass (true) or, when none was added or the passes are spent, for the measured
+    /// run (false).
+    pub(super) fn end_offline_pass(&mut self, pass: u32) -> bool {
+        let mut plan = self.plan.take().unwrap_or_default();
+        let added = self.choose(&mut plan);
+        let more = added > 0 && pass + 1 < self.planning_passes;
+        let mut next = Romer::from_params(&self.params, &self.sizes).expect("the parameters built this policy once");
+        if more {
+            next.measure_with(plan);
+        } else {
+            next.planning = false;
+            next.offline_passes = pass + 1;
+            next.run_with(plan);
         }
-        let pol = e
-            .policy
-            .as_any_mut()
-            .and_then(|a| a.downcast_mut::<Romer>())
-            .ok_or_else(|| Error::Sim("internal: the OFFLINE planning policy is not romer".into()))?;
-        let charges = pol.final_charges();
-        let copy = pol.copy_cycles_per_kib();
-        let miss = pol.miss_cycles();
+        *self = next;
+        more
+    }
+
+    /// Add this pass's paying candidates to `plan`, best benefit/cost first, none overlapping
+    /// another chosen in the same pass. Returns how many were added.
+    fn choose(&mut self, plan: &mut Plan) -> usize {
+        let charges = self.final_charges();
+        let copy = self.copy_cycles_per_kib();
+        let miss = self.miss_cycles();
         // Candidates that pay for their copy, best ratio first.
         let mut cands: Vec<(f64, u16, u64, usize)> = Vec::new();
         for (&(asid, start, level), &(p, c, _refd)) in &charges {
             let benefit = (p + c) as f64 * miss;
-            let cost = copy * (pol.level_bytes(level) >> 10) as f64;
+            let cost = copy * (self.level_bytes(level) >> 10) as f64;
             if benefit > cost && !plan.covered(asid, start) {
                 cands.push((benefit / cost, asid, start, level));
             }
         }
-        if cands.is_empty() {
-            break;
-        }
         // Deterministic order: ratio descending, then larger first, then address.
         cands.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.3.cmp(&a.3)).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
         let mut chosen: Vec<(u16, u64, u64)> = Vec::new();
-        let mut added = 0;
         for &(_, asid, start, level) in &cands {
-            let bytes = pol.level_bytes(level);
+            let bytes = self.level_bytes(level);
             if chosen.iter().any(|&(a, s, b)| a == asid && start < s + b && s < start + bytes) {
                 continue;
             }
             chosen.push((asid, start, bytes));
             plan.add(asid, start, level, bytes);
-            added += 1;
         }
-        if added == 0 {
-            break;
-        }
+        chosen.len()
     }
-    let mut pol = Romer::from_params(&params, &machine.page_sizes)?;
-    pol.offline_passes = ran;
-    pol.run_with(plan);
-    Ok(Box::new(pol))
 }
 
 #[cfg(test)]

@@ -158,15 +158,8 @@ impl EvictedStack {
     pub fn with_depths(cap: usize, seg_of: SegmentOf) -> EvictedStack {
         let mut s = EvictedStack::new(cap);
         let window = (2 * cap).max(64) as u32;
-        s.depths = Some(Box::new(Depths {
-            seg_of,
-            time: vec![0; cap],
-            now: 0,
-            window,
-            all: Fenwick::new(window as usize),
-            segs: FastMap::default(),
-            trees: 0,
-        }));
+        s.depths =
+            Some(Box::new(Depths { seg_of, time: vec![0; cap], now: 0, window, all: Fenwick::new(window as usize), segs: FastMap::default(), trees: 0 }));
         s
     }
 

@@ -7,11 +7,15 @@
 //! walk that resolves it: the OS learns of references only through accessed bits and faults),
 //! and when it leaves; it names a victim when the OS must swap something out. The page cache
 //! keeps its own CLOCK (os/pagecache.rs) and is reclaimed first.
+//!
+//! The OS owns one replacement (`Os::new`, built from a spec such as `clock` or, for a part
+//! with parameters, `NAME:key=value`); nothing else drives it.
 
 pub mod clock;
 pub mod lru;
 
 use crate::error::{Error, Result};
+use crate::spec;
 
 /// A resident page as replacement sees it: its process, start address and size index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -19,6 +23,30 @@ pub struct PageRef {
     pub pid: u32,
     pub start: u64,
     pub size_idx: u32,
+}
+
+/// A replacement's choice: the page to evict, and how much of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Victim {
+    pub page: PageRef,
+    /// None: the OS's rule (the page whole; or, when the superpage policy demotes on eviction,
+    /// demoted down to its first base page, which alone goes). Some: demote the page down to
+    /// pages of this size, and evict only the piece holding that address.
+    pub part: Option<Part>,
+}
+
+/// Part of a superpage to evict: the piece of size index `size_idx` that holds `va`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Part {
+    pub va: u64,
+    pub size_idx: u32,
+}
+
+impl Victim {
+    /// Evict `page` by the OS's rule.
+    pub fn whole(page: PageRef) -> Victim {
+        Victim { page, part: None }
+    }
 }
 
 pub trait Replacement: Send {
@@ -29,8 +57,10 @@ pub trait Replacement: Send {
     fn on_reference(&mut self, p: PageRef);
     /// A page left memory for another reason (unmap, exit, promotion, demotion).
     fn on_remove(&mut self, p: PageRef);
-    /// Choose a victim and forget it, or None if nothing is evictable.
-    fn victim(&mut self) -> Option<PageRef>;
+    /// Choose a victim and forget it, or None if nothing is evictable. The OS calls it when
+    /// it must swap something out (direct reclaim, kswapd), and again if the page named is no
+    /// longer what maps its address.
+    fn victim(&mut self) -> Option<Victim>;
     /// Pages tracked.
     fn len(&self) -> usize;
     /// Start (or stop) keeping the pages whose referenced bit `victim` clears, for
@@ -46,10 +76,13 @@ pub trait Replacement: Send {
 
 pub const NAMES: [&str; 2] = ["clock", "lru"];
 
-pub fn build(name: &str) -> Result<Box<dyn Replacement>> {
-    match name {
-        "clock" => Ok(Box::new(clock::Clock::default())),
-        "lru" => Ok(Box::new(lru::Lru::default())),
+/// Build a replacement from `NAME[:key=value,...]`.
+pub fn build(spec: &str) -> Result<Box<dyn Replacement>> {
+    let (name, params) = spec::parse("replacement", spec, &NAMES.join(", "))?;
+    let known = |keys: &[&str]| spec::check_known("replacement", &name, &params, keys);
+    match name.as_str() {
+        "clock" => known(&[]).map(|_| Box::new(clock::Clock::default()) as Box<dyn Replacement>),
+        "lru" => known(&[]).map(|_| Box::new(lru::Lru::default()) as Box<dyn Replacement>),
         o => Err(Error::usage(format!("unknown replacement '{o}'; available: {}", NAMES.join(", ")))),
     }
 }
@@ -70,11 +103,11 @@ mod tests {
         }
         r.on_reference(p(0));
         r.on_reference(p(2));
-        assert_eq!(r.victim(), Some(p(1)));
-        assert_eq!(r.victim(), Some(p(3)));
-        assert_eq!(r.victim(), Some(p(0)));
+        assert_eq!(r.victim().map(|v| v.page), Some(p(1)));
+        assert_eq!(r.victim().map(|v| v.page), Some(p(3)));
+        assert_eq!(r.victim().map(|v| v.page), Some(p(0)));
         r.on_remove(p(2));
-        assert_eq!(r.victim(), None);
+        assert_eq!(r.victim().map(|v| v.page), None);
     }
 
     #[test]
@@ -85,12 +118,21 @@ mod tests {
         }
         r.on_reference(p(0));
         r.on_reference(p(1));
-        assert_eq!(r.victim(), Some(p(2)), "0 and 1 were referenced: spared once");
-        assert_eq!(r.victim(), Some(p(3)));
-        assert_eq!(r.victim(), Some(p(0)), "their bits were cleared as the hand passed");
+        assert_eq!(r.victim().map(|v| v.page), Some(p(2)), "0 and 1 were referenced: spared once");
+        assert_eq!(r.victim().map(|v| v.page), Some(p(3)));
+        assert_eq!(r.victim().map(|v| v.page), Some(p(0)), "their bits were cleared as the hand passed");
         r.on_remove(p(1));
-        assert_eq!(r.victim(), None);
+        assert_eq!(r.victim().map(|v| v.page), None);
         assert_eq!(r.len(), 0);
+    }
+
+    #[test]
+    fn specs_take_no_unknown_parameters() {
+        assert_eq!(build("clock:").unwrap().name(), "clock");
+        let e = build("lru:depth=4").err().unwrap().to_string();
+        assert!(e.contains("replacement lru: unknown parameter 'depth'"), "{e}");
+        let e = build(":x=1").err().unwrap().to_string();
+        assert!(e.contains("empty replacement name"), "{e}");
     }
 
     #[test]

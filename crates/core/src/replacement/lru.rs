@@ -3,7 +3,7 @@
 //! resident); the victim is the least recently used. A doubly linked list threaded through a
 //! slab, found by a hash map: O(1) per operation.
 
-use super::{PageRef, Replacement};
+use super::{PageRef, Replacement, Victim};
 use crate::fasthash::FastMap;
 
 const NIL: u32 = u32::MAX;
@@ -79,11 +79,11 @@ impl Replacement for Lru {
             self.free.push(i);
         }
     }
-    fn victim(&mut self) -> Option<PageRef> {
+    fn victim(&mut self) -> Option<Victim> {
         let i = self.tail?;
         let p = self.nodes[i as usize].0;
         self.on_remove(p);
-        Some(p)
+        Some(Victim::whole(p))
     }
     fn len(&self) -> usize {
         self.at.len()

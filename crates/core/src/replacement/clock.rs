@@ -1,7 +1,7 @@
 //! CLOCK (second chance; Corbató 1968): pages sit on a ring in insertion order; the hand evicts
 //! the first page whose referenced bit is clear, clearing the bits it passes.
 
-use super::{PageRef, Replacement};
+use super::{PageRef, Replacement, Victim};
 use crate::fasthash::FastMap;
 use std::collections::VecDeque;
 
@@ -39,7 +39,7 @@ impl Replacement for Clock {
             self.ring.retain(|(q, g)| live.get(q).is_some_and(|e| e.1 == *g));
         }
     }
-    fn victim(&mut self) -> Option<PageRef> {
+    fn victim(&mut self) -> Option<Victim> {
         while let Some((p, g)) = self.ring.pop_front() {
             match self.live.get_mut(&p) {
                 Some(e) if e.1 == g => {
@@ -51,7 +51,7 @@ impl Replacement for Clock {
                         }
                     } else {
                         self.live.remove(&p);
-                        return Some(p);
+                        return Some(Victim::whole(p));
                     }
                 }
                 _ => {} // stale
