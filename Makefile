@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 # bin first on PATH so that a build works without an activated environment.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: demo test setup install dev bench bench-os bench-capture fuzz clean
+.PHONY: demo test lint setup install dev bench bench-os bench-capture fuzz clean
 
 setup:
 	@bash scripts/setup.sh
@@ -23,6 +23,13 @@ test: setup
 	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation -e .
 	cargo test --release --workspace --exclude superpager-py
 	$(PY) -m pytest -q tests
+
+# Linters, as CI runs them: rustfmt (rustfmt.toml), clippy with warnings as errors, ruff (its
+# rules in pyproject.toml).
+lint: setup
+	cargo fmt --all -- --check
+	cargo clippy --release --workspace --all-targets -- -D warnings
+	$(VENV)/bin/ruff check python tests scripts
 
 # Fast rebuild of the extension in place (after `make test` made an editable install).
 dev:

@@ -6,7 +6,6 @@ Skips (with the reason) where qemu-user or a C compiler is missing; make setup i
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 

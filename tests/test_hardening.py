@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 import superpager as sp
-from superpager import _core
 
 HUGE = "0xfffffffffffff000"
 
@@ -63,7 +62,7 @@ def test_one_read_moves_at_most_max_rw_count(tmp_path):
 
 
 def test_madvise_collapse_of_the_whole_address_space_finishes(tmp_path):
-    t = text_trace(tmp_path, f"""
+    t = text_trace(tmp_path, """
 mmap 0x40000000 0x400000 rw- private|anonymous -1 0x0
 S 0x40000000 8
 madvise 0x0 0xffffffffffffffff 25

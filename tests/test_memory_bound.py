@@ -107,7 +107,7 @@ def test_fuzz_inputs_stay_under_the_bound(tmp_path):
 
 def test_the_bound_is_not_loose_enough_to_hide_a_leak(tmp_path):
     """A run that really needs more than the limit fails cleanly (so the limit is in force)."""
-    p = sp.gen("seq", str(tmp_path / "g.spt"), size="1MiB", progress=False)
+    sp.gen("seq", str(tmp_path / "g.spt"), size="1MiB", progress=False)
     r = limited("simulate", "g.spt", "--memory", "1TiB", cwd=tmp_path)
     clean(r)
     assert r.returncode == 2 and "frame table" in r.stderr, r.stderr

@@ -1,7 +1,5 @@
 """The OS memory manager and linux-thp through the public API: THP behaviour on free and on
 fragmented memory, conservation in the time series, scenario errors, segfaults as results."""
-import json
-import os
 
 import pytest
 

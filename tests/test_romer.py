@@ -46,7 +46,7 @@ def test_compare_runs_the_family_and_charges_its_costs(cli, zipf):
 
 def test_same_inputs_same_bytes(cli, zipf, tmp_path):
     outs = []
-    for i in range(2):
+    for _i in range(2):
         rc, out, err = cli("simulate", zipf, "--machine", "romer95", "--policy", "romer:online", "--json")
         assert rc == 0, err
         outs.append(out)

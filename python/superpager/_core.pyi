@@ -1,5 +1,5 @@
 """Typed stubs for the Rust extension (crates/py). Everything here is implemented in Rust."""
-from typing import Callable, Optional
+from collections.abc import Callable
 
 __version__: str
 
@@ -24,14 +24,14 @@ def gen(
     alpha: float = 0.99,
     base: int = 0x7F0000000000,
     passes: int = 1,
-    progress: Optional[Callable[[float], None]] = None,
+    progress: Callable[[float], None] | None = None,
 ) -> dict: ...
 def trace_import(src: str, fmt: str, out: str, fetches: bool = True, collapse: bool = True,
-                 progress: Optional[Callable[[float], None]] = None) -> dict: ...
+                 progress: Callable[[float], None] | None = None) -> dict: ...
 def trace_info(path: str, page_sizes: list[str] = ..., allow_truncated: bool = False,
-               progress: Optional[Callable[[float], None]] = None) -> dict: ...
+               progress: Callable[[float], None] | None = None) -> dict: ...
 def mrc(path: str, page_size: str = "4KiB", max_entries: int = 1536, stream: str = "all",
-        progress: Optional[Callable[[float], None]] = None) -> tuple[int, int, list[int]]: ...
+        progress: Callable[[float], None] | None = None) -> tuple[int, int, list[int]]: ...
 def read_addresses(path: str, limit: int = 0, data_only: bool = False) -> bytes: ...
 def tlb_only(addresses: bytes, entries: int = 64, ways: int = 4, page_size: str = "4KiB") -> tuple[int, int, float]: ...
 def wide_tlb() -> bool: ...
@@ -39,7 +39,7 @@ def fragmentation_experiment(machine: str, policy: str, memory: str, program: st
                              wired: int = 0, web_files: int = 20000, web_min: str = "4KiB", web_max: str = "64KiB",
                              web_requests: int = 100000, web_alpha: float = 0.8, sample_every: int = 1000000,
                              validate: bool = False,
-                             progress: Optional[Callable[[str, float], None]] = None) -> str:
+                             progress: Callable[[str, float], None] | None = None) -> str:
     """Navarro et al.'s Figs. 4-5 sequence: wired pages, a web server, `program` run `runs` times, the
     web server again. Returns JSON: {machine, policy, memory, largest_size, phases: [{label, start_ms,
     end_ms, page_ins, walks, accesses, promotions, largest_pages_peak, contiguity_end}], series:

@@ -12,7 +12,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 from . import _core
 from .progress import Progress
@@ -36,7 +36,7 @@ class Result:
     trace_truncated: bool = False
 
     @classmethod
-    def from_json(cls, text: str, trace: str = "", trace_truncated: bool = False) -> "Result":
+    def from_json(cls, text: str, trace: str = "", trace_truncated: bool = False) -> Result:
         d = json.loads(text)
         return cls(trace=trace, trace_truncated=trace_truncated, **d)
 
@@ -130,7 +130,7 @@ def run(
     sample_every: int = 1 << 20,
     allow_truncated: bool = False,
     validate: bool = False,
-    progress: Optional[bool] = None,
+    progress: bool | None = None,
     label: str = "simulating",
     swap: str = "0",
     replacement: str = "clock",
@@ -168,7 +168,7 @@ def simulate(
     sample_every: int | None = None,
     allow_truncated: bool = False,
     validate: bool = False,
-    progress: Optional[bool] = None,
+    progress: bool | None = None,
     scenario: str | None = None,
     swap: str = "0",
     replacement: str = "clock",
@@ -224,7 +224,7 @@ def simulate_scenario(
     policy: str | None = None,
     sample_every: int | None = None,
     validate: bool = False,
-    progress: Optional[bool] = None,
+    progress: bool | None = None,
 ) -> Result:
     """Run a scenario file (docs/SCENARIOS.md): prelude, then its processes, interleaved."""
     scenario = scenario_path(scenario)
@@ -249,7 +249,7 @@ def compare(
     memory: str = "64GiB",
     sample_every: int = 1 << 20,
     allow_truncated: bool = False,
-    progress: Optional[bool] = None,
+    progress: bool | None = None,
 ) -> ResultSet:
     """Every machine x every policy, side by side, in one pass over the trace."""
     runs = [(m, p) for m in machines for p in policies]
@@ -258,7 +258,7 @@ def compare(
 
 def gen(kind: str, out: str, size: str = "64MiB", accesses: int = 0, seed: int = 1, stride: str = "4KiB",
         elem: int = 8, alpha: float = 0.99, base: int = 0x7F0000000000, passes: int = 1,
-        progress: Optional[bool] = None) -> dict:
+        progress: bool | None = None) -> dict:
     """Generate a synthetic workload trace (see `superpager gen --help` for the kinds)."""
     bar = Progress(f"gen {kind}", enabled=progress)
     try:
@@ -267,7 +267,7 @@ def gen(kind: str, out: str, size: str = "64MiB", accesses: int = 0, seed: int =
         bar.close()
 
 
-def _with_progress(label: str, progress: Optional[bool], fn):
+def _with_progress(label: str, progress: bool | None, fn):
     bar = Progress(label, enabled=progress)
     try:
         return fn(bar.update)
@@ -276,20 +276,20 @@ def _with_progress(label: str, progress: Optional[bool], fn):
 
 
 def mrc(trace: str, page_size: str = "4KiB", max_entries: int = 1536, stream: str = "all",
-        progress: Optional[bool] = None) -> dict:
+        progress: bool | None = None) -> dict:
     """Misses of a fully associative LRU TLB for 1..max_entries entries, from one pass."""
     accesses, cold, curve = _with_progress("mrc", progress, lambda cb: _core.mrc(os.fspath(trace), page_size, max_entries, stream, cb))
     return {"accesses": accesses, "cold_misses": cold, "page_size": page_size, "misses": curve}
 
 
 def trace_info(trace: str, page_sizes: Sequence[str] = ("4KiB", "2MiB", "1GiB"), allow_truncated: bool = False,
-               progress: Optional[bool] = None) -> dict:
+               progress: bool | None = None) -> dict:
     """Records, accesses by kind, events, footprint in pages of each size, VMAs."""
     return _with_progress("reading", progress, lambda cb: _core.trace_info(os.fspath(trace), list(page_sizes), allow_truncated, cb))
 
 
 def trace_import(src: str, fmt: str, out: str, fetches: bool = True, collapse: bool = True,
-                 progress: Optional[bool] = None) -> dict:
+                 progress: bool | None = None) -> dict:
     """Convert a lackey, ChampSim or text trace into .spt."""
     return _with_progress(f"importing {fmt}", progress, lambda cb: _core.trace_import(os.fspath(src), fmt, os.fspath(out), fetches, collapse, cb))
 

@@ -94,7 +94,7 @@ def main(a) -> int:
     for name, kind, size, opts in TRACES:
         opts = dict(opts)
         longer = opts.pop("longer", 1)
-        path = os.path.join(work, f"bench-{kind}{'-x%d' % longer if longer > 1 else ''}.spt")
+        path = os.path.join(work, f"bench-{kind}{f'-x{longer}' if longer > 1 else ''}.spt")
         accesses = (n // 2 if kind == "gups" else n) * longer  # GUPS emits a load and a store per update
         api.gen(kind, path, size=size, accesses=accesses, seed=42, **opts)
         raw = _core.read_addresses(path)
@@ -127,7 +127,7 @@ def main(a) -> int:
             if scalar.counters != full[name].counters:
                 raise SystemExit(f"error: {name}: the scalar TLB code gave different counters than the AVX2 code")
     rows_tlb, rows_full = [], []
-    for name, path, raw, addrs in prepared:
+    for name, path, raw, _addrs in prepared:
         count = len(raw) // 8
         peer_rate = count / statistics.median(t_peer[name]) if t_peer[name] else None
         rows_tlb.append((name, count, count / statistics.median(t_ours[name]), peer_rate, misses[name], peer_misses.get(name)))

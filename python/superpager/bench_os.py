@@ -15,7 +15,6 @@ import sys
 import tempfile
 import time
 
-from .cli import human
 
 CASES = [
     ("trident prelude over 64GiB (page cache fill 2 x 32GiB + 1M random reads), then 1M GUPS accesses",

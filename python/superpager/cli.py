@@ -42,7 +42,7 @@ def count(s: str) -> int:
     try:
         v = float(t) * mult
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a count: '{s}' (examples: 1000, 4M, 10k)")
+        raise argparse.ArgumentTypeError(f"not a count: '{s}' (examples: 1000, 4M, 10k)") from None
     if not math.isfinite(v) or v < 0 or v != int(v) or v >= 2**64:
         raise argparse.ArgumentTypeError(f"not a whole non-negative count below 2^64: '{s}'")
     return int(v)
@@ -55,7 +55,7 @@ def int_in(lo: int, hi: int):
         try:
             v = int(s, 0)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: '{s}'")
+            raise argparse.ArgumentTypeError(f"not an integer: '{s}'") from None
         if not lo <= v <= hi:
             raise argparse.ArgumentTypeError(f"{v} is out of range {lo}..{hi}")
         return v
@@ -68,7 +68,7 @@ def finite_float(lo: float, hi: float):
         try:
             v = float(s)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: '{s}'")
+            raise argparse.ArgumentTypeError(f"not a number: '{s}'") from None
         if not (math.isfinite(v) and lo <= v <= hi):
             raise argparse.ArgumentTypeError(f"{s} is not a finite number in {lo}..{hi}")
         return v
@@ -393,6 +393,10 @@ def cmd_bench(a) -> int:
 
 
 def _bench(a) -> int:
+    if a.against:
+        from . import bench_builds
+
+        return bench_builds.main(a)
     if a.os:
         from . import bench_os
 
@@ -650,6 +654,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="measure throughput against pycachesim (writes a markdown report)")
     b.add_argument("--os", action="store_true", help="instead: the OS model at scale (64GiB prelude time, 384GiB host RSS)")
     b.add_argument("--capture", action="store_true", help="instead: capture speed (vs native and lackey) and trace bytes per access")
+    b.add_argument("--against", metavar="DIR", help="instead: this build's simulation speed beside another build's, interleaved (DIR holds that build's superpager package)")
     b.add_argument("--accesses", type=count, default=4_000_000, help="trace length (default 4M)")
     b.add_argument("--repeats", type=int_in(1, 1000), default=5, help="runs per measurement; the median is reported")
     b.add_argument("--out", help="write the markdown report here (e.g. docs/PERFORMANCE.md)")
@@ -723,7 +728,8 @@ EXAMPLES = {
     "bench": ["superpager bench --out perf.md                # simulator throughput against pycachesim",
               "superpager bench --accesses 1M --repeats 3     # quicker, report on stdout only",
               "superpager bench --capture --out perf.md       # capture speed and trace size",
-              "superpager bench --os --out os-scale.md        # the OS model at scale"],
+              "superpager bench --os --out os-scale.md        # the OS model at scale",
+              "superpager bench --against /tmp/old             # this build beside another (DIR/superpager: its package)"],
     "list": ["superpager workloads list"],
     "capture": ["superpager workloads capture pagerank --size 256MiB",
                 "superpager workloads capture all --size 16MiB --out traces/"],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from typing import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from . import _core
 

@@ -15,7 +15,7 @@ import math
 import os
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from . import api
 from . import capture as cap
@@ -112,7 +112,7 @@ def navarro(quick: bool = False, progress: Callable[[str], None] = lambda m: Non
             "| workload | base | 64KB only | 512KB only | 4MB only | all sizes | best single size | all ≤ every single |",
             "|---|---:|---:|---:|---:|---:|---|---|"]
     bests = set()
-    for name, role, rs, info in rows:
+    for name, _role, rs, _info in rows:
         if rs is None:
             continue
         singles = {s: rs[f"navarro:sizes={s}"]["walks"] for s in SINGLE_SIZES}
@@ -507,7 +507,7 @@ def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
             "| paper row | ours | size | FIXED 4KB misses (ours) | " + " | ".join(labels[1:]) + " |",
             "|---|---|---|---:|" + "---:|" * (len(labels) - 1)]
     checks = []
-    for name, paper, kind, rs, info, trace in rows:
+    for name, paper, kind, rs, info, _trace in rows:
         if rs is None:
             out.append(f"| {paper} | {name} | - | not run: {info} |" + " |" * (len(labels) - 1))
             continue
@@ -519,7 +519,7 @@ def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
         out.append(f"| {paper} | {name} ({kind}) | {info} | {base:,} | " + " | ".join(cells) + " |")
     red = lambda rs, p: 100 * (1 - rs[p]["walks"] / max(rs[specs[0]]["walks"], 1))
     # The claims of the issue, checked.
-    for name, paper, kind, rs, info, trace in rows:
+    for name, _paper, kind, rs, _info, _trace in rows:
         if rs is None:
             continue
         if kind == "sparse":
@@ -552,7 +552,7 @@ def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
             "`-`: the generated sweep has no instruction counts.", "",
             "| paper row | ours | TLBMCPI, FIXED 4KB | " + " | ".join(labels[1:]) + " |",
             "|---|---|---:|" + "---:|" * (len(labels) - 1)]
-    for name, paper, kind, rs, info, trace in rows:
+    for name, paper, _kind, rs, _info, _trace in rows:
         if rs is None:
             continue
         b = rs[specs[0]]
@@ -562,7 +562,7 @@ def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
         tl = _tlb_cycles(b) / max(b["instructions"], 1)
         cells = [f"{ROMER_T5[paper][i]:+.1f} / {_improvement(rs[p], b):+.1f}" for i, p in enumerate(specs[1:])]
         out.append(f"| {paper} | {name} | {tl:.3f} | " + " | ".join(cells) + " |")
-    for name, paper, kind, rs, info, trace in rows:
+    for name, _paper, kind, rs, _info, _trace in rows:
         if rs is None or kind not in ("large", "small", "sparse"):
             continue
         b = rs[specs[0]]
@@ -573,7 +573,7 @@ def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
                            on < ap, f"ONLINE {on:+.1f}%, APPROX-ONLINE {ap:+.1f}%"))
     out += ["", "### TLBMCPI and its parts (Figure 3)", "",
             "| ours | policy | TLBMCPI | handler | bookkeeping | copy |", "|---|---|---:|---:|---:|---:|"]
-    for name, paper, kind, rs, info, trace in rows:
+    for name, _paper, _kind, rs, _info, _trace in rows:
         if rs is None:
             continue
         for l, p in ROMER_POLICIES:
@@ -586,7 +586,7 @@ def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
             "FIXED pages may reach past their VMA (Romer's FIXED); promotions stay inside one VMA unless "
             "`past_vma=true` (last two columns: APPROX-ONLINE so, its overhead and the misses it removes).", "",
             "| ours | " + " | ".join(labels[1:]) + " | APPROX-ONLINE past VMA | its misses removed |", "|---|" + "---:|" * (len(labels) + 1)]
-    for name, paper, kind, rs, info, trace in rows:
+    for name, _paper, kind, rs, _info, _trace in rows:
         if rs is None:
             continue
         fb = max(rs[specs[0]]["footprint.bytes"], 1)
@@ -602,7 +602,7 @@ def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
     out += ["", "### Table 6: pages of each size at the end under APPROX-ONLINE (paper / ours)", "",
             "| paper row | ours | " + " | ".join(s.replace("iB", "B") for s in ROMER_SIZES) + " | total 4KB pages |",
             "|---|---|" + "---:|" * (len(ROMER_SIZES) + 1)]
-    for name, paper, kind, rs, info, trace in rows:
+    for name, paper, _kind, rs, _info, _trace in rows:
         if rs is None:
             continue
         r = rs["romer:approx-online"]
@@ -612,7 +612,7 @@ def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
         out.append(f"| {paper} | {name} | " + " | ".join(f"{a} / {b}" for a, b in zip(pp, mine)) + f" | {pt:,} / {total:,} |")
     out += ["", "### Threshold sweep (APPROX-ONLINE; the paper's 0.125R calibration)", "",
             "| ours | threshold (x R) | misses removed | TLBMCPI | memory overhead |", "|---|---:|---:|---:|---:|"]
-    for name, paper, kind, rs, info, trace in rows:
+    for name, _paper, kind, rs, _info, trace in rows:
         if rs is None or kind not in ("sparse", "small"):
             continue
         progress(f"threshold sweep on {name}")

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 from . import capture as cap
 
@@ -126,7 +126,7 @@ def parse_size(s: str) -> int:
             raise ValueError
         return int(float(num) * units[unit])
     except ValueError:
-        raise cap.CaptureError(f"workloads: --size {s!r}: expected a size like 64MiB, 512KiB or 2GiB")
+        raise cap.CaptureError(f"workloads: --size {s!r}: expected a size like 64MiB, 512KiB or 2GiB") from None
 
 
 def get(name: str) -> Workload:
@@ -135,7 +135,7 @@ def get(name: str) -> Workload:
     return WORKLOADS[name]
 
 
-def available(w: Workload) -> Optional[str]:
+def available(w: Workload) -> str | None:
     """None if the workload can run here, else why not."""
     if w.kind == "real" and not os.path.exists(w.program):
         pkg = os.path.basename(w.program)
@@ -164,7 +164,7 @@ def build(name: str) -> Path:
     return out
 
 
-def command(name: str, size: Optional[str] = None, workdir: Optional[str] = None, args: Sequence[str] = ()) -> list[str]:
+def command(name: str, size: str | None = None, workdir: str | None = None, args: Sequence[str] = ()) -> list[str]:
     """The command line that runs workload `name` at `size` (default: its own). `args` follow
     the size for suite programs (e.g. stream's passes, gups' rounds: see each source's usage)."""
     w = get(name)
@@ -178,7 +178,7 @@ def command(name: str, size: Optional[str] = None, workdir: Optional[str] = None
     return w.argv(parse_size(size or w.default_size), d) + list(args)
 
 
-def capture(name: str, out: Optional[str] = None, size: Optional[str] = None, fetches: bool = False,
+def capture(name: str, out: str | None = None, size: str | None = None, fetches: bool = False,
             progress=None, args: Sequence[str] = ()) -> cap.CaptureResult:
     """Build (or prepare the input of) workload `name` and capture it. Its output is discarded;
     suite programs that write files (webserver) do so in a scratch directory."""

@@ -21,12 +21,11 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 from .. import _core
 
@@ -57,7 +56,7 @@ class CaptureResult:
     processes: int = 1
     threads: int = 1
     endings: list[dict] = field(default_factory=list)
-    write_error: Optional[str] = None
+    write_error: str | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -140,8 +139,8 @@ def _signal_name(n: int) -> str:
 
 
 def capture(cmd: Sequence[str], out: str, fetches: bool = False, lackey: bool = False,
-            progress: Optional[Callable[[int, float], None]] = None, stdout=None,
-            cwd: Optional[str] = None) -> CaptureResult:
+            progress: Callable[[int, float], None] | None = None, stdout=None,
+            cwd: str | None = None) -> CaptureResult:
     """Run `cmd` and record it into `out`. `progress(accesses, seconds)` is called about twice a
     second. The program's output goes where ours goes unless `stdout` says otherwise (as for
     subprocess); `cwd` is the directory it runs in."""
@@ -181,7 +180,7 @@ def capture(cmd: Sequence[str], out: str, fetches: bool = False, lackey: bool = 
     except OSError as e:
         rx.close()
         tx.close()
-        raise CaptureError(f"capture: cannot start {qemu}: {e}")
+        raise CaptureError(f"capture: cannot start {qemu}: {e}") from None
     tx.close()
     try:
         session = _core.CaptureSession(rx.fileno(), out, proc.pid, json.dumps(meta))
@@ -190,7 +189,7 @@ def capture(cmd: Sequence[str], out: str, fetches: bool = False, lackey: bool = 
         proc.wait()
         rx.close()
         raise
-    interrupted = False
+    interrupted = False  # read by the finally block if _watch raises
     try:
         interrupted = _watch(proc, session, progress, t0)
     finally:
@@ -289,14 +288,12 @@ def _capture_lackey(argv, cmd, out, fetches, progress, run) -> CaptureResult:
 
     t = threading.Thread(target=convert, name="lackey-import", daemon=True)
     t.start()
-    interrupted = False
     try:
         while t.is_alive():
             t.join(0.5)
             if progress:
                 progress(0, time.monotonic() - t0)
     except KeyboardInterrupt:
-        interrupted = True
         _kill(proc)
         t.join()
     proc.wait()
