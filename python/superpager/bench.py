@@ -255,15 +255,16 @@ superpage policies take the general path, which probes and fills separately (sca
 These VMs are noisy: the same run can vary by +-30% from one minute to the next, so compare the
 ratios within one report.
 """
-    # Keep the capture benchmark's section (`bench --capture`) that shares the file.
-    from .bench_capture import END, START
+    # Keep the sections of `bench --capture` and `bench --against` that share the file.
+    from . import bench_builds, bench_capture
 
     kept = ""
     if os.path.exists(a.out):
         with open(a.out) as f:
             old = f.read()
-        if START in old and END in old:
-            kept = "\n" + old[old.index(START):old.index(END) + len(END)] + "\n"
+        for start, end in ((bench_capture.START, bench_capture.END), (bench_builds.START, bench_builds.END)):
+            if start in old and end in old:
+                kept += "\n" + old[old.index(start):old.index(end) + len(end)] + "\n"
     from .output import write_text
 
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)

@@ -18,6 +18,9 @@ import time
 
 from . import api
 
+START = "<!-- bench --against: start -->"
+END = "<!-- bench --against: end -->"
+
 # (label, gen kind, footprint, machine, policy): the engine's fast path, a daemon policy, a
 # reservation policy and a miss-driven policy, so that every hook the engine calls is timed.
 CASES = [
@@ -91,6 +94,9 @@ def main(a) -> int:
                      f"{n / max(old) / 1e6:.2f}M – {n / min(old) / 1e6:.2f}M | {n / max(new) / 1e6:.2f}M – {n / min(new) / 1e6:.2f}M |")
     geo = statistics.geometric_mean(ratios)
     report = "\n".join([
+        START,
+        "## This build against another (`bench --against`)",
+        "",
         f"Produced by `superpager bench --against DIR --repeats {a.repeats} --accesses {a.accesses}`: "
         f"{a.repeats} rounds, each running every case once under each build in alternating order, "
         "each run in a fresh process timing only the simulation.",
@@ -101,12 +107,13 @@ def main(a) -> int:
         *lines,
         "",
         f"Geometric mean of new / old: {geo:.3f} (above 1: the new build is faster).",
-        "",
+        END,
     ])
     if a.out:
-        from .output import write_text
+        from .bench_capture import write_section
 
-        write_text(a.out, report)
+        # A section of its own: `make bench` and `bench --capture` keep it.
+        write_section(a.out, report, START, END)
         print(f"wrote {a.out}", file=sys.stderr)
     print(report)
     return 0

@@ -122,14 +122,15 @@ def report(a, reps, rate_rows, size_rows) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: str, text: str) -> None:
-    """Put the section into `path`, replacing an earlier one, keeping everything else."""
+def write_section(path: str, text: str, start: str = START, end: str = END) -> None:
+    """Put the section (`text`, from marker `start` to marker `end`) into `path`, replacing an
+    earlier one, keeping everything else."""
     old = ""
     if os.path.exists(path):
         with open(path) as f:
             old = f.read()
-    if START in old and END in old:
-        new = old[:old.index(START)] + text + old[old.index(END) + len(END):]
+    if start in old and end in old:
+        new = old[:old.index(start)] + text + old[old.index(end) + len(end):]
     else:
         new = old.rstrip("\n") + ("\n\n" if old else "") + text + "\n"
     from .output import write_text
