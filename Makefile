@@ -24,12 +24,13 @@ test: setup
 	cargo test --release --workspace --exclude superpager-py
 	$(PY) -m pytest -q tests
 
-# Linters, as CI runs them: rustfmt (rustfmt.toml), clippy with warnings as errors, ruff (its
-# rules in pyproject.toml).
+# Linters, as CI runs them: rustfmt (rustfmt.toml), clippy with warnings as errors, ruff and
+# mypy (their settings in pyproject.toml).
 lint: setup
 	cargo fmt --all -- --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
 	$(VENV)/bin/ruff check python tests scripts
+	$(VENV)/bin/mypy
 
 # Fast rebuild of the extension in place (after `make test` made an editable install).
 dev:

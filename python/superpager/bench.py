@@ -12,6 +12,8 @@ within the run.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import os
 import platform
 import statistics
@@ -26,7 +28,7 @@ from .cli import human
 ZIPF = "Zipf 0.99 (1GiB)"
 ZIPF_LONGER = "Zipf 0.99 (1GiB), 4x longer"
 
-TRACES = [
+TRACES: list[tuple[str, str, str, dict[str, Any]]] = [
     # name, gen kind, size, options
     ("random (GUPS, 1GiB)", "gups", "1GiB", {}),
     ("strided (4KiB stride, 1GiB)", "stride", "1GiB", {}),
@@ -104,10 +106,10 @@ def main(a) -> int:
 
             addrs = array.array("Q", raw).tolist()
         prepared.append((name, path, raw, addrs))
-    t_ours = {p[0]: [] for p in prepared}
-    t_peer = {p[0]: [] for p in prepared}
-    t_full = {p[0]: [] for p in prepared}
-    t_scalar = {p[0]: [] for p in prepared}
+    t_ours: dict[str, list[float]] = {p[0]: [] for p in prepared}
+    t_peer: dict[str, list[float]] = {p[0]: [] for p in prepared}
+    t_full: dict[str, list[float]] = {p[0]: [] for p in prepared}
+    t_scalar: dict[str, list[float]] = {p[0]: [] for p in prepared}
     misses, peer_misses, full = {}, {}, {}
     for rnd in range(a.repeats):
         print(f"  round {rnd + 1}/{a.repeats}", file=sys.stderr)
@@ -126,7 +128,8 @@ def main(a) -> int:
             t_scalar[name].append(time.perf_counter() - t0)
             if scalar.counters != full[name].counters:
                 raise SystemExit(f"error: {name}: the scalar TLB code gave different counters than the AVX2 code")
-    rows_tlb, rows_full = [], []
+    rows_tlb: list[tuple[Any, ...]] = []
+    rows_full: list[tuple[Any, ...]] = []
     for name, path, raw, _addrs in prepared:
         count = len(raw) // 8
         peer_rate = count / statistics.median(t_peer[name]) if t_peer[name] else None

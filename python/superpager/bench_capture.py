@@ -8,6 +8,8 @@ simulator's own benchmark and this one share the file.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import os
 import shutil
 import statistics
@@ -72,7 +74,7 @@ def main(a) -> int:
         target = TARGET_RANDOM if name == "gups" else TARGET_SEQ
         rate_rows.append((label, size, statistics.median(nat), sec, r.accesses, rate, target, small, small_cap, lackey_rate))
         print(f"{label}: native {statistics.median(nat):.2f}s, capture {sec:.2f}s, {rate / 1e6:.1f}M accesses/s", file=sys.stderr)
-    size_rows = []
+    size_rows: list[tuple[Any, ...]] = []
     for name, w in W.WORKLOADS.items():
         if W.available(w):
             size_rows.append((name, None, None, None, W.available(w)))

@@ -8,6 +8,8 @@ resident memory (host RSS) is its own.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import os
 import statistics
 import subprocess
@@ -39,6 +41,7 @@ def run_case(work: str, i: int, text: str, policy: str) -> tuple[float, int, str
     out, err = b"", b""
     _, status, ru = os.wait4(p.pid, 0)
     secs = time.perf_counter() - t0
+    assert p.stdout is not None and p.stderr is not None
     out, err = p.stdout.read(), p.stderr.read()
     if status != 0:
         raise RuntimeError(f"case {i} failed: {err.decode().strip()}")
@@ -50,7 +53,7 @@ def run_case(work: str, i: int, text: str, policy: str) -> tuple[float, int, str
 def main(a) -> int:
     work = a.workdir or tempfile.mkdtemp(prefix="superpager-bench-os-")
     os.makedirs(work, exist_ok=True)
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for i, (name, text, policy, what, target) in enumerate(CASES):
         times, rss = [], []
         mix = ""

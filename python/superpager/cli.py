@@ -5,6 +5,8 @@ the file and key (configurations), and exit with status 2 (bad input) or 1 (simu
 """
 from __future__ import annotations
 
+from typing import Any
+
 import argparse
 import contextlib
 import json
@@ -243,7 +245,7 @@ def _compare(a) -> int:
 
 def compare_table(rs) -> str:
     rows = []
-    base = {}
+    base: dict[str, Any] = {}
     for r in rs:
         base.setdefault(r.machine, r)
     for r in rs:
@@ -546,6 +548,12 @@ def cmd_demo(a) -> int:
     return demo.main(a)
 
 
+def _help(parser: argparse.ArgumentParser) -> int:
+    """A verb given without its subcommand: show its help, exit status 2."""
+    parser.print_help()
+    return 2
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="superpager",
@@ -640,7 +648,7 @@ def build_parser() -> argparse.ArgumentParser:
     td.add_argument("--limit", type=count, default=0, help="at most N records (default: all)")
     td.add_argument("--allow-truncated", action="store_true")
     td.set_defaults(fn=cmd_trace_dump)
-    t.set_defaults(fn=lambda a: (t.print_help(), 2)[1])
+    t.set_defaults(fn=lambda a: _help(t))
 
     r = sub.add_parser("mrc", help="miss-ratio curve of a fully associative LRU TLB, every size in one pass")
     r.add_argument("trace")
@@ -681,7 +689,7 @@ def build_parser() -> argparse.ArgumentParser:
     wlc.add_argument("--out", "-o", help="trace file (default NAME.spt), or a directory")
     wlc.add_argument("--fetches", action="store_true", help="record instruction fetches too")
     wlc.set_defaults(fn=cmd_workloads_capture)
-    wl.set_defaults(fn=lambda a: (wl.print_help(), 2)[1])
+    wl.set_defaults(fn=lambda a: _help(wl))
 
     rp = sub.add_parser("reproduce", help="run a paper's experiments on the workload suite; its claims beside ours",
                         formatter_class=raw, epilog="examples:\n  superpager reproduce navarro --quick\n"

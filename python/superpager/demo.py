@@ -3,11 +3,12 @@ two machines, print a comparison table per workload, and write the results."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from . import api
 from .cli import compare_table, human
 
-WORKLOADS = [
+WORKLOADS: list[tuple[str, str, dict[str, Any]]] = [
     # (name, kind, extra gen options)
     ("gups", "gups", {"accesses": 2_000_000}),
     ("seq", "seq", {}),

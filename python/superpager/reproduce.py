@@ -10,6 +10,8 @@ and cached in ~/.cache/superpager/traces, keyed by workload, size and the plugin
 """
 from __future__ import annotations
 
+from typing import Any
+
 import hashlib
 import math
 import os
@@ -73,7 +75,7 @@ def _pct(new: float, old: float) -> str:
 def navarro(quick: bool = False, progress: Callable[[str], None] = lambda m: None) -> str:
     """Best case (Table 1) and one size against several (Tables 2 and 3)."""
     policies = ["base", "navarro"] + [f"navarro:sizes={s}" for s in SINGLE_SIZES]
-    rows = []
+    rows: list[tuple[str, str, Any, str]] = []
     for name, size, qsize, args, role in NAVARRO_BEST_CASE:
         why = W.available(W.get(name))
         if why:
@@ -164,7 +166,7 @@ def navarro_adversaries(progress: Callable[[str], None]) -> str:
 
 # The dirty-file adversary: a 64MiB file mapped shared on Alpha, every page read, every 512th
 # page (one per 4MB superpage) written, then flushed.
-DIRTY = dict(memory="512MiB", file_size="64MiB", every=512)
+DIRTY: dict[str, Any] = dict(memory="512MiB", file_size="64MiB", every=512)
 
 
 def navarro_dirty_file() -> str:
@@ -200,7 +202,7 @@ def navarro_dirty_file() -> str:
 # two, "only 4MB available, in one contiguous run"), or another process reserves them and
 # populates all but one 8KB page of every 64KB ("scattered": eight extents, 512 lone free frames
 # for the 400 touches and their page tables), so no free memory is contiguous.
-STRIDED = dict(memory="64MiB", stride="1MiB", touches=400)
+STRIDED: dict[str, Any] = dict(memory="64MiB", stride="1MiB", touches=400)
 STRIDED_SETUPS = [("extents", 1), ("extents", 2), ("scattered", 8)]
 
 
@@ -247,8 +249,8 @@ def navarro_strided() -> str:
 # The fragmentation experiment (Figs. 4 and 5): memory, the dense program, its runs, wired
 # frames (0.5% of memory's 8KB frames, scattered unless clustered), and the web server: files
 # of 4-64KiB (log-uniform) about 1.7 times memory in all, Zipf(0.8) requests. Quick: a quarter.
-FRAG_FULL = dict(memory="256MiB", program=("fft", "64MiB"), runs=4, wired=160, web_files=20000, web_requests=100000)
-FRAG_QUICK = dict(memory="64MiB", program=("fft", "16MiB"), runs=3, wired=40, web_files=5000, web_requests=25000)
+FRAG_FULL: dict[str, Any] = dict(memory="256MiB", program=("fft", "64MiB"), runs=4, wired=160, web_files=20000, web_requests=100000)
+FRAG_QUICK: dict[str, Any] = dict(memory="64MiB", program=("fft", "16MiB"), runs=3, wired=40, web_files=5000, web_requests=25000)
 FRAG_SCHEMES = [("base", "base"), ("cache", "navarro:fragmentation=cache"), ("daemon", "navarro")]
 
 
@@ -322,7 +324,7 @@ def navarro_fragmentation(quick: bool, progress: Callable[[str], None]) -> str:
 
 # Aligned placement of file mappings: four processes map one 256MiB file shared at Linux-like
 # 2MB-aligned addresses (the second and fourth off a 4MB boundary) and read it five times.
-SHARED = dict(memory="1GiB", file_size="256MiB", processes=4, passes=5)
+SHARED: dict[str, Any] = dict(memory="1GiB", file_size="256MiB", processes=4, passes=5)
 
 
 def later_walks(misaligned: int, placed: int) -> str:
@@ -463,7 +465,7 @@ PAST_VMA = "romer:approx-online,past_vma=true"
 
 
 def romer_runs(quick: bool, progress: Callable[[str], None]) -> list:
-    rows = []
+    rows: list[tuple] = []
     specs = [p for _, p in ROMER_POLICIES] + [PAST_VMA]
     for name, size, qsize, args, qargs, paper, kind in ROMER_SUITE:
         sz, ar = (qsize, qargs) if quick else (size, args)
