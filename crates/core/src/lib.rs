@@ -1,5 +1,6 @@
 //! superpager-core: a trace-driven model of the OS memory manager and the MMU, for studying
-//! superpage (huge page) policies. See DESIGN.md (../shared/DESIGN.md) and docs/.
+//! superpage (huge page) policies. See docs/ARCHITECTURE.md (the parts and their interfaces) and
+//! docs/MODEL.md (what is modelled).
 //!
 //! Layout: `units` (typed quantities), `trace` (the .spt format, importers, generators), `mmu`
 //! (TLBs, walker, machines), `os` (address spaces, page tables, frames, mechanisms), `policy`

@@ -1,4 +1,6 @@
-//! Aligned placement of file mappings (Navarro et al.; ../shared/notes/seeds-navarro-romer.md §A.2.11).
+//! Aligned placement of file mappings (Navarro et al., OSDI 2002, implementation notes on multiple
+//! mappings of one file: a mapping with no fixed address goes to an address aligned to the
+//! largest superpage size no larger than the mapping).
 //!
 //! When two processes map one file at virtual addresses whose offsets modulo a superpage size
 //! differ, at most one of them can map the shared page-cache extent with a superpage. Navarro

@@ -1,5 +1,6 @@
 //! `navarro`: reservation-based superpages with incremental promotion (Navarro, Iyer, Druschel,
-//! Cox, OSDI 2002; the rules are listed in ../shared/notes/seeds-navarro-romer.md part A).
+//! Cox, "Practical, transparent operating system support for superpages", OSDI 2002, §4 and
+//! §5; docs/NAVARRO.md describes each rule as modelled).
 //!
 //! On a first touch the policy reserves an aligned extent of the preferred superpage size
 //! around the page (os/reserv.rs) and maps the page at the frame with the matching offset; the

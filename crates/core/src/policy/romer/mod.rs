@@ -1,8 +1,8 @@
 //! `romer:VARIANT`: Romer, Ohlrich, Karlin and Bershad, "Reducing TLB and Memory Overhead Using
 //! Online Superpage Promotion" (ISCA 1995). Superpages are made by *copying* a region into
 //! fresh contiguous memory, in the software TLB-miss handler, once the misses a superpage would
-//! have saved pay for the copy (a ski-rental argument). Notes: ../shared/notes/
-//! seeds-navarro-romer.md part B; docs/ROMER.md.
+//! have saved pay for the copy (a ski-rental argument). docs/ROMER.md describes each rule and
+//! constant as modelled.
 //!
 //! Variants (§5, Table 3):
 //! - `fixed` (size=SIZE): one page size from the start, no promotion (FIXED 4KB/16KB/64KB);
