@@ -2,7 +2,15 @@
 
 The simulator core is Rust (superpager._core); this package holds the API and the CLI.
 """
-from ._core import SuperpagerError, __version__
+from ._core import (
+    ConfigError,
+    FileAccessError,
+    SimulationError,
+    SuperpagerError,
+    TraceError,
+    UsageError,
+    __version__,
+)
 from .api import (
     Result,
     ResultSet,
@@ -26,6 +34,11 @@ from .api import (
 
 __all__ = [
     "SuperpagerError",
+    "TraceError",
+    "ConfigError",
+    "FileAccessError",
+    "UsageError",
+    "SimulationError",
     "__version__",
     "Result",
     "ResultSet",

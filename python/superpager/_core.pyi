@@ -6,6 +6,21 @@ __version__: str
 class SuperpagerError(Exception):
     """Bad input, configuration or simulation state; the message is one line naming where."""
 
+class TraceError(SuperpagerError):
+    """A trace file is malformed; the message names the file and byte offset."""
+
+class ConfigError(SuperpagerError):
+    """A machine, policy or scenario file is wrong; the message names the file and key."""
+
+class FileAccessError(SuperpagerError):
+    """A file could not be read or written (the operating system's reason)."""
+
+class UsageError(SuperpagerError):
+    """A request that cannot be carried out: an unknown name, a bad parameter."""
+
+class SimulationError(SuperpagerError):
+    """The simulated system cannot go on (out of simulated memory, a broken invariant)."""
+
 def machines() -> list[tuple[str, str, str]]: ...
 def machine_info(spec: str) -> dict: ...
 def policies() -> list[tuple[str, str, str]]: ...

@@ -138,7 +138,7 @@ def run(
     """Simulate `trace` once for every (machine, policy) pair, decoding it once."""
     trace = os.fspath(trace)
     if not os.path.exists(trace):
-        raise _core.SuperpagerError(f"{trace}: no such file")
+        raise _core.FileAccessError(f"{trace}: no such file")
     plan = Progress("planning", enabled=progress)
 
     def planning(what: str, fraction: float) -> None:
@@ -181,11 +181,11 @@ def simulate(
     trace, scenario, policy = _path(trace), _path(scenario), _path(policy)
     if scenario is not None:
         if trace is not None:
-            raise _core.SuperpagerError("give a trace or a scenario, not both")
+            raise _core.UsageError("give a trace or a scenario, not both")
         return simulate_scenario(scenario, machine=machine_spec(machine, tlb) if (machine or tlb) else None,
                                  policy=policy, sample_every=sample_every, validate=validate, progress=progress)
     if trace is None:
-        raise _core.SuperpagerError("simulate needs a trace (or scenario=FILE.toml)")
+        raise _core.UsageError("simulate needs a trace (or scenario=FILE.toml)")
     return run(trace, [(machine_spec(machine, tlb), policy or "base")], memory,
                (1 << 20) if sample_every is None else sample_every, allow_truncated, validate, progress,
                swap=swap, replacement=replacement)[0]
@@ -215,7 +215,7 @@ def scenario_path(name_or_path: str) -> str:
     if os.path.exists(bundled):
         return bundled
     names = ", ".join(n for n, _ in scenarios())
-    raise _core.SuperpagerError(f"{name_or_path}: no such scenario file (bundled scenarios: {names})")
+    raise _core.FileAccessError(f"{name_or_path}: no such scenario file (bundled scenarios: {names})")
 
 
 def simulate_scenario(

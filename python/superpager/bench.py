@@ -23,7 +23,7 @@ import tempfile
 import time
 
 from . import _core, api
-from .cli import human
+from .fmt import human
 
 ZIPF = "Zipf 0.99 (1GiB)"
 ZIPF_LONGER = "Zipf 0.99 (1GiB), 4x longer"

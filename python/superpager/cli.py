@@ -5,7 +5,6 @@ the file and key (configurations), and exit with status 2 (bad input) or 1 (simu
 """
 from __future__ import annotations
 
-from typing import Any
 
 import argparse
 import contextlib
@@ -16,6 +15,7 @@ import sys
 
 from . import _core
 from . import api
+from .fmt import compare_table, human, human_bytes, mix_str, table
 from .progress import Progress
 
 EPILOG_SIMULATE = """examples:
@@ -78,37 +78,6 @@ def finite_float(lo: float, hi: float):
     return parse
 
 
-def human(n: float) -> str:
-    """A count in decimal units: 1.50k, 4.00M, 2.10G (sizes in bytes use `human_bytes`)."""
-    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= div:
-            return f"{n / div:.2f}{unit}"
-    return f"{n:.0f}" if float(n).is_integer() else f"{n:.3g}"
-
-
-def human_bytes(n: float) -> str:
-    """A size in binary units, as sizes are given (4KiB, 2MiB, 1GiB): 1.50MiB."""
-    for unit, div in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= div:
-            return f"{n / div:.2f}{unit}"
-    return f"{n:.0f}B"
-
-
-def table(rows: list[list[str]], header: list[str], left: int = 2) -> str:
-    """A plain table: the first `left` columns left-aligned (names), the rest right-aligned
-    (figures)."""
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    fmt = lambda r: "  ".join(str(x).rjust(w) if i >= left else str(x).ljust(w) for i, (x, w) in enumerate(zip(r, widths))).rstrip()
-    lines = [fmt(header), "  ".join("-" * w for w in widths)]
-    lines += [fmt(r) for r in rows]
-    return "\n".join(lines)
-
-
-def mix_str(mix: dict[str, float]) -> str:
-    parts = [f"{k} {v * 100:.1f}%" for k, v in mix.items() if v > 0]
-    return ", ".join(parts) if parts else "-"
-
-
 def print_result(r: api.Result, spec: str | None = None) -> None:
     """The readable summary; `spec` (the policy as given) echoes its parameters."""
     c = r.counters
@@ -169,20 +138,20 @@ def cmd_simulate(a) -> int:
 def _simulate(a) -> int:
     for flag, v in (("--policy", a.policy), ("--machine", a.machine), ("--memory", a.memory), ("--swap", a.swap)):
         if v is not None and not v.strip():
-            raise _core.SuperpagerError(f"{flag} is empty; leave it out for the default (superpager simulate --help)")
+            raise _core.UsageError(f"{flag} is empty; leave it out for the default (superpager simulate --help)")
     if a.tlb and a.machine:
-        raise _core.SuperpagerError("give either --machine or --tlb, not both")
+        raise _core.UsageError("give either --machine or --tlb, not both")
     if a.scenario:
         if a.trace:
-            raise _core.SuperpagerError("give a trace or --scenario, not both")
+            raise _core.UsageError("give a trace or --scenario, not both")
         for flag, v in (("--memory", a.memory), ("--swap", a.swap), ("--replacement", a.replacement)):
             if v is not None:
-                raise _core.SuperpagerError(f"{flag} does not apply to a scenario: its file sets it (docs/SCENARIOS.md)")
+                raise _core.UsageError(f"{flag} does not apply to a scenario: its file sets it (docs/SCENARIOS.md)")
         r = api.simulate(scenario=a.scenario, machine=a.machine, policy=a.policy, tlb=a.tlb,
                          sample_every=a.sample_every, validate=a.validate)
     else:
         if not a.trace:
-            raise _core.SuperpagerError("simulate needs a trace file or --scenario FILE.toml (see superpager simulate --help)")
+            raise _core.UsageError("simulate needs a trace file or --scenario FILE.toml (see superpager simulate --help)")
         r = api.simulate(a.trace, machine=a.machine or "skylake", policy=a.policy or "base", memory=a.memory or "64GiB",
                          tlb=a.tlb, sample_every=a.sample_every, allow_truncated=a.allow_truncated, validate=a.validate,
                          swap=a.swap or "0", replacement=a.replacement or "clock")
@@ -223,13 +192,13 @@ def _compare(a) -> int:
         machines = [f"tlb:{t}" for t in a.tlb.split(",") if t.strip()] + ([] if a.machines == "skylake" else machines)
     policies = split_policies(a.policies)
     if not machines:
-        raise _core.SuperpagerError(f"--machines '{a.machines}' names no machine (e.g. --machines skylake,zen3; see superpager machines)")
+        raise _core.UsageError(f"--machines '{a.machines}' names no machine (e.g. --machines skylake,zen3; see superpager machines)")
     if not policies:
-        raise _core.SuperpagerError(f"--policies '{a.policies}' names no policy (e.g. --policies base,fixed:2MiB; see superpager policies)")
+        raise _core.UsageError(f"--policies '{a.policies}' names no policy (e.g. --policies base,fixed:2MiB; see superpager policies)")
     for what, names in (("--machines", machines), ("--policies", policies)):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
-            raise _core.SuperpagerError(f"{what} names {', '.join(dup)} more than once")
+            raise _core.UsageError(f"{what} names {', '.join(dup)} more than once")
     rs = api.compare(a.trace, machines, policies, memory=a.memory or "64GiB", sample_every=(1 << 20) if a.sample_every is None else a.sample_every,
                      allow_truncated=a.allow_truncated)
     if a.out:
@@ -241,24 +210,6 @@ def _compare(a) -> int:
     if a.out:
         print(f"\nwrote {a.out}/results.json, counters.parquet, series.parquet")
     return 0
-
-
-def compare_table(rs) -> str:
-    rows = []
-    base: dict[str, Any] = {}
-    for r in rs:
-        base.setdefault(r.machine, r)
-    for r in rs:
-        c = r.counters
-        acc = max(c["accesses"], 1)
-        b = base[r.machine].counters
-        saved = (1 - c["walks"] / b["walks"]) * 100 if b["walks"] else 0.0
-        rows.append([
-            r.machine, r.policy, human(c["accesses"]), human(c["walks"]),
-            f"{c['walks'] / acc * 1000:.2f}", f"{saved:.1f}%" if r is not base[r.machine] else "",
-            f"{c['cycles.total'] / acc:.2f}", human(c["faults"]), mix_str(r.page_size_mix),
-        ])
-    return table(rows, ["machine", "policy", "accesses", "walks", "walks/1k", "walks saved", "cycles/acc", "faults", "page sizes at end"])
 
 
 def cmd_machines(a) -> int:

@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from . import api
-from .cli import compare_table, human
+from .fmt import compare_table, human
 
 WORKLOADS: list[tuple[str, str, dict[str, Any]]] = [
     # (name, kind, extra gen options)

@@ -69,7 +69,7 @@ def locked_dir(out_dir: str) -> Iterator[str]:
     at once with a one-line error naming the directory."""
     out_dir = os.fspath(out_dir)
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-        raise _core.SuperpagerError(f"{out_dir}: exists and is not a directory (--out names a directory)")
+        raise _core.UsageError(f"{out_dir}: exists and is not a directory (--out names a directory)")
     os.makedirs(out_dir, exist_ok=True)
     key = os.path.realpath(out_dir)
     if key in _held:
@@ -81,7 +81,7 @@ def locked_dir(out_dir: str) -> Iterator[str]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
-            raise _core.SuperpagerError(f"{out_dir}: another superpager run (pid {holder}) is writing its results "
+            raise _core.UsageError(f"{out_dir}: another superpager run (pid {holder}) is writing its results "
                                         f"here; wait for it to finish or choose another --out") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)

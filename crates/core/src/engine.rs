@@ -89,7 +89,7 @@ pub struct Engine {
 impl Engine {
     pub fn new(machine: Machine, policy: Box<dyn Policy>, cfg: EngineConfig) -> Result<Engine> {
         if cfg.memory.0 < machine.largest_page().bytes().min(64 << 20) {
-            return Err(Error::usage(format!("--memory {} is too small for this machine", cfg.memory)));
+            return Err(Error::usage(format!("memory {} is too small for this machine", cfg.memory)));
         }
         let f = policy.features();
         let base_only = cfg.fast_paths && f.only_size == Some(0);

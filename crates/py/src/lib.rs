@@ -15,13 +15,26 @@ use superpager_core::trace::{self as tr, Chunk, Event, RecordSink};
 use superpager_core::units::{Bytes, PageSize};
 
 create_exception!(_core, SuperpagerError, PyException, "A superpager error: bad input, configuration or simulation state.");
+// One subclass per kind of core error, so that a caller can catch what it can act on.
+create_exception!(_core, TraceError, SuperpagerError, "A trace file is malformed; the message names the file and byte offset.");
+create_exception!(_core, ConfigError, SuperpagerError, "A machine, policy or scenario file is wrong; the message names the file and key.");
+create_exception!(_core, FileAccessError, SuperpagerError, "A file could not be read or written (the operating system's reason).");
+create_exception!(_core, UsageError, SuperpagerError, "A request that cannot be carried out: an unknown name, a bad parameter.");
+create_exception!(_core, SimulationError, SuperpagerError, "The simulated system cannot go on (out of simulated memory, a broken invariant).");
 
 fn err(e: core::Error) -> PyErr {
-    SuperpagerError::new_err(e.to_string())
+    let m = e.to_string();
+    match e {
+        core::Error::Trace { .. } => TraceError::new_err(m),
+        core::Error::Config { .. } => ConfigError::new_err(m),
+        core::Error::Io { .. } => FileAccessError::new_err(m),
+        core::Error::Usage(_) => UsageError::new_err(m),
+        core::Error::Sim(_) => SimulationError::new_err(m),
+    }
 }
 
 fn usage(m: String) -> PyErr {
-    SuperpagerError::new_err(m)
+    UsageError::new_err(m)
 }
 
 /// A machine from a spec: a preset name, a TOML path, or `tlb:ENTRIES:WAYS[:PAGESIZE]`.
@@ -833,6 +846,11 @@ impl CaptureSession {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SuperpagerError", m.py().get_type::<SuperpagerError>())?;
+    m.add("TraceError", m.py().get_type::<TraceError>())?;
+    m.add("ConfigError", m.py().get_type::<ConfigError>())?;
+    m.add("FileAccessError", m.py().get_type::<FileAccessError>())?;
+    m.add("UsageError", m.py().get_type::<UsageError>())?;
+    m.add("SimulationError", m.py().get_type::<SimulationError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(machines, m)?)?;
     m.add_function(wrap_pyfunction!(machine_info, m)?)?;

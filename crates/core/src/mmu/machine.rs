@@ -433,7 +433,7 @@ impl Machine {
     /// `--tlb ENTRIES:WAYS[:PAGESIZE]`: one LRU structure named L1, one page size.
     pub fn adhoc_tlb(spec: &str) -> Result<Machine> {
         let parts: Vec<&str> = spec.split(':').collect();
-        let bad = |m: &str| Error::usage(format!("--tlb {spec}: {m} (form: ENTRIES:WAYS[:PAGESIZE], e.g. 64:4 or 32:32:8KiB)"));
+        let bad = |m: &str| Error::usage(format!("tlb {spec}: {m} (form: ENTRIES:WAYS[:PAGESIZE], e.g. 64:4 or 32:32:8KiB)"));
         if parts.len() < 2 || parts.len() > 3 {
             return Err(bad("expected two or three fields"));
         }
@@ -462,7 +462,7 @@ fault_cycles = 0
 zero_cycles_per_kib = 0
 "#
         );
-        Machine::from_toml(&src, &format!("--tlb {spec}")).map_err(|e| match e {
+        Machine::from_toml(&src, &format!("tlb {spec}")).map_err(|e| match e {
             Error::Config { msg, .. } => bad(&msg),
             o => o,
         })

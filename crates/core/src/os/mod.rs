@@ -338,7 +338,7 @@ impl Os {
         let frames = memory.0 >> m.base_page.shift();
         let max_order = (m.largest_page().shift() - m.base_page.shift()) as u8;
         // Pageblocks are one last-level table's span (Linux: pageblock_order = the PMD order).
-        let phys = PhysMem::new(frames, max_order, m.bits_per_level).map_err(|e| Error::usage(format!("--memory {memory}: {e}")))?;
+        let phys = PhysMem::new(frames, max_order, m.bits_per_level).map_err(|e| Error::usage(format!("memory {memory}: {e}")))?;
         Ok(Os {
             sizes: m.page_sizes.clone(),
             base: m.base_page,

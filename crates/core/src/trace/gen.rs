@@ -164,21 +164,21 @@ impl GenParams {
     /// wrapping past 2^64), zero passes, an alpha that is not a finite non-negative number.
     pub fn check(&self) -> Result<()> {
         if self.size < 4096 {
-            return Err(Error::usage(format!("--size must be at least 4KiB, got {}", self.size)));
+            return Err(Error::usage(format!("size must be at least 4KiB, got {}", self.size)));
         }
         // The region is rounded up to 2MiB; kinds with a second region (transpose) use two.
         let span = round_2m(self.size).saturating_mul(2);
         if self.base.checked_add(span).is_none_or(|end| end > USER_VA_TOP) {
             return Err(Error::usage(format!(
-                "--base {:#x} with --size {} leaves the {:#x} user address space (x86-64, 47 bits); choose a lower --base or a smaller --size",
+                "base {:#x} with size {} leaves the {:#x} user address space (x86-64, 47 bits); choose a lower base or a smaller size",
                 self.base, self.size, USER_VA_TOP
             )));
         }
         if self.passes == 0 {
-            return Err(Error::usage("--passes must be at least 1"));
+            return Err(Error::usage("passes must be at least 1"));
         }
         if !self.alpha.is_finite() || self.alpha < 0.0 {
-            return Err(Error::usage(format!("--alpha must be a finite number >= 0, got {}", self.alpha)));
+            return Err(Error::usage(format!("alpha must be a finite number >= 0, got {}", self.alpha)));
         }
         Ok(())
     }
@@ -187,7 +187,7 @@ impl GenParams {
 pub fn generate<S: RecordSink>(p: &GenParams, sink: &mut S, progress: &mut dyn FnMut(f64)) -> Result<u64> {
     p.check()?;
     if p.elem == 0 || p.elem > 255 {
-        return Err(Error::usage("--elem must be between 1 and 255 bytes"));
+        return Err(Error::usage("elem must be between 1 and 255 bytes"));
     }
     let mut rng = Rng::new(p.seed);
     let elems = (p.size / p.elem).max(1);
@@ -212,7 +212,7 @@ pub fn generate<S: RecordSink>(p: &GenParams, sink: &mut S, progress: &mut dyn F
         }
         "stride" => {
             if p.stride == 0 {
-                return Err(Error::usage("--stride must be positive"));
+                return Err(Error::usage("stride must be positive"));
             }
             sink.event(anon_mmap(p.base, region))?;
             let per_pass = (p.size / p.stride).max(1);
@@ -241,7 +241,7 @@ pub fn generate<S: RecordSink>(p: &GenParams, sink: &mut S, progress: &mut dyn F
             // Written so that NaN fails too.
             #[allow(clippy::neg_cmp_op_on_partial_ord)]
             if !(p.alpha > 0.0) || p.alpha.is_infinite() {
-                return Err(Error::usage("--alpha must be a positive number"));
+                return Err(Error::usage("alpha must be a positive number"));
             }
             sink.event(anon_mmap(p.base, region))?;
             let n = if p.accesses > 0 { p.accesses } else { 4 << 20 };
@@ -280,7 +280,7 @@ pub fn generate<S: RecordSink>(p: &GenParams, sink: &mut S, progress: &mut dyn F
         "transpose" => {
             let dim = ((p.size / 8) as f64).sqrt() as u64;
             if dim < 2 {
-                return Err(Error::usage("--size too small for a matrix"));
+                return Err(Error::usage("size too small for a matrix"));
             }
             let bytes = dim * dim * 8;
             let a_base = p.base;
@@ -307,7 +307,7 @@ pub fn generate<S: RecordSink>(p: &GenParams, sink: &mut S, progress: &mut dyn F
             let mut brk = heap;
             sink.event(Event::Brk { addr: brk })?;
             if nodes > u32::MAX as u64 {
-                return Err(Error::usage("rbtree: --size too large (at most 2^32 nodes)"));
+                return Err(Error::usage("rbtree: size too large (at most 2^32 nodes)"));
             }
             // Keys are inserted in a scattered order; the i-th inserted key gets the i-th node.
             let order = Scatter::new(nodes);
