@@ -5,7 +5,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::BTreeMap;
 use std::io::BufReader;
 use superpager_core as core;
 use superpager_core::engine::EngineConfig;
@@ -530,74 +530,10 @@ impl<'a, S: RecordSink> RecordSink for FetchFilter<'a, S> {
 #[pyo3(signature = (path, page_sizes=vec!["4KiB".to_string(), "2MiB".to_string(), "1GiB".to_string()], allow_truncated=false, progress=None))]
 fn trace_info(py: Python<'_>, path: &str, page_sizes: Vec<String>, allow_truncated: bool, progress: Option<PyObject>) -> PyResult<PyObject> {
     let sizes: Vec<PageSize> = page_sizes.iter().map(|s| PageSize::parse(s).map_err(|m| usage(format!("page size: {m}")))).collect::<PyResult<_>>()?;
-    struct Info {
-        events: BTreeMap<String, u64>,
-        kinds: [u64; 4],
-        records: u64,
-        pages: Vec<HashSet<(u32, u64)>>,
-        pids: BTreeSet<u32>,
-        vmas: Vec<(u32, String)>,
-        chunks: u64,
-    }
     let mut reader = SptReader::open(path).map_err(err)?;
     reader.allow_truncated(allow_truncated);
     let meta = reader.meta.clone();
-    let info = py
-        .allow_threads(|| -> core::Result<Info> {
-            let mut inf = Info {
-                events: BTreeMap::new(),
-                kinds: [0; 4],
-                records: 0,
-                pages: vec![HashSet::new(); sizes.len()],
-                pids: BTreeSet::new(),
-                vmas: Vec::new(),
-                chunks: 0,
-            };
-            let mut c = Chunk::default();
-            let mut pid = 0u32;
-            let total = reader.meta.file_len.max(1) as f64;
-            while reader.next_chunk(&mut c)? {
-                if !report_progress(&progress, reader.position() as f64 / total) {
-                    return Err(core::Error::usage("interrupted"));
-                }
-                inf.chunks += 1;
-                let mut ev = c.events.iter().peekable();
-                for (i, a) in c.accesses.iter().enumerate() {
-                    while let Some((p, e)) = ev.peek() {
-                        if *p as usize > i {
-                            break;
-                        }
-                        note_event(&mut inf.events, &mut inf.vmas, &mut pid, &mut inf.pids, e);
-                        ev.next();
-                    }
-                    inf.records += 1;
-                    inf.kinds[a.kind as usize] += a.count as u64;
-                    for (k, s) in sizes.iter().enumerate() {
-                        inf.pages[k].insert((pid, a.addr >> s.shift()));
-                    }
-                }
-                for (_, e) in ev {
-                    note_event(&mut inf.events, &mut inf.vmas, &mut pid, &mut inf.pids, e);
-                }
-            }
-            Ok(inf)
-        })
-        .map_err(err)?;
-    fn note_event(events: &mut BTreeMap<String, u64>, vmas: &mut Vec<(u32, String)>, pid: &mut u32, pids: &mut BTreeSet<u32>, e: &Event) {
-        *events.entry(e.name().to_string()).or_default() += 1;
-        match e {
-            Event::Context { pid: p, .. } => {
-                *pid = *p;
-                pids.insert(*p);
-            }
-            Event::Mmap { .. } | Event::Munmap { .. } | Event::Mremap { .. } | Event::Brk { .. } | Event::Mprotect { .. } | Event::Madvise { .. }
-                if vmas.len() < 10_000 =>
-            {
-                vmas.push((*pid, tr::text::format_event(e)));
-            }
-            _ => {}
-        }
-    }
+    let info = py.allow_threads(|| tr::info::analyze(&mut reader, &sizes, &mut |f| report_progress(&progress, f))).map_err(err)?;
     let d = PyDict::new(py);
     d.set_item("path", path)?;
     d.set_item("truncated", meta.truncated())?;
@@ -609,17 +545,16 @@ fn trace_info(py: Python<'_>, path: &str, page_sizes: Vec<String>, allow_truncat
     for (i, n) in ["load", "store", "modify", "fetch"].iter().enumerate() {
         k.set_item(*n, info.kinds[i])?;
     }
-    let total: u64 = info.kinds.iter().sum();
-    d.set_item("accesses", total)?;
+    d.set_item("accesses", info.accesses())?;
     d.set_item("accesses_by_kind", k)?;
     d.set_item("events", info.events.into_iter().collect::<Vec<_>>())?;
     let fp = PyDict::new(py);
-    for (i, s) in sizes.iter().enumerate() {
-        fp.set_item(s.to_string(), info.pages[i].len())?;
+    for (s, n) in sizes.iter().zip(&info.footprint_pages) {
+        fp.set_item(s.to_string(), *n)?;
     }
     d.set_item("footprint_pages", fp)?;
     d.set_item("processes", info.pids.into_iter().collect::<Vec<_>>())?;
-    d.set_item("address_space_events", info.vmas)?;
+    d.set_item("address_space_events", info.address_space_events)?;
     Ok(d.into())
 }
 

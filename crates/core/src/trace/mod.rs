@@ -9,6 +9,7 @@
 pub mod capture;
 pub mod champsim;
 pub mod gen;
+pub mod info;
 pub mod lackey;
 pub mod spt;
 pub mod text;
