@@ -128,4 +128,4 @@ def test_malformed_machine_toml_names_the_key(cli, good, tmp_path):
 
 
 def test_bad_tlb_flag(cli, good):
-    assert_clean_error(*cli("simulate", good, "--tlb", "64:5"), "--tlb 64:5", "divide")
+    assert_clean_error(*cli("simulate", good, "--tlb", "64:5"), "tlb 64:5", "divide")
