@@ -247,7 +247,7 @@ def main() -> int:
             print(line)
         print(f"DIFFERENT: {len(bad)} differences; saved at {before.get('revision')}, now {after['revision']}")
         return 1
-    print(f"IDENTICAL: {len(before['runs'])} runs, {n} counters, {len(before.get('reports', {}))} reports; "
+    print(f"IDENTICAL: {len(before['runs'])} runs, {n} counters, {len(after.get('reports', {}))} reports compared; "
           f"saved at {before.get('revision')}, now {after['revision']}")
     return 0
 

@@ -76,3 +76,32 @@ fn layers_point_one_way() {
         }
     }
 }
+
+/// Policies change the OS only through its methods (mechanisms), never by assigning to its
+/// fields: every policy source is searched for an assignment to a path through `sys.os` or a
+/// local `os`.
+#[test]
+fn policies_write_no_os_field() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/policy");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    let mut found = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap();
+            for start in ["sys.os.", " os."] {
+                let Some(i) = code.find(start) else { continue };
+                let rest = &code[i + start.len()..];
+                // The path (fields, indices), then an assignment operator (not ==, <=, >=, =>).
+                let path_end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || "_.[]".contains(c))).unwrap_or(rest.len());
+                let after = rest[path_end..].trim_start();
+                let assigns = ["= ", "+= ", "-= ", "|= ", "&= "].iter().any(|op| after.starts_with(op));
+                if assigns && !rest[..path_end].contains('(') {
+                    found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "policies assign to OS fields (use an Os method):\n{}", found.join("\n"));
+}

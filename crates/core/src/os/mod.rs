@@ -406,6 +406,25 @@ impl Os {
         &self.features
     }
 
+    /// Mark what follows as a daemon's work (khugepaged, kcompactd: it runs beside the program,
+    /// its copies are not charged to it) or not; returns the previous setting, to restore.
+    pub fn set_daemon(&mut self, on: bool) -> bool {
+        std::mem::replace(&mut self.in_daemon, on)
+    }
+
+    /// Charge the program `cycles` of a policy's own bookkeeping (a software miss handler's
+    /// work beyond the handler itself: `cycles.bookkeeping`).
+    pub fn charge_bookkeeping(&mut self, cycles: u64) {
+        self.counters.bookkeeping_cycles += cycles;
+    }
+
+    /// A copy of `bytes` the program waits for, made by a policy (a superpage made by copying
+    /// in the miss handler): `copy.bytes_direct`.
+    pub fn charge_direct_copy(&mut self, bytes: u64) {
+        self.compaction.bytes_copied += bytes;
+        self.compaction.bytes_copied_direct += bytes;
+    }
+
     pub fn proc_index(&mut self, pid: u32) -> usize {
         // A map, not a scan: a trace may name hundreds of thousands of processes.
         if let Some(&i) = self.proc_by_pid.get(&pid) {

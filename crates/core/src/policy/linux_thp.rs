@@ -345,16 +345,16 @@ impl Policy for LinuxThp {
             self.kcompactd_wanted = false;
             self.kcompactd_wakes += 1;
             let order = (sys.os.sizes[self.pmd_si as usize].shift() - sys.os.base.shift()) as u8;
-            sys.os.in_daemon = true;
+            let was = sys.os.set_daemon(true);
             let r: CompactResult = sys.os.compact(order, sys.mmu);
-            sys.os.in_daemon = false;
+            sys.os.set_daemon(was);
             self.kcompactd_runs[r as usize] += 1;
         }
         if self.khugepaged && self.enabled != Mode::Never && sys.now.0 >= self.next_wake {
             self.next_wake = sys.now.0 + sys.ms(self.scan_sleep_ms);
-            sys.os.in_daemon = true;
+            let was = sys.os.set_daemon(true);
             self.khugepaged_scan(sys);
-            sys.os.in_daemon = false;
+            sys.os.set_daemon(was);
         }
     }
 

@@ -1190,11 +1190,10 @@ impl Policy for Romer {
             return;
         };
         self.c.misses += 1;
-        sys.os.counters.bookkeeping_cycles += self.bookkeeping;
+        sys.os.charge_bookkeeping(self.bookkeeping);
         if self.pending_copy > 0 {
             // OFFLINE's superpage made by this miss's fault: its copy, as a promotion's.
-            sys.os.compaction.bytes_copied += self.pending_copy;
-            sys.os.compaction.bytes_copied_direct += self.pending_copy;
+            sys.os.charge_direct_copy(self.pending_copy);
             self.pending_copy = 0;
         }
         let slack = self.initial_slack();
