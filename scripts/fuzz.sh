@@ -33,8 +33,8 @@ for t in "${TARGETS[@]}"; do
   log="work/$t.log"
   t0=$SECONDS
   # -timeout: an input taking over 30 s is a hang (on this instrumented build the slowest found,
-  # 2 GiB reads into 64 MiB of memory, takes 6 s alone and over 10 s beside other work; 0.2 s in
-  # a release build); -rss_limit_mb: one over 2 GiB is a leak or an allocation without bound
+  # 2 GiB reads into 64 MiB of memory, takes 6 s alone and over 10 s beside other work; under a
+  # second in a release build); -rss_limit_mb: one over 2 GiB is a leak or an allocation without bound
   # (docs/RELIABILITY.md states the bound).
   # The binary built above, run directly: `cargo fuzz run` would rebuild on every source change.
   if "$BIN/$t" "work/$t" "corpus/$t" "regressions/$t" -artifact_prefix="artifacts/$t/" \
