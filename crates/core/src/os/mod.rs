@@ -282,10 +282,8 @@ pub struct Os {
     /// Where moved file mappings go (made at the first move) and what placement decided.
     pub placement_window: Option<placement::PlacementWindow>,
     pub placement: placement::PlacementCounters,
-    /// Probability of demoting a superpage whose reference bit the page daemon clears (0: never;
-    /// set from the policy: `Policy::speculative_demotion`), its random source, the regions
-    /// waiting to be promoted again, and a buffer for the cleared pages.
-    pub spec_demote_p: f64,
+    /// Speculative demotion (its probability is `OsFeatures::speculative_demotion`): its random
+    /// source, the regions waiting to be promoted again, and a buffer for the cleared pages.
     pub spec_rng: crate::trace::gen::Rng,
     pub demoted: HashMap<(u32, u64), swap::Demoted>,
     cleared_scratch: Vec<crate::replacement::PageRef>,
@@ -363,7 +361,6 @@ impl Os {
             file_counters: Default::default(),
             placement_window: None,
             placement: Default::default(),
-            spec_demote_p: 0.0,
             spec_rng: crate::trace::gen::Rng::new(1),
             demoted: HashMap::new(),
             cleared_scratch: Vec::new(),
@@ -387,7 +384,6 @@ impl Os {
         })
     }
 
-    /// The process with this pid, created on first sight.
     /// The index of live process `pid`, if there is one.
     pub(crate) fn live_proc(&self, pid: u32) -> Option<usize> {
         self.proc_by_pid.get(&pid).copied().filter(|&pi| self.procs[pi].alive)
@@ -398,7 +394,8 @@ impl Os {
     pub fn configure(&mut self, f: OsFeatures, seed: u64) {
         self.features = f;
         self.cache.to_cache = f.cache_pages_in_buddy;
-        self.set_speculative_demotion(f.speculative_demotion, seed);
+        self.spec_rng = crate::trace::gen::Rng::new(seed ^ 0x5045_4344);
+        self.replacement.report_cleared(f.speculative_demotion > 0.0);
     }
 
     /// The mechanisms in force.
@@ -425,6 +422,7 @@ impl Os {
         self.compaction.bytes_copied_direct += bytes;
     }
 
+    /// The process with this pid (the latest to have it), created on first sight.
     pub fn proc_index(&mut self, pid: u32) -> usize {
         // A map, not a scan: a trace may name hundreds of thousands of processes.
         if let Some(&i) = self.proc_by_pid.get(&pid) {

@@ -40,7 +40,7 @@ pub struct SwapCounters {
     /// superpage (policies that ask for it: Navarro et al.'s eviction-triggered demotion).
     pub evict_demotions: u64,
     /// Superpages demoted speculatively when the page daemon cleared their reference bit
-    /// (Navarro et al.; probability `Os::spec_demote_p`), counted per demotion step.
+    /// (Navarro et al.; probability `OsFeatures::speculative_demotion`), counted per demotion step.
     pub speculative_demotions: u64,
     /// Speculatively demoted regions promoted again once every piece was referenced, and those
     /// that could not be (a piece was evicted or unmapped meanwhile).
@@ -58,13 +58,6 @@ pub struct Demoted {
 }
 
 impl Os {
-    /// Turn speculative demotion on with probability `p` (0: off), drawing from `seed`.
-    pub(crate) fn set_speculative_demotion(&mut self, p: f64, seed: u64) {
-        self.spec_demote_p = p;
-        self.spec_rng = crate::trace::gen::Rng::new(seed ^ 0x5045_4344);
-        self.replacement.report_cleared(p > 0.0);
-    }
-
     pub fn swap_enabled(&self) -> bool {
         self.swap_total > 0
     }
@@ -141,14 +134,14 @@ impl Os {
     }
 
     /// Speculative demotion (Navarro et al. §A.2.7): each superpage whose reference bit the
-    /// page daemon just cleared is demoted, with probability `spec_demote_p`, one size at a
+    /// page daemon just cleared is demoted, with probability `OsFeatures::speculative_demotion`, one size at a
     /// time around its first base page, so that its pieces get reference bits of their own; the
     /// region is promoted again when all of them are referenced.
     fn speculative_demotions(&mut self, mmu: &mut Mmu) {
         let mut cleared = std::mem::take(&mut self.cleared_scratch);
         self.replacement.drain_cleared(&mut cleared);
         for r in cleared.drain(..) {
-            if r.size_idx == 0 || self.spec_rng.unit() >= self.spec_demote_p {
+            if r.size_idx == 0 || self.spec_rng.unit() >= self.features.speculative_demotion {
                 continue;
             }
             let Some(pi) = self.live_proc(r.pid) else { continue };
@@ -178,7 +171,7 @@ impl Os {
         while freed < want && tries > 0 {
             tries -= 1;
             let Some(Victim { page: v, part }) = self.replacement.victim() else { break };
-            if self.spec_demote_p > 0.0 {
+            if self.features.speculative_demotion > 0.0 {
                 self.speculative_demotions(mmu);
             }
             let Some(pi) = self.live_proc(v.pid) else { continue };

@@ -1029,10 +1029,6 @@ impl Romer {
         self.stacks.get(g).is_some_and(|st| st.contains(self.key(asid, va, l)))
     }
 
-    pub fn planning_passes(&self) -> u32 {
-        self.planning_passes
-    }
-
     pub fn copy_cycles_per_kib(&self) -> f64 {
         self.copy_cycles_per_kib
     }
