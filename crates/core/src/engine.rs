@@ -302,7 +302,7 @@ impl Engine {
                     None => match self.os.procs[self.cur_pi].pt.cached_present(a.addr) {
                         // The common miss: the page is mapped and its table is in the page
                         // table's region cache; count the walk here, without the call.
-                        Some(true) if self.os.swap_total == 0 => {
+                        Some(true) if !self.os.swap.enabled() => {
                             // SAFETY: the caller's contract.
                             unsafe { self.mmu.walk_only::<WIDE>(a.addr, asid, 0) };
                             Some(0)
@@ -387,7 +387,7 @@ impl Engine {
         }
         // SAFETY: no AVX2 path (this is the rare miss, compiled once).
         unsafe { self.mmu.walk_only::<false>(a.addr, self.cur_asid, 0) };
-        if self.os.swap_total > 0 {
+        if self.os.swap.enabled() {
             self.os.referenced(pi, a.addr, &mut self.mmu);
         }
         Ok(Some(0))
@@ -439,7 +439,7 @@ impl Engine {
             self.mmu.live_sizes |= 1 << si;
         }
         self.mmu.fill_after_walk(a.addr, self.cur_asid, fetch, si);
-        if self.os.swap_total > 0 {
+        if self.os.swap.enabled() {
             self.os.referenced(pi, a.addr, &mut self.mmu);
         }
         Ok(Some(si))

@@ -104,7 +104,7 @@ pub fn fragmentation(s: &FragmentationSetup, progress: &mut dyn FnMut(&str, f64)
     }
     let before = |e: &Engine| Before {
         ms: e.now() as f64 * ms_per_cycle,
-        misses: e.os.cache.counters.misses,
+        misses: e.os.files.cache.counters.misses,
         walks: e.mmu.walk.walks.iter().sum(),
         accesses: e.accesses,
         promo: promotions(e),
@@ -119,7 +119,7 @@ pub fn fragmentation(s: &FragmentationSetup, progress: &mut dyn FnMut(&str, f64)
             label,
             start_ms: b.ms,
             end_ms: e.now() as f64 * ms_per_cycle,
-            page_ins: e.os.cache.counters.misses - b.misses,
+            page_ins: e.os.files.cache.counters.misses - b.misses,
             walks: e.mmu.walk.walks.iter().sum::<u64>() - b.walks,
             accesses: e.accesses - b.accesses,
             promotions: promo,
@@ -266,7 +266,7 @@ pub fn strided_preemption(
     };
     for pfn in 0..e.os.phys.total_frames() {
         if !keep(pfn) && e.os.phys.kind_of(pfn) == crate::os::frames::FrameKind::Free && e.os.phys.alloc_at(pfn, 0, crate::os::frames::FrameKind::Wired) {
-            e.os.wired.push(pfn);
+            e.os.wired.place(pfn);
         }
     }
     let page = e.os.base.bytes();

@@ -98,7 +98,7 @@ pub fn cycles(e: &Snapshot) -> BTreeMap<String, u64> {
 
 /// Bytes the flush hashes: every page of every dirty file superpage (`dirty=hash`).
 pub fn hash_flush_bytes(e: &Snapshot) -> u64 {
-    e.os.file_counters.hash_dirty.iter().map(|k| e.os.sizes[k.2 as usize].bytes()).sum()
+    e.os.files.counters.hash_dirty.iter().map(|k| e.os.sizes[k.2 as usize].bytes()).sum()
 }
 
 /// Simulated time so far (the daemons' clock).
@@ -127,8 +127,8 @@ fn cycle_parts(e: &Snapshot) -> [(&'static str, f64); 10] {
     // PTE replication: every PTE a promotion or demotion rewrites (Navarro et al. §A.2.12).
     let pte = if e.os.features().pte_replication { (e.os.promotions.promote_ptes + e.os.promotions.demote_ptes) as f64 * m.pte_write_cycles } else { 0.0 };
     // Hash digests (navarro:dirty=hash): pages hashed as read, dirty superpages at the flush.
-    let hash = (e.os.file_counters.hashed_bytes + hash_flush_bytes(e)) as f64 / 1024.0 * m.hash_cycles_per_kib;
-    let io = ((e.os.swap.in_bytes + e.os.swap.out_bytes_direct + e.os.counters.file_read_bytes) as f64 / 1024.0) * m.io_cycles_per_kib;
+    let hash = (e.os.files.counters.hashed_bytes + hash_flush_bytes(e)) as f64 / 1024.0 * m.hash_cycles_per_kib;
+    let io = ((e.os.swap.counters.in_bytes + e.os.swap.counters.out_bytes_direct + e.os.counters.file_read_bytes) as f64 / 1024.0) * m.io_cycles_per_kib;
     [
         ("cycles.access", access),
         ("cycles.tlb", tlb),
@@ -184,11 +184,13 @@ impl Results {
         }
         let walks: u64 = e.mmu.walk.walks.iter().sum();
         c.insert("walks".into(), walks);
-        c.insert("walk.refs".into(), e.mmu.walk.refs);
-        c.insert("pwc.hits".into(), e.mmu.walk.pwc_hits);
-        c.insert("pwc.misses".into(), e.mmu.walk.pwc_misses);
         let oc = &e.os.counters;
-        c.insert("faults".into(), oc.faults);
+        // Every scalar counter of the walker and every OS part, under the key its struct declares.
+        for part in std::iter::once(&e.mmu.walk as &dyn crate::counters::Counters).chain(e.os.counter_parts()) {
+            part.each(&mut |k, v| {
+                c.insert(k.to_string(), v);
+            });
+        }
         for (i, s) in sizes.iter().enumerate() {
             let n = s.name();
             c.insert(format!("walks.{n}"), e.mmu.walk.walks[i]);
@@ -200,20 +202,6 @@ impl Results {
                 }
             }
         }
-        c.insert("os.zeroed_bytes".into(), oc.zeroed_bytes);
-        c.insert("os.segv".into(), oc.segv);
-        c.insert("os.accesses_dropped".into(), oc.accesses_dropped);
-        c.insert("os.vmas_inferred".into(), oc.vmas_inferred);
-        c.insert("os.rejected.range".into(), oc.rejected_range);
-        c.insert("os.rejected.offset".into(), oc.rejected_offset);
-        c.insert("os.rejected.map_count".into(), oc.rejected_map_count);
-        c.insert("os.rejected.fd".into(), oc.rejected_fd);
-        c.insert("os.rejected.pid".into(), oc.rejected_pid);
-        c.insert("file.reads_clamped".into(), oc.reads_clamped);
-        c.insert("os.pages_freed".into(), oc.pages_freed);
-        c.insert("os.pages_moved".into(), oc.pages_moved);
-        c.insert("os.forks".into(), oc.forks);
-        c.insert("os.exits".into(), oc.exits);
         c.insert("os.page_table_nodes".into(), e.os.procs.iter().map(|p| p.pt.live_nodes).sum());
         let phys = &e.os.phys;
         let kinds = phys.frames_by_kind();
@@ -228,37 +216,16 @@ impl Results {
                 c.insert(format!("buddy.alloc_failed.order{o}"), pc.alloc_failures[o]);
             }
         }
-        c.insert("buddy.fallbacks".into(), pc.fallbacks);
-        c.insert("buddy.pageblocks_claimed".into(), pc.pageblocks_claimed);
-        c.insert("buddy.splits".into(), pc.splits);
-        c.insert("buddy.merges".into(), pc.merges);
         let cp = &e.os.compaction;
         for r in CompactResult::ALL {
             c.insert(format!("compact.{}", r.name()), cp.runs[r as usize]);
         }
-        c.insert("compact.pages_migrated".into(), cp.pages_migrated);
-        c.insert("compact.bytes_migrated".into(), cp.bytes_migrated);
-        c.insert("compact.pageblocks_scanned".into(), cp.pageblocks_scanned);
-        c.insert("compact.pageblocks_skipped".into(), cp.pageblocks_skipped);
         for r in CollapseResult::ALL {
             c.insert(format!("collapse.{}", r.name()), cp.collapse[r as usize]);
         }
-        c.insert("copy.bytes_direct".into(), cp.bytes_copied_direct);
-        c.insert("copy.bytes_background".into(), cp.bytes_copied_background);
-        c.insert("os.zeroed_bytes_background".into(), cp.bytes_zeroed_background);
-        c.insert("os.direct_reclaims".into(), oc.direct_reclaims);
-        c.insert("os.pages_shared".into(), oc.pages_shared);
-        c.insert("faults.cow".into(), oc.cow_faults);
-        c.insert("faults.major".into(), oc.major_faults);
-        c.insert("os.stack_growths".into(), oc.stack_growths);
-        c.insert("os.partial_unmaps_whole".into(), oc.partial_unmaps_whole);
-        c.insert("os.protection_demotes".into(), oc.protection_demotes);
-        c.insert("os.protection_demote_refused".into(), oc.protection_demote_refused);
         for r in crate::os::promote::PromoteResult::ALL {
             c.insert(format!("promote_in_place.{}", r.name()), e.os.promotions.promote[r as usize]);
         }
-        c.insert("promote_in_place.ptes_covered".into(), e.os.promotions.promote_ptes);
-        c.insert("demote.ptes_covered".into(), e.os.promotions.demote_ptes);
         for o in 1..e.os.promotions.folio_alloc.len() {
             let (a, f) = (e.os.promotions.folio_alloc[o], e.os.promotions.folio_fallback[o]);
             if a > 0 || f > 0 {
@@ -271,78 +238,14 @@ impl Results {
             c.insert(format!("demote.{}", r.name()), e.os.promotions.demote[r as usize]);
         }
         c.insert("faults.zero_fill".into(), oc.faults - oc.major_faults - oc.file_minor_faults - oc.file_major_faults);
-        c.insert("faults.minor".into(), oc.file_minor_faults);
-        c.insert("faults.major_file".into(), oc.file_major_faults);
-        c.insert("file.private_copies".into(), oc.file_private_copies);
-        c.insert("file.pages_dirtied".into(), oc.file_pages_dirtied);
-        c.insert("file.read_bytes".into(), oc.file_read_bytes);
-        c.insert("file.mmaps_unknown_fd".into(), oc.file_mmaps_unknown_fd);
-        let sw = &e.os.swap;
-        c.insert("swap.total_pages".into(), e.os.swap_total);
-        c.insert("swap.used_pages".into(), e.os.swap_used);
-        c.insert("swap.out".into(), sw.out_pages);
-        c.insert("swap.out_bytes".into(), sw.out_bytes);
-        c.insert("swap.out_bytes_direct".into(), sw.out_bytes_direct);
-        c.insert("swap.in".into(), sw.in_pages);
-        c.insert("swap.in_bytes".into(), sw.in_bytes);
-        c.insert("swap.out_shared".into(), sw.shared);
-        c.insert("swap.full".into(), sw.full);
-        c.insert("swap.split_on_swapin".into(), sw.split_on_swapin);
-        c.insert("swap.evict_demotions".into(), sw.evict_demotions);
-        c.insert("swap.speculative_demotions".into(), sw.speculative_demotions);
-        c.insert("swap.repromotions".into(), sw.repromotions);
-        c.insert("swap.repromote_refused".into(), sw.repromote_refused);
-        c.insert("cow.reuses".into(), oc.cow_reuses);
-        c.insert("cow.copies".into(), oc.cow_copies);
-        c.insert("cow.copies_into_base_pages".into(), oc.cow_demoted);
-        c.insert("os.kswapd_wakes".into(), oc.kswapd_wakes);
-        c.insert("os.kswapd_reclaimed".into(), oc.kswapd_reclaimed);
-        let pcc = &e.os.cache.counters;
-        c.insert("pagecache.hits".into(), pcc.hits);
-        c.insert("pagecache.misses".into(), pcc.misses);
-        c.insert("pagecache.evicted".into(), pcc.evicted);
-        c.insert("pagecache.deactivated_on_close".into(), pcc.deactivated_on_close);
-        c.insert("pagecache.written_back".into(), pcc.written_back);
-        c.insert("pagecache.pages".into(), e.os.cache.cached);
-        c.insert("pagecache.to_cache".into(), pcc.to_cache);
-        c.insert("pagecache.dirty_pages".into(), e.os.cache.dirty_pages());
-        let fc = &e.os.file_counters;
-        c.insert("file.dirty_demotions".into(), fc.dirty_demotions);
+        c.insert("pagecache.pages".into(), e.os.files.cache.cached);
+        c.insert("pagecache.dirty_pages".into(), e.os.files.cache.dirty_pages());
+        let fc = &e.os.files.counters;
         c.insert("file.hashed_bytes".into(), fc.hashed_bytes + hash_flush_bytes(e));
         c.insert("file.hash_dirty_superpages".into(), fc.hash_dirty.len() as u64);
-        c.insert("file.promote_refused.misaligned".into(), fc.refused_misaligned);
-        c.insert("file.promote_refused.not_contiguous".into(), fc.refused_not_contiguous);
-        c.insert("file.promote_refused.mixed_protection".into(), fc.refused_mixed_protection);
-        c.insert("file.dirtied_whole".into(), fc.dirtied_whole);
-        c.insert("file.dirtied_whole_pages".into(), fc.dirtied_whole_pages);
-        let pl = &e.os.placement;
-        c.insert("placement.moved".into(), pl.moved);
-        c.insert("placement.already_aligned".into(), pl.already_aligned);
-        c.insert("placement.fixed_address".into(), pl.fixed_address);
-        c.insert("placement.private_mapping".into(), pl.private_mapping);
-        c.insert("placement.smaller_than_superpage".into(), pl.smaller_than_superpage);
-        c.insert("placement.inside_moved".into(), pl.inside_moved);
-        c.insert("pagecache.cache_reactivated".into(), pcc.cache_reactivated);
-        let pc = &e.os.phys.counters;
         c.insert("pagecache.cache_frames".into(), e.os.phys.cache_frames());
-        c.insert("buddy.cache_freed".into(), pc.cache_freed);
-        c.insert("buddy.cache_lost".into(), pc.cache_lost);
-        c.insert("buddy.cache_reclaimed".into(), pc.cache_reclaimed);
-        c.insert("buddy.cache_reclaimed_preempting".into(), pc.cache_reclaimed_preempting);
         let rc = &e.os.phys.reservs.counters;
-        c.insert("reserv.frames_populated".into(), rc.frames_populated);
-        c.insert("reserv.frames_returned".into(), rc.frames_returned);
-        c.insert("reserv.emptied".into(), rc.emptied);
-        c.insert("reserv.splits".into(), rc.splits);
-        c.insert("reserv.dissolved".into(), rc.dissolved);
-        c.insert("reserv.reclaimed".into(), rc.reclaimed);
         let dc = &e.os.daemon;
-        c.insert("daemon.wakeups".into(), dc.wakeups);
-        c.insert("daemon.already_free".into(), dc.already_free);
-        c.insert("daemon.goal_unmet".into(), dc.goal_unmet);
-        c.insert("daemon.pages_to_cache".into(), dc.pages_to_cache);
-        c.insert("daemon.pages_written_back".into(), dc.pages_written_back);
-        c.insert("daemon.wired_pools".into(), dc.wired_pools);
         // Per superpage size: file superpages, reservations and the daemon, by size index or
         // by order above the base page.
         for (si, s) in sizes.iter().enumerate().skip(1) {

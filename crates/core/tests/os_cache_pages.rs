@@ -18,19 +18,19 @@ fn engine(to_cache: bool) -> Engine {
     let m = Machine::load("skylake").unwrap();
     let p = policy::build("base", &m.page_sizes).unwrap();
     let mut e = Engine::new(m, p, EngineConfig { memory: Bytes(64 << 20), validate: true, ..Default::default() }).unwrap();
-    e.os.cache.to_cache = to_cache;
+    e.os.files.cache.to_cache = to_cache;
     e
 }
 
 fn reclaim(e: &mut Engine, n: usize) -> usize {
     let os = &mut e.os;
-    os.cache.reclaim(&mut os.phys, &os.file_mappers, n)
+    os.files.cache.reclaim(&mut os.phys, &os.files.mappers, n)
 }
 
 #[test]
 fn reclaimed_pages_keep_their_contents_in_the_buddy_lists() {
     let mut e = engine(true);
-    let f = e.os.cache.create();
+    let f = e.os.files.cache.create();
     for i in 0..64 {
         e.os.read_file(f, i * PAGE, PAGE).unwrap();
     }
@@ -39,14 +39,14 @@ fn reclaimed_pages_keep_their_contents_in_the_buddy_lists() {
     assert_eq!(e.os.phys.free_frames(), free0 + 64, "cache frames count as free");
     assert_eq!(e.os.phys.cache_frames(), 64);
     assert_eq!(e.os.phys.frames_by_kind()[FrameKind::File as usize], 0);
-    assert_eq!(e.os.cache.cache_pages(&e.os.phys), 64);
+    assert_eq!(e.os.files.cache.cache_pages(&e.os.phys), 64);
     e.os.validate().unwrap();
-    let misses = e.os.cache.counters.misses;
+    let misses = e.os.files.cache.counters.misses;
     for i in 0..64 {
         e.os.read_file(f, i * PAGE, PAGE).unwrap();
     }
-    assert_eq!(e.os.cache.counters.misses, misses, "no page read again from disk");
-    assert_eq!(e.os.cache.counters.cache_reactivated, 64);
+    assert_eq!(e.os.files.cache.counters.misses, misses, "no page read again from disk");
+    assert_eq!(e.os.files.cache.counters.cache_reactivated, 64);
     assert_eq!(e.os.phys.cache_frames(), 0);
     e.os.validate().unwrap();
 }
@@ -54,33 +54,33 @@ fn reclaimed_pages_keep_their_contents_in_the_buddy_lists() {
 #[test]
 fn without_cache_mode_reclaimed_pages_are_dropped() {
     let mut e = engine(false);
-    let f = e.os.cache.create();
+    let f = e.os.files.cache.create();
     for i in 0..8 {
         e.os.read_file(f, i * PAGE, PAGE).unwrap();
     }
     assert_eq!(reclaim(&mut e, 8), 8);
     assert_eq!(e.os.phys.cache_frames(), 0);
-    let misses = e.os.cache.counters.misses;
+    let misses = e.os.files.cache.counters.misses;
     e.os.read_file(f, 0, 8 * PAGE).unwrap();
-    assert_eq!(e.os.cache.counters.misses, misses + 8);
+    assert_eq!(e.os.files.cache.counters.misses, misses + 8);
     e.os.validate().unwrap();
 }
 
 #[test]
 fn allocating_a_cache_frame_loses_its_contents() {
     let mut e = engine(true);
-    let f = e.os.cache.create();
+    let f = e.os.files.cache.create();
     e.os.read_file(f, 0, 2 * PAGE).unwrap();
-    let x = e.os.cache.frame_of(f, 0).unwrap();
+    let x = e.os.files.cache.frame_of(f, 0).unwrap();
     assert_eq!(reclaim(&mut e, 2), 2);
     assert!(e.os.phys.alloc_at(x, 0, FrameKind::Anon));
     assert_eq!((e.os.phys.counters.cache_lost, e.os.phys.cache_frames()), (1, 1));
     e.os.phys.free(superpager_core::units::Pfn(x), Order(0));
     e.os.validate().unwrap();
-    let misses = e.os.cache.counters.misses;
+    let misses = e.os.files.cache.counters.misses;
     e.os.read_file(f, 0, 2 * PAGE).unwrap();
-    assert_eq!(e.os.cache.counters.misses, misses + 1, "page 0 is gone, page 1 is still there");
-    assert_eq!(e.os.cache.counters.cache_reactivated, 1);
+    assert_eq!(e.os.files.cache.counters.misses, misses + 1, "page 0 is gone, page 1 is still there");
+    assert_eq!(e.os.files.cache.counters.cache_reactivated, 1);
     e.os.validate().unwrap();
 }
 
@@ -92,9 +92,9 @@ fn a_referenced_cache_page_inside_a_reservation_preempts_it() {
     c.events.push((0, Event::Mmap { addr: BASE, len: 4 << 20, prot: 3, flags: MAP_PRIVATE | MAP_ANONYMOUS, fd: -1, offset: 0 }));
     e.run_chunk(&c).unwrap();
     let pi = e.os.proc_index(1);
-    let f = e.os.cache.create();
+    let f = e.os.files.cache.create();
     e.os.read_file(f, 0, PAGE).unwrap();
-    let x = e.os.cache.frame_of(f, 0).unwrap();
+    let x = e.os.files.cache.frame_of(f, 0).unwrap();
     assert_eq!(reclaim(&mut e, 1), 1);
     let id = e.os.reserve_and_map(pi, BASE + 77 * PAGE, 1, 1, &mut e.mmu).unwrap();
     let r = e.os.phys.reservs.get(id).unwrap().clone();
@@ -102,7 +102,7 @@ fn a_referenced_cache_page_inside_a_reservation_preempts_it() {
     assert_eq!(e.os.phys.cache_frames(), 1, "a reservation keeps the contents it has not populated");
     e.os.validate().unwrap();
     e.os.read_file(f, 0, PAGE).unwrap();
-    assert_eq!(e.os.cache.counters.cache_reactivated, 1);
+    assert_eq!(e.os.files.cache.counters.cache_reactivated, 1);
     assert_eq!(e.os.phys.counters.cache_reclaimed_preempting, 1);
     assert!(e.os.phys.reservs.get(id).is_none(), "the reservation was dissolved");
     assert_eq!(e.os.phys.kind_of(x), FrameKind::File);
@@ -114,13 +114,13 @@ fn a_referenced_cache_page_inside_a_reservation_preempts_it() {
 /// and, per 2MB extent of file pages and free frames, whether all its file pages are inactive.
 fn fragmented() -> (Engine, Vec<bool>) {
     let mut e = engine(true);
-    let f = e.os.cache.create();
+    let f = e.os.files.cache.create();
     e.os.read_file(f, 0, 8192 * PAGE).unwrap();
-    e.os.cache.deactivate(f);
+    e.os.files.cache.deactivate(f);
     e.os.read_file(f, 0, 2048 * PAGE).unwrap(); // referenced again: active
-    assert_eq!(e.os.cache.counters.evicted, 0, "nothing reclaimed yet");
+    assert_eq!(e.os.files.cache.counters.evicted, 0, "nothing reclaimed yet");
     while let Some(p) = e.os.phys.alloc(Order(0), FrameKind::Wired) {
-        e.os.wired.push(p.0);
+        e.os.wired.place(p.0);
     }
     e.os.validate().unwrap();
     let mut extents = Vec::new();
@@ -157,13 +157,13 @@ fn the_daemon_frees_extents_of_inactive_pages_only() {
     assert_eq!(free_in_blocks_of(&e, 9), inactive * 512);
     let f = 0;
     for i in 0..2048u64 {
-        assert!(e.os.cache.frame_of(f, i).is_some(), "active pages stay");
+        assert!(e.os.files.cache.frame_of(f, i).is_some(), "active pages stay");
     }
     e.os.validate().unwrap();
 }
 
 fn extents_with_wired(e: &Engine) -> usize {
-    let mut ext: Vec<u64> = e.os.wired.iter().map(|f| f / 512).collect();
+    let mut ext: Vec<u64> = e.os.wired.frames.iter().map(|f| f / 512).collect();
     ext.sort_unstable();
     ext.dedup();
     ext.len()
@@ -177,7 +177,7 @@ fn clustered_wired_pages_pin_few_extents() {
     let mut clustered = engine(false);
     clustered.os.configure(OsFeatures { wired_clustering: true, ..OsFeatures::default() }, 1);
     wired.apply(&mut clustered.os, 7, &mut |_| {}).unwrap();
-    assert_eq!(clustered.os.wired.len(), 600);
+    assert_eq!(clustered.os.wired.frames.len(), 600);
     assert_eq!(extents_with_wired(&clustered), 2, "600 frames in two 2MB pools");
     assert_eq!(clustered.os.daemon.wired_pools, 2);
     assert!(extents_with_wired(&scattered) >= 30, "scattered: nearly every one of the 32 extents");

@@ -196,8 +196,8 @@ fn run_full(seed: u64, machine: &str, pol: &str, steps: usize, swap: u64, replac
                 panic!(
                     "seed {seed} {machine} {pol} step {i}: {err} (frames {:?}, swap {}/{} pages, replacement tracks {})",
                     e.os.phys.frames_by_kind(),
-                    e.os.swap_used,
-                    e.os.swap_total,
+                    e.os.swap.used,
+                    e.os.swap.total,
                     e.os.replacement.len()
                 );
             }
@@ -230,7 +230,7 @@ fn invariants_hold_under_random_operations() {
         ] {
             let pol = pol.replace("fixed:2MiB:fit=vma", "fixed:size=2MiB,fit=vma");
             let e = run(seed, "skylake", &pol, 700);
-            reclaimed += e.os.cache.counters.evicted;
+            reclaimed += e.os.files.cache.counters.evicted;
             migrated += e.os.compaction.pages_migrated;
             collapsed += e.os.compaction.collapse[0];
             cow += e.os.counters.cow_copies.min(1) + e.os.counters.cow_reuses.min(1);
@@ -252,8 +252,8 @@ fn invariants_hold_under_swapping() {
     for seed in 20..24 {
         for (pol, rep) in [("base", "clock"), ("linux-thp:defrag=always,scan_sleep_millisecs=0", "lru"), ("fixed:size=2MiB,fit=vma", "clock")] {
             let e = run_full(seed, "skylake", pol, 600, 1 << 30, rep, true);
-            out += e.os.swap.out_pages;
-            back += e.os.swap.in_pages;
+            out += e.os.swap.counters.out_pages;
+            back += e.os.swap.counters.in_pages;
         }
     }
     assert!(out > 0 && back > 0, "memory pressure must swap pages out ({out}) and fault them back ({back})");

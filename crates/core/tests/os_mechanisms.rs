@@ -174,7 +174,7 @@ fn file_mappings_map_the_page_cache() {
     e.run_chunk(&chunk(&[Rec::E(Event::Exit { code: 0 }), ctx(1), Rec::E(Event::Exit { code: 0 })])).unwrap();
     assert_eq!(e.os.phys.frames_by_kind()[2], 3);
     assert_eq!(e.os.phys.frames_by_kind()[1], 0);
-    assert!(e.os.file_mappers.is_empty());
+    assert!(e.os.files.mappers.is_empty());
 }
 
 #[test]

@@ -344,7 +344,7 @@ fn a_read_file_mapping_becomes_superpages_and_a_write_demotes_or_dirties_it_whol
     // Exit releases every mapping; the pages stay cached.
     for e in [&mut d, &mut w, &mut h] {
         run(e, vec![Event::Exit { code: 0 }], []);
-        assert!(e.os.file_mappers.is_empty());
+        assert!(e.os.files.mappers.is_empty());
         e.os.validate().unwrap();
     }
 }

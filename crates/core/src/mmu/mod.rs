@@ -24,12 +24,15 @@ pub struct TlbCounters {
     pub misses: [u64; MAX_SIZES],
 }
 
-#[derive(Clone, Debug, Default)]
-pub struct WalkCounters {
-    pub walks: [u64; MAX_SIZES],
-    pub refs: u64,
-    pub pwc_hits: u64,
-    pub pwc_misses: u64,
+crate::counters! {
+    /// Page walks by the size they found, memory references they made, and page-walk-cache use.
+    #[derive(Clone, Debug, Default)]
+    pub struct WalkCounters {
+        pub walks: [u64; MAX_SIZES] = by_hand,
+        pub refs: u64 = "walk.refs",
+        pub pwc_hits: u64 = "pwc.hits",
+        pub pwc_misses: u64 = "pwc.misses",
+    }
 }
 
 /// One step of the lookup order: a structure, its level index, and the sizes it holds.

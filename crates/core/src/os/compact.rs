@@ -76,27 +76,28 @@ impl CollapseLimits {
     pub const ANY: CollapseLimits = CollapseLimits { max_none: u64::MAX, max_swap: u64::MAX, max_shared: u64::MAX, past_vma: false, copy_whole: false };
 }
 
-/// Persistent scanner positions and counters.
-#[derive(Clone, Debug, Default)]
-pub struct Compaction {
-    /// Next pageblock the migrate scanner takes (frame number).
-    migrate_pfn: u64,
-    /// One past the last pageblock the free scanner has not yet taken (0 = top of memory).
-    free_pfn: u64,
-    pub runs: [u64; CompactResult::ALL.len()],
-    pub pages_migrated: u64,
-    pub bytes_migrated: u64,
-    /// Bytes copied (migration and collapse) by work the program waits for (direct
-    /// compaction at a fault), and by daemons running beside it.
-    pub bytes_copied_direct: u64,
-    pub bytes_copied_background: u64,
-    pub bytes_zeroed_background: u64,
-    pub pageblocks_scanned: u64,
-    /// Pageblocks the migrate scanner passed over because they are not movable.
-    pub pageblocks_skipped: u64,
-    /// Collapses by outcome (CollapseResult index).
-    pub collapse: [u64; CollapseResult::ALL.len()],
-    pub bytes_copied: u64,
+crate::counters! {
+    /// Persistent scanner positions and counters.
+    #[derive(Clone, Debug, Default)]
+    pub struct Compaction {
+        /// Next pageblock the migrate scanner takes (frame number).
+        migrate_pfn: u64 = not_a_counter,
+        /// One past the last pageblock the free scanner has not yet taken (0 = top of memory).
+        free_pfn: u64 = not_a_counter,
+        pub runs: [u64; CompactResult::ALL.len()] = by_hand,
+        pub pages_migrated: u64 = "compact.pages_migrated",
+        pub bytes_migrated: u64 = "compact.bytes_migrated",
+        /// Bytes copied (migration and collapse) by work the program waits for (direct
+        /// compaction at a fault), and by daemons running beside it.
+        pub bytes_copied_direct: u64 = "copy.bytes_direct",
+        pub bytes_copied_background: u64 = "copy.bytes_background",
+        pub bytes_zeroed_background: u64 = "os.zeroed_bytes_background",
+        pub pageblocks_scanned: u64 = "compact.pageblocks_scanned",
+        /// Pageblocks the migrate scanner passed over because they are not movable.
+        pub pageblocks_skipped: u64 = "compact.pageblocks_skipped",
+        /// Collapses by outcome (CollapseResult index).
+        pub collapse: [u64; CollapseResult::ALL.len()] = by_hand,
+    }
 }
 
 impl Os {
@@ -192,7 +193,7 @@ impl Os {
         let gap = 2u64 << order;
         while self.phys.free_frames() < gap {
             self.counters.direct_reclaims += 1;
-            if self.cache.reclaim(&mut self.phys, &self.file_mappers, super::pagecache::SWAP_CLUSTER_MAX) == 0 {
+            if self.files.cache.reclaim(&mut self.phys, &self.files.mappers, super::pagecache::SWAP_CLUSTER_MAX) == 0 {
                 break;
             }
         }
@@ -252,7 +253,7 @@ impl Os {
         let owner = self.phys.owner(src);
         if let Some((file, index)) = owner.as_file() {
             // A page-cache page: repoint the cache and every mapping of it.
-            if let Some(list) = self.file_mappers.remove(&src) {
+            if let Some(list) = self.files.mappers.remove(&src) {
                 for m in &list {
                     let (pi, vpn) = m.as_anon().expect("a mapping");
                     let va = vpn << self.base.shift();
@@ -260,11 +261,11 @@ impl Os {
                     debug_assert!(ok, "file reverse map names an unmapped page");
                     mmu.invalidate(va, self.procs[pi].asid, 0);
                 }
-                self.file_mappers.insert(dst, list);
+                self.files.mappers.insert(dst, list);
             }
             self.phys.set_kind(Pfn(dst), FrameKind::File);
             self.phys.set_owner(Pfn(dst), owner);
-            self.cache.moved(file, index, dst);
+            self.files.cache.moved(file, index, dst);
             self.phys.free(Pfn(src), Order(o));
             self.compaction.pages_migrated += 1;
             self.compaction.bytes_migrated += self.base.bytes() << o;
@@ -374,7 +375,7 @@ impl Os {
         let swapped_bytes: u64 = self.procs[pi].swapped.range(start..start + len).map(|(_, e)| self.sizes[e.si as usize].bytes()).sum();
         if swapped_bytes > 0 {
             self.drop_swapped(pi, start, start + len);
-            self.swap.in_bytes += swapped_bytes;
+            self.swap.counters.in_bytes += swapped_bytes;
         }
         // Take the old pages down (with their shootdowns), then map the new page.
         let asid = self.procs[pi].asid;
@@ -386,7 +387,6 @@ impl Os {
         self.release(pi, &removed);
         self.install_large_page(pi, start, si, new, mmu);
         let copied = if lim.copy_whole { len } else { mapped };
-        self.compaction.bytes_copied += copied;
         self.note_copy(copied);
         let mapped = if lim.copy_whole { len } else { mapped + swapped_bytes };
         if self.in_daemon {

@@ -76,7 +76,7 @@ impl Os {
     /// Nothing is shared and nothing tracked (no copy-on-write sharing, no file page mapped, no
     /// swap): every mapped page owns its block outright, so freeing a page is freeing its block.
     pub(crate) fn pages_own_their_blocks(&self) -> bool {
-        self.shared.is_empty() && self.file_mappers.is_empty() && self.swap_total == 0
+        self.shared.is_empty() && self.files.mappers.is_empty() && !self.swap.enabled()
     }
 
     /// Pages removed from process `pi`'s page table: drop their mappings, free the blocks no
@@ -108,7 +108,7 @@ impl Os {
                 }
                 continue;
             }
-            if self.swap_total > 0 {
+            if self.swap.enabled() {
                 let r = self.page_ref(pi, t.start, t.size_idx);
                 self.replacement.on_remove(r);
             }
@@ -137,7 +137,7 @@ impl Os {
                 self.procs[ci].resident[t.size_idx as usize] += 1;
                 let me = Owner::anon(ci, t.start >> self.base.shift());
                 for k in 0..1u64 << self.order_of(t.size_idx).0 {
-                    self.file_mappers.entry(t.pfn.0 + k).or_default().push(Owner(me.0 + k));
+                    self.files.mappers.entry(t.pfn.0 + k).or_default().push(Owner(me.0 + k));
                 }
                 continue;
             }
@@ -150,7 +150,7 @@ impl Os {
             }
             self.procs[ci].cow_pages += 1;
             self.procs[ci].resident[t.size_idx as usize] += 1;
-            if self.swap_total > 0 {
+            if self.swap.enabled() {
                 let r = self.page_ref(ci, t.start, t.size_idx);
                 self.replacement.on_insert(r);
             }
@@ -193,7 +193,7 @@ impl Os {
                 let mut gone = Vec::new();
                 self.procs[pi].pt.unmap_range(t.start, bytes, &mut gone);
                 self.procs[pi].resident[t.size_idx as usize] -= 1;
-                if self.swap_total > 0 {
+                if self.swap.enabled() {
                     let r = self.page_ref(pi, t.start, t.size_idx);
                     self.replacement.on_remove(r);
                 }

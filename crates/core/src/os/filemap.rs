@@ -2,7 +2,7 @@
 //!
 //! A fault on a file VMA finds the page in the page cache (a minor fault) or reads it from the
 //! file (a major fault, with its I/O), and maps that very frame with a base page (file THP is
-//! not modelled). The frame stays owned by the page cache; `Os::file_mappers` lists every
+//! not modelled). The frame stays owned by the page cache; `Files::mappers` lists every
 //! mapping of it (the reverse map). Writes:
 //! - MAP_SHARED: a clean page is mapped write-protected so the first write is seen (Linux's
 //!   page_mkwrite): it marks the page dirty and unprotects it; dirty pages are written back when
@@ -51,44 +51,46 @@ pub enum DirtySuperpages {
     Hash,
 }
 
-#[derive(Clone, Debug, Default)]
-pub struct FileSuperpageCounters {
-    /// File reservations made, and requests for one that found no free extent (by order).
-    pub reserved: [u64; 24],
-    pub reserve_failed: [u64; 24],
-    /// File mappings promoted in place, by size index.
-    pub promoted: [u64; 8],
-    /// Demotion steps caused by writes to clean file superpages (`Demote`).
-    pub dirty_demotions: u64,
-    /// Clean file superpages made dirty whole by a write (`Whole`), and their pages.
-    pub dirtied_whole: u64,
-    pub dirtied_whole_pages: u64,
-    /// Fully mapped aligned regions of a shared file mapping that could not be promoted, by
-    /// reason: the virtual offset disagrees with the file offset modulo the size; the frames
-    /// are not one aligned extent (the pages did not come from one file reservation); the
-    /// pages differ in protection (some dirty, some clean).
-    pub refused_misaligned: u64,
-    pub refused_not_contiguous: u64,
-    pub refused_mixed_protection: u64,
-    /// `Hash`: bytes hashed (every page read from disk, and every page of a dirty superpage
-    /// when it is flushed), and the dirty file superpages, by (process, start, size index).
-    pub hashed_bytes: u64,
-    pub hash_dirty: std::collections::BTreeSet<(usize, u64, u32)>,
+crate::counters! {
+    #[derive(Clone, Debug, Default)]
+    pub struct FileSuperpageCounters {
+        /// File reservations made, and requests for one that found no free extent (by order).
+        pub reserved: [u64; 24] = by_hand,
+        pub reserve_failed: [u64; 24] = by_hand,
+        /// File mappings promoted in place, by size index.
+        pub promoted: [u64; 8] = by_hand,
+        /// Demotion steps caused by writes to clean file superpages (`Demote`).
+        pub dirty_demotions: u64 = "file.dirty_demotions",
+        /// Clean file superpages made dirty whole by a write (`Whole`), and their pages.
+        pub dirtied_whole: u64 = "file.dirtied_whole",
+        pub dirtied_whole_pages: u64 = "file.dirtied_whole_pages",
+        /// Fully mapped aligned regions of a shared file mapping that could not be promoted, by
+        /// reason: the virtual offset disagrees with the file offset modulo the size; the frames
+        /// are not one aligned extent (the pages did not come from one file reservation); the
+        /// pages differ in protection (some dirty, some clean).
+        pub refused_misaligned: u64 = "file.promote_refused.misaligned",
+        pub refused_not_contiguous: u64 = "file.promote_refused.not_contiguous",
+        pub refused_mixed_protection: u64 = "file.promote_refused.mixed_protection",
+        /// `Hash`: bytes hashed (every page read from disk, and every page of a dirty superpage
+        /// when it is flushed), and the dirty file superpages, by (process, start, size index).
+        pub hashed_bytes: u64 = by_hand,
+        pub hash_dirty: std::collections::BTreeSet<(usize, u64, u32)> = by_hand,
+    }
 }
 
 impl Os {
     /// A frame for page `index` of `file` from a file reservation (made here if none covers the
     /// page), or None if no reservation can have it.
     pub(crate) fn file_reserved_frame(&mut self, file: u32, index: u64) -> Option<u64> {
-        let pages = self.file_sizes.get(&file).copied().unwrap_or(0).div_ceil(self.base.bytes());
+        let pages = self.files.sizes.get(&file).copied().unwrap_or(0).div_ceil(self.base.bytes());
         let now = self.counters.faults;
         let orders: Vec<u8> = (1..self.sizes.len()).rev().map(|si| self.order_of(si as u32).0).collect();
         for &o in &orders {
             let start = index & !((1u64 << o) - 1);
-            let Some(&(id, pfn)) = self.file_reservs.get(&(file, o, start)) else { continue };
+            let Some(&(id, pfn)) = self.files.reservs.get(&(file, o, start)) else { continue };
             let live = self.phys.reservs.get(id).is_some_and(|r| r.pfn == pfn && r.order == o);
             if !live {
-                self.file_reservs.remove(&(file, o, start));
+                self.files.reservs.remove(&(file, o, start));
                 continue;
             }
             if let Some(p) = self.phys.reserv_alloc(id, index - start, FrameKind::File, now) {
@@ -102,11 +104,11 @@ impl Os {
             }
             match self.phys.reserv_create(Order(o), Owner::file(file, start), now) {
                 Some((id, pfn)) => {
-                    self.file_counters.reserved[o as usize] += 1;
-                    self.file_reservs.insert((file, o, start), (id, pfn.0));
+                    self.files.counters.reserved[o as usize] += 1;
+                    self.files.reservs.insert((file, o, start), (id, pfn.0));
                     return self.phys.reserv_alloc(id, index - start, FrameKind::File, now).map(|p| p.0);
                 }
-                None => self.file_counters.reserve_failed[o as usize] += 1,
+                None => self.files.counters.reserve_failed[o as usize] += 1,
             }
         }
         None
@@ -133,17 +135,17 @@ impl Os {
             }
             // Fully mapped: from here on, a refusal is counted with its reason.
             if ((start - vma.start + off) >> shift) & (n - 1) != 0 {
-                self.file_counters.refused_misaligned += 1;
+                self.files.counters.refused_misaligned += 1;
                 continue;
             }
             let first = pages[0].pfn.0;
             if first & (n - 1) != 0 || pages.iter().any(|t| t.pfn.0 != first + ((t.start - start) >> shift)) {
-                self.file_counters.refused_not_contiguous += 1;
+                self.files.counters.refused_not_contiguous += 1;
                 continue;
             }
             let cow = pages[0].cow;
             if pages.iter().any(|t| t.cow != cow) {
-                self.file_counters.refused_mixed_protection += 1;
+                self.files.counters.refused_mixed_protection += 1;
                 continue;
             }
             self.take_down_for_promotion(pi, start, size, mmu);
@@ -154,7 +156,7 @@ impl Os {
                 self.procs[pi].cow_pages += 1;
             }
             self.procs[pi].resident[si as usize] += 1;
-            self.file_counters.promoted[si as usize] += 1;
+            self.files.counters.promoted[si as usize] += 1;
             self.promotions.promote_ptes += n;
             self.settle_after_resize(pi, si, mmu);
             return;
@@ -163,7 +165,7 @@ impl Os {
 
     /// Whether frame `pfn` (a page-cache page) is mapped by a superpage somewhere.
     pub(crate) fn file_frame_in_superpage(&self, pfn: u64) -> bool {
-        self.file_mappers.get(&pfn).is_some_and(|l| {
+        self.files.mappers.get(&pfn).is_some_and(|l| {
             l.iter().any(|m| {
                 let (pi, vpn) = m.as_anon().expect("a mapping");
                 self.procs[pi].pt.lookup(vpn << self.base.shift()).is_some_and(|t| t.size_idx > 0)
@@ -177,7 +179,7 @@ impl Os {
         let base = self.base.bytes();
         let page = va & !(base - 1);
         let index = (page - vma.start + off) >> self.base.shift();
-        let hit = self.cache.frame_of(file, index).is_some();
+        let hit = self.files.cache.frame_of(file, index).is_some();
         if !self.cache_page(file, index, Some(mmu)) {
             return false;
         }
@@ -200,7 +202,7 @@ impl Os {
             self.counters.file_private_copies += 1;
             return true;
         }
-        let pfn = self.cache.frame_of(file, index).expect("just cached");
+        let pfn = self.files.cache.frame_of(file, index).expect("just cached");
         let ok = self.procs[pi].pt.map(page, 0, Pfn(pfn));
         debug_assert!(ok, "file fault on a mapped page");
         let protect = !(shared && write);
@@ -208,11 +210,11 @@ impl Os {
             self.procs[pi].pt.set_cow(page, 0, true);
             self.procs[pi].cow_pages += 1;
         } else {
-            self.cache.mark_dirty(file, index);
+            self.files.cache.mark_dirty(file, index);
             self.counters.file_pages_dirtied += 1;
         }
         self.procs[pi].resident[0] += 1;
-        self.file_mappers.entry(pfn).or_default().push(Owner::anon(pi, page >> self.base.shift()));
+        self.files.mappers.entry(pfn).or_default().push(Owner::anon(pi, page >> self.base.shift()));
         self.settle_pt_with(pi, Some(mmu));
         if shared && self.features.file_superpages.is_some() {
             self.promote_file_mapping(pi, page, vma, mmu);
@@ -228,7 +230,7 @@ impl Os {
                 DirtySuperpages::Demote => {
                     // Demote around the written page until it is a base page of its own.
                     while t.size_idx > 0 && self.demote(pi, va, t.size_idx - 1, mmu) == super::promote::DemoteResult::Demoted {
-                        self.file_counters.dirty_demotions += 1;
+                        self.files.counters.dirty_demotions += 1;
                         match self.procs[pi].pt.lookup(va) {
                             Some(n) => t = n,
                             None => return false,
@@ -240,11 +242,11 @@ impl Os {
                     let n = 1u64 << self.order_of(t.size_idx).0;
                     for k in 0..n {
                         if let Some((file, index)) = self.phys.owner(t.pfn.0 + k).as_file() {
-                            self.cache.mark_dirty(file, index);
+                            self.files.cache.mark_dirty(file, index);
                         }
                     }
-                    self.file_counters.dirtied_whole += 1;
-                    self.file_counters.dirtied_whole_pages += n;
+                    self.files.counters.dirtied_whole += 1;
+                    self.files.counters.dirtied_whole_pages += n;
                     self.counters.file_pages_dirtied += n;
                     mmu.invalidate(t.start, self.procs[pi].asid, t.size_idx);
                     self.procs[pi].cow_pages -= 1;
@@ -253,13 +255,13 @@ impl Os {
                 }
                 DirtySuperpages::Hash if shared => {
                     let key = (pi, t.start, t.size_idx);
-                    if !self.file_counters.hash_dirty.insert(key) {
+                    if !self.files.counters.hash_dirty.insert(key) {
                         // Already dirty: the hardware would not trap; only the model looks.
                         self.counters.cow_faults -= 1;
                     }
                     let index_page = t.pfn.0 + ((va - t.start) >> self.base.shift());
                     if let Some((file, index)) = self.phys.owner(index_page).as_file() {
-                        self.cache.mark_dirty(file, index);
+                        self.files.cache.mark_dirty(file, index);
                         self.counters.file_pages_dirtied += 1;
                     }
                     return true; // stays write-protected so that later writes are seen too
@@ -273,7 +275,7 @@ impl Os {
         self.procs[pi].cow_pages -= 1;
         if shared {
             self.procs[pi].pt.set_cow(t.start, t.size_idx, false);
-            self.cache.mark_dirty(file, index);
+            self.files.cache.mark_dirty(file, index);
             self.counters.file_pages_dirtied += 1;
             return true;
         }
@@ -282,7 +284,7 @@ impl Os {
         self.unlist_file_mapper(t.pfn.0, Owner::anon(pi, t.start >> self.base.shift()));
         self.procs[pi].pt.rewrite(t.start, t.size_idx, new, false);
         self.phys.set_owner(new, Owner::anon(pi, t.start >> self.base.shift()));
-        if self.swap_total > 0 {
+        if self.swap.enabled() {
             let r = self.page_ref(pi, t.start, t.size_idx);
             self.replacement.on_insert(r);
         }
@@ -292,12 +294,12 @@ impl Os {
     }
 
     pub(crate) fn unlist_file_mapper(&mut self, pfn: u64, m: Owner) {
-        if let Some(list) = self.file_mappers.get_mut(&pfn) {
+        if let Some(list) = self.files.mappers.get_mut(&pfn) {
             if let Some(i) = list.iter().position(|&x| x == m) {
                 list.swap_remove(i);
             }
             if list.is_empty() {
-                self.file_mappers.remove(&pfn);
+                self.files.mappers.remove(&pfn);
             }
         }
     }

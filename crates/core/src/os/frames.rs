@@ -118,7 +118,7 @@ impl MigrateType {
 }
 
 /// Who maps an allocated block: the reverse map. Packed in one u64.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Owner(pub u64);
 
 impl Owner {
@@ -142,24 +142,26 @@ impl Owner {
     }
 }
 
-#[derive(Clone, Debug, Default)]
-pub struct PhysCounters {
-    pub allocs: [u64; MAX_ORDER + 1],
-    pub alloc_failures: [u64; MAX_ORDER + 1],
-    /// Allocations served from another migrate type's free list.
-    pub fallbacks: u64,
-    /// Pageblocks relabelled by a fallback steal.
-    pub pageblocks_claimed: u64,
-    pub splits: u64,
-    pub merges: u64,
-    /// Page-cache pages whose frames went to the buddy lists with their contents (cache pages).
-    pub cache_freed: u64,
-    /// Cache pages whose frames were allocated for something else: their contents are gone.
-    pub cache_lost: u64,
-    /// Cache pages referenced again and taken back out of the buddy lists, contents reused.
-    pub cache_reclaimed: u64,
-    /// ... of which out of a reservation, which was preempted (dissolved) for it.
-    pub cache_reclaimed_preempting: u64,
+crate::counters! {
+    #[derive(Clone, Debug, Default)]
+    pub struct PhysCounters {
+        pub allocs: [u64; MAX_ORDER + 1] = by_hand,
+        pub alloc_failures: [u64; MAX_ORDER + 1] = by_hand,
+        /// Allocations served from another migrate type's free list.
+        pub fallbacks: u64 = "buddy.fallbacks",
+        /// Pageblocks relabelled by a fallback steal.
+        pub pageblocks_claimed: u64 = "buddy.pageblocks_claimed",
+        pub splits: u64 = "buddy.splits",
+        pub merges: u64 = "buddy.merges",
+        /// Page-cache pages whose frames went to the buddy lists with their contents (cache pages).
+        pub cache_freed: u64 = "buddy.cache_freed",
+        /// Cache pages whose frames were allocated for something else: their contents are gone.
+        pub cache_lost: u64 = "buddy.cache_lost",
+        /// Cache pages referenced again and taken back out of the buddy lists, contents reused.
+        pub cache_reclaimed: u64 = "buddy.cache_reclaimed",
+        /// ... of which out of a reservation, which was preempted (dissolved) for it.
+        pub cache_reclaimed_preempting: u64 = "buddy.cache_reclaimed_preempting",
+    }
 }
 
 /// Names blocks (pfn, order) by calling the function it is given on each.

@@ -33,6 +33,7 @@ macro_rules! outcome {
 pub mod compact;
 pub mod cow;
 pub mod filemap;
+pub mod files;
 pub mod fragmentation;
 pub mod frames;
 pub mod pagecache;
@@ -160,64 +161,66 @@ outcome! {
     }
 }
 
-#[derive(Clone, Debug, Default)]
-pub struct OsCounters {
-    pub faults: u64,
-    pub faults_by_size: [u64; MAX_SIZES],
-    pub zeroed_bytes: u64,
-    /// map attempts by (size index, outcome index).
-    pub map_outcomes: [[u64; MapOutcome::ALL.len()]; MAX_SIZES],
-    pub segv: u64,
-    pub accesses_dropped: u64,
-    pub vmas_inferred: u64,
-    pub pages_freed: u64,
-    pub pages_moved: u64,
-    pub forks: u64,
-    pub exits: u64,
-    pub direct_reclaims: u64,
-    pub kswapd_wakes: u64,
-    pub kswapd_reclaimed: u64,
-    /// Pages shared by fork, COW faults that reused the page, copied it, or copied it into
-    /// base pages (no free block of its size).
-    pub pages_shared: u64,
-    pub cow_reuses: u64,
-    pub cow_copies: u64,
-    pub cow_demoted: u64,
-    /// Write-protection faults on copy-on-write pages.
-    pub cow_faults: u64,
-    /// Faults that read a page back from swap.
-    pub major_faults: u64,
-    pub stack_growths: u64,
-    /// Partial unmaps of a shared superpage, which removed all of it.
-    pub partial_unmaps_whole: u64,
-    /// Superpages demoted (one size down per step) because mprotect changed part of them.
-    pub protection_demotes: u64,
-    /// Superpages mprotect changed in part that could not be demoted (shared): they keep
-    /// their old protection in the model (counted).
-    pub protection_demote_refused: u64,
-    /// File mmaps whose descriptor the trace never opened (served as anonymous memory).
-    pub file_mmaps_unknown_fd: u64,
-    /// Events the kernel would have refused, ignored (`Os::reject`): a range that wraps or
-    /// leaves the virtual address space (EINVAL/ENOMEM), a file offset whose end overflows
-    /// (EOVERFLOW), an mmap past vm.max_map_count VMAs (ENOMEM).
-    pub rejected_range: u64,
-    pub rejected_offset: u64,
-    pub rejected_map_count: u64,
-    pub rejected_fd: u64,
-    pub rejected_pid: u64,
-    /// read(2) events longer than MAX_RW_COUNT, cut to it as the kernel does.
-    pub reads_clamped: u64,
-    /// Faults on file mappings: the page was in the page cache (minor) or read from disk (major).
-    pub file_minor_faults: u64,
-    pub file_major_faults: u64,
-    /// Private file pages copied on write, shared file pages dirtied.
-    pub file_private_copies: u64,
-    pub file_pages_dirtied: u64,
-    /// Bytes read from files by the program (read() misses, major faults on file mappings).
-    pub file_read_bytes: u64,
-    /// Cycles a policy's own per-miss bookkeeping costs beyond the machine's miss handler
-    /// (Romer et al.'s counters: Table 3's 130 or 2600 cycles against 30).
-    pub bookkeeping_cycles: u64,
+crate::counters! {
+    #[derive(Clone, Debug, Default)]
+    pub struct OsCounters {
+        pub faults: u64 = "faults",
+        pub faults_by_size: [u64; MAX_SIZES] = by_hand,
+        pub zeroed_bytes: u64 = "os.zeroed_bytes",
+        /// map attempts by (size index, outcome index).
+        pub map_outcomes: [[u64; MapOutcome::ALL.len()]; MAX_SIZES] = by_hand,
+        pub segv: u64 = "os.segv",
+        pub accesses_dropped: u64 = "os.accesses_dropped",
+        pub vmas_inferred: u64 = "os.vmas_inferred",
+        pub pages_freed: u64 = "os.pages_freed",
+        pub pages_moved: u64 = "os.pages_moved",
+        pub forks: u64 = "os.forks",
+        pub exits: u64 = "os.exits",
+        pub direct_reclaims: u64 = "os.direct_reclaims",
+        pub kswapd_wakes: u64 = "os.kswapd_wakes",
+        pub kswapd_reclaimed: u64 = "os.kswapd_reclaimed",
+        /// Pages shared by fork, COW faults that reused the page, copied it, or copied it into
+        /// base pages (no free block of its size).
+        pub pages_shared: u64 = "os.pages_shared",
+        pub cow_reuses: u64 = "cow.reuses",
+        pub cow_copies: u64 = "cow.copies",
+        pub cow_demoted: u64 = "cow.copies_into_base_pages",
+        /// Write-protection faults on copy-on-write pages.
+        pub cow_faults: u64 = "faults.cow",
+        /// Faults that read a page back from swap.
+        pub major_faults: u64 = "faults.major",
+        pub stack_growths: u64 = "os.stack_growths",
+        /// Partial unmaps of a shared superpage, which removed all of it.
+        pub partial_unmaps_whole: u64 = "os.partial_unmaps_whole",
+        /// Superpages demoted (one size down per step) because mprotect changed part of them.
+        pub protection_demotes: u64 = "os.protection_demotes",
+        /// Superpages mprotect changed in part that could not be demoted (shared): they keep
+        /// their old protection in the model (counted).
+        pub protection_demote_refused: u64 = "os.protection_demote_refused",
+        /// File mmaps whose descriptor the trace never opened (served as anonymous memory).
+        pub file_mmaps_unknown_fd: u64 = "file.mmaps_unknown_fd",
+        /// Events the kernel would have refused, ignored (`Os::reject`): a range that wraps or
+        /// leaves the virtual address space (EINVAL/ENOMEM), a file offset whose end overflows
+        /// (EOVERFLOW), an mmap past vm.max_map_count VMAs (ENOMEM).
+        pub rejected_range: u64 = "os.rejected.range",
+        pub rejected_offset: u64 = "os.rejected.offset",
+        pub rejected_map_count: u64 = "os.rejected.map_count",
+        pub rejected_fd: u64 = "os.rejected.fd",
+        pub rejected_pid: u64 = "os.rejected.pid",
+        /// read(2) events longer than MAX_RW_COUNT, cut to it as the kernel does.
+        pub reads_clamped: u64 = "file.reads_clamped",
+        /// Faults on file mappings: the page was in the page cache (minor) or read from disk (major).
+        pub file_minor_faults: u64 = "faults.minor",
+        pub file_major_faults: u64 = "faults.major_file",
+        /// Private file pages copied on write, shared file pages dirtied.
+        pub file_private_copies: u64 = "file.private_copies",
+        pub file_pages_dirtied: u64 = "file.pages_dirtied",
+        /// Bytes read from files by the program (read() misses, major faults on file mappings).
+        pub file_read_bytes: u64 = "file.read_bytes",
+        /// Cycles a policy's own per-miss bookkeeping costs beyond the machine's miss handler
+        /// (Romer et al.'s counters: Table 3's 130 or 2600 cycles against 30).
+        pub bookkeeping_cycles: u64 = by_hand,
+    }
 }
 
 /// The OS mechanisms a policy turns on, once, before the run (`Policy::features`); every one
@@ -272,48 +275,29 @@ pub struct Os {
     pub in_daemon: bool,
     /// The mechanisms the policy turned on (`Os::configure`); fixed for the run.
     features: OsFeatures,
-    /// Live file reservations by (file, order, first page index of the extent).
-    pub file_reservs: HashMap<(u32, u8, u64), (u32, u64)>,
-    /// File sizes in bytes, from the largest size an open announced.
-    pub file_sizes: HashMap<u32, u64>,
     /// Index in `procs` of each pid.
     proc_by_pid: HashMap<u32, usize>,
-    pub file_counters: filemap::FileSuperpageCounters,
-    /// Where moved file mappings go (made at the first move) and what placement decided.
-    pub placement_window: Option<placement::PlacementWindow>,
-    pub placement: placement::PlacementCounters,
-    /// Speculative demotion (its probability is `OsFeatures::speculative_demotion`): its random
-    /// source, the regions waiting to be promoted again, and a buffer for the cleared pages.
-    pub spec_rng: crate::trace::gen::Rng,
-    pub demoted: HashMap<(u32, u64), swap::Demoted>,
-    cleared_scratch: Vec<crate::replacement::PageRef>,
-    /// The current wired pool: frames [next, end) of an extent set aside for wired pages.
-    pub wired_pool: (u64, u64),
+    /// Aligned placement of file mappings: where moved mappings go and what it decided.
+    pub placement: placement::Placement,
+    /// Speculative demotion's state (its probability is `OsFeatures::speculative_demotion`).
+    pub spec: swap::SpeculativeDemotion,
     pub daemon: pagedaemon::DaemonCounters,
-    pub cache: pagecache::PageCache,
-    /// File ids by path (files outlive the processes that open them).
-    pub file_ids: HashMap<String, u32>,
-    /// Wired (unmovable, never freed) frames placed by a prelude.
-    pub wired: Vec<u64>,
+    /// Wired (unmovable, never freed) frames and the current wired pool.
+    pub wired: pagedaemon::Wired,
     /// Added to pids named by fork events (a scenario keeps its processes' pids apart).
     pub pid_base: u32,
     /// Free-frame watermarks (min, low, high): below low, kswapd reclaims up to high.
     pub watermarks: (u64, u64, u64),
     /// Blocks mapped by several processes (after fork), with every mapping.
     pub shared: HashMap<u64, Vec<Owner>>,
-    /// Page-cache frames mapped into processes (file mappings), with every mapping.
-    pub file_mappers: HashMap<u64, Vec<Owner>>,
     /// A prelude is running: its file reads are not the program's I/O.
     pub in_prelude: bool,
+    /// The page cache and files (their ids, sizes, mappings and reservations).
+    pub files: files::Files,
     /// Which anonymous page to swap out (tracks pages only when swap is enabled).
     pub replacement: Box<dyn Replacement>,
-    /// Swap space and its use, in base pages.
-    pub swap_total: u64,
-    pub swap_used: u64,
-    /// Swap slots: references (entries naming them) and size in base pages.
-    pub swap_slots: HashMap<u64, (u32, u64)>,
-    next_slot: u64,
-    pub swap: swap::SwapCounters,
+    /// Swap space, its slots and its counters.
+    pub swap: swap::SwapSpace,
     pub promotions: promote::PromoteCounters,
 }
 
@@ -355,31 +339,18 @@ impl Os {
             compaction: compact::Compaction::default(),
             in_daemon: false,
             features: OsFeatures::default(),
-            file_reservs: HashMap::new(),
-            file_sizes: HashMap::new(),
             proc_by_pid: HashMap::new(),
-            file_counters: Default::default(),
-            placement_window: None,
-            placement: Default::default(),
-            spec_rng: crate::trace::gen::Rng::new(1),
-            demoted: HashMap::new(),
-            cleared_scratch: Vec::new(),
-            wired_pool: (0, 0),
             daemon: Default::default(),
-            cache: pagecache::PageCache::default(),
-            file_ids: HashMap::new(),
-            wired: Vec::new(),
             pid_base: 0,
             watermarks: linux_watermarks(frames, m.base_page.bytes()),
             shared: HashMap::new(),
-            file_mappers: HashMap::new(),
             in_prelude: false,
             replacement: crate::replacement::build(replacement)?,
-            swap_total: swap.0 >> m.base_page.shift(),
-            swap_used: 0,
-            swap_slots: HashMap::new(),
-            next_slot: 0,
-            swap: swap::SwapCounters::default(),
+            files: files::Files::default(),
+            placement: Default::default(),
+            spec: Default::default(),
+            wired: Default::default(),
+            swap: swap::SwapSpace::new(swap.0 >> m.base_page.shift()),
             promotions: promote::PromoteCounters::default(),
         })
     }
@@ -393,9 +364,26 @@ impl Os {
     /// `seed` drives speculative demotion's draws.
     pub fn configure(&mut self, f: OsFeatures, seed: u64) {
         self.features = f;
-        self.cache.to_cache = f.cache_pages_in_buddy;
-        self.spec_rng = crate::trace::gen::Rng::new(seed ^ 0x5045_4344);
+        self.files.cache.to_cache = f.cache_pages_in_buddy;
+        self.spec.rng = crate::trace::gen::Rng::new(seed ^ 0x5045_4344);
         self.replacement.report_cleared(f.speculative_demotion > 0.0);
+    }
+
+    /// Every part's counters, for the results to collect (each names its own keys).
+    pub fn counter_parts(&self) -> [&dyn crate::counters::Counters; 11] {
+        [
+            &self.counters,
+            &self.phys.counters,
+            &self.phys.reservs.counters,
+            &self.compaction,
+            &self.promotions,
+            &self.swap,
+            &self.swap.counters,
+            &self.files.cache.counters,
+            &self.files.counters,
+            &self.placement.counters,
+            &self.daemon,
+        ]
     }
 
     /// The mechanisms in force.
@@ -418,7 +406,6 @@ impl Os {
     /// A copy of `bytes` the program waits for, made by a policy (a superpage made by copying
     /// in the miss handler): `copy.bytes_direct`.
     pub fn charge_direct_copy(&mut self, bytes: u64) {
-        self.compaction.bytes_copied += bytes;
         self.compaction.bytes_copied_direct += bytes;
     }
 
@@ -498,7 +485,7 @@ impl Os {
         }
         self.counters.direct_reclaims += 1;
         let want = pagecache::SWAP_CLUSTER_MAX << order.0.min(9);
-        if self.cache.reclaim(&mut self.phys, &self.file_mappers, want) == 0 {
+        if self.files.cache.reclaim(&mut self.phys, &self.files.mappers, want) == 0 {
             if let Some(m) = mmu {
                 self.swap_out(want as u64, m);
             }
@@ -548,7 +535,7 @@ impl Os {
         self.procs[pi].resident[si as usize] += 1;
         self.counters.zeroed_bytes += self.sizes[si as usize].bytes();
         self.phys.set_owner(pfn, Owner::anon(pi, start >> self.base.shift()));
-        if self.swap_total > 0 {
+        if self.swap.enabled() {
             let r = self.page_ref(pi, start, si);
             self.replacement.on_insert(r);
         }
@@ -861,25 +848,15 @@ impl Os {
             }
             Event::Exit { .. } => self.exit(pi, mmu),
             Event::FileOpen { fd, ref path, size } => {
-                let id = match self.file_ids.get(path) {
-                    Some(&id) => id,
-                    None => {
-                        let id = self.cache.create();
-                        self.file_ids.insert(path.clone(), id);
-                        id
-                    }
-                };
-                let known = self.file_sizes.entry(id).or_insert(0);
-                *known = (*known).max(size);
-                self.cache.files[id as usize].open += 1;
+                let id = self.files.open(path, size);
                 self.procs[pi].fds.insert(fd, id);
             }
             Event::FileClose { fd } => {
                 if let Some(id) = self.procs[pi].fds.remove(&fd) {
-                    let f = &mut self.cache.files[id as usize];
+                    let f = &mut self.files.cache.files[id as usize];
                     f.open = f.open.saturating_sub(1);
                     if f.open == 0 && self.features.deactivate_on_close {
-                        self.cache.deactivate(id);
+                        self.files.cache.deactivate(id);
                     }
                 }
             }
@@ -903,7 +880,7 @@ impl Os {
         let was = self.in_daemon;
         self.in_daemon = true;
         while self.phys.available_frames() < self.watermarks.2 {
-            let mut n = self.cache.reclaim(&mut self.phys, &self.file_mappers, pagecache::SWAP_CLUSTER_MAX) as u64;
+            let mut n = self.files.cache.reclaim(&mut self.phys, &self.files.mappers, pagecache::SWAP_CLUSTER_MAX) as u64;
             if n == 0 {
                 n = self.swap_out(pagecache::SWAP_CLUSTER_MAX as u64, mmu);
             }
@@ -972,23 +949,24 @@ impl Os {
     /// cache and, with the MMU at hand for shootdowns, swapping when memory is short.
     pub(crate) fn cache_page(&mut self, file: u32, index: u64, mmu: Option<&mut Mmu>) -> bool {
         let low = self.watermarks.1;
-        if self.features.file_superpages.is_some() && !self.cache.is_present(&self.phys, file, index) {
-            if self.phys.available_frames() <= low && self.cache.cached > 0 {
-                self.cache.reclaim(&mut self.phys, &self.file_mappers, pagecache::SWAP_CLUSTER_MAX);
+        if self.features.file_superpages.is_some() && !self.files.cache.is_present(&self.phys, file, index) {
+            if self.phys.available_frames() <= low && self.files.cache.cached > 0 {
+                self.files.cache.reclaim(&mut self.phys, &self.files.mappers, pagecache::SWAP_CLUSTER_MAX);
             }
             if self.features.file_superpages == Some(filemap::DirtySuperpages::Hash) {
-                self.file_counters.hashed_bytes += self.base.bytes(); // its digest, as it is read
+                self.files.counters.hashed_bytes += self.base.bytes(); // its digest, as it is read
             }
             if let Some(pfn) = self.file_reserved_frame(file, index) {
-                self.cache.insert_at(&mut self.phys, file, index, pfn);
+                self.files.cache.insert_at(&mut self.phys, file, index, pfn);
                 return true;
             }
         }
-        if self.cache.access_with(&mut self.phys, &self.file_mappers, file, index, false, low) {
+        if self.files.cache.access_with(&mut self.phys, &self.files.mappers, file, index, false, low) {
             return true;
         }
         let Some(m) = mmu else { return false };
-        self.swap_out(pagecache::SWAP_CLUSTER_MAX as u64, m) > 0 && self.cache.access_with(&mut self.phys, &self.file_mappers, file, index, false, u64::MAX)
+        self.swap_out(pagecache::SWAP_CLUSTER_MAX as u64, m) > 0
+            && self.files.cache.access_with(&mut self.phys, &self.files.mappers, file, index, false, u64::MAX)
     }
 
     /// `read_file`, able to swap when memory is short.
@@ -998,7 +976,7 @@ impl Os {
         }
         let shift = self.base.shift();
         for index in offset >> shift..=(offset + len - 1) >> shift {
-            let miss = self.cache.frame_of(file, index).is_none();
+            let miss = self.files.cache.frame_of(file, index).is_none();
             if !self.cache_page(file, index, mmu.as_deref_mut()) {
                 return Err(Error::Sim(format!(
                     "out of simulated memory: {} is exhausted by mappings that cannot be reclaimed (swap is full or off: see --swap)",
@@ -1021,7 +999,7 @@ impl Os {
             if k >= old && to & (size - 1) == 0 && to + size <= new + new_len {
                 self.procs[pi].swapped.insert(to, e);
             } else {
-                self.slot_put(e.slot);
+                self.swap.slot_put(e.slot);
             }
         }
         let mut moved = Vec::new();
@@ -1048,7 +1026,7 @@ impl Os {
                     self.procs[pi].pt.set_cow(to, t.size_idx, true);
                 }
                 self.replace_mapper(t.pfn.0, Owner::anon(pi, t.start >> shift), Owner::anon(pi, to >> shift));
-                if self.swap_total > 0 {
+                if self.swap.enabled() {
                     let (a, b) = (self.page_ref(pi, t.start, t.size_idx), self.page_ref(pi, to, t.size_idx));
                     self.replacement.on_remove(a);
                     self.replacement.on_insert(b);
@@ -1067,9 +1045,9 @@ impl Os {
             return;
         }
         self.procs[pi].relocs = Default::default();
-        if !self.demoted.is_empty() {
+        if !self.spec.regions.is_empty() {
             let pid = self.procs[pi].pid;
-            self.demoted.retain(|k, _| k.0 != pid);
+            self.spec.regions.retain(|k, _| k.0 != pid);
         }
         for (s, n) in self.procs[pi].resident.iter().enumerate() {
             if s < self.sizes.len() {
@@ -1150,6 +1128,7 @@ impl Os {
     pub fn validate(&self) -> std::result::Result<(), String> {
         self.phys.validate()?;
         self.phys.validate_reservations()?;
+        self.files.validate()?;
         let mut anon_frames = 0u64;
         let mut pt_frames = 0u64;
         let mut shared_seen = 0u64;
@@ -1177,7 +1156,7 @@ impl Os {
                             && self.phys.is_head(g)
                             && self.phys.order_at(g) == 0
                             && self.phys.owner(g).as_file().is_some()
-                            && self.file_mappers.get(&g).is_some_and(|l| l.contains(&want));
+                            && self.files.mappers.get(&g).is_some_and(|l| l.contains(&want));
                         if !ok {
                             return Err(format!("pid {}: file superpage at {:#x} covers frame {g:#x}, not a page-cache page listing it", p.pid, t.start));
                         }
@@ -1194,7 +1173,7 @@ impl Os {
                 }
                 let want = Owner::anon(pi, t.start >> self.base.shift());
                 if self.phys.kind_of(f) == FrameKind::File {
-                    let ok = self.phys.owner(f).as_file().is_some() && self.file_mappers.get(&f).is_some_and(|l| l.contains(&want));
+                    let ok = self.phys.owner(f).as_file().is_some() && self.files.mappers.get(&f).is_some_and(|l| l.contains(&want));
                     if !ok || o != 0 {
                         return Err(format!("pid {}: page at {:#x} maps page-cache frame {f:#x} without being listed as its mapper", p.pid, t.start));
                     }
@@ -1256,11 +1235,11 @@ impl Os {
         }
         self.validate_swap()?;
         let mapped_pages: u64 = self.procs.iter().map(|p| p.resident.iter().sum::<u64>()).sum::<u64>() - file_ptes;
-        let file_listed: u64 = self.file_mappers.values().map(|l| l.len() as u64).sum();
+        let file_listed: u64 = self.files.mappers.values().map(|l| l.len() as u64).sum();
         if file_listed != file_mapped {
             return Err(format!("page-cache frames list {file_listed} mappings, page tables hold {file_mapped}"));
         }
-        if self.swap_total > 0 && self.replacement.len() as u64 != mapped_pages {
+        if self.swap.enabled() && self.replacement.len() as u64 != mapped_pages {
             return Err(format!("replacement tracks {} pages, {mapped_pages} are mapped", self.replacement.len()));
         }
         let listed: u64 = self.shared.values().map(|l| l.len() as u64).sum();
@@ -1268,7 +1247,7 @@ impl Os {
             return Err(format!("shared blocks list {listed} mappings but {shared_seen} page-table entries map shared blocks"));
         }
         let mut file_frames = 0u64;
-        for (file, index, f) in self.cache.pages() {
+        for (file, index, f) in self.files.cache.pages() {
             if !self.phys.is_head(f) || self.phys.order_at(f) != 0 || self.phys.kind_of(f) != FrameKind::File {
                 return Err(format!("page cache: file {file} page {index} is in frame {f:#x}, which is not an order-0 file frame"));
             }
@@ -1280,21 +1259,21 @@ impl Os {
         for pfn in 0..self.phys.total_frames() {
             if let Some(o) = self.phys.cache_owner(pfn) {
                 let (file, index) = o.as_file().expect("checked by the frame table");
-                if !self.cache.in_cache_frame(file, index, pfn) {
+                if !self.files.cache.in_cache_frame(file, index, pfn) {
                     return Err(format!("cache frame {pfn:#x} holds file {file} page {index}, which the page cache does not list there"));
                 }
             }
         }
-        if by_kind[FrameKind::File as usize] != file_frames || file_frames != self.cache.cached {
-            return Err(format!("file frames: {} allocated, {} cached, {} counted", by_kind[FrameKind::File as usize], file_frames, self.cache.cached));
+        if by_kind[FrameKind::File as usize] != file_frames || file_frames != self.files.cache.cached {
+            return Err(format!("file frames: {} allocated, {} cached, {} counted", by_kind[FrameKind::File as usize], file_frames, self.files.cache.cached));
         }
-        for &f in &self.wired {
+        for &f in &self.wired.frames {
             if !self.phys.is_head(f) || self.phys.kind_of(f) != FrameKind::Wired {
                 return Err(format!("wired frame {f:#x} is no longer a wired block"));
             }
         }
-        if by_kind[FrameKind::Wired as usize] != self.wired.len() as u64 + (self.wired_pool.1 - self.wired_pool.0) {
-            return Err(format!("{} wired frames allocated, {} placed", by_kind[FrameKind::Wired as usize], self.wired.len()));
+        if by_kind[FrameKind::Wired as usize] != self.wired.frames.len() as u64 + (self.wired.pool.1 - self.wired.pool.0) {
+            return Err(format!("{} wired frames allocated, {} placed", by_kind[FrameKind::Wired as usize], self.wired.frames.len()));
         }
         if by_kind[FrameKind::PageTable as usize] != pt_frames {
             return Err(format!("page-table frames: {} allocated, {} in live tables", by_kind[FrameKind::PageTable as usize], pt_frames));

@@ -113,20 +113,21 @@ const DIRTY: u8 = 2;
 /// The page's frame is free (or reserved, unpopulated) and may still hold its contents.
 const CACHED: u8 = 4;
 
-#[derive(Clone, Debug, Default)]
-pub struct PageCacheCounters {
-    pub hits: u64,
-    pub misses: u64,
-    pub evicted: u64,
-    pub written_back: u64,
-    pub reclaim_calls: u64,
-    /// Cached pages made inactive (reference bit cleared) when their file's last opener closed
-    /// it (Navarro et al.'s change to FreeBSD's page daemon; asked for by the policy).
-    pub deactivated_on_close: u64,
-    /// Pages reclaimed into the buddy lists with their contents (`to_cache`).
-    pub to_cache: u64,
-    /// Accesses that found their page's contents still in a cache frame and took it back.
-    pub cache_reactivated: u64,
+crate::counters! {
+    #[derive(Clone, Debug, Default)]
+    pub struct PageCacheCounters {
+        pub hits: u64 = "pagecache.hits",
+        pub misses: u64 = "pagecache.misses",
+        pub evicted: u64 = "pagecache.evicted",
+        pub written_back: u64 = "pagecache.written_back",
+        /// Cached pages made inactive (reference bit cleared) when their file's last opener closed
+        /// it (Navarro et al.'s change to FreeBSD's page daemon; asked for by the policy).
+        pub deactivated_on_close: u64 = "pagecache.deactivated_on_close",
+        /// Pages reclaimed into the buddy lists with their contents (`to_cache`).
+        pub to_cache: u64 = "pagecache.to_cache",
+        /// Accesses that found their page's contents still in a cache frame and took it back.
+        pub cache_reactivated: u64 = "pagecache.cache_reactivated",
+    }
 }
 
 #[derive(Default)]
@@ -265,7 +266,6 @@ impl PageCache {
     /// Evict up to `want` pages by CLOCK. Returns how many were freed. Pages mapped into a
     /// process (`mapped`) are kept, as if referenced: the model does not unmap them to evict.
     pub fn reclaim(&mut self, phys: &mut PhysMem, mapped: &HashMap<u64, Vec<Owner>>, want: usize) -> usize {
-        self.counters.reclaim_calls += 1;
         let mut freed = 0;
         // Each live page is passed at most twice (once to clear its bit, once to evict).
         let mut budget = 2 * self.clock.len();

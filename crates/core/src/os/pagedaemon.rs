@@ -22,24 +22,47 @@ use super::frames::{FrameKind, Owner};
 use super::Os;
 use crate::units::{Order, Pfn};
 
-/// Counters of the contiguity-aware daemon and of wired-page clustering.
+crate::counters! {
+    /// Counters of the contiguity-aware daemon and of wired-page clustering.
+    #[derive(Clone, Debug, Default)]
+    pub struct DaemonCounters {
+        /// Times the daemon ran with failed requests to serve.
+        pub wakeups: u64 = "daemon.wakeups",
+        /// Extents asked for, by order (the failed requests since the previous wake-up).
+        pub wanted: Vec<u64> = by_hand,
+        /// Extents made free by moving their inactive pages to cache frames, by order.
+        pub recovered: Vec<u64> = by_hand,
+        /// Extents that were already free when the daemon looked (memory freed meanwhile).
+        pub already_free: u64 = "daemon.already_free",
+        /// Wake-ups that could not meet their goal: no more recoverable extents.
+        pub goal_unmet: u64 = "daemon.goal_unmet",
+        /// Inactive pages moved to cache frames, and how many of them were dirty (written back).
+        pub pages_to_cache: u64 = "daemon.pages_to_cache",
+        pub pages_written_back: u64 = "daemon.pages_written_back",
+        /// Wired pools set aside (each an aligned extent of `pool_order`).
+        pub wired_pools: u64 = "daemon.wired_pools",
+    }
+}
+
+/// Wired (unmovable, never freed) frames: those placed one by one (a prelude's kernel
+/// allocations), and the current wired pool, frames [next, end) of an extent set aside for
+/// wired pages (wired-page clustering). Every wired frame is one of these.
 #[derive(Clone, Debug, Default)]
-pub struct DaemonCounters {
-    /// Times the daemon ran with failed requests to serve.
-    pub wakeups: u64,
-    /// Extents asked for, by order (the failed requests since the previous wake-up).
-    pub wanted: Vec<u64>,
-    /// Extents made free by moving their inactive pages to cache frames, by order.
-    pub recovered: Vec<u64>,
-    /// Extents that were already free when the daemon looked (memory freed meanwhile).
-    pub already_free: u64,
-    /// Wake-ups that could not meet their goal: no more recoverable extents.
-    pub goal_unmet: u64,
-    /// Inactive pages moved to cache frames, and how many of them were dirty (written back).
-    pub pages_to_cache: u64,
-    pub pages_written_back: u64,
-    /// Wired pools set aside (each an aligned extent of `pool_order`).
-    pub wired_pools: u64,
+pub struct Wired {
+    pub frames: Vec<u64>,
+    pub pool: (u64, u64),
+}
+
+impl Wired {
+    /// A wired frame was allocated; it stays for the run.
+    pub fn place(&mut self, pfn: u64) {
+        self.frames.push(pfn);
+    }
+
+    /// Wired frames allocated: placed ones and the unused rest of the pool.
+    pub fn count(&self) -> u64 {
+        self.frames.len() as u64 + (self.pool.1 - self.pool.0)
+    }
 }
 
 /// The order of a wired pool: the largest superpage size of at most 4MB (Navarro's largest
@@ -91,10 +114,10 @@ impl Os {
                     continue;
                 }
                 let Some((file, index)) = self.phys.owner(f).as_file() else { continue };
-                if self.cache.inactive_page(file, index) == Some(true) {
+                if self.files.cache.inactive_page(file, index) == Some(true) {
                     self.daemon.pages_written_back += 1;
                 }
-                self.cache.page_to_cache(&mut self.phys, file, index);
+                self.files.cache.page_to_cache(&mut self.phys, file, index);
                 self.daemon.pages_to_cache += 1;
             }
             self.daemon.recovered[order as usize] += 1;
@@ -124,7 +147,7 @@ impl Os {
                         return None; // it would go back to its reservation, not to the buddy lists
                     }
                     let (file, index) = self.phys.owner(f).as_file()?;
-                    if self.cache.inactive_page(file, index).is_none() || self.file_mappers.contains_key(&f) {
+                    if self.files.cache.inactive_page(file, index).is_none() || self.files.mappers.contains_key(&f) {
                         return None;
                     }
                     cost += 1;
@@ -140,16 +163,16 @@ impl Os {
     /// a new pool when it is used up. Falls back to any free frame when no pool-sized extent is
     /// free. None if memory is full.
     pub fn alloc_wired_clustered(&mut self) -> Option<u64> {
-        let (next, end) = self.wired_pool;
+        let (next, end) = self.wired.pool;
         if next < end {
-            self.wired_pool.0 += 1;
+            self.wired.pool.0 += 1;
             return Some(next);
         }
         let order = pool_order(self);
         if let Some(p) = self.phys.alloc(Order(order), FrameKind::Wired) {
             self.phys.split_allocation(p, Order(0));
             self.daemon.wired_pools += 1;
-            self.wired_pool = (p.0 + 1, p.0 + (1u64 << order));
+            self.wired.pool = (p.0 + 1, p.0 + (1u64 << order));
             return Some(p.0);
         }
         let p = self.phys.alloc(Order(0), FrameKind::Wired)?;

@@ -26,25 +26,35 @@
 use crate::error::{Error, Result};
 use crate::trace::Event;
 
-/// Counted outcomes of the placement decision for each mmap of a file (`placement.*`).
+crate::counters! {
+    /// Counted outcomes of the placement decision for each mmap of a file (`placement.*`).
+    #[derive(Clone, Debug, Default)]
+    pub struct PlacementCounters {
+        /// Moved into the placement window at an address congruent to the offset.
+        pub moved: u64 = "placement.moved",
+        /// The trace's address already had the wanted congruence: left where it was.
+        pub already_aligned: u64 = "placement.already_aligned",
+        /// The program asked for its address (MAP_FIXED): not moved.
+        pub fixed_address: u64 = "placement.fixed_address",
+        /// A private file mapping: not moved. The OS model promotes only shared file mappings
+        /// (os/filemap.rs), so moving a private one would gain nothing, and on a machine whose base
+        /// page is larger than the trace's 4KiB it would part pieces of neighbouring mappings that
+        /// shared a base page.
+        pub private_mapping: u64 = "placement.private_mapping",
+        /// Smaller than every superpage size the policy uses: nothing to align to.
+        pub smaller_than_superpage: u64 = "placement.smaller_than_superpage",
+        /// Placed inside a range already moved (ld.so's MAP_FIXED segments over its first mapping):
+        /// moved with it.
+        pub inside_moved: u64 = "placement.inside_moved",
+    }
+}
+
+/// Aligned placement's state: the window moved mappings go to (made at the first move) and
+/// its counted decisions.
 #[derive(Clone, Debug, Default)]
-pub struct PlacementCounters {
-    /// Moved into the placement window at an address congruent to the offset.
-    pub moved: u64,
-    /// The trace's address already had the wanted congruence: left where it was.
-    pub already_aligned: u64,
-    /// The program asked for its address (MAP_FIXED): not moved.
-    pub fixed_address: u64,
-    /// A private file mapping: not moved. The OS model promotes only shared file mappings
-    /// (os/filemap.rs), so moving a private one would gain nothing, and on a machine whose base
-    /// page is larger than the trace's 4KiB it would part pieces of neighbouring mappings that
-    /// shared a base page.
-    pub private_mapping: u64,
-    /// Smaller than every superpage size the policy uses: nothing to align to.
-    pub smaller_than_superpage: u64,
-    /// Placed inside a range already moved (ld.so's MAP_FIXED segments over its first mapping):
-    /// moved with it.
-    pub inside_moved: u64,
+pub struct Placement {
+    pub window: Option<PlacementWindow>,
+    pub counters: PlacementCounters,
 }
 
 /// One trace range [start, end) that the simulated process sees at [to, to + end - start).
@@ -207,7 +217,7 @@ impl super::Os {
                 self.procs[pi].relocs.pieces(addr, end, &mut pieces);
                 if pieces.iter().any(|p| p.3) {
                     for &(s, e2, to, moved) in &pieces {
-                        self.placement.inside_moved += moved as u64;
+                        self.placement.counters.inside_moved += moved as u64;
                         out.push(Event::Mmap { addr: to, len: e2 - s, prot, flags, fd, offset: offset + (s - addr) });
                     }
                     return self.check_window(pi, &pieces);
@@ -215,28 +225,28 @@ impl super::Os {
                 let file = fd >= 0 && flags & crate::trace::MAP_ANONYMOUS == 0;
                 let to = match align.filter(|_| file) {
                     Some(_) if flags & crate::trace::MAP_SHARED == 0 => {
-                        self.placement.private_mapping += 1;
+                        self.placement.counters.private_mapping += 1;
                         addr
                     }
                     Some(_) if flags & MAP_FIXED != 0 => {
-                        self.placement.fixed_address += 1;
+                        self.placement.counters.fixed_address += 1;
                         addr
                     }
                     Some(a) if (addr.wrapping_sub(offset)) & (a - 1) == 0 => {
-                        self.placement.already_aligned += 1;
+                        self.placement.counters.already_aligned += 1;
                         addr
                     }
                     Some(a) => {
                         let limit = self.procs[pi].pt.va_limit();
-                        let w = self.placement_window.get_or_insert_with(|| PlacementWindow::for_limit(limit));
+                        let w = self.placement.window.get_or_insert_with(|| PlacementWindow::for_limit(limit));
                         let to = w.take(end - addr, a, offset, limit)?;
                         self.procs[pi].relocs.insert(Relocation { start: addr, end, to });
-                        self.placement.moved += 1;
+                        self.placement.counters.moved += 1;
                         to
                     }
                     None => {
                         if file {
-                            self.placement.smaller_than_superpage += 1;
+                            self.placement.counters.smaller_than_superpage += 1;
                         }
                         addr
                     }
@@ -304,7 +314,7 @@ impl super::Os {
 
     /// A trace range left where the trace put it must not run into moved mappings.
     fn check_window(&self, pi: usize, pieces: &[(u64, u64, u64, bool)]) -> Result<()> {
-        let Some(w) = &self.placement_window else { return Ok(()) };
+        let Some(w) = &self.placement.window else { return Ok(()) };
         match pieces.iter().find(|p| !p.3 && w.clashes(p.0, p.1)) {
             Some(p) => Err(Error::Sim(format!(
                 "aligned placement: process {} maps {:#x}..{:#x}, inside the placement window where moved file mappings go ({:#x}..); run with align_files=false",

@@ -62,8 +62,8 @@ impl Prelude {
             Prelude::Trident { reads, read_size } => {
                 let half = os.memory.0 / 2;
                 let pages = half / page;
-                let a = os.cache.create();
-                let b = os.cache.create();
+                let a = os.files.cache.create();
+                let b = os.files.cache.create();
                 let total = 2 * pages + reads;
                 let mut done = 0u64;
                 for f in [a, b] {
@@ -94,7 +94,7 @@ impl Prelude {
                     let Some(f) = os.alloc_wired_clustered() else {
                         return Err(Error::Sim(format!("prelude wired: could place only {placed} of {count} wired frames (memory is full)")));
                     };
-                    os.wired.push(f);
+                    os.wired.place(f);
                     placed += 1;
                 }
                 while placed < count {
@@ -105,7 +105,7 @@ impl Prelude {
                     let f = rng.below(frames);
                     if os.phys.alloc_at(f, 0, FrameKind::Wired) {
                         placed += 1;
-                        os.wired.push(f);
+                        os.wired.place(f);
                         if placed & 0xffff == 0 {
                             progress(placed as f64 / count as f64);
                         }
@@ -119,14 +119,7 @@ impl Prelude {
                     let size = (lo + (hi - lo) * rng.unit()).exp() as u64;
                     // Files by name: the same web server run again reads the same files.
                     let path = format!("/prelude/www/{i}");
-                    let id = match os.file_ids.get(&path) {
-                        Some(&id) => id,
-                        None => {
-                            let id = os.cache.create();
-                            os.file_ids.insert(path, id);
-                            id
-                        }
-                    };
+                    let id = os.files.id_of(&path);
                     ids.push((id, size.max(1)));
                 }
                 // Popular files are scattered over the id space, as in a real log.
@@ -144,7 +137,7 @@ impl Prelude {
                 // become inactive.
                 if os.features().deactivate_on_close {
                     for &(id, _) in &ids {
-                        os.cache.deactivate(id);
+                        os.files.cache.deactivate(id);
                     }
                 }
             }

@@ -40,31 +40,22 @@ outcome! {
     }
 }
 
-#[derive(Clone, Debug)]
-pub struct PromoteCounters {
-    pub promote: [u64; PromoteResult::ALL.len()],
-    pub demote: [u64; DemoteResult::ALL.len()],
-    /// mTHP folios mapped, and attempts that fell back, per order.
-    pub folio_alloc: [u64; 21],
-    pub folio_fallback: [u64; 21],
-    /// Base pages covered by in-place promotions: the PTEs a page table that replicates a
-    /// superpage's PTE in every base slot (Alpha, Navarro et al. §A.2.6) rewrites, so the
-    /// promotion cost that is linear in superpage size.
-    pub promote_ptes: u64,
-    /// Base pages covered by demotions (each step rewrites the PTEs of the page it splits).
-    pub demote_ptes: u64,
-}
-
-impl Default for PromoteCounters {
-    fn default() -> Self {
-        PromoteCounters {
-            promote: [0; PromoteResult::ALL.len()],
-            demote: [0; DemoteResult::ALL.len()],
-            folio_alloc: [0; 21],
-            folio_fallback: [0; 21],
-            promote_ptes: 0,
-            demote_ptes: 0,
-        }
+crate::counters! {
+    /// Promotions and demotions in place by outcome, mTHP folio allocations by order, and the
+    /// PTEs they rewrote.
+    #[derive(Clone, Debug, Default)]
+    pub struct PromoteCounters {
+        pub promote: [u64; PromoteResult::ALL.len()] = by_hand,
+        pub demote: [u64; DemoteResult::ALL.len()] = by_hand,
+        /// mTHP folios mapped, and attempts that fell back, per order.
+        pub folio_alloc: [u64; 21] = by_hand,
+        pub folio_fallback: [u64; 21] = by_hand,
+        /// Base pages covered by in-place promotions: the PTEs a page table that replicates a
+        /// superpage's PTE in every base slot (Alpha, Navarro et al. §A.2.6) rewrites, so the
+        /// promotion cost that is linear in superpage size.
+        pub promote_ptes: u64 = "promote_in_place.ptes_covered",
+        /// Base pages covered by demotions (each step rewrites the PTEs of the page it splits).
+        pub demote_ptes: u64 = "demote.ptes_covered",
     }
 }
 
@@ -94,7 +85,7 @@ impl Os {
             for k in 0..1u64 << order {
                 let ok = self.procs[pi].pt.map(start + k * base, 0, Pfn(pfn.0 + k));
                 debug_assert!(ok);
-                if self.swap_total > 0 {
+                if self.swap.enabled() {
                     let r = self.page_ref(pi, start + k * base, 0);
                     self.replacement.on_insert(r);
                 }
@@ -175,7 +166,7 @@ impl Os {
             mmu.invalidate(t.start, asid, t.size_idx);
             self.procs[pi].resident[t.size_idx as usize] -= 1;
             self.procs[pi].cow_pages -= t.cow as u64;
-            if self.swap_total > 0 && !self.is_file_frame(t.pfn.0) {
+            if self.swap.enabled() && !self.is_file_frame(t.pfn.0) {
                 let r = self.page_ref(pi, t.start, t.size_idx);
                 self.replacement.on_remove(r);
             }
@@ -198,7 +189,7 @@ impl Os {
         debug_assert!(ok, "promotion target still mapped after unmapping it");
         self.phys.set_owner(pfn, Owner::anon(pi, start >> self.base.shift()));
         self.procs[pi].resident[si as usize] += 1;
-        if self.swap_total > 0 {
+        if self.swap.enabled() {
             let r = self.page_ref(pi, start, si);
             self.replacement.on_insert(r);
         }
@@ -232,7 +223,7 @@ impl Os {
         self.procs[pi].resident[t.size_idx as usize] -= 1;
         // A file superpage maps order-0 page-cache frames that replacement does not track.
         let file = self.is_file_frame(t.pfn.0);
-        if self.swap_total > 0 && !file {
+        if self.swap.enabled() && !file {
             let r = self.page_ref(pi, t.start, t.size_idx);
             self.replacement.on_remove(r);
         }
@@ -248,7 +239,7 @@ impl Os {
                 self.procs[pi].pt.set_cow(s, to, true);
             }
             self.procs[pi].resident[to as usize] += 1;
-            if self.swap_total > 0 && !file {
+            if self.swap.enabled() && !file {
                 let r = self.page_ref(pi, s, to);
                 self.replacement.on_insert(r);
             }

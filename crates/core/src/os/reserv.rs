@@ -77,19 +77,21 @@ pub struct Reservations {
     pub counters: ReservCounters,
 }
 
-/// Counted events of the reservation mechanism (by order where it matters).
-#[derive(Clone, Debug, Default)]
-pub struct ReservCounters {
-    pub created: [u64; 32],
-    pub create_failed: [u64; 32],
-    pub frames_populated: u64,
-    pub frames_returned: u64,
-    /// Reservations that ended because their last populated frame was freed.
-    pub emptied: u64,
-    pub splits: u64,
-    pub dissolved: u64,
-    /// Reservations broken by the allocator itself because no free frame was left.
-    pub reclaimed: u64,
+crate::counters! {
+    /// Counted events of the reservation mechanism (by order where it matters).
+    #[derive(Clone, Debug, Default)]
+    pub struct ReservCounters {
+        pub created: [u64; 32] = by_hand,
+        pub create_failed: [u64; 32] = by_hand,
+        pub frames_populated: u64 = "reserv.frames_populated",
+        pub frames_returned: u64 = "reserv.frames_returned",
+        /// Reservations that ended because their last populated frame was freed.
+        pub emptied: u64 = "reserv.emptied",
+        pub splits: u64 = "reserv.splits",
+        pub dissolved: u64 = "reserv.dissolved",
+        /// Reservations broken by the allocator itself because no free frame was left.
+        pub reclaimed: u64 = "reserv.reclaimed",
+    }
 }
 
 impl Reservations {

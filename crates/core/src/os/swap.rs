@@ -8,7 +8,7 @@
 //! swap space is counted per mapping) and reads back its own copy.
 //!
 //! Invariants (checked by `Os::validate`): a swapped range overlaps no mapped page of its
-//! process; `swap_used` is the sum of the swapped pages' sizes; when swap is enabled the
+//! process; every entry names a live slot of `SwapSpace`, which counts its references; when swap is enabled the
 //! replacement policy tracks exactly the mapped pages.
 
 use super::{MapOutcome, Os};
@@ -22,30 +22,47 @@ pub struct SwapEntry {
     pub slot: u64,
 }
 
-#[derive(Clone, Debug, Default)]
-pub struct SwapCounters {
-    pub out_pages: u64,
-    pub out_bytes: u64,
-    /// Of out_bytes: written by direct reclaim (the faulting program waits), not kswapd.
-    pub out_bytes_direct: u64,
-    pub in_pages: u64,
-    pub in_bytes: u64,
-    /// Victims shared after fork (swapped out of every mapping).
-    pub shared: u64,
-    /// Swap-outs refused because swap was full.
-    pub full: u64,
-    /// Swapped pages read back as one base page (no block of their size was free).
-    pub split_on_swapin: u64,
-    /// Demotion steps taken so that only a victim's base page was evicted, not its whole
-    /// superpage (policies that ask for it: Navarro et al.'s eviction-triggered demotion).
-    pub evict_demotions: u64,
-    /// Superpages demoted speculatively when the page daemon cleared their reference bit
-    /// (Navarro et al.; probability `OsFeatures::speculative_demotion`), counted per demotion step.
-    pub speculative_demotions: u64,
-    /// Speculatively demoted regions promoted again once every piece was referenced, and those
-    /// that could not be (a piece was evicted or unmapped meanwhile).
-    pub repromotions: u64,
-    pub repromote_refused: u64,
+crate::counters! {
+    #[derive(Clone, Debug, Default)]
+    pub struct SwapCounters {
+        pub out_pages: u64 = "swap.out",
+        pub out_bytes: u64 = "swap.out_bytes",
+        /// Of out_bytes: written by direct reclaim (the faulting program waits), not kswapd.
+        pub out_bytes_direct: u64 = "swap.out_bytes_direct",
+        pub in_pages: u64 = "swap.in",
+        pub in_bytes: u64 = "swap.in_bytes",
+        /// Victims shared after fork (swapped out of every mapping).
+        pub shared: u64 = "swap.out_shared",
+        /// Swap-outs refused because swap was full.
+        pub full: u64 = "swap.full",
+        /// Swapped pages read back as one base page (no block of their size was free).
+        pub split_on_swapin: u64 = "swap.split_on_swapin",
+        /// Demotion steps taken so that only a victim's base page was evicted, not its whole
+        /// superpage (policies that ask for it: Navarro et al.'s eviction-triggered demotion).
+        pub evict_demotions: u64 = "swap.evict_demotions",
+        /// Superpages demoted speculatively when the page daemon cleared their reference bit
+        /// (Navarro et al.; probability `OsFeatures::speculative_demotion`), counted per demotion step.
+        pub speculative_demotions: u64 = "swap.speculative_demotions",
+        /// Speculatively demoted regions promoted again once every piece was referenced, and those
+        /// that could not be (a piece was evicted or unmapped meanwhile).
+        pub repromotions: u64 = "swap.repromotions",
+        pub repromote_refused: u64 = "swap.repromote_refused",
+    }
+}
+
+/// Speculative demotion's state: its random source (seeded by `Os::configure`), the regions
+/// waiting to be promoted again by (pid, start), and a buffer for the pages the page daemon
+/// cleared.
+pub struct SpeculativeDemotion {
+    pub rng: crate::trace::gen::Rng,
+    pub regions: std::collections::HashMap<(u32, u64), Demoted>,
+    pub(crate) scratch: Vec<PageRef>,
+}
+
+impl Default for SpeculativeDemotion {
+    fn default() -> Self {
+        SpeculativeDemotion { rng: crate::trace::gen::Rng::new(1), regions: Default::default(), scratch: Vec::new() }
+    }
 }
 
 /// A region demoted speculatively, waiting for all of it to be referenced again.
@@ -57,35 +74,83 @@ pub struct Demoted {
     pub missing: u64,
 }
 
-impl Os {
-    pub fn swap_enabled(&self) -> bool {
-        self.swap_total > 0
+crate::counters! {
+    /// Swap space and its slots, in base pages. A slot holds one swapped-out page (of any size)
+    /// and is referenced by every swap entry naming it (fork's copies share it).
+    ///
+    /// Invariants (`SwapSpace::validate`, and `Os::validate` for the entries): every slot has a
+    /// reference and a size; `used` is the sum of the slots' sizes and never exceeds `total`.
+    #[derive(Clone, Debug, Default)]
+    pub struct SwapSpace {
+        /// Swap space (0: none; anonymous memory is never reclaimed).
+        pub total: u64 = "swap.total_pages",
+        pub used: u64 = "swap.used_pages",
+        /// Slot -> (references, size in base pages).
+        slots: std::collections::HashMap<u64, (u32, u64)> = not_a_counter,
+        next_slot: u64 = not_a_counter,
+        pub counters: SwapCounters = by_hand,
+    }
+}
+
+impl SwapSpace {
+    pub fn new(pages: u64) -> SwapSpace {
+        SwapSpace { total: pages, ..Default::default() }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.total > 0
+    }
+
+    /// Whether `pages` more base pages fit.
+    pub fn has_room(&self, pages: u64) -> bool {
+        self.used + pages <= self.total
     }
 
     /// A new swap slot of `pages` base pages referenced by `refs` entries.
     fn slot_new(&mut self, pages: u64, refs: u32) -> u64 {
+        assert!(refs > 0 && pages > 0 && self.has_room(pages), "swap slot of {pages} pages, {refs} references, {} free", self.total - self.used);
         self.next_slot += 1;
-        self.swap_slots.insert(self.next_slot, (refs, pages));
-        self.swap_used += pages;
+        self.slots.insert(self.next_slot, (refs, pages));
+        self.used += pages;
         self.next_slot
     }
 
     /// One entry referencing `slot` is gone; the slot is freed with its last entry.
     pub(crate) fn slot_put(&mut self, slot: u64) {
-        let e = self.swap_slots.get_mut(&slot).expect("swap entry without a slot");
+        let e = self.slots.get_mut(&slot).expect("swap entry without a slot");
         e.0 -= 1;
         if e.0 == 0 {
             let pages = e.1;
-            self.swap_slots.remove(&slot);
-            self.swap_used -= pages;
+            self.slots.remove(&slot);
+            self.used -= pages;
         }
     }
 
     /// Another entry now references `slot` (fork, mremap copies).
     pub(crate) fn slot_get(&mut self, slot: u64) {
-        self.swap_slots.get_mut(&slot).expect("swap entry without a slot").0 += 1;
+        self.slots.get_mut(&slot).expect("swap entry without a slot").0 += 1;
     }
 
+    /// Check the slots against the references the entries make (`refs`: slot -> entries).
+    pub fn validate(&self, refs: &std::collections::HashMap<u64, u32>) -> Result<(), String> {
+        let mut used = 0;
+        for (slot, &(r, pages)) in &self.slots {
+            if refs.get(slot).copied().unwrap_or(0) != r || pages == 0 {
+                return Err(format!("swap slot {slot}: {r} references counted, {} entries, {pages} pages", refs.get(slot).copied().unwrap_or(0)));
+            }
+            used += pages;
+        }
+        if refs.len() != self.slots.len() {
+            return Err("swap entries name slots that do not exist".into());
+        }
+        if used != self.used || used > self.total {
+            return Err(format!("swap: {} pages counted in use, slots hold {used} (total {})", self.used, self.total));
+        }
+        Ok(())
+    }
+}
+
+impl Os {
     pub(crate) fn page_ref(&self, pi: usize, start: u64, si: u32) -> PageRef {
         PageRef { pid: self.procs[pi].pid, start, size_idx: si }
     }
@@ -95,7 +160,7 @@ impl Os {
         if let Some(t) = self.procs[pi].pt.lookup(va) {
             let r = self.page_ref(pi, t.start, t.size_idx);
             self.replacement.on_reference(r);
-            if !self.demoted.is_empty() {
+            if !self.spec.regions.is_empty() {
                 self.note_piece_referenced(pi, t.start, t.size_idx, mmu);
             }
         }
@@ -110,7 +175,7 @@ impl Os {
         for big in (si as usize + 1)..self.sizes.len() {
             let size = self.sizes[big].bytes();
             let key = (pid, start & !(size - 1));
-            let Some(d) = self.demoted.get_mut(&key) else { continue };
+            let Some(d) = self.spec.regions.get_mut(&key) else { continue };
             if d.si as usize != big {
                 continue;
             }
@@ -123,10 +188,10 @@ impl Os {
                 }
             }
             if d.missing == 0 {
-                self.demoted.remove(&key);
+                self.spec.regions.remove(&key);
                 match self.promote_in_place(pi, key.1, big as u32, mmu) {
-                    super::promote::PromoteResult::Promoted => self.swap.repromotions += 1,
-                    _ => self.swap.repromote_refused += 1,
+                    super::promote::PromoteResult::Promoted => self.swap.counters.repromotions += 1,
+                    _ => self.swap.counters.repromote_refused += 1,
                 }
             }
             return;
@@ -138,10 +203,10 @@ impl Os {
     /// time around its first base page, so that its pieces get reference bits of their own; the
     /// region is promoted again when all of them are referenced.
     fn speculative_demotions(&mut self, mmu: &mut Mmu) {
-        let mut cleared = std::mem::take(&mut self.cleared_scratch);
+        let mut cleared = std::mem::take(&mut self.spec.scratch);
         self.replacement.drain_cleared(&mut cleared);
         for r in cleared.drain(..) {
-            if r.size_idx == 0 || self.spec_rng.unit() >= self.features.speculative_demotion {
+            if r.size_idx == 0 || self.spec.rng.unit() >= self.features.speculative_demotion {
                 continue;
             }
             let Some(pi) = self.live_proc(r.pid) else { continue };
@@ -150,20 +215,20 @@ impl Os {
             }
             let mut si = r.size_idx;
             while si > 0 && self.demote(pi, r.start, si - 1, mmu) == super::promote::DemoteResult::Demoted {
-                self.swap.speculative_demotions += 1;
+                self.swap.counters.speculative_demotions += 1;
                 si -= 1;
             }
             if si < r.size_idx {
                 let pages = self.sizes[r.size_idx as usize].bytes() >> self.base.shift();
-                self.demoted.insert((r.pid, r.start), Demoted { si: r.size_idx, seen: vec![0; pages.div_ceil(64) as usize], missing: pages });
+                self.spec.regions.insert((r.pid, r.start), Demoted { si: r.size_idx, seen: vec![0; pages.div_ceil(64) as usize], missing: pages });
             }
         }
-        self.cleared_scratch = cleared;
+        self.spec.scratch = cleared;
     }
 
     /// Swap out up to `want` base pages' worth of anonymous memory. Returns pages freed.
     pub fn swap_out(&mut self, want: u64, mmu: &mut Mmu) -> u64 {
-        if !self.swap_enabled() {
+        if !self.swap.enabled() {
             return 0;
         }
         let mut freed = 0;
@@ -188,7 +253,7 @@ impl Os {
                 // Demote one size at a time until the piece holding `at` is a page of its
                 // own; only it is evicted, the other pieces stay superpages.
                 while t.size_idx > to && self.demote(pi, t.start, t.size_idx - 1, mmu) == super::promote::DemoteResult::Demoted {
-                    self.swap.evict_demotions += 1;
+                    self.swap.counters.evict_demotions += 1;
                     match self.procs[pi].pt.lookup(at) {
                         Some(n) => t = n,
                         None => break,
@@ -199,16 +264,16 @@ impl Os {
             // and each reads back its own copy, as the model keeps no swap cache).
             let mappers = self.mappers(t.pfn.0);
             let pages = 1u64 << self.order_of(t.size_idx).0;
-            if self.swap_used + pages > self.swap_total {
-                self.swap.full += 1;
+            if !self.swap.has_room(pages) {
+                self.swap.counters.full += 1;
                 self.replacement.on_insert(v);
                 break;
             }
             if mappers.len() > 1 {
-                self.swap.shared += 1;
+                self.swap.counters.shared += 1;
             }
             let bytes = self.sizes[t.size_idx as usize].bytes();
-            let slot = self.slot_new(pages, mappers.len() as u32);
+            let slot = self.swap.slot_new(pages, mappers.len() as u32);
             for m in mappers {
                 let (mpi, vpn) = m.as_anon().expect("anonymous mapping");
                 let start = vpn << self.base.shift();
@@ -218,10 +283,10 @@ impl Os {
                 self.release(mpi, &gone);
                 self.procs[mpi].swapped.insert(start, SwapEntry { si: t.size_idx, slot });
             }
-            self.swap.out_pages += 1;
-            self.swap.out_bytes += bytes;
+            self.swap.counters.out_pages += 1;
+            self.swap.counters.out_bytes += bytes;
             if !self.in_daemon {
-                self.swap.out_bytes_direct += bytes;
+                self.swap.counters.out_bytes_direct += bytes;
             }
             freed += pages;
         }
@@ -249,14 +314,14 @@ impl Os {
             }
             // No block of its size: read back just the faulting base page; the others stay in
             // swap as base pages of the same slot.
-            self.swap.split_on_swapin += 1;
+            self.swap.counters.split_on_swapin += 1;
             let base = self.base.bytes();
             let page = va & !(base - 1);
             for k in 0..pages {
                 let s = start + k * base;
                 if s != page {
                     self.procs[pi].swapped.insert(s, SwapEntry { si: 0, slot: entry.slot });
-                    self.slot_get(entry.slot);
+                    self.swap.slot_get(entry.slot);
                 }
             }
             if self.map_page(pi, page, 0, Os::ANYWHERE, mmu) != MapOutcome::Mapped {
@@ -265,12 +330,12 @@ impl Os {
             }
             at = (page, 0);
         }
-        self.slot_put(entry.slot);
+        self.swap.slot_put(entry.slot);
         let bytes = self.sizes[at.1 as usize].bytes();
         // Read from swap, not zeroed.
         self.counters.zeroed_bytes -= bytes;
-        self.swap.in_pages += 1;
-        self.swap.in_bytes += bytes;
+        self.swap.counters.in_pages += 1;
+        self.swap.counters.in_bytes += bytes;
         Some(at.1)
     }
 
@@ -282,7 +347,7 @@ impl Os {
     /// Drop swapped pages of `pi` that overlap [start, end) (munmap, exit).
     pub(crate) fn drop_swapped(&mut self, pi: usize, start: u64, end: u64) {
         for (_, e) in self.take_swapped(pi, start, end) {
-            self.slot_put(e.slot);
+            self.swap.slot_put(e.slot);
         }
     }
 
@@ -303,7 +368,7 @@ impl Os {
     pub(crate) fn fork_swapped(&mut self, pi: usize, ci: usize) {
         let sw = self.procs[pi].swapped.clone();
         for e in sw.values() {
-            self.slot_get(e.slot);
+            self.swap.slot_get(e.slot);
         }
         self.procs[ci].swapped = sw;
     }
@@ -322,19 +387,6 @@ impl Os {
                 *refs.entry(e.slot).or_default() += 1;
             }
         }
-        let mut used = 0;
-        for (slot, &(r, pages)) in &self.swap_slots {
-            if refs.get(slot).copied().unwrap_or(0) != r {
-                return Err(format!("swap slot {slot}: {r} references counted, {} entries", refs.get(slot).copied().unwrap_or(0)));
-            }
-            used += pages;
-        }
-        if refs.len() != self.swap_slots.len() {
-            return Err("swap entries name slots that do not exist".into());
-        }
-        if used != self.swap_used || used > self.swap_total {
-            return Err(format!("swap: {} pages counted in use, slots hold {used} (total {})", self.swap_used, self.swap_total));
-        }
-        Ok(())
+        self.swap.validate(&refs)
     }
 }
