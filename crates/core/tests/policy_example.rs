@@ -3,7 +3,8 @@
 use superpager_core::engine::{Engine, EngineConfig};
 use superpager_core::error::Result;
 use superpager_core::mmu::machine::Machine;
-use superpager_core::policy::{check_params, FaultDecision, FaultInfo, Params, Policy};
+use superpager_core::policy::{FaultDecision, FaultInfo, Params, Policy};
+use superpager_core::spec::{from_params, NoParams};
 use superpager_core::trace::*;
 use superpager_core::units::{Bytes, PageSize};
 
@@ -13,7 +14,8 @@ pub struct LargestFit {
 }
 
 pub fn build(params: &Params, _sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
-    check_params("largest-fit", params, &[])?;
+    // No parameters: any key is refused with "policy largest-fit: unknown parameter ...".
+    let NoParams {} = from_params("policy", "largest-fit", params)?;
     Ok(Box::new(LargestFit { faults: 0 }))
 }
 

@@ -44,7 +44,8 @@ use crate::trace::MAP_SHARED;
 use crate::units::{Order, Pfn};
 
 /// What a write to a clean file superpage does (see the module comment).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum DirtySuperpages {
     Demote,
     Whole,

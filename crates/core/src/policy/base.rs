@@ -1,13 +1,13 @@
 //! `base`: base pages only. The baseline every superpage policy is measured against.
 
-use super::{check_params, FaultDecision, FaultInfo, Features, Params, Policy};
+use super::{FaultDecision, FaultInfo, Features, Params, Policy};
 use crate::error::Result;
 use crate::units::PageSize;
 
 pub struct Base;
 
 pub fn build(params: &Params, _sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
-    check_params("base", params, &[])?;
+    let crate::spec::NoParams {} = crate::spec::from_params("policy", "base", params)?;
     Ok(Box::new(Base))
 }
 

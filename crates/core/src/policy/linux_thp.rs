@@ -25,10 +25,11 @@
 //!
 //! Not modelled (docs/MODEL.md): the accessed-bit requirement (SCAN_LACK_REFERENCED_PAGE).
 
-use super::{check_params, FaultDecision, FaultInfo, Features, Params, Policy, Sys};
+use super::{FaultDecision, FaultInfo, Features, Params, Policy, Sys};
 use crate::error::{Error, Result};
 use crate::os::compact::{CollapseLimits, CollapseResult, CompactResult};
 use crate::os::{Vma, VmaKind};
+use crate::spec::SysfsFlag;
 use crate::units::PageSize;
 
 pub const PARAMS: &str = "enabled=always|madvise|never (default always, the kernel's Kconfig default); \
@@ -37,30 +38,59 @@ pages_to_scan=N (4096); scan_sleep_millisecs=MS (10000); alloc_sleep_millisecs=M
 max_ptes_none=N (511); max_ptes_swap=N (64); max_ptes_shared=N (256); khugepaged_defrag=1|0 (1); \
 hugepages-<N>kB=always|madvise|never|inherit (mTHP sizes; default never, inherit for the PMD size)";
 
-const KNOWN: [&str; 10] = [
-    "enabled",
-    "defrag",
-    "khugepaged",
-    "pages_to_scan",
-    "scan_sleep_millisecs",
-    "alloc_sleep_millisecs",
-    "max_ptes_none",
-    "max_ptes_swap",
-    "max_ptes_shared",
-    "khugepaged_defrag",
-];
+/// linux-thp's parameters, the sysfs knobs of /sys/kernel/mm/transparent_hugepage (each
+/// described in `PARAMS`); the mTHP keys `hugepages-<N>kB` are read apart (their names vary).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct ThpParams {
+    enabled: Mode,
+    defrag: Defrag,
+    khugepaged: SysfsFlag,
+    pages_to_scan: u64,
+    scan_sleep_millisecs: u64,
+    alloc_sleep_millisecs: u64,
+    max_ptes_none: u64,
+    max_ptes_swap: u64,
+    max_ptes_shared: u64,
+    khugepaged_defrag: SysfsFlag,
+}
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+impl Default for ThpParams {
+    fn default() -> Self {
+        // enabled: the kernel's Kconfig default (TRANSPARENT_HUGEPAGE_ALWAYS); defrag: madvise
+        // since Linux 4.6. khugepaged: mm/khugepaged.c (khugepaged_pages_to_scan =
+        // HPAGE_PMD_NR * 8, sleeps 10000 and 60000 ms, max_ptes_none = HPAGE_PMD_NR - 1,
+        // max_ptes_swap = HPAGE_PMD_NR / 8, max_ptes_shared = HPAGE_PMD_NR / 2), with
+        // HPAGE_PMD_NR = 512.
+        ThpParams {
+            enabled: Mode::Always,
+            defrag: Defrag::Madvise,
+            khugepaged: SysfsFlag(true),
+            pages_to_scan: 4096,
+            scan_sleep_millisecs: 10000,
+            alloc_sleep_millisecs: 60000,
+            max_ptes_none: 511,
+            max_ptes_swap: 64,
+            max_ptes_shared: 256,
+            khugepaged_defrag: SysfsFlag(true),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 enum Mode {
     Always,
     Madvise,
     Never,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 enum Defrag {
     Always,
     Defer,
+    #[serde(rename = "defer+madvise")]
     DeferMadvise,
     Madvise,
     Never,
@@ -99,55 +129,26 @@ pub struct LinuxThp {
     scan: [u64; CollapseResult::ALL.len()],
 }
 
-fn mode(key: &str, v: &str, inherit: Option<Mode>) -> Result<Mode> {
+/// An mTHP size's mode (`hugepages-<N>kB=`): a THP mode or `inherit` (the PMD size's).
+fn mthp_mode(key: &str, v: &str, inherit: Mode) -> Result<Mode> {
     Ok(match v {
         "always" => Mode::Always,
         "madvise" => Mode::Madvise,
         "never" => Mode::Never,
-        "inherit" if inherit.is_some() => inherit.unwrap(),
-        o => {
-            return Err(Error::usage(format!(
-                "policy linux-thp: {key}={o}: expected always, madvise{}, or never",
-                if inherit.is_some() { ", inherit" } else { "" }
-            )))
-        }
+        "inherit" => inherit,
+        o => return Err(Error::usage(format!("policy linux-thp: {key}={o}: expected always, madvise, inherit or never"))),
     })
-}
-
-fn num(params: &Params, key: &str, default: u64) -> Result<u64> {
-    match params.get(key) {
-        None => Ok(default),
-        Some(v) => v.parse().map_err(|_| Error::usage(format!("policy linux-thp: {key}={v}: expected a whole number"))),
-    }
-}
-
-fn flag(params: &Params, key: &str, default: bool) -> Result<bool> {
-    match params.get(key).map(String::as_str) {
-        None => Ok(default),
-        Some("1") | Some("true") | Some("yes") => Ok(true),
-        Some("0") | Some("false") | Some("no") => Ok(false),
-        Some(v) => Err(Error::usage(format!("policy linux-thp: {key}={v}: expected 1 or 0"))),
-    }
 }
 
 pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
     // mTHP keys are hugepages-<N>kB, the sysfs directory names.
-    let fixed: Vec<&str> = KNOWN.to_vec();
     let mthp_keys: Vec<String> = params.keys().filter(|k| k.starts_with("hugepages-")).cloned().collect();
     let mut plain = params.clone();
     for k in &mthp_keys {
         plain.remove(k);
     }
-    check_params("linux-thp", &plain, &fixed)?;
-    let enabled = mode("enabled", params.get("enabled").map_or("always", String::as_str), None)?;
-    let defrag = match params.get("defrag").map_or("madvise", String::as_str) {
-        "always" => Defrag::Always,
-        "defer" => Defrag::Defer,
-        "defer+madvise" => Defrag::DeferMadvise,
-        "madvise" => Defrag::Madvise,
-        "never" => Defrag::Never,
-        o => return Err(Error::usage(format!("policy linux-thp: defrag={o}: expected always, defer, defer+madvise, madvise or never"))),
-    };
+    let p: ThpParams = crate::spec::from_params("policy", "linux-thp", &plain)?;
+    let enabled = p.enabled;
     // The PMD size: the page one last-level table spans (2MB with 4KB pages and 9 bits).
     let base = sizes[0];
     let pmd_bytes = base.bytes() << 9;
@@ -167,7 +168,7 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
             .and_then(|n| n.parse::<u64>().ok())
             .ok_or_else(|| Error::usage(format!("policy linux-thp: unknown parameter '{k}' (mTHP sizes are hugepages-<N>kB, e.g. hugepages-64kB)")))?;
         let bytes = kb << 10;
-        let m = mode(k, &params[k], Some(enabled))?;
+        let m = mthp_mode(k, &params[k], enabled)?;
         if let Some(si) = sizes.iter().position(|s| s.bytes() == bytes).filter(|&i| i > 0 && (i as u32) <= pmd_si) {
             // The machine has this size (the ARM contiguous bit): map it as one page.
             modes[si] = Some(m);
@@ -187,18 +188,15 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
     folios.sort_by_key(|f| std::cmp::Reverse(f.0));
     Ok(Box::new(LinuxThp {
         enabled,
-        defrag,
-        khugepaged: flag(params, "khugepaged", true)?,
-        // Defaults: mm/khugepaged.c (khugepaged_pages_to_scan = HPAGE_PMD_NR * 8, sleeps
-        // 10000 and 60000 ms, max_ptes_none = HPAGE_PMD_NR - 1, max_ptes_swap = HPAGE_PMD_NR / 8,
-        // max_ptes_shared = HPAGE_PMD_NR / 2), with HPAGE_PMD_NR = 512.
-        pages_to_scan: num(params, "pages_to_scan", 4096)?.max(1),
-        scan_sleep_ms: num(params, "scan_sleep_millisecs", 10000)? as f64,
-        alloc_sleep_ms: num(params, "alloc_sleep_millisecs", 60000)? as f64,
-        max_ptes_none: num(params, "max_ptes_none", 511)?.min(511),
-        max_ptes_swap: num(params, "max_ptes_swap", 64)?,
-        max_ptes_shared: num(params, "max_ptes_shared", 256)?,
-        khugepaged_defrag: flag(params, "khugepaged_defrag", true)?,
+        defrag: p.defrag,
+        khugepaged: p.khugepaged.0,
+        pages_to_scan: p.pages_to_scan.max(1),
+        scan_sleep_ms: p.scan_sleep_millisecs as f64,
+        alloc_sleep_ms: p.alloc_sleep_millisecs as f64,
+        max_ptes_none: p.max_ptes_none.min(511),
+        max_ptes_swap: p.max_ptes_swap,
+        max_ptes_shared: p.max_ptes_shared,
+        khugepaged_defrag: p.khugepaged_defrag.0,
         pmd_si,
         modes,
         folios,

@@ -257,8 +257,3 @@ pub fn parse_sizes(policy: &str, params: &Params, sizes: &[PageSize]) -> Result<
     }
     Ok(levels)
 }
-
-/// Reject parameters a policy does not know.
-pub fn check_params(policy: &str, params: &Params, known: &[&str]) -> Result<()> {
-    crate::spec::check_known("policy", policy, params, known)
-}

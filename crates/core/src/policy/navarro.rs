@@ -36,8 +36,8 @@
 //! cost (stats.rs). Not modelled (docs/NAVARRO.md): pages a child inherits at fork are not in
 //! its population map.
 
-use super::{check_params, FaultDecision, FaultInfo, Features, Params, Policy, Sys};
-use crate::error::{Error, Result};
+use super::{FaultDecision, FaultInfo, Features, Params, Policy, Sys};
+use crate::error::Result;
 use crate::fasthash::FastMap;
 use crate::os::filemap::DirtySuperpages;
 use crate::os::promote::PromoteResult;
@@ -62,7 +62,8 @@ pte_replication=true (charge a PTE write per base page for every promotion and d
 align_files=false (leave file mappings where the trace put them; default true: a shared file mapping that names no address goes to one congruent to its file offset modulo the largest superpage size no larger than it)";
 
 /// Navarro et al.'s fragmentation-control schemes (§6.4 compares "cache" and "daemon").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum FragControl {
     /// Reclaimed page-cache pages are dropped; nothing else.
     None,
@@ -209,13 +210,37 @@ pub struct Navarro {
     c: Counters,
 }
 
-/// A true/false parameter, `default` when absent.
-fn flag(params: &Params, key: &str, default: bool) -> Result<bool> {
-    match params.get(key).map(String::as_str) {
-        None => Ok(default),
-        Some("false") => Ok(false),
-        Some("true") => Ok(true),
-        Some(o) => Err(Error::usage(format!("policy navarro: {key}={o}: expected true or false"))),
+/// navarro's parameters (`navarro:key=value,...`, each described in `PARAMS`); the defaults
+/// are the paper's system.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct NavarroParams {
+    /// Read by `parse_sizes`.
+    #[allow(dead_code)]
+    sizes: Option<String>,
+    retry_smaller: bool,
+    #[serde(deserialize_with = "crate::spec::fraction")]
+    threshold: f64,
+    fragmentation: FragControl,
+    pte_replication: bool,
+    #[serde(deserialize_with = "crate::spec::probability")]
+    demote_p: f64,
+    dirty: DirtySuperpages,
+    align_files: bool,
+}
+
+impl Default for NavarroParams {
+    fn default() -> Self {
+        NavarroParams {
+            sizes: None,
+            retry_smaller: false,
+            threshold: 1.0,
+            fragmentation: FragControl::Daemon,
+            pte_replication: false,
+            demote_p: 1.0,
+            dirty: DirtySuperpages::Demote,
+            align_files: true,
+        }
     }
 }
 
@@ -225,37 +250,9 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
 
 impl Navarro {
     fn new(params: &Params, sizes: &[PageSize]) -> Result<Navarro> {
-        check_params("navarro", params, &["sizes", "retry_smaller", "threshold", "fragmentation", "pte_replication", "demote_p", "dirty", "align_files"])?;
-        let align_files = flag(params, "align_files", true)?;
-        let dirty = match params.get("dirty").map(String::as_str) {
-            None | Some("demote") => DirtySuperpages::Demote,
-            Some("whole") => DirtySuperpages::Whole,
-            Some("hash") => DirtySuperpages::Hash,
-            Some(o) => return Err(Error::usage(format!("policy navarro: dirty={o}: expected demote, whole or hash"))),
-        };
-        let demote_p = match params.get("demote_p") {
-            None => 1.0,
-            Some(t) => match t.parse::<f64>() {
-                Ok(x) if (0.0..=1.0).contains(&x) => x,
-                _ => return Err(Error::usage(format!("policy navarro: demote_p={t}: expected a probability in [0, 1]"))),
-            },
-        };
-        let pte_replication = flag(params, "pte_replication", false)?;
-        let frag = match params.get("fragmentation").map(String::as_str) {
-            None | Some("daemon") => FragControl::Daemon,
-            Some("cache") => FragControl::Cache,
-            Some("none") => FragControl::None,
-            Some(o) => return Err(Error::usage(format!("policy navarro: fragmentation={o}: expected none, cache or daemon"))),
-        };
-        let threshold = match params.get("threshold") {
-            None => 1.0,
-            Some(t) => match t.parse::<f64>() {
-                Ok(x) if x > 0.0 && x <= 1.0 => x,
-                _ => return Err(Error::usage(format!("policy navarro: threshold={t}: expected a fraction in (0, 1]"))),
-            },
-        };
+        let NavarroParams { sizes: _, retry_smaller, threshold, fragmentation: frag, pte_replication, demote_p, dirty, align_files } =
+            crate::spec::from_params("policy", "navarro", params)?;
         let levels = super::parse_sizes("navarro", params, sizes)?;
-        let retry_smaller = flag(params, "retry_smaller", false)?;
         let shifts: Vec<u32> = levels.iter().map(|&si| sizes[si as usize].shift()).collect();
         let fan: Vec<u64> = (0..levels.len()).map(|l| if l == 0 { 0 } else { 1u64 << (shifts[l] - shifts[l - 1]) }).collect();
         let n = levels.len();

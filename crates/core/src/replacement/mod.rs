@@ -79,10 +79,11 @@ pub const NAMES: [&str; 2] = ["clock", "lru"];
 /// Build a replacement from `NAME[:key=value,...]`.
 pub fn build(spec: &str) -> Result<Box<dyn Replacement>> {
     let (name, params) = spec::parse("replacement", spec, &NAMES.join(", "))?;
-    let known = |keys: &[&str]| spec::check_known("replacement", &name, &params, keys);
+    // Neither takes parameters yet; one that does reads them into its own typed struct.
+    let none = || spec::from_params::<spec::NoParams>("replacement", &name, &params);
     match name.as_str() {
-        "clock" => known(&[]).map(|_| Box::new(clock::Clock::default()) as Box<dyn Replacement>),
-        "lru" => known(&[]).map(|_| Box::new(lru::Lru::default()) as Box<dyn Replacement>),
+        "clock" => none().map(|_| Box::new(clock::Clock::default()) as Box<dyn Replacement>),
+        "lru" => none().map(|_| Box::new(lru::Lru::default()) as Box<dyn Replacement>),
         o => Err(Error::usage(format!("unknown replacement '{o}'; available: {}", NAMES.join(", ")))),
     }
 }

@@ -22,7 +22,7 @@ pub mod offline;
 pub mod stack;
 pub mod tree;
 
-use super::{check_params, parse_sizes, FaultDecision, FaultInfo, Features, Params, Policy, Sys};
+use super::{parse_sizes, FaultDecision, FaultInfo, Features, Params, Policy, Sys};
 use crate::error::{Error, Result};
 use crate::fasthash::FastMap;
 use crate::os::compact::{CollapseLimits, CollapseResult};
@@ -172,13 +172,66 @@ pub struct Romer {
     c: Counters,
 }
 
-fn num(params: &Params, key: &str, default: f64) -> Result<f64> {
-    match params.get(key) {
-        None => Ok(default),
-        Some(v) => match v.parse::<f64>() {
-            Ok(x) if x >= 0.0 && x.is_finite() => Ok(x),
-            _ => Err(Error::usage(format!("policy romer: {key}={v}: expected a non-negative number"))),
-        },
+/// romer's parameters (`romer:VARIANT,key=value,...`, each described in `PARAMS`).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RomerParams {
+    #[serde(rename = "_")]
+    bare: Option<String>,
+    variant: Option<String>,
+    size: Option<String>,
+    /// Read by `parse_sizes`.
+    #[allow(dead_code)]
+    sizes: Option<String>,
+    #[serde(deserialize_with = "crate::spec::non_negative")]
+    threshold: f64,
+    #[serde(deserialize_with = "crate::spec::non_negative")]
+    capacity_threshold: f64,
+    #[serde(deserialize_with = "crate::spec::non_negative")]
+    copy_cycles_per_kib: f64,
+    #[serde(deserialize_with = "crate::spec::non_negative")]
+    miss_cycles: f64,
+    /// Default: the variant's (Table 3).
+    #[serde(deserialize_with = "non_negative_some")]
+    bookkeeping_cycles: Option<f64>,
+    defer: bool,
+    #[serde(deserialize_with = "crate::spec::non_negative")]
+    passes: f64,
+    past_vma: bool,
+    capacity_scan: CapacityScan,
+}
+
+fn non_negative_some<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<f64>, D::Error> {
+    crate::spec::non_negative(d).map(Some)
+}
+
+/// How the capacity scan finds its candidates: by the segment index, by a linear pass, or
+/// whichever is cheaper for the run (`auto`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum CapacityScan {
+    Auto,
+    Linear,
+    Indexed,
+}
+
+impl Default for RomerParams {
+    fn default() -> Self {
+        RomerParams {
+            bare: None,
+            variant: None,
+            size: None,
+            sizes: None,
+            threshold: PREFETCH_THRESHOLD,
+            capacity_threshold: CAPACITY_THRESHOLD,
+            copy_cycles_per_kib: COPY_CYCLES_PER_KIB,
+            miss_cycles: MISS_CYCLES,
+            bookkeeping_cycles: None,
+            defer: true,
+            passes: 8.0,
+            past_vma: false,
+            capacity_scan: CapacityScan::Auto,
+        }
     }
 }
 
@@ -188,29 +241,12 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
 
 impl Romer {
     pub fn from_params(params: &Params, sizes: &[PageSize]) -> Result<Romer> {
-        check_params(
-            "romer",
-            params,
-            &[
-                "_",
-                "variant",
-                "size",
-                "sizes",
-                "threshold",
-                "capacity_threshold",
-                "copy_cycles_per_kib",
-                "miss_cycles",
-                "bookkeeping_cycles",
-                "defer",
-                "passes",
-                "past_vma",
-                "capacity_scan",
-            ],
-        )?;
+        let p: RomerParams = crate::spec::from_params("policy", "romer", params)?;
         let names: Vec<&str> = Variant::ALL.iter().map(|v| v.name()).collect();
-        let vname = params
-            .get("variant")
-            .or_else(|| params.get("_"))
+        let vname = p
+            .variant
+            .as_ref()
+            .or(p.bare.as_ref())
             .ok_or_else(|| Error::usage(format!("policy romer needs a variant: romer:VARIANT with VARIANT one of {}", names.join(", "))))?;
         let variant = Variant::ALL
             .iter()
@@ -232,7 +268,7 @@ impl Romer {
                 levels = vec![0, si as u32];
             }
             Variant::Fixed => {
-                if let Some(s) = params.get("size") {
+                if let Some(s) = &p.size {
                     let p = PageSize::parse(s).map_err(|m| Error::usage(format!("policy romer: size: {m}")))?;
                     fixed_si = sizes.iter().position(|&x| x == p).ok_or_else(|| {
                         let have: Vec<String> = sizes.iter().map(|p| p.to_string()).collect();
@@ -242,13 +278,10 @@ impl Romer {
             }
             _ => {}
         }
-        if params.contains_key("size") && variant != Variant::Fixed {
+        if p.size.is_some() && variant != Variant::Fixed {
             return Err(Error::usage(format!("policy romer:{}: size= is for romer:fixed", variant.name())));
         }
-        let thr = num(params, "threshold", PREFETCH_THRESHOLD)?;
-        let cthr = num(params, "capacity_threshold", CAPACITY_THRESHOLD)?;
-        let copy = num(params, "copy_cycles_per_kib", COPY_CYCLES_PER_KIB)?;
-        let miss = num(params, "miss_cycles", MISS_CYCLES)?;
+        let (thr, cthr, copy, miss) = (p.threshold, p.capacity_threshold, p.copy_cycles_per_kib, p.miss_cycles);
         if miss <= 0.0 {
             return Err(Error::usage("policy romer: miss_cycles must be positive".to_string()));
         }
@@ -257,23 +290,14 @@ impl Romer {
             Variant::Online => ONLINE_BOOKKEEPING_CYCLES,
             _ => 0,
         };
-        let bookkeeping = num(params, "bookkeeping_cycles", default_bk as f64)? as u64;
-        let defer = match params.get("defer").map(String::as_str) {
-            None | Some("true") => true,
-            Some("false") => false,
-            Some(o) => return Err(Error::usage(format!("policy romer: defer={o}: expected true or false"))),
-        };
-        let passes = num(params, "passes", 8.0)? as u32;
-        let past_vma = match params.get("past_vma").map(String::as_str) {
-            None | Some("false") => false,
-            Some("true") => true,
-            Some(o) => return Err(Error::usage(format!("policy romer: past_vma={o}: expected true or false"))),
-        };
-        let index_scan = match params.get("capacity_scan").map(String::as_str) {
-            None | Some("auto") => None,
-            Some("linear") => Some(false),
-            Some("indexed") => Some(true),
-            Some(o) => return Err(Error::usage(format!("policy romer: capacity_scan={o}: expected auto, linear or indexed"))),
+        let bookkeeping = p.bookkeeping_cycles.unwrap_or(default_bk as f64) as u64;
+        let defer = p.defer;
+        let passes = p.passes as u32;
+        let past_vma = p.past_vma;
+        let index_scan = match p.capacity_scan {
+            CapacityScan::Auto => None,
+            CapacityScan::Linear => Some(false),
+            CapacityScan::Indexed => Some(true),
         };
         let shifts: Vec<u32> = levels.iter().map(|&si| sizes[si as usize].shift()).collect();
         // R for a page of `level`: copy cost of the whole page over the miss cost (§4.3).
