@@ -2,19 +2,22 @@
 //! problem is (file and byte offset, config file and key), because users script against us and a
 //! backtrace helps none of them.
 
-use std::fmt;
-
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Error {
     /// A trace file is malformed at a byte offset.
+    #[error("{file}: byte {offset}: {msg}")]
     Trace { file: String, offset: u64, msg: String },
     /// A configuration (machine, policy, scenario) is wrong at a key.
+    #[error("{file}: key '{key}': {msg}")]
     Config { file: String, key: String, msg: String },
     /// An operating-system I/O failure.
+    #[error("{file}: {msg}")]
     Io { file: String, msg: String },
     /// A request that cannot be carried out (bad name, bad parameter).
+    #[error("{0}")]
     Usage(String),
     /// The simulated system hit a condition it cannot continue from (e.g. out of simulated memory).
+    #[error("simulation stopped: {0}")]
     Sim(String),
 }
 
@@ -34,17 +37,3 @@ impl Error {
         Error::Usage(msg.into())
     }
 }
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Trace { file, offset, msg } => write!(f, "{file}: byte {offset}: {msg}"),
-            Error::Config { file, key, msg } => write!(f, "{file}: key '{key}': {msg}"),
-            Error::Io { file, msg } => write!(f, "{file}: {msg}"),
-            Error::Usage(m) => write!(f, "{m}"),
-            Error::Sim(m) => write!(f, "simulation stopped: {m}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
