@@ -77,6 +77,43 @@ fn layers_point_one_way() {
     }
 }
 
+/// Inside the OS model, the parts (`os/` files and folders; `os/mod.rs`, where `Os` itself is
+/// defined, excepted) name each other without a cycle: in particular the frame allocator and
+/// the reservation table are one part, `os/frames/`, which names no other part but `zeroed`.
+#[test]
+fn os_parts_form_no_cycle() {
+    let os = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/os");
+    let mut files = Vec::new();
+    rust_files(&os, &mut files);
+    let part = |rel: &Path| rel.iter().next().unwrap().to_string_lossy().trim_end_matches(".rs").to_string();
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let parts: BTreeSet<String> = files.iter().map(|f| part(f.strip_prefix(&os).unwrap())).filter(|p| p != "mod").collect();
+    for f in &files {
+        let me = part(f.strip_prefix(&os).unwrap());
+        if me == "mod" {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        let deps = g.entry(me.clone()).or_default();
+        for p in &parts {
+            let named = [format!("super::{p}"), format!("crate::os::{p}"), format!("super::{{{p}")];
+            if *p != me && named.iter().any(|n| code.contains(n.as_str())) {
+                deps.insert(p.clone());
+            }
+        }
+    }
+    assert_eq!(g["frames"], BTreeSet::from(["zeroed".to_string()]), "os/frames/ names other parts");
+    let mut left = g.clone();
+    while let Some(free) = left.iter().find(|(_, d)| d.is_empty()).map(|(k, _)| k.clone()) {
+        left.remove(&free);
+        for d in left.values_mut() {
+            d.remove(&free);
+        }
+    }
+    assert!(left.is_empty(), "these parts of the OS model name each other in a cycle: {left:?}");
+}
+
 /// Policies change the OS only through its methods (mechanisms), never by assigning to its
 /// fields: every policy source is searched for an assignment to a path through `sys.os` or a
 /// local `os`.

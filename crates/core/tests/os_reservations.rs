@@ -1,4 +1,4 @@
-//! Reservations (os/reserv.rs), the mechanism under Navarro et al.'s policy: an extent set
+//! Reservations (os/frames/reserv.rs), the mechanism under Navarro et al.'s policy: an extent set
 //! aside at first touch, populated page by page, promoted in place once full; frames freed
 //! inside it go back to it; an emptied one returns to the buddy allocator; a preempted one
 //! splits into freed, dropped and smaller partial pieces. The validator runs after each step.

@@ -42,7 +42,6 @@ pub mod pagetable;
 pub mod placement;
 pub mod prelude;
 pub mod promote;
-pub mod reserv;
 pub mod swap;
 pub mod zeroed;
 

@@ -9,8 +9,8 @@
 //!
 //! Every attempt returns a typed outcome, counted.
 
-use super::frames::Owner;
-use super::Os;
+use super::frames::{FrameKind, Owner};
+use super::{MapOutcome, Os};
 use crate::mmu::Mmu;
 use crate::units::{Order, Pfn};
 
@@ -249,5 +249,39 @@ impl Os {
         }
         self.settle_after_resize(pi, to, mmu);
         DemoteResult::Demoted
+    }
+}
+
+impl Os {
+    /// Mechanism: reserve the aligned extent of page size `si` that contains `va`, for process
+    /// `pi`, and map `va`'s base page from it (the frame at the matching offset). Returns the
+    /// reservation, or why it could not be made.
+    pub fn reserve_and_map(&mut self, pi: usize, va: u64, si: u32, now: u64, mmu: &mut Mmu) -> std::result::Result<u32, MapOutcome> {
+        let size = self.sizes[si as usize].bytes();
+        let start = va & !(size - 1);
+        let owner = Owner::anon(pi, start >> self.base.shift());
+        let Some((id, _)) = self.phys.reserv_create(self.order_of(si), owner, now) else {
+            return Err(MapOutcome::NoContiguousExtent);
+        };
+        match self.map_from_reservation(pi, va, id, now, mmu) {
+            MapOutcome::Mapped => Ok(id),
+            // The frame went back to the reservation, which, empty, returned to the allocator.
+            other => Err(other),
+        }
+    }
+
+    /// Mechanism: map `va`'s base page of process `pi` from reservation `id`.
+    pub fn map_from_reservation(&mut self, pi: usize, va: u64, id: u32, now: u64, mmu: &mut Mmu) -> MapOutcome {
+        let shift = self.base.shift();
+        let Some(r) = self.phys.reservs.get(id) else { return MapOutcome::NoContiguousExtent };
+        let Some((rpi, vpn)) = r.owner.as_anon() else { return MapOutcome::NoContiguousExtent };
+        let page = va >> shift;
+        if rpi != pi || page < vpn || page - vpn >= r.frames() {
+            return MapOutcome::CrossesVma;
+        }
+        let Some(pfn) = self.phys.reserv_alloc(id, page - vpn, FrameKind::Anon, now) else {
+            return MapOutcome::OverlapsMapping;
+        };
+        self.map_fresh_frames(pi, page << shift, 0, pfn, mmu)
     }
 }

@@ -3,7 +3,7 @@
 //! §5; docs/NAVARRO.md describes each rule as modelled).
 //!
 //! On a first touch the policy reserves an aligned extent of the preferred superpage size
-//! around the page (os/reserv.rs) and maps the page at the frame with the matching offset; the
+//! around the page (os/frames/reserv.rs) and maps the page at the frame with the matching offset; the
 //! neighbours' first touches take the other frames of the extent; as soon as an aligned
 //! extent of a superpage size inside a reservation is fully populated it is promoted in place,
 //! smallest sizes first (incremental promotion), with no copying. When no extent of the wanted
@@ -31,7 +31,7 @@
 //! change and on eviction (os/mod.rs, os/swap.rs), speculative demotion and repromotion
 //! (os/swap.rs), file reservations and file superpages with demote-on-write, whole-dirtying or
 //! page digests (os/filemap.rs), cache pages in the buddy lists, the contiguity-aware daemon
-//! and wired-page clustering (os/frames.rs, os/pagedaemon.rs), aligned placement of file
+//! and wired-page clustering (os/frames/mod.rs, os/pagedaemon.rs), aligned placement of file
 //! mappings (os/placement.rs, asked for through `file_mapping_alignment`), PTE replication's
 //! cost (stats.rs). Not modelled (docs/NAVARRO.md): pages a child inherits at fork are not in
 //! its population map.

@@ -30,9 +30,11 @@
 //! largest free block of a fallback type, claiming the whole pageblock when the block is at
 //! least half a pageblock or the request is not movable (`can_steal_fallback`).
 
-use super::reserv::Reservations;
-use super::zeroed::ZeroedBuf;
+pub mod reserv;
+
+use crate::os::zeroed::ZeroedBuf;
 use crate::units::{Order, Pfn};
+use reserv::Reservations;
 
 pub const NIL: u32 = u32::MAX;
 /// Largest order any machine uses (x86 1GB = order 18; 8KB-base machines stay below it).
@@ -59,7 +61,7 @@ pub enum FrameKind {
     Wired = 4,
     /// Reserved at boot (firmware, kernel image): never freed.
     Reserved = 5,
-    /// Set aside in a reservation (os/reserv.rs), not yet populated.
+    /// Set aside in a reservation (os/frames/reserv.rs), not yet populated.
     Reservation = 6,
 }
 
@@ -185,7 +187,7 @@ pub struct PhysMem {
     free: u64,
     used_by_kind: [u64; 7],
     pub counters: PhysCounters,
-    /// Reservations (os/reserv.rs): freeing a frame inside one gives it back to it.
+    /// Reservations (os/frames/reserv.rs): freeing a frame inside one gives it back to it.
     pub reservs: Reservations,
     /// Frames holding a cache page's contents while free or reserved (see the header).
     cache_bits: ZeroedBuf<u64>,
