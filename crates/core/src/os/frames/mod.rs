@@ -11,6 +11,13 @@
 //!   the pageblock holding its head), linked through `next`/`prev` of its head.
 //! - No two free buddies of the same order coexist (freeing merges them).
 //! - `pb_free[b]` is the number of free frames in pageblock b; `free` is their sum.
+//! - *Regions* are the aligned extents of the largest block (2^max_order frames: 1GB on x86).
+//!   `region_free[r]` counts the free frames of region r and `region_unmovable[r]` its frames
+//!   of a kind compaction cannot move (`FrameKind::pins`): Trident's per-1GB-region counters
+//!   (Ram et al., ASPLOS'21 §5.3; its kernel's `pageblock_freepages[]` and
+//!   `pageblock_unmovablepages[]`, kept on every buddy operation). A block never spans two
+//!   regions (it is aligned and at most a region long), so each operation changes one entry.
+//!   `region_chosen_at[r]` is when smart compaction last took r as its source (0: never).
 //! - An allocated head's `owner` says who maps it (the reverse map compaction uses).
 //! - *Cache frames* (Navarro et al. §A.2.9: cache pages coalesced into the buddy lists): a frame
 //!   with its bit in `cache_bits` is free (or set aside, unpopulated, in a reservation) yet still
@@ -93,6 +100,12 @@ impl FrameKind {
     /// Whether compaction may move a block of this kind.
     pub fn movable(self) -> bool {
         matches!(self, FrameKind::Anon | FrameKind::File)
+    }
+    /// Whether a frame of this kind pins its region: allocated, and not movable by compaction
+    /// (Trident's unmovable and reclaimable allocations; a reservation's unpopulated frames
+    /// are set aside, not pinned).
+    pub fn pins(self) -> bool {
+        matches!(self, FrameKind::PageTable | FrameKind::Wired | FrameKind::Reserved)
     }
 }
 
@@ -186,6 +199,11 @@ pub struct PhysMem {
     pb_free: Vec<u32>,
     free: u64,
     used_by_kind: [u64; 7],
+    /// Per region (2^max_order frames): free frames, pinned frames, when last chosen as a
+    /// smart-compaction source (see the header).
+    region_free: Vec<u32>,
+    region_unmovable: Vec<u32>,
+    region_chosen_at: Vec<u64>,
     pub counters: PhysCounters,
     /// Reservations (os/frames/reserv.rs): freeing a frame inside one gives it back to it.
     pub reservs: Reservations,
@@ -207,6 +225,7 @@ impl PhysMem {
         let pbo = pageblock_order.min(max_order);
         let n = frames as usize;
         let pbs = ((frames + (1 << pbo) - 1) >> pbo) as usize;
+        let regions = frames.div_ceil(1 << max_order) as usize;
         let mut m = PhysMem {
             frames,
             max_order,
@@ -223,6 +242,9 @@ impl PhysMem {
             pb_free: vec![0; pbs],
             free: 0,
             used_by_kind: [0; 7],
+            region_free: vec![0; regions],
+            region_unmovable: vec![0; regions],
+            region_chosen_at: vec![0; regions],
             counters: PhysCounters::default(),
             reservs: Reservations::new(frames)?,
             cache_bits: ZeroedBuf::new((n).div_ceil(64))?,
@@ -298,6 +320,45 @@ impl PhysMem {
         (pfn >> self.pageblock_order) as usize
     }
 
+    /// The region (aligned extent of 2^max_order frames) holding `pfn`.
+    #[inline]
+    pub fn region_of(&self, pfn: u64) -> usize {
+        (pfn >> self.max_order) as usize
+    }
+    /// Regions of memory (the last may be shorter than the others).
+    pub fn regions(&self) -> usize {
+        self.region_free.len()
+    }
+    /// Free frames in region `r`.
+    pub fn region_free(&self, r: usize) -> u64 {
+        self.region_free[r] as u64
+    }
+    /// Frames in region `r` that compaction cannot move (`FrameKind::pins`).
+    pub fn region_unmovable(&self, r: usize) -> u64 {
+        self.region_unmovable[r] as u64
+    }
+    /// When region `r` was last chosen as a smart-compaction source (0: never).
+    pub fn region_chosen_at(&self, r: usize) -> u64 {
+        self.region_chosen_at[r]
+    }
+    /// Smart compaction chose region `r` as its source at `now`.
+    pub fn note_region_chosen(&mut self, r: usize, now: u64) {
+        self.region_chosen_at[r] = now;
+    }
+
+    /// `n` frames of the block at `pfn` leave kind `from` for kind `to` (either may be Free):
+    /// the per-kind totals and the region's pinned count follow.
+    #[inline]
+    fn recount_kind(&mut self, pfn: u64, n: u64, from: FrameKind, to: FrameKind) {
+        self.used_by_kind[from as usize] -= n;
+        self.used_by_kind[to as usize] += n;
+        if from.pins() != to.pins() {
+            let r = self.region_of(pfn);
+            let u = &mut self.region_unmovable[r];
+            *u = if to.pins() { *u + n as u32 } else { *u - n as u32 };
+        }
+    }
+
     #[inline]
     fn list_push(&mut self, pfn: u64, o: u8) {
         let mt = self.pb_type[self.pb_of(pfn)] as usize;
@@ -349,6 +410,8 @@ impl PhysMem {
             self.pb_free[pb] = if sign > 0 { self.pb_free[pb] + n as u32 } else { self.pb_free[pb] - n as u32 };
         }
         self.free = if sign > 0 { self.free + n } else { self.free - n };
+        let r = self.region_of(pfn);
+        self.region_free[r] = if sign > 0 { self.region_free[r] + n as u32 } else { self.region_free[r] - n as u32 };
     }
 
     /// A free block enters the lists (frames already marked free).
@@ -502,8 +565,7 @@ impl PhysMem {
         if !self.is_cache_frame(pfn) {
             self.owner[pfn as usize] = 0;
         }
-        self.used_by_kind[0] -= n as u64;
-        self.used_by_kind[kind as usize] += n as u64;
+        self.recount_kind(pfn, n as u64, FrameKind::Free, kind);
         self.counters.allocs[o as usize] += 1;
     }
 
@@ -671,8 +733,7 @@ impl PhysMem {
         if !self.is_cache_frame(pfn) {
             self.owner[pfn as usize] = 0;
         }
-        self.used_by_kind[kind as usize] -= n as u64;
-        self.used_by_kind[0] += n as u64;
+        self.recount_kind(pfn, n as u64, kind, FrameKind::Free);
     }
 
     /// Free many blocks at once (process exit, a large unmap): the blocks are marked in a
@@ -874,8 +935,7 @@ impl PhysMem {
         let n = 1usize << o;
         self.kind[pfn.0 as usize..pfn.0 as usize + n].fill(kind as u8);
         self.kind[pfn.0 as usize] |= HEAD;
-        self.used_by_kind[old as usize] -= n as u64;
-        self.used_by_kind[kind as usize] += n as u64;
+        self.recount_kind(pfn.0, n as u64, old, kind);
     }
 
     /// Check every invariant in the header comment (O(frames): tests only).
@@ -883,6 +943,8 @@ impl PhysMem {
         let mut f = 0u64;
         let mut free = 0u64;
         let mut pb_free = vec![0u32; self.pb_type.len()];
+        let mut region_free = vec![0u32; self.region_free.len()];
+        let mut region_unmovable = vec![0u32; self.region_free.len()];
         let mut by_kind = [0u64; 7];
         let mut listed = [[0u64; MAX_ORDER + 1]; 3];
         while f < self.frames {
@@ -901,8 +963,12 @@ impl PhysMem {
                 }
             }
             by_kind[k as usize] += n;
+            if k.pins() {
+                region_unmovable[self.region_of(f)] += n as u32;
+            }
             if k == FrameKind::Free {
                 free += n;
+                region_free[self.region_of(f)] += n as u32;
                 let mt = ((self.kind[f as usize] >> 4) & 3) as usize;
                 if mt != self.pb_type[self.pb_of(f)] as usize {
                     return Err(format!(
@@ -929,6 +995,14 @@ impl PhysMem {
         }
         if pb_free != self.pb_free {
             return Err("per-pageblock free counts disagree with the frame table".into());
+        }
+        for r in 0..region_free.len() {
+            if region_free[r] != self.region_free[r] || region_unmovable[r] != self.region_unmovable[r] {
+                return Err(format!(
+                    "region {r}: {} free and {} unmovable frames counted, the frame table has {} and {}",
+                    self.region_free[r], self.region_unmovable[r], region_free[r], region_unmovable[r]
+                ));
+            }
         }
         let mut cached = 0u64;
         for (w, &bits) in self.cache_bits.iter().enumerate() {
