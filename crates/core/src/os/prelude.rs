@@ -1,7 +1,7 @@
 //! Fragmentation preludes: what ran on the machine before the traced program, leaving physical
 //! memory in the state the experiment needs. Each is deterministic given the scenario's seed.
 //!
-//! - `trident`: Trident's recipe (Ram et al., ISCA 2021, section 6): fill the page cache with
+//! - `trident`: Trident's recipe (Ram, Panwar and Basu, MICRO 2021; the artifact's fragment.py): fill the page cache with
 //!   two files of half of memory each, then read small random pieces of them. Memory ends full
 //!   of clean page-cache pages in an order unrelated to their frames, so reclaiming them for a
 //!   program frees scattered 4KB frames.

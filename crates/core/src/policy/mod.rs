@@ -10,6 +10,7 @@ pub mod fixed;
 pub mod linux_thp;
 pub mod navarro;
 pub mod romer;
+pub mod trident;
 
 use crate::error::{Error, Result};
 use crate::mmu::Mmu;
@@ -167,7 +168,7 @@ pub struct PolicyInfo {
     pub build: PolicyBuilder,
 }
 
-pub const REGISTRY: [PolicyInfo; 5] = [
+pub const REGISTRY: [PolicyInfo; 6] = [
     PolicyInfo {
         name: "base",
         summary: "base pages only: every fault maps one base page",
@@ -197,6 +198,12 @@ pub const REGISTRY: [PolicyInfo; 5] = [
         summary: "Romer et al.'s online promotion by copying, driven by TLB-miss charges: romer:fixed|asap|asap-4-64|approx-online|online|offline",
         params: romer::PARAMS,
         build: romer::build,
+    },
+    PolicyInfo {
+        name: "trident",
+        summary: "Trident's 1GB, 2MB and 4KB pages: 1GB then 2MB at fault, background promotion to 1GB first, then 2MB",
+        params: trident::PARAMS,
+        build: trident::build,
     },
 ];
 

@@ -1,0 +1,318 @@
+//! `trident`: Trident's use of three page sizes (Ram, Panwar and Basu, "Leveraging
+//! Architectural Support of Three Page Sizes with Trident", arXiv 2011.12092; MICRO'21 as
+//! "Trident: Harnessing Architectural Resources for All Page Sizes in x86 Processors").
+//! Its goal: map as much of the address space as possible with 1GB pages, failing that 2MB,
+//! and 4KB only where neither fits (§5). Built here so far:
+//!
+//! - **Fault path** (§5.2; the authors' kernel): an anonymous fault maps a 1GB page when the
+//!   aligned 1GB range around it lies inside the VMA and a free 1GB block exists, else 2MB by
+//!   the same rule, else 4KB. No direct compaction at fault (their kernel keeps THP's
+//!   `defrag=madvise`, so a fault only takes a block that is already free). `fault_1g=false` is
+//!   the Trident-pv branch, where 1GB pages come only from promotion.
+//! - **Background promotion** (§5.3, Figure 7; khugepaged extended): each pass walks the
+//!   processes' anonymous VMAs from a cursor. At a 1GB-aligned address whose 1GB range lies in
+//!   the VMA it tries a 1GB collapse first (`scan_pud`: any swapped-out page or a page shared
+//!   with another process refuses; up to `max_ptes_none_1g` unmapped base pages are zero-filled);
+//!   if the range is refused it tries 2MB there and moves on by 2MB. If the 1GB block cannot
+//!   be had (even after compaction, with `defrag`), the pass stops and the scanner sleeps
+//!   `alloc_sleep_ms`, with no 2MB fallback in that pass, as in the authors' code. Ranges that
+//!   are 2MB- but not 1GB-aligned get Linux's 2MB rules.
+//!
+//! Compaction here is still Linux's (os/compact.rs); smart compaction, pre-zeroing, bloat and
+//! Trident-pv come next (docs/TRIDENT.md).
+
+use super::{parse_sizes, FaultDecision, FaultInfo, Features, Params, Policy, Sys};
+use crate::error::{Error, Result};
+use crate::os::compact::{CollapseLimits, CollapseResult};
+use crate::os::{Vma, VmaKind};
+use crate::spec::SysfsFlag;
+use crate::units::PageSize;
+
+pub const PARAMS: &str = "sizes=S1+S2 (superpage sizes to use, of 2MiB and 1GiB; default both; sizes=1GiB is Trident-1G-only); \
+fault_1g=true|false (map 1GB pages at fault; false: only by promotion, Trident-pv's branch); \
+khugepaged=1|0 (background promotion, default 1); pages_to_scan=N (base pages per pass, default 2097152, the artifact's); \
+scan_sleep_ms=MS (10000); alloc_sleep_ms=MS (10000, Trident's); max_cpu=PCT (cap on the scanner's CPU share, 0 = none; Trident-pv used 10); \
+defrag=1|0 (compact when a promotion finds no free block, default 1); max_ptes_none_1g=N (262143); \
+max_ptes_none=N (511); max_ptes_swap=N (64, 2MB only: any swapped page refuses 1GB); max_ptes_shared=N (256, 2MB only)";
+
+/// trident's parameters (`PARAMS`); the defaults are the authors' kernel and artifact settings.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct TridentParams {
+    /// Read by `parse_sizes`.
+    #[allow(dead_code)]
+    sizes: Option<String>,
+    fault_1g: bool,
+    khugepaged: SysfsFlag,
+    pages_to_scan: u64,
+    scan_sleep_ms: u64,
+    alloc_sleep_ms: u64,
+    max_cpu: u64,
+    defrag: SysfsFlag,
+    max_ptes_none_1g: u64,
+    max_ptes_none: u64,
+    max_ptes_swap: u64,
+    max_ptes_shared: u64,
+}
+
+impl Default for TridentParams {
+    fn default() -> Self {
+        TridentParams {
+            sizes: None,
+            fault_1g: true,
+            khugepaged: SysfsFlag(true),
+            // Trident-MICRO21-artifact scripts/common.sh: pages_to_scan=2097152 (8GiB of
+            // address space per pass); alloc_sleep_millisecs=10000 in Trident's kernel (vanilla
+            // 60000); scan_sleep_millisecs stays Linux's 10000.
+            pages_to_scan: 2_097_152,
+            scan_sleep_ms: 10_000,
+            alloc_sleep_ms: 10_000,
+            max_cpu: 0,
+            // The artifact sets khugepaged defrag=1.
+            defrag: SysfsFlag(true),
+            // Trident's mm/khugepaged.c: max_ptes_none for the PUD path is HPAGE_PUD_NR - 1;
+            // the 2MB path keeps Linux's HPAGE_PMD_NR - 1, HPAGE_PMD_NR / 8, HPAGE_PMD_NR / 2.
+            max_ptes_none_1g: 262_143,
+            max_ptes_none: 511,
+            max_ptes_swap: 64,
+            max_ptes_shared: 256,
+        }
+    }
+}
+
+pub struct Trident {
+    /// Size indices of the 2MB (PMD) and 1GB (PUD) pages, if used.
+    pmd_si: Option<u32>,
+    pud_si: Option<u32>,
+    p: TridentParams,
+    next_wake: u64,
+    cursor_pi: usize,
+    cursor_addr: u64,
+    // Counters.
+    fault_alloc: [u64; 2],
+    fault_fallback: [u64; 2],
+    passes: u64,
+    pages_scanned: u64,
+    scan: [[u64; CollapseResult::ALL.len()]; 2],
+    capped_sleeps: u64,
+}
+
+pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
+    let p: TridentParams = crate::spec::from_params("policy", "trident", params)?;
+    let levels = parse_sizes("trident", params, sizes)?;
+    let base = sizes[0];
+    let find = |shift: u32| levels.iter().copied().find(|&si| sizes[si as usize].shift() == base.shift() + shift);
+    // The PMD and PUD sizes: the pages one last-level table and one level above span.
+    let (pmd_si, pud_si) = (find(9), find(18));
+    if pud_si.is_none() && !params.contains_key("sizes") {
+        return Err(Error::usage(format!(
+            "policy trident: this machine has no {} page (Trident needs x86's 1GB pages; try --machine skylake)",
+            PageSize::from_shift(base.shift() as u8 + 18).map(|s| s.to_string()).unwrap_or_default()
+        )));
+    }
+    if let Some(&other) = levels[1..].iter().find(|&&si| Some(si) != pmd_si && Some(si) != pud_si) {
+        return Err(Error::usage(format!("policy trident: sizes: {} is neither the 2MB nor the 1GB page (Trident uses those two)", sizes[other as usize])));
+    }
+    if p.max_cpu > 100 {
+        return Err(Error::usage(format!("policy trident: max_cpu={}: expected a percentage in [0, 100]", p.max_cpu)));
+    }
+    Ok(Box::new(Trident {
+        pmd_si,
+        pud_si,
+        p,
+        next_wake: 0,
+        cursor_pi: 0,
+        cursor_addr: 0,
+        fault_alloc: [0; 2],
+        fault_fallback: [0; 2],
+        passes: 0,
+        pages_scanned: 0,
+        scan: [[0; CollapseResult::ALL.len()]; 2],
+        capped_sleeps: 0,
+    }))
+}
+
+fn anonymous(v: &Vma) -> bool {
+    matches!(v.kind, VmaKind::Anon | VmaKind::Heap | VmaKind::Stack | VmaKind::Inferred) && v.thp_advice != Some(false)
+}
+
+/// Whether the aligned `size` range around `va` lies inside `v`.
+fn mappable(v: &Vma, va: u64, size: PageSize) -> bool {
+    let start = va & !size.mask();
+    start >= v.start && start + size.bytes() <= v.end
+}
+
+impl Trident {
+    /// Index of a size in the per-size counters: 0 for 2MB, 1 for 1GB.
+    fn slot(&self, si: u32) -> Option<usize> {
+        if Some(si) == self.pmd_si {
+            Some(0)
+        } else if Some(si) == self.pud_si {
+            Some(1)
+        } else {
+            None
+        }
+    }
+
+    fn limits(&self, pud: bool) -> CollapseLimits {
+        if pud {
+            // scan_pud: a swapped-out PTE aborts; every page must have page_count 1 (unshared).
+            CollapseLimits { max_none: self.p.max_ptes_none_1g, max_swap: 0, max_shared: 0, ..CollapseLimits::ANY }
+        } else {
+            CollapseLimits {
+                max_none: self.p.max_ptes_none.min(511),
+                max_swap: self.p.max_ptes_swap,
+                max_shared: self.p.max_ptes_shared,
+                ..CollapseLimits::ANY
+            }
+        }
+    }
+
+    fn collapse(&mut self, sys: &mut Sys, pi: usize, addr: u64, si: u32) -> CollapseResult {
+        let pud = Some(si) == self.pud_si;
+        let r = sys.os.collapse(pi, addr, si, self.limits(pud), self.p.defrag.0, sys.mmu);
+        self.scan[pud as usize][r as usize] += 1;
+        r
+    }
+
+    /// The next address at or after the cursor, in process `pi`, where a 2MB-aligned range
+    /// lies inside an eligible VMA: (address, end of its VMA).
+    fn next_candidate(&self, sys: &Sys, pi: usize, pmd: u64) -> Option<(u64, u64)> {
+        let p = &sys.os.procs[pi];
+        if !p.alive || p.killed.is_some() {
+            return None;
+        }
+        p.vmas.values().filter(|v| v.end > self.cursor_addr && anonymous(v) && v.file.is_none()).find_map(|v| {
+            let a = v.start.max(self.cursor_addr).next_multiple_of(pmd);
+            (a + pmd <= v.end).then_some((a, v.end))
+        })
+    }
+
+    /// One khugepaged pass (Figure 7): up to `pages_to_scan` base pages of address space.
+    fn scan_pass(&mut self, sys: &mut Sys) {
+        self.passes += 1;
+        let unit = sys.os.sizes[self.pmd_si.or(self.pud_si).expect("a superpage size") as usize].bytes();
+        let pmd = sys.os.base.bytes() << 9;
+        let pud = sys.os.base.bytes() << 18;
+        let shift = sys.os.base.shift();
+        let n = sys.os.procs.len();
+        let mut progress = 0u64;
+        let mut procs_seen = 0;
+        while progress < self.p.pages_to_scan && procs_seen <= n {
+            let pi = self.cursor_pi % n.max(1);
+            let Some((a, vma_end)) = self.next_candidate(sys, pi, pmd.min(unit)) else {
+                self.cursor_pi = (pi + 1) % n.max(1);
+                self.cursor_addr = 0;
+                procs_seen += 1;
+                continue;
+            };
+            if let Some(si) = self.pud_si.filter(|_| a % pud == 0 && a + pud <= vma_end) {
+                let r = self.collapse(sys, pi, a, si);
+                match r {
+                    CollapseResult::Succeed | CollapseResult::PmdMapped | CollapseResult::PmdNull => {
+                        progress += pud >> shift;
+                        self.cursor_addr = a + pud;
+                        continue;
+                    }
+                    CollapseResult::AllocHugePageFail => {
+                        // No 2MB fallback in this pass (the authors' code); sleep, retry later.
+                        progress += pud >> shift;
+                        self.cursor_addr = a + pud;
+                        self.next_wake = sys.now.0 + sys.ms(self.p.alloc_sleep_ms as f64);
+                        break;
+                    }
+                    // Refused by scan_pud: take this range by 2MB pages, from here.
+                    _ => {}
+                }
+            }
+            progress += pmd >> shift;
+            self.cursor_addr = a + pmd;
+            if let Some(si) = self.pmd_si {
+                if self.collapse(sys, pi, a, si) == CollapseResult::AllocHugePageFail {
+                    self.next_wake = sys.now.0 + sys.ms(self.p.alloc_sleep_ms as f64);
+                    break;
+                }
+            }
+        }
+        self.pages_scanned += progress;
+    }
+}
+
+impl Policy for Trident {
+    fn name(&self) -> String {
+        "trident".into()
+    }
+
+    fn on_fault(&mut self, f: &FaultInfo) -> FaultDecision {
+        if !anonymous(f.vma) || f.vma.file.is_some() {
+            return FaultDecision::base();
+        }
+        let mut allowed = 1u32;
+        for si in [self.pmd_si, self.pud_si.filter(|_| self.p.fault_1g)].into_iter().flatten() {
+            if mappable(f.vma, f.va, f.sizes[si as usize]) {
+                allowed |= 1 << si;
+            }
+        }
+        let top = 31 - allowed.leading_zeros();
+        FaultDecision { size_idx: top, within_vma: true, fallback: allowed, direct_compact: false, folio_orders: 0 }
+    }
+
+    fn on_fault_done(&mut self, wanted: u32, got: u32) {
+        if let Some(k) = self.slot(wanted) {
+            if got == wanted {
+                self.fault_alloc[k] += 1;
+            } else {
+                self.fault_fallback[k] += 1;
+            }
+        }
+    }
+
+    fn features(&self) -> Features {
+        Features { wants_tick: true, ..Features::default() }
+    }
+
+    fn tick(&mut self, sys: &mut Sys) {
+        if !self.p.khugepaged.0 || sys.now.0 < self.next_wake {
+            return;
+        }
+        let copied = sys.os.compaction.bytes_copied_background;
+        let zeroed = sys.os.compaction.bytes_zeroed_background;
+        self.next_wake = sys.now.0 + sys.ms(self.p.scan_sleep_ms as f64);
+        let was = sys.os.set_daemon(true);
+        self.scan_pass(sys);
+        sys.os.set_daemon(was);
+        if self.p.max_cpu > 0 {
+            // Trident-pv's CPU cap (its khugepaged loop): sleep max(1000 ms, busy * 100 /
+            // max_cpu), the pass's busy time being the copying and zeroing it did.
+            let m = &sys.mmu.machine;
+            let kib = |b: u64| b as f64 / 1024.0;
+            let busy = kib(sys.os.compaction.bytes_copied_background - copied) * m.copy_cycles_per_kib
+                + kib(sys.os.compaction.bytes_zeroed_background - zeroed) * m.zero_cycles_per_kib;
+            let sleep = (busy * 100.0 / self.p.max_cpu as f64) as u64;
+            let floor = sys.ms(1000.0);
+            let wake = sys.now.0 + busy as u64 + sleep.max(floor);
+            if wake > self.next_wake {
+                self.capped_sleeps += 1;
+                self.next_wake = self.next_wake.max(wake);
+            }
+        }
+    }
+
+    fn counters(&self) -> Vec<(String, u64)> {
+        let mut c = vec![
+            ("fault.2m_alloc".to_string(), self.fault_alloc[0]),
+            ("fault.2m_fallback".to_string(), self.fault_fallback[0]),
+            ("fault.1g_alloc".to_string(), self.fault_alloc[1]),
+            ("fault.1g_fallback".to_string(), self.fault_fallback[1]),
+            ("khugepaged.passes".to_string(), self.passes),
+            ("khugepaged.pages_scanned".to_string(), self.pages_scanned),
+            ("khugepaged.capped_sleeps".to_string(), self.capped_sleeps),
+        ];
+        for (k, name) in ["2m", "1g"].iter().enumerate() {
+            for r in CollapseResult::ALL {
+                c.push((format!("khugepaged.scan_{name}.{}", r.name()), self.scan[k][r as usize]));
+            }
+        }
+        c
+    }
+}

@@ -1,0 +1,73 @@
+//! `trident`: 1GB, then 2MB, then 4KB at fault; background promotion to 1GB first.
+mod common;
+use common::*;
+use superpager_core::engine::EngineConfig;
+use superpager_core::mmu::machine::Machine;
+use superpager_core::policy;
+use superpager_core::sim::Simulation;
+use superpager_core::trace::gen::{generate, GenParams};
+use superpager_core::trace::spt::SptWriter;
+use superpager_core::trace::*;
+
+fn gen_file(name: &str, kind: &str, size: u64, accesses: u64) -> String {
+    let p = tmp(name);
+    let mut w = SptWriter::create(&p, &Provenance::new()).unwrap();
+    generate(&GenParams { kind: kind.into(), size, accesses, seed: 5, ..Default::default() }, &mut w, &mut |_| {}).unwrap();
+    w.finish().unwrap();
+    p
+}
+
+fn run(path: &str, pol: &str) -> superpager_core::stats::Results {
+    let m = Machine::load("skylake").unwrap();
+    let cfg = EngineConfig { validate: true, ..Default::default() };
+    let mut s = Simulation::open(path, vec![(m, pol.to_string())], cfg, false).unwrap();
+    while s.step(8).unwrap() {}
+    s.results().remove(0)
+}
+
+#[test]
+fn a_1gb_mappable_region_is_mapped_by_1gb_pages_at_fault() {
+    let p = gen_file("trident-gups.spt", "gups", 2 << 30, 50_000);
+    let r = run(&p, "trident");
+    assert_eq!(r.page_size_mix["1GiB"], 1.0);
+    assert_eq!(r.counters["policy.fault.1g_alloc"], 2);
+    assert_eq!(r.counters["faults"], 2);
+    assert_eq!(r.counters["os.zeroed_bytes"], 2 << 30, "a 1GB fault zero-fills the whole page");
+}
+
+#[test]
+fn the_part_that_is_not_1gb_mappable_gets_2mb_pages() {
+    // 1.5GiB: one aligned 1GB range, and 512MiB that only 2MB pages fit.
+    let p = gen_file("trident-1536.spt", "gups", 1536 << 20, 50_000);
+    let r = run(&p, "trident");
+    let mix = |s: &str| r.page_size_mix[s];
+    assert!((mix("1GiB") - 2.0 / 3.0).abs() < 1e-6 && (mix("2MiB") - 1.0 / 3.0).abs() < 1e-6, "{:?}", r.page_size_mix);
+    assert_eq!(r.counters["policy.fault.1g_alloc"], 1);
+    assert_eq!(r.counters["policy.fault.2m_alloc"], 256);
+}
+
+#[test]
+fn without_1gb_faults_the_scanner_promotes_2mb_pages_to_1gb() {
+    let p = gen_file("trident-pv.spt", "gups", 2 << 30, 400_000);
+    let r = run(&p, "trident:fault_1g=false,scan_sleep_ms=1");
+    assert_eq!(r.counters["policy.fault.1g_alloc"], 0);
+    assert_eq!(r.counters["policy.fault.2m_alloc"], 1024);
+    let scans: Vec<_> = r.counters.iter().filter(|(k, v)| k.starts_with("policy.khugepaged") && **v > 0).collect();
+    assert_eq!(r.counters["policy.khugepaged.scan_1g.succeed"], 2, "{scans:?}");
+    assert_eq!(r.page_size_mix["1GiB"], 1.0);
+    // Promotion copied the 2MB pages into the new 1GB pages, beside the program.
+    assert_eq!(r.counters["copy.bytes_background"], 2 << 30);
+    let off = run(&p, "trident:fault_1g=false,khugepaged=0,scan_sleep_ms=1");
+    assert_eq!(off.page_size_mix["2MiB"], 1.0);
+}
+
+#[test]
+fn bad_parameters_are_one_line_errors() {
+    let m = Machine::load("skylake").unwrap();
+    let err = |s: &str| policy::build(s, &m.page_sizes).err().map(|e| e.to_string()).unwrap_or_default();
+    assert_eq!(err("trident:fault_1g=yes"), "policy trident: fault_1g=yes: expected true or false");
+    assert_eq!(err("trident:max_cpu=150"), "policy trident: max_cpu=150: expected a percentage in [0, 100]");
+    assert!(err("trident:colour=red").starts_with("policy trident: unknown parameter 'colour' (known: sizes, fault_1g,"));
+    let romer95 = Machine::load("romer95").unwrap();
+    assert!(policy::build("trident", &romer95.page_sizes).err().unwrap().to_string().contains("has no 1GiB page"));
+}
