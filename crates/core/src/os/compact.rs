@@ -190,13 +190,7 @@ impl Os {
         if let Some(p) = self.phys.alloc(Order(order), FrameKind::Anon) {
             return Some(p);
         }
-        let gap = 2u64 << order;
-        while self.phys.free_frames() < gap {
-            self.counters.direct_reclaims += 1;
-            if self.files.cache.reclaim(&mut self.phys, &self.files.mappers, super::pagecache::SWAP_CLUSTER_MAX) == 0 {
-                break;
-            }
-        }
+        self.reclaim_for(order);
         if let Some(p) = self.phys.alloc(Order(order), FrameKind::Anon) {
             return Some(p);
         }
@@ -204,6 +198,18 @@ impl Os {
             return self.phys.alloc(Order(order), FrameKind::Anon);
         }
         None
+    }
+
+    /// Mechanism: direct reclaim of page cache until twice a block of `order` is free (Linux's
+    /// margin before compaction can help), or nothing more can be reclaimed.
+    pub fn reclaim_for(&mut self, order: u8) {
+        let gap = 2u64 << order;
+        while self.phys.free_frames() < gap {
+            self.counters.direct_reclaims += 1;
+            if self.files.cache.reclaim(&mut self.phys, &self.files.mappers, super::pagecache::SWAP_CLUSTER_MAX) == 0 {
+                break;
+            }
+        }
     }
 
     /// A free target block of order `o` from the pool, running the free scanner down (not
@@ -249,7 +255,7 @@ impl Os {
     }
 
     /// Move the movable block at `src` (order `o`) to the isolated target `dst`.
-    fn migrate_block(&mut self, src: u64, o: u8, dst: u64, mmu: &mut Mmu) {
+    pub(crate) fn migrate_block(&mut self, src: u64, o: u8, dst: u64, mmu: &mut Mmu) {
         let owner = self.phys.owner(src);
         if let Some((file, index)) = owner.as_file() {
             // A page-cache page: repoint the cache and every mapping of it.

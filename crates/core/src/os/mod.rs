@@ -42,6 +42,7 @@ pub mod pagetable;
 pub mod placement;
 pub mod prelude;
 pub mod promote;
+pub mod smart_compact;
 pub mod swap;
 pub mod zeroed;
 

@@ -18,12 +18,17 @@
 //!   `alloc_sleep_ms`, with no 2MB fallback in that pass, as in the authors' code. Ranges that
 //!   are 2MB- but not 1GB-aligned get Linux's 2MB rules.
 //!
-//! Compaction here is still Linux's (os/compact.rs); smart compaction, pre-zeroing, bloat and
-//! Trident-pv come next (docs/TRIDENT.md).
+//! - **Smart compaction** (§5.4, os/smart_compact.rs): when a 1GB promotion finds no free
+//!   1GB block, the scanner reclaims page cache as Linux's direct reclaim would, then frees a
+//!   1GB region by smart compaction (`retries`, `cooldown_ms`) and tries again. `smart=false`
+//!   uses Linux's compaction instead (Trident-NC is `smart=false,retries=1`).
+//!
+//! Pre-zeroing, bloat and Trident-pv come next (docs/TRIDENT.md).
 
 use super::{parse_sizes, FaultDecision, FaultInfo, Features, Params, Policy, Sys};
 use crate::error::{Error, Result};
 use crate::os::compact::{CollapseLimits, CollapseResult};
+use crate::os::smart_compact::{SmartLimits, SmartResult};
 use crate::os::{Vma, VmaKind};
 use crate::spec::SysfsFlag;
 use crate::units::PageSize;
@@ -32,7 +37,8 @@ pub const PARAMS: &str = "sizes=S1+S2 (superpage sizes to use, of 2MiB and 1GiB;
 fault_1g=true|false (map 1GB pages at fault; false: only by promotion, Trident-pv's branch); \
 khugepaged=1|0 (background promotion, default 1); pages_to_scan=N (base pages per pass, default 2097152, the artifact's); \
 scan_sleep_ms=MS (10000); alloc_sleep_ms=MS (10000, Trident's); max_cpu=PCT (cap on the scanner's CPU share, 0 = none; Trident-pv used 10); \
-defrag=1|0 (compact when a promotion finds no free block, default 1); max_ptes_none_1g=N (262143); \
+defrag=1|0 (compact when a promotion finds no free block, default 1); smart=true|false (smart compaction for 1GB, default true; \
+false: Linux's); retries=N (smart attempts per request, 5); cooldown_ms=MS (120: a source is not chosen again sooner); max_ptes_none_1g=N (262143); \
 max_ptes_none=N (511); max_ptes_swap=N (64, 2MB only: any swapped page refuses 1GB); max_ptes_shared=N (256, 2MB only)";
 
 /// trident's parameters (`PARAMS`); the defaults are the authors' kernel and artifact settings.
@@ -49,6 +55,9 @@ struct TridentParams {
     alloc_sleep_ms: u64,
     max_cpu: u64,
     defrag: SysfsFlag,
+    smart: bool,
+    retries: u32,
+    cooldown_ms: u64,
     max_ptes_none_1g: u64,
     max_ptes_none: u64,
     max_ptes_swap: u64,
@@ -70,6 +79,11 @@ impl Default for TridentParams {
             max_cpu: 0,
             // The artifact sets khugepaged defrag=1.
             defrag: SysfsFlag(true),
+            // The artifact: compaction_smart=1, smart_compaction_retries=5; the kernel's
+            // compaction_timeout is 120 ms.
+            smart: true,
+            retries: 5,
+            cooldown_ms: 120,
             // Trident's mm/khugepaged.c: max_ptes_none for the PUD path is HPAGE_PUD_NR - 1;
             // the 2MB path keeps Linux's HPAGE_PMD_NR - 1, HPAGE_PMD_NR / 8, HPAGE_PMD_NR / 2.
             max_ptes_none_1g: 262_143,
@@ -95,6 +109,10 @@ pub struct Trident {
     pages_scanned: u64,
     scan: [[u64; CollapseResult::ALL.len()]; 2],
     capped_sleeps: u64,
+    smart_runs: [u64; SmartResult::ALL.len()],
+    smart_attempts: u64,
+    smart_bytes: u64,
+    smart_regions: u64,
 }
 
 pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
@@ -129,6 +147,10 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
         pages_scanned: 0,
         scan: [[0; CollapseResult::ALL.len()]; 2],
         capped_sleeps: 0,
+        smart_runs: [0; SmartResult::ALL.len()],
+        smart_attempts: 0,
+        smart_bytes: 0,
+        smart_regions: 0,
     }))
 }
 
@@ -170,7 +192,23 @@ impl Trident {
 
     fn collapse(&mut self, sys: &mut Sys, pi: usize, addr: u64, si: u32) -> CollapseResult {
         let pud = Some(si) == self.pud_si;
-        let r = sys.os.collapse(pi, addr, si, self.limits(pud), self.p.defrag.0, sys.mmu);
+        let lim = self.limits(pud);
+        let smart = pud && self.p.smart && self.p.defrag.0;
+        let mut r = sys.os.collapse(pi, addr, si, lim, self.p.defrag.0 && !smart, sys.mmu);
+        if smart && r == CollapseResult::AllocHugePageFail {
+            // Direct reclaim, then smart compaction, then the allocation again.
+            let order = sys.os.phys.max_order();
+            sys.os.reclaim_for(order);
+            if sys.os.phys.largest_free_order().is_none_or(|o| o < order) {
+                let lim = SmartLimits { retries: self.p.retries, cooldown: sys.ms(self.p.cooldown_ms as f64) };
+                let out = sys.os.smart_compact(sys.now.0, lim, sys.mmu);
+                self.smart_runs[out.result as usize] += 1;
+                self.smart_attempts += out.attempts as u64;
+                self.smart_bytes += out.bytes_copied;
+                self.smart_regions += out.regions_freed as u64;
+            }
+            r = sys.os.collapse(pi, addr, si, lim, false, sys.mmu);
+        }
         self.scan[pud as usize][r as usize] += 1;
         r
     }
@@ -307,7 +345,13 @@ impl Policy for Trident {
             ("khugepaged.passes".to_string(), self.passes),
             ("khugepaged.pages_scanned".to_string(), self.pages_scanned),
             ("khugepaged.capped_sleeps".to_string(), self.capped_sleeps),
+            ("smart_compaction.attempts".to_string(), self.smart_attempts),
+            ("smart_compaction.bytes_copied".to_string(), self.smart_bytes),
+            ("smart_compaction.regions_freed".to_string(), self.smart_regions),
         ];
+        for r in SmartResult::ALL {
+            c.push((format!("smart_compaction.{}", r.name()), self.smart_runs[r as usize]));
+        }
         for (k, name) in ["2m", "1g"].iter().enumerate() {
             for r in CollapseResult::ALL {
                 c.push((format!("khugepaged.scan_{name}.{}", r.name()), self.scan[k][r as usize]));
