@@ -53,3 +53,22 @@ pub fn read_all(path: &str) -> superpager_core::Result<Vec<Rec>> {
     }
     Ok(out)
 }
+
+/// A generated trace (`superpager gen KIND`) of `size` bytes and `accesses` accesses.
+pub fn gen_file(name: &str, kind: &str, size: u64, accesses: u64, seed: u64) -> String {
+    use superpager_core::trace::gen::{generate, GenParams};
+    let p = tmp(name);
+    let mut w = SptWriter::create(&p, &Provenance::new()).unwrap();
+    generate(&GenParams { kind: kind.into(), size, accesses, seed, ..Default::default() }, &mut w, &mut |_| {}).unwrap();
+    w.finish().unwrap();
+    p
+}
+
+/// The results of one simulation of `path` on `machine` under `policy`.
+pub fn simulate(path: &str, machine: &str, policy: &str, validate: bool) -> superpager_core::stats::Results {
+    let m = superpager_core::mmu::machine::Machine::load(machine).unwrap();
+    let cfg = superpager_core::engine::EngineConfig { validate, ..Default::default() };
+    let mut s = superpager_core::sim::Simulation::open(path, vec![(m, policy.to_string())], cfg, false).unwrap();
+    while s.step(8).unwrap() {}
+    s.results().remove(0)
+}

@@ -12,19 +12,11 @@ use superpager_core::trace::*;
 use superpager_core::units::Bytes;
 
 fn gen_file(name: &str, kind: &str, size: u64, accesses: u64) -> String {
-    let p = tmp(name);
-    let mut w = SptWriter::create(&p, &Provenance::new()).unwrap();
-    generate(&GenParams { kind: kind.into(), size, accesses, seed: 3, ..Default::default() }, &mut w, &mut |_| {}).unwrap();
-    w.finish().unwrap();
-    p
+    common::gen_file(name, kind, size, accesses, 3)
 }
 
 fn run(path: &str, machine: &str, pol: &str, validate: bool) -> superpager_core::stats::Results {
-    let m = Machine::load(machine).unwrap();
-    let cfg = EngineConfig { validate, ..Default::default() };
-    let mut s = Simulation::open(path, vec![(m, pol.to_string())], cfg, false).unwrap();
-    while s.step(8).unwrap() {}
-    s.results().remove(0)
+    simulate(path, machine, pol, validate)
 }
 
 #[test]

@@ -1,28 +1,15 @@
 //! `trident`: 1GB, then 2MB, then 4KB at fault; background promotion to 1GB first.
 mod common;
 use common::*;
-use superpager_core::engine::EngineConfig;
 use superpager_core::mmu::machine::Machine;
 use superpager_core::policy;
-use superpager_core::sim::Simulation;
-use superpager_core::trace::gen::{generate, GenParams};
-use superpager_core::trace::spt::SptWriter;
-use superpager_core::trace::*;
 
 fn gen_file(name: &str, kind: &str, size: u64, accesses: u64) -> String {
-    let p = tmp(name);
-    let mut w = SptWriter::create(&p, &Provenance::new()).unwrap();
-    generate(&GenParams { kind: kind.into(), size, accesses, seed: 5, ..Default::default() }, &mut w, &mut |_| {}).unwrap();
-    w.finish().unwrap();
-    p
+    common::gen_file(name, kind, size, accesses, 5)
 }
 
 fn run(path: &str, pol: &str) -> superpager_core::stats::Results {
-    let m = Machine::load("skylake").unwrap();
-    let cfg = EngineConfig { validate: true, ..Default::default() };
-    let mut s = Simulation::open(path, vec![(m, pol.to_string())], cfg, false).unwrap();
-    while s.step(8).unwrap() {}
-    s.results().remove(0)
+    simulate(path, "skylake", pol, true)
 }
 
 #[test]
