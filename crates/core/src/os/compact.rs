@@ -147,14 +147,7 @@ impl Os {
             let end = (m + pb).min(total);
             while f < end {
                 let o = if self.phys.is_head(f) { self.phys.order_at(f) } else { 0 };
-                // Frames inside a reservation stay put: moving one would empty its slot in the extent.
-                if self.phys.is_head(f)
-                    && self.phys.kind_of(f).movable()
-                    && o < order
-                    && self.phys.owner(f) != Owner::NONE
-                    && !self.phys.reservs.is_member(f)
-                    && !(self.phys.kind_of(f) == FrameKind::File && self.file_frame_in_superpage(f))
-                {
+                if self.phys.is_head(f) && o < order && self.compaction_may_move(f) {
                     batch.push((f, o));
                 }
                 f += 1u64 << o;
@@ -198,6 +191,14 @@ impl Os {
             return self.phys.alloc(Order(order), FrameKind::Anon);
         }
         None
+    }
+
+    /// Whether compaction may move the allocated block whose head is `f`: movable contents
+    /// with an owner to repoint, outside any reservation (moving a frame would empty its slot
+    /// in the extent) and not under a file superpage (whose frames must stay contiguous).
+    pub(crate) fn compaction_may_move(&self, f: u64) -> bool {
+        let k = self.phys.kind_of(f);
+        k.movable() && self.phys.owner(f) != Owner::NONE && !self.phys.reservs.is_member(f) && !(k == FrameKind::File && self.file_frame_in_superpage(f))
     }
 
     /// Mechanism: direct reclaim of page cache until twice a block of `order` is free (Linux's

@@ -114,6 +114,19 @@ impl Vma {
     pub fn is_empty(&self) -> bool {
         self.end == self.start
     }
+
+    /// Anonymous memory (heap, stack, anonymous mmap, or a region inferred from accesses): what
+    /// THP-style policies may back with superpages.
+    pub fn is_anonymous(&self) -> bool {
+        matches!(self.kind, VmaKind::Anon | VmaKind::Heap | VmaKind::Stack | VmaKind::Inferred)
+    }
+
+    /// Whether the aligned range of `bytes` (a power of two) around `va` lies inside the VMA:
+    /// the rule for mapping `va` with a page of that size.
+    pub fn holds_aligned(&self, va: u64, bytes: u64) -> bool {
+        let start = va & !(bytes - 1);
+        start >= self.start && start + bytes <= self.end
+    }
 }
 
 pub struct Process {

@@ -26,7 +26,7 @@
 //! stay in the buddy lists, targets are chosen in other regions, so there is nothing left to
 //! isolate and the abort would never fire.
 
-use super::frames::{FrameKind, Owner};
+use super::frames::FrameKind;
 use super::Os;
 use crate::mmu::Mmu;
 
@@ -146,13 +146,8 @@ impl Os {
         let mut f = start;
         while f < start + n {
             let o = self.phys.order_at(f);
-            let k = self.phys.kind_of(f);
-            if k != FrameKind::Free {
-                let movable = k.movable()
-                    && self.phys.owner(f) != Owner::NONE
-                    && !self.phys.reservs.is_member(f)
-                    && !(k == FrameKind::File && self.file_frame_in_superpage(f));
-                if !movable {
+            if self.phys.kind_of(f) != FrameKind::Free {
+                if !self.compaction_may_move(f) {
                     return None;
                 }
                 blocks.push((f, o));

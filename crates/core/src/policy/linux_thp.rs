@@ -28,7 +28,7 @@
 use super::{FaultDecision, FaultInfo, Features, Params, Policy, Sys};
 use crate::error::{Error, Result};
 use crate::os::compact::{CollapseLimits, CollapseResult, CompactResult};
-use crate::os::{Vma, VmaKind};
+use crate::os::Vma;
 use crate::spec::SysfsFlag;
 use crate::units::PageSize;
 
@@ -214,15 +214,11 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
     }))
 }
 
-fn anonymous(v: &Vma) -> bool {
-    matches!(v.kind, VmaKind::Anon | VmaKind::Heap | VmaKind::Stack | VmaKind::Inferred)
-}
-
 impl LinuxThp {
     /// Whether size `m` applies to this VMA (`hugepage_vma_check`): anonymous, not
     /// MADV_NOHUGEPAGE, and always or (madvise and MADV_HUGEPAGE).
     fn applies(m: Option<Mode>, v: &Vma) -> bool {
-        anonymous(v)
+        v.is_anonymous()
             && v.thp_advice != Some(false)
             && match m {
                 Some(Mode::Always) => true,
@@ -287,22 +283,14 @@ impl Policy for LinuxThp {
         // through the other eligible sizes if the range is partly mapped or memory lacks a block).
         let mut allowed = 1u32;
         for si in 1..=self.pmd_si as usize {
-            if Self::applies(self.modes[si], f.vma) {
-                let size = f.sizes[si];
-                let start = f.va & !size.mask();
-                if start >= f.vma.start && start + size.bytes() <= f.vma.end {
-                    allowed |= 1 << si;
-                }
+            if Self::applies(self.modes[si], f.vma) && f.vma.holds_aligned(f.va, f.sizes[si].bytes()) {
+                allowed |= 1 << si;
             }
         }
         let mut folio_orders = 0u32;
         for &(order, m) in &self.folios {
-            if Self::applies(Some(m), f.vma) {
-                let bytes = f.sizes[0].bytes() << order;
-                let start = f.va & !(bytes - 1);
-                if start >= f.vma.start && start + bytes <= f.vma.end {
-                    folio_orders |= 1 << order;
-                }
+            if Self::applies(Some(m), f.vma) && f.vma.holds_aligned(f.va, f.sizes[0].bytes() << order) {
+                folio_orders |= 1 << order;
             }
         }
         let top = 31 - allowed.leading_zeros();

@@ -29,7 +29,7 @@ use super::{parse_sizes, FaultDecision, FaultInfo, Features, Params, Policy, Sys
 use crate::error::{Error, Result};
 use crate::os::compact::{CollapseLimits, CollapseResult};
 use crate::os::smart_compact::{SmartLimits, SmartResult};
-use crate::os::{Vma, VmaKind};
+use crate::os::Vma;
 use crate::spec::SysfsFlag;
 use crate::units::PageSize;
 
@@ -154,14 +154,9 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
     }))
 }
 
-fn anonymous(v: &Vma) -> bool {
-    matches!(v.kind, VmaKind::Anon | VmaKind::Heap | VmaKind::Stack | VmaKind::Inferred) && v.thp_advice != Some(false)
-}
-
-/// Whether the aligned `size` range around `va` lies inside `v`.
-fn mappable(v: &Vma, va: u64, size: PageSize) -> bool {
-    let start = va & !size.mask();
-    start >= v.start && start + size.bytes() <= v.end
+/// Anonymous, not a file mapping, and not MADV_NOHUGEPAGE.
+fn eligible(v: &Vma) -> bool {
+    v.is_anonymous() && v.file.is_none() && v.thp_advice != Some(false)
 }
 
 impl Trident {
@@ -220,7 +215,7 @@ impl Trident {
         if !p.alive || p.killed.is_some() {
             return None;
         }
-        p.vmas.values().filter(|v| v.end > self.cursor_addr && anonymous(v) && v.file.is_none()).find_map(|v| {
+        p.vmas.values().filter(|v| v.end > self.cursor_addr && eligible(v)).find_map(|v| {
             let a = v.start.max(self.cursor_addr).next_multiple_of(pmd);
             (a + pmd <= v.end).then_some((a, v.end))
         })
@@ -229,7 +224,6 @@ impl Trident {
     /// One khugepaged pass (Figure 7): up to `pages_to_scan` base pages of address space.
     fn scan_pass(&mut self, sys: &mut Sys) {
         self.passes += 1;
-        let unit = sys.os.sizes[self.pmd_si.or(self.pud_si).expect("a superpage size") as usize].bytes();
         let pmd = sys.os.base.bytes() << 9;
         let pud = sys.os.base.bytes() << 18;
         let shift = sys.os.base.shift();
@@ -238,7 +232,7 @@ impl Trident {
         let mut procs_seen = 0;
         while progress < self.p.pages_to_scan && procs_seen <= n {
             let pi = self.cursor_pi % n.max(1);
-            let Some((a, vma_end)) = self.next_candidate(sys, pi, pmd.min(unit)) else {
+            let Some((a, vma_end)) = self.next_candidate(sys, pi, pmd) else {
                 self.cursor_pi = (pi + 1) % n.max(1);
                 self.cursor_addr = 0;
                 procs_seen += 1;
@@ -282,12 +276,12 @@ impl Policy for Trident {
     }
 
     fn on_fault(&mut self, f: &FaultInfo) -> FaultDecision {
-        if !anonymous(f.vma) || f.vma.file.is_some() {
+        if !eligible(f.vma) {
             return FaultDecision::base();
         }
         let mut allowed = 1u32;
         for si in [self.pmd_si, self.pud_si.filter(|_| self.p.fault_1g)].into_iter().flatten() {
-            if mappable(f.vma, f.va, f.sizes[si as usize]) {
+            if f.vma.holds_aligned(f.va, f.sizes[si as usize].bytes()) {
                 allowed |= 1 << si;
             }
         }
