@@ -153,3 +153,17 @@ def test_bench_splits_the_zipf_time_into_fixed_and_per_reference_parts():
     odd = fixed_and_steady(rows, {ZIPF: [0.3], ZIPF_LONGER: [0.2]})
     assert "do not split" in odd
     assert fixed_and_steady(rows[:1], {}) is None
+
+
+def test_nested_flag_runs_each_machine_as_a_guest(cli, gups):
+    """--nested adds MACHINE+nested: the same TLB misses, each walk two-dimensional (MODEL.md)."""
+    rs = json.loads(cli("compare", gups, "--policies", "base", "--nested", "--json", check=True)[1])
+    by = {r["machine"]: r["counters"] for r in rs}
+    native, guest = by["skylake"], by["skylake+nested"]
+    assert native["walks"] == guest["walks"] > 0
+    # 4KB+4KB cold walks cost up to 24 references against 4 natively (page-walk caches shorten both).
+    assert guest["walk.refs"] > 3 * native["walk.refs"]
+    r = json.loads(cli("simulate", gups, "--nested", "4KiB", "--policy", "fixed:1GiB", "--json", check=True)[1])
+    assert r["machine"] == "skylake+nested=4KiB"
+    rc, _, err = cli("simulate", gups, "--machine", "skylake+nested", "--nested")
+    assert rc != 0 and "already nested" in err and len(err.strip().splitlines()) == 1

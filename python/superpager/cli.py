@@ -141,6 +141,11 @@ def _simulate(a) -> int:
             raise _core.UsageError(f"{flag} is empty; leave it out for the default (superpager simulate --help)")
     if a.tlb and a.machine:
         raise _core.UsageError("give either --machine or --tlb, not both")
+    if a.nested:
+        if a.tlb:
+            raise _core.UsageError("--nested needs a machine with a page walker, not --tlb")
+        base = a.machine or (_scenario_machine(a.scenario) if a.scenario else "skylake")
+        a.machine = with_nested(base, a.nested)
     if a.scenario:
         if a.trace:
             raise _core.UsageError("give a trace or --scenario, not both")
@@ -166,6 +171,23 @@ def _simulate(a) -> int:
     return 0
 
 
+def with_nested(machine: str, host: str) -> str:
+    """`--nested[=HOST]`: the machine spec for the same machine running as a guest (MODEL.md)."""
+    if "+nested" in machine:
+        raise _core.UsageError(f"--nested: machine '{machine}' is already nested")
+    return f"{machine}+nested" + ("" if host == "guest" else f"={host}")
+
+
+def _scenario_machine(scenario: str) -> str:
+    import tomllib
+    path = api.scenario_path(scenario)
+    try:
+        with open(path, "rb") as f:
+            return str(tomllib.load(f).get("machine", "skylake"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return "skylake"  # the scenario's own loader reports the problem with its key and line
+
+
 def split_policies(s: str) -> list[str]:
     """Split a comma-separated list of policy specs, where a spec's own parameters are also
     comma-separated: a piece that is only `key=value` belongs to the spec before it
@@ -188,6 +210,8 @@ def cmd_compare(a) -> int:
 
 def _compare(a) -> int:
     machines = [m.strip() for m in a.machines.split(",") if m.strip()]
+    if a.nested:
+        machines = machines + [with_nested(m, a.nested) for m in machines]
     if a.tlb:
         machines = [f"tlb:{t}" for t in a.tlb.split(",") if t.strip()] + ([] if a.machines == "skylake" else machines)
     policies = split_policies(a.policies)
@@ -225,7 +249,7 @@ def cmd_machines(a) -> int:
         print(table(rows, ["TLB", "stream", "level", "entries", "ways", "page sizes", "repl", "hit cyc"]))
         walk = (f"software handler, {info['software_handler_cycles']:g} cycles per miss" if info["software_handler_cycles"] is not None
                 else f"{info['walk_levels']}-level radix walk, {info['walk_ref_cycles']:g} cycles per reference"
-                     + (", nested (2D)" if info["nested"] else ""))
+                     + (f", nested (2D), host pages {info['nested']}" if info["nested"] else ""))
         print(f"  walker: {walk}; page-walk caches (level, sets, ways): {info['page_walk_caches'] or 'none'}")
         print(f"  coalescing: {info['coalescing']}")
         return 0
@@ -522,6 +546,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--machine", "-m", help="machine preset or TOML file (default: the scenario's, else skylake)")
     s.add_argument("--tlb", metavar="ENTRIES:WAYS[:PAGESIZE]", help="instead of --machine: one LRU TLB named L1 (ways = entries: fully associative)")
     s.add_argument("--policy", "-p", help="policy NAME[:key=value,...] or TOML file (default: the scenario's, else base)")
+    s.add_argument("--nested", nargs="?", const="guest", metavar="HOST",
+                   help="run the machine as a guest under a hypervisor (2D page walks; the same as MACHINE+nested[=HOST]). "
+                        "HOST: the host's page size, or 'guest' (default): each guest page backed by a host page of its size")
     add_run_options(s)
     s.add_argument("--swap", metavar="SIZE", help="swap space, e.g. 8GiB (default none: running out of memory stops the run)")
     s.add_argument("--replacement", choices=["clock", "lru"], help="which anonymous page to swap out (default clock)")
@@ -536,6 +563,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("trace")
     c.add_argument("--machines", default="skylake", help="comma-separated machines (default: skylake)")
     c.add_argument("--tlb", help="comma-separated ad-hoc TLBs ENTRIES:WAYS[:PAGESIZE], added to --machines")
+    c.add_argument("--nested", nargs="?", const="guest", metavar="HOST",
+                   help="add each machine again as a guest under a hypervisor (MACHINE+nested[=HOST], 2D page walks); "
+                        "HOST: the host's page size, or 'guest' (default)")
     c.add_argument("--policies", default="base", help="comma-separated policies (default: base); a policy's own "
                    "key=value parameters follow it: base,romer:fixed,size=64KiB,romer:online")
     add_run_options(c)

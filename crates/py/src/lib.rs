@@ -88,7 +88,7 @@ fn machine_info(py: Python<'_>, spec: &str) -> PyResult<PyObject> {
     d.set_item("walk_ref_cycles", m.walk_ref_cycles)?;
     d.set_item("software_handler_cycles", m.software_handler_cycles)?;
     d.set_item("page_walk_caches", m.pwc.iter().map(|p| (p.level, p.sets, p.ways)).collect::<Vec<_>>())?;
-    d.set_item("nested", m.nested.is_some())?;
+    d.set_item("nested", m.nested.as_ref().map(|n| n.host_page.to_string()))?;
     d.set_item("coalescing", format!("{:?}", m.coalescing))?;
     Ok(d.into())
 }

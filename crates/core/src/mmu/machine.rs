@@ -48,10 +48,40 @@ pub struct PwcSpec {
     pub ways: u32,
 }
 
+/// Two-dimensional (nested) translation: a guest's walk under a hypervisor's page tables.
 #[derive(Clone, Debug)]
 pub struct NestedSpec {
     pub host_levels: u8,
-    pub host_page_size: PageSize,
+    pub host_page: HostPage,
+}
+
+/// The page size the host maps guest-physical memory with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostPage {
+    /// One size for all guest memory.
+    Fixed(PageSize),
+    /// The same size as the guest page being walked to: the host backs a guest 2MB page with a
+    /// 2MB page and a guest 1GB page with a 1GB page, as Trident running in both guest and host
+    /// tries to (Ram et al. §6, whose 24/15/8 references assume this).
+    Guest,
+}
+
+impl HostPage {
+    pub fn parse(s: &str) -> std::result::Result<HostPage, String> {
+        if s == "guest" {
+            return Ok(HostPage::Guest);
+        }
+        PageSize::parse(s).map(HostPage::Fixed).map_err(|m| format!("{m} (or 'guest': the host page matches the guest page)"))
+    }
+}
+
+impl std::fmt::Display for HostPage {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            HostPage::Fixed(p) => write!(f, "{p}"),
+            HostPage::Guest => f.write_str("guest"),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -247,8 +277,33 @@ fn toml_error(file: &str, src: &str, e: &toml::de::Error) -> Error {
 }
 
 impl Machine {
-    /// A preset by name, or a TOML file by path.
-    pub fn load(name_or_path: &str) -> Result<Machine> {
+    /// A preset by name, or a TOML file by path, optionally followed by `+nested` or
+    /// `+nested=HOSTPAGE` (a page size, or `guest`, the default): the same machine running a
+    /// guest under a hypervisor whose page tables have as many levels as the guest's.
+    pub fn load(spec: &str) -> Result<Machine> {
+        let Some((name, suffix)) = spec.rsplit_once('+') else { return Machine::load_plain(spec) };
+        let host = match suffix.split_once('=') {
+            None if suffix == "nested" => "guest",
+            Some(("nested", h)) => h,
+            _ => return Err(Error::usage(format!("machine '{spec}': '+{suffix}' is not +nested or +nested=HOSTPAGE (a page size, or guest)"))),
+        };
+        let host_page = HostPage::parse(host).map_err(|m| Error::usage(format!("machine '{spec}': host page: {m}")))?;
+        let mut m = Machine::load_plain(name)?;
+        if m.software_handler_cycles.is_some() {
+            return Err(Error::usage(format!("machine '{spec}': {name} has a software-managed TLB; nested paging needs a hardware walker")));
+        }
+        if let HostPage::Fixed(p) = host_page {
+            if p < m.base_page || m.size_index(p).is_none() {
+                return Err(Error::usage(format!("machine '{spec}': host page {p} is not one of {name}'s page sizes")));
+            }
+        }
+        m.nested = Some(NestedSpec { host_levels: m.walk_levels, host_page });
+        m.name = format!("{}+{suffix}", m.name);
+        m.origin = spec.to_string();
+        Ok(m)
+    }
+
+    fn load_plain(name_or_path: &str) -> Result<Machine> {
         if let Some((_, src)) = PRESETS.iter().find(|p| p.0 == name_or_path) {
             return Machine::from_toml(src, &format!("preset {name_or_path}"));
         }
@@ -356,7 +411,7 @@ impl Machine {
             None => None,
             Some(n) => Some(NestedSpec {
                 host_levels: n.host_levels,
-                host_page_size: PageSize::parse(&n.host_page_size).map_err(|m| cfg("walker.nested.host_page_size", m))?,
+                host_page: HostPage::parse(&n.host_page_size).map_err(|m| cfg("walker.nested.host_page_size", m))?,
             }),
         };
         let coalescing = match &f.coalescing {

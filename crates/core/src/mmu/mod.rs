@@ -67,7 +67,9 @@ pub struct Mmu {
     /// Page-walk caches: (page-table level, shift of the address bits that key it, cache).
     pwcs: Vec<(u8, u32, Tlb)>,
     leaf_level: [u8; MAX_SIZES],
-    nested_host_refs: Option<u64>,
+    /// Nested paging: per guest size index, the host references to translate one
+    /// guest-physical address (None: native).
+    nested_host_refs: Option<[u64; MAX_SIZES]>,
     /// Per structure: its eviction group (see `evictions`), or NO_GROUP if not last-level.
     group: Vec<u8>,
     /// Per stream: the eviction group of its last-level structures.
@@ -125,8 +127,14 @@ impl Mmu {
             .collect();
         let nested_host_refs = machine.nested.as_ref().map(|n| {
             // Host levels walked for one guest-physical reference: down to the host page's leaf.
-            let leaf = machine::radix_leaf_level(machine.base_page, machine.bits_per_level, n.host_levels, n.host_page_size);
-            (n.host_levels - leaf + 1) as u64
+            std::array::from_fn(|si| {
+                let host = match n.host_page {
+                    machine::HostPage::Fixed(p) => p,
+                    machine::HostPage::Guest => machine.page_sizes.get(si).copied().unwrap_or(machine.base_page),
+                };
+                let leaf = machine::radix_leaf_level(machine.base_page, machine.bits_per_level, n.host_levels, host);
+                (n.host_levels - leaf + 1) as u64
+            })
         });
         let n = tlbs.len();
         let flat = |r: &Vec<Vec<usize>>| -> Vec<Probe> {
@@ -344,7 +352,10 @@ impl Mmu {
             None => guest,
             // Each guest reference (and the final guest-physical address) is itself translated
             // by a host walk: (g+1)(h+1)-1 references (Bhargava et al., ASPLOS 2008).
-            Some(h) => (guest + 1) * (h + 1) - 1,
+            Some(h) => {
+                let h = h[si as usize & (MAX_SIZES - 1)];
+                (guest + 1) * (h + 1) - 1
+            }
         }
     }
 
@@ -433,6 +444,34 @@ mod tests {
         );
         let mut mmu = Mmu::new(Machine::from_toml(&src, "t").unwrap());
         assert_eq!(mmu.fill_after_walk(0x1000, 1, false, 0), 24);
+    }
+
+    #[test]
+    fn nested_walks_with_matching_host_pages_cost_24_15_8() {
+        // Ram et al. (Trident) §2: 24, 15 and 8 references for 4KB+4KB, 2MB+2MB, 1GB+1GB.
+        // Cold walks far apart, so no page-walk-cache entry helps.
+        let mut mmu = Mmu::new(Machine::load("skylake+nested").unwrap());
+        assert_eq!(mmu.fill_after_walk(0x1000, 1, false, 0), 24);
+        assert_eq!(mmu.fill_after_walk(1 << 40, 1, false, 1), 15);
+        assert_eq!(mmu.fill_after_walk(2 << 40, 1, false, 2), 8);
+        // A host that maps everything with 4KB pages: a guest 1GB walk costs 2 guest
+        // references, each and the final address translated by 4 host ones: 3 x 5 - 1.
+        let mut mmu = Mmu::new(Machine::load("skylake+nested=4KiB").unwrap());
+        assert_eq!(mmu.fill_after_walk(2 << 40, 1, false, 2), 14);
+    }
+
+    #[test]
+    fn nested_suffix_errors_name_the_spec() {
+        for (spec, want) in [
+            ("skylake+nestd", "is not +nested"),
+            ("skylake+nested=3KiB", "host page"),
+            ("skylake+nested=64KiB", "not one of skylake's page sizes"),
+            ("romer95+nested", "software-managed TLB"),
+        ] {
+            let e = Machine::load(spec).err().unwrap_or_else(|| panic!("{spec} loaded")).to_string();
+            assert!(e.contains(want) && e.contains(spec) && !e.contains('\n'), "{spec}: {e}");
+        }
+        assert_eq!(Machine::load("skylake+nested=2MiB").unwrap().name, "skylake+nested=2MiB");
     }
 
     #[test]
