@@ -92,6 +92,9 @@ impl Engine {
             return Err(Error::usage(format!("memory {} is too small for this machine", cfg.memory)));
         }
         let f = policy.features();
+        if f.needs_nested && machine.nested.is_none() {
+            return Err(Error::usage(format!("policy {}: paravirtual promotion needs a guest: run on {}+nested (or --nested)", policy.name(), machine.name)));
+        }
         let base_only = cfg.fast_paths && f.only_size == Some(0);
         let mut mmu = Mmu::new(machine);
         mmu.track_evictions = f.wants_tlb_misses;

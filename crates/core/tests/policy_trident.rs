@@ -58,3 +58,40 @@ fn bad_parameters_are_one_line_errors() {
     let romer95 = Machine::load("romer95").unwrap();
     assert!(policy::build("trident", &romer95.page_sizes).err().unwrap().to_string().contains("has no 1GiB page"));
 }
+
+#[test]
+fn trident_pv_exchanges_2mb_mappings_by_hypercall_instead_of_copying() {
+    let p = gen_file("trident-pv-exchange.spt", "gups", 2 << 30, 400_000);
+    let pol = "trident:fault_1g=false,scan_sleep_ms=1";
+    let copy = simulate(&p, "skylake+nested", pol, true);
+    let pv = simulate(&p, "skylake+nested", &format!("{pol},pv=true"), true);
+    for r in [&copy, &pv] {
+        assert_eq!(r.counters["policy.promote_1g.count"], 2);
+        assert_eq!(r.page_size_mix["1GiB"], 1.0);
+    }
+    assert_eq!(copy.counters["copy.bytes_background"], 2 << 30);
+    assert_eq!(copy.counters["compact.exchange_hypercalls"], 0);
+    // Each 1GB region held 512 2MB pages: one hypercall of 512 entries each, nothing copied.
+    assert_eq!(pv.counters["compact.exchange_hypercalls"], 2);
+    assert_eq!(pv.counters["compact.exchanged_pmds"], 1024);
+    assert_eq!(pv.counters["copy.bytes_background"], 0);
+    let per = |r: &superpager_core::stats::Results| r.counters["policy.promote_1g.cycles"] / r.counters["policy.promote_1g.count"];
+    assert!(per(&pv) * 100 < per(&copy), "exchange {} cycles per region against copy {}", per(&pv), per(&copy));
+
+    // A host that backs guest memory with 4KB pages cannot exchange 2MB mappings: the first
+    // hypercall fails, the guest copies, and it makes no more hypercalls.
+    let small = simulate(&p, "skylake+nested=4KiB", &format!("{pol},pv=true"), true);
+    assert_eq!(small.counters["compact.exchange_hypercalls"], 1);
+    assert_eq!(small.counters["compact.exchange_failed_pmds"], 512);
+    assert_eq!(small.counters["policy.pv.hypercalls_stopped"], 1);
+    assert_eq!(small.counters["copy.bytes_background"], 2 << 30);
+}
+
+#[test]
+fn trident_pv_needs_a_guest_machine() {
+    use superpager_core::engine::{Engine, EngineConfig};
+    let m = Machine::load("skylake").unwrap();
+    let pol = policy::build("trident:pv=true", &m.page_sizes).unwrap();
+    let e = Engine::new(m, pol, EngineConfig::default()).err().expect("refused").to_string();
+    assert!(e.contains("skylake+nested") && !e.contains('\n'), "{e}");
+}

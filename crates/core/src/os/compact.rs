@@ -69,11 +69,32 @@ pub struct CollapseLimits {
     /// Charge the copy of the whole new page, not only its mapped part (Romer et al.'s
     /// worst case: "we move all of the data into the contiguous memory").
     pub copy_whole: bool,
+    /// How the contents of 2MB pages inside the range reach the new page.
+    pub exchange: Exchange,
 }
+
+/// Trident-pv's copy-less promotion (Ram et al. §6; the authors' `trident_virt_hc` branch): a
+/// guest promoting to 1GB asks the hypervisor to exchange the guest-physical 2MB mappings of
+/// the old pages with those of the new block instead of copying them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exchange {
+    /// Copy everything (native Linux, Trident).
+    Copy,
+    /// Exchange by hypercall when more than one of the range's slots is a 2MB page (the
+    /// authors' `nr_pmds > 1`); 4KB-mapped slots are still copied. `host_backs_2m`: the host
+    /// maps guest memory with 2MB pages or larger, which a 2MB exchange needs; when it does not,
+    /// the first hypercall fails entry by entry and the guest copies instead.
+    Hypercall { host_backs_2m: bool },
+}
+
+/// Entries one exchange hypercall carries: a 4KB shared page of 8-byte frame numbers (the
+/// authors' KVM_HC_EXCHANGE_PFN_RANGE takes lists of 512).
+pub const EXCHANGE_BATCH: u64 = 512;
 
 impl CollapseLimits {
     /// No limits: collapse whatever is there, inside its VMA.
-    pub const ANY: CollapseLimits = CollapseLimits { max_none: u64::MAX, max_swap: u64::MAX, max_shared: u64::MAX, past_vma: false, copy_whole: false };
+    pub const ANY: CollapseLimits =
+        CollapseLimits { max_none: u64::MAX, max_swap: u64::MAX, max_shared: u64::MAX, past_vma: false, copy_whole: false, exchange: Exchange::Copy };
 }
 
 crate::counters! {
@@ -97,6 +118,11 @@ crate::counters! {
         pub pageblocks_skipped: u64 = "compact.pageblocks_skipped",
         /// Collapses by outcome (CollapseResult index).
         pub collapse: [u64; CollapseResult::ALL.len()] = by_hand,
+        /// Trident-pv's exchanges (`Exchange::Hypercall`): hypercalls made, 2MB mappings
+        /// exchanged instead of copied, and entries the host refused (then copied).
+        pub exchange_hypercalls: u64 = "compact.exchange_hypercalls",
+        pub exchanged_pmds: u64 = "compact.exchanged_pmds",
+        pub exchange_failed_pmds: u64 = "compact.exchange_failed_pmds",
     }
 }
 
@@ -393,7 +419,23 @@ impl Os {
         }
         self.release(pi, &removed);
         self.install_large_page(pi, start, si, new, mmu);
-        let copied = if lim.copy_whole { len } else { mapped };
+        let mut copied = if lim.copy_whole { len } else { mapped };
+        if let Exchange::Hypercall { host_backs_2m } = lim.exchange {
+            let pmd = self.base.bytes() << 9;
+            let nr_pmds = pages.iter().filter(|t| self.sizes[t.size_idx as usize].bytes() == pmd).count() as u64;
+            if nr_pmds > 1 {
+                if host_backs_2m {
+                    self.compaction.exchange_hypercalls += nr_pmds.div_ceil(EXCHANGE_BATCH);
+                    self.compaction.exchanged_pmds += nr_pmds;
+                    copied -= nr_pmds * pmd;
+                } else {
+                    // The host cannot swap a 2MB mapping it backs with smaller pages: every
+                    // entry of the first hypercall fails and the guest copies them all.
+                    self.compaction.exchange_hypercalls += 1;
+                    self.compaction.exchange_failed_pmds += nr_pmds;
+                }
+            }
+        }
         self.note_copy(copied);
         let mapped = if lim.copy_whole { len } else { mapped + swapped_bytes };
         if self.in_daemon {

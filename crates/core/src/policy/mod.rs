@@ -99,6 +99,9 @@ pub struct Features {
     /// Passes over the whole trace before the measured run (Romer et al.'s OFFLINE plans its
     /// static superpages so); see `end_planning_pass`. 0: none.
     pub planning_passes: u32,
+    /// The policy runs in a guest and talks to the hypervisor (Trident-pv's hypercalls): the
+    /// machine must walk nested page tables (`MACHINE+nested`).
+    pub needs_nested: bool,
     /// The OS mechanisms the policy turns on.
     pub os: OsFeatures,
 }

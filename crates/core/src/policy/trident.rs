@@ -27,7 +27,8 @@
 
 use super::{parse_sizes, FaultDecision, FaultInfo, Features, Params, Policy, Sys};
 use crate::error::{Error, Result};
-use crate::os::compact::{CollapseLimits, CollapseResult};
+use crate::mmu::machine::HostPage;
+use crate::os::compact::{CollapseLimits, CollapseResult, Exchange};
 use crate::os::smart_compact::{SmartLimits, SmartResult};
 use crate::os::Vma;
 use crate::spec::SysfsFlag;
@@ -39,7 +40,9 @@ khugepaged=1|0 (background promotion, default 1); pages_to_scan=N (base pages pe
 scan_sleep_ms=MS (10000); alloc_sleep_ms=MS (10000, Trident's); max_cpu=PCT (cap on the scanner's CPU share, 0 = none; Trident-pv used 10); \
 defrag=1|0 (compact when a promotion finds no free block, default 1); smart=true|false (smart compaction for 1GB, default true; \
 false: Linux's); retries=N (smart attempts per request, 5); cooldown_ms=MS (120: a source is not chosen again sooner); max_ptes_none_1g=N (262143); \
-max_ptes_none=N (511); max_ptes_swap=N (64, 2MB only: any swapped page refuses 1GB); max_ptes_shared=N (256, 2MB only)";
+max_ptes_none=N (511); max_ptes_swap=N (64, 2MB only: any swapped page refuses 1GB); max_ptes_shared=N (256, 2MB only); \
+pv=true|false (Trident-pv: a 1GB promotion exchanges 2MB mappings with the hypervisor by hypercall instead of copying; needs MACHINE+nested); \
+hypercall_ns=NS (300, the paper's estimate of one hypercall)";
 
 /// trident's parameters (`PARAMS`); the defaults are the authors' kernel and artifact settings.
 #[derive(serde::Deserialize)]
@@ -62,6 +65,8 @@ struct TridentParams {
     max_ptes_none: u64,
     max_ptes_swap: u64,
     max_ptes_shared: u64,
+    pv: bool,
+    hypercall_ns: f64,
 }
 
 impl Default for TridentParams {
@@ -90,6 +95,9 @@ impl Default for TridentParams {
             max_ptes_none: 511,
             max_ptes_swap: 64,
             max_ptes_shared: 256,
+            pv: false,
+            // Ram et al. §6: "a hypercall takes ~300ns".
+            hypercall_ns: 300.0,
         }
     }
 }
@@ -113,6 +121,13 @@ pub struct Trident {
     smart_attempts: u64,
     smart_bytes: u64,
     smart_regions: u64,
+    /// Trident-pv: a hypercall failed, so the scanner copies from now on (the authors' static
+    /// `skip` flag).
+    pv_skip: bool,
+    pv_cycles: u64,
+    /// Successful 1GB promotions and the cycles they took (copy, zero-fill and exchange).
+    promote_1g: u64,
+    promote_1g_cycles: u64,
 }
 
 pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
@@ -130,6 +145,9 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
     }
     if let Some(&other) = levels[1..].iter().find(|&&si| Some(si) != pmd_si && Some(si) != pud_si) {
         return Err(Error::usage(format!("policy trident: sizes: {} is neither the 2MB nor the 1GB page (Trident uses those two)", sizes[other as usize])));
+    }
+    if !(p.hypercall_ns >= 0.0 && p.hypercall_ns < 1e9) {
+        return Err(Error::usage(format!("policy trident: hypercall_ns={}: expected nanoseconds in [0, 1e9)", p.hypercall_ns)));
     }
     if p.max_cpu > 100 {
         return Err(Error::usage(format!("policy trident: max_cpu={}: expected a percentage in [0, 100]", p.max_cpu)));
@@ -151,6 +169,10 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
         smart_attempts: 0,
         smart_bytes: 0,
         smart_regions: 0,
+        pv_skip: false,
+        pv_cycles: 0,
+        promote_1g: 0,
+        promote_1g_cycles: 0,
     }))
 }
 
@@ -187,7 +209,38 @@ impl Trident {
 
     fn collapse(&mut self, sys: &mut Sys, pi: usize, addr: u64, si: u32) -> CollapseResult {
         let pud = Some(si) == self.pud_si;
-        let lim = self.limits(pud);
+        let mut lim = self.limits(pud);
+        if pud && self.p.pv && !self.pv_skip {
+            let host_backs_2m = sys.mmu.machine.nested.as_ref().is_some_and(|n| match n.host_page {
+                HostPage::Guest => true,
+                HostPage::Fixed(p) => p.shift() >= sys.os.base.shift() + 9,
+            });
+            lim.exchange = Exchange::Hypercall { host_backs_2m };
+        }
+        let before = (sys.os.compaction.clone(), self.pv_cycles);
+        let r = self.collapse_with_compaction(sys, pi, addr, si, lim, pud);
+        if pud {
+            let (c, m) = (&sys.os.compaction, &sys.mmu.machine);
+            let calls = c.exchange_hypercalls - before.0.exchange_hypercalls;
+            let entries = c.exchanged_pmds - before.0.exchanged_pmds;
+            // One hypercall's entry and exit, plus the host's swap of two PMD entries per
+            // exchanged mapping (ESTIMATE: two page-table writes each).
+            self.pv_cycles += (calls as f64 * self.p.hypercall_ns * m.clock_ghz + entries as f64 * 2.0 * m.pte_write_cycles) as u64;
+            if c.exchange_failed_pmds > before.0.exchange_failed_pmds {
+                self.pv_skip = true;
+            }
+            if r == CollapseResult::Succeed {
+                let kib = |b: u64| b as f64 / 1024.0;
+                let copy = kib(c.bytes_copied_background - before.0.bytes_copied_background) * m.copy_cycles_per_kib;
+                let zero = kib(c.bytes_zeroed_background - before.0.bytes_zeroed_background) * m.zero_cycles_per_kib;
+                self.promote_1g += 1;
+                self.promote_1g_cycles += (copy + zero) as u64 + (self.pv_cycles - before.1);
+            }
+        }
+        r
+    }
+
+    fn collapse_with_compaction(&mut self, sys: &mut Sys, pi: usize, addr: u64, si: u32, lim: CollapseLimits, pud: bool) -> CollapseResult {
         let smart = pud && self.p.smart && self.p.defrag.0;
         let mut r = sys.os.collapse(pi, addr, si, lim, self.p.defrag.0 && !smart, sys.mmu);
         if smart && r == CollapseResult::AllocHugePageFail {
@@ -300,7 +353,7 @@ impl Policy for Trident {
     }
 
     fn features(&self) -> Features {
-        Features { wants_tick: true, ..Features::default() }
+        Features { wants_tick: true, needs_nested: self.p.pv, ..Features::default() }
     }
 
     fn tick(&mut self, sys: &mut Sys) {
@@ -309,17 +362,19 @@ impl Policy for Trident {
         }
         let copied = sys.os.compaction.bytes_copied_background;
         let zeroed = sys.os.compaction.bytes_zeroed_background;
+        let exchanging = self.pv_cycles;
         self.next_wake = sys.now.0 + sys.ms(self.p.scan_sleep_ms as f64);
         let was = sys.os.set_daemon(true);
         self.scan_pass(sys);
         sys.os.set_daemon(was);
         if self.p.max_cpu > 0 {
             // Trident-pv's CPU cap (its khugepaged loop): sleep max(1000 ms, busy * 100 /
-            // max_cpu), the pass's busy time being the copying and zeroing it did.
+            // max_cpu), the pass's busy time being the copying, zeroing and hypercalls it did.
             let m = &sys.mmu.machine;
             let kib = |b: u64| b as f64 / 1024.0;
             let busy = kib(sys.os.compaction.bytes_copied_background - copied) * m.copy_cycles_per_kib
-                + kib(sys.os.compaction.bytes_zeroed_background - zeroed) * m.zero_cycles_per_kib;
+                + kib(sys.os.compaction.bytes_zeroed_background - zeroed) * m.zero_cycles_per_kib
+                + (self.pv_cycles - exchanging) as f64;
             let sleep = (busy * 100.0 / self.p.max_cpu as f64) as u64;
             let floor = sys.ms(1000.0);
             let wake = sys.now.0 + busy as u64 + sleep.max(floor);
@@ -342,6 +397,10 @@ impl Policy for Trident {
             ("smart_compaction.attempts".to_string(), self.smart_attempts),
             ("smart_compaction.bytes_copied".to_string(), self.smart_bytes),
             ("smart_compaction.regions_freed".to_string(), self.smart_regions),
+            ("promote_1g.count".to_string(), self.promote_1g),
+            ("promote_1g.cycles".to_string(), self.promote_1g_cycles),
+            ("pv.exchange_cycles".to_string(), self.pv_cycles),
+            ("pv.hypercalls_stopped".to_string(), self.pv_skip as u64),
         ];
         for r in SmartResult::ALL {
             c.push((format!("smart_compaction.{}", r.name()), self.smart_runs[r as usize]));
