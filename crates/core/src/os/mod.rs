@@ -529,7 +529,11 @@ impl Os {
             }
             // A base page may reclaim (page cache, then swap); a larger one only takes what is
             // free (the policy decides about compaction).
-            let got = if si == 0 { self.alloc_reclaiming(Order(0), FrameKind::Anon, Some(mmu)) } else { self.phys.alloc(self.order_of(si), FrameKind::Anon) };
+            let got = if si == 0 {
+                self.alloc_reclaiming(Order(0), FrameKind::Anon, Some(mmu))
+            } else {
+                self.phys.alloc_zeroed_first(self.order_of(si), FrameKind::Anon)
+            };
             let Some(pfn) = got else { return MapOutcome::NoContiguousExtent };
             self.map_fresh_frames(pi, start, si, pfn, mmu)
         })();
@@ -546,7 +550,9 @@ impl Os {
             return MapOutcome::OverlapsMapping;
         }
         self.procs[pi].resident[si as usize] += 1;
-        self.counters.zeroed_bytes += self.sizes[si as usize].bytes();
+        if !self.phys.take_zeroed(pfn) {
+            self.counters.zeroed_bytes += self.sizes[si as usize].bytes();
+        }
         self.phys.set_owner(pfn, Owner::anon(pi, start >> self.base.shift()));
         if self.swap.enabled() {
             let r = self.page_ref(pi, start, si);

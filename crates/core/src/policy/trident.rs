@@ -23,7 +23,10 @@
 //!   1GB region by smart compaction (`retries`, `cooldown_ms`) and tries again. `smart=false`
 //!   uses Linux's compaction instead (Trident-NC is `smart=false,retries=1`).
 //!
-//! Pre-zeroing, bloat and Trident-pv come next (docs/TRIDENT.md).
+//! - **Trident-pv** (§6): `pv=true` promotes 2MB-mapped ranges to 1GB by exchanging
+//!   guest-physical mappings with the hypervisor (os/compact.rs `Exchange`).
+//! - **Pre-zeroing** (the artifact's `async_zeroing` branch): `prezero=true` runs a daemon that
+//!   zeroes free 1GB blocks (os/frames `prezero_one`), so 1GB faults skip the zero-fill.
 
 use super::{parse_sizes, FaultDecision, FaultInfo, Features, Params, Policy, Sys};
 use crate::error::{Error, Result};
@@ -42,7 +45,9 @@ defrag=1|0 (compact when a promotion finds no free block, default 1); smart=true
 false: Linux's); retries=N (smart attempts per request, 5); cooldown_ms=MS (120: a source is not chosen again sooner); max_ptes_none_1g=N (262143); \
 max_ptes_none=N (511); max_ptes_swap=N (64, 2MB only: any swapped page refuses 1GB); max_ptes_shared=N (256, 2MB only); \
 pv=true|false (Trident-pv: a 1GB promotion exchanges 2MB mappings with the hypervisor by hypercall instead of copying; needs MACHINE+nested); \
-hypercall_ns=NS (300, the paper's estimate of one hypercall)";
+hypercall_ns=NS (300, the paper's estimate of one hypercall); \
+prezero=true|false (a daemon zeroes free 1GB blocks ahead of need, so a 1GB fault skips the zero-fill; default false, the authors' async_zeroing branch); \
+prezero_cpu=PCT (share of one otherwise idle CPU the zeroing daemon may use, 100)";
 
 /// trident's parameters (`PARAMS`); the defaults are the authors' kernel and artifact settings.
 #[derive(serde::Deserialize)]
@@ -67,6 +72,8 @@ struct TridentParams {
     max_ptes_shared: u64,
     pv: bool,
     hypercall_ns: f64,
+    prezero: bool,
+    prezero_cpu: u64,
 }
 
 impl Default for TridentParams {
@@ -98,6 +105,11 @@ impl Default for TridentParams {
             pv: false,
             // Ram et al. §6: "a hypercall takes ~300ns".
             hypercall_ns: 300.0,
+            // Off in Trident proper: asynchronous zeroing is the artifact's separate
+            // `async_zeroing` branch. Its kernel thread runs on whatever CPU is free (ESTIMATE:
+            // one whole CPU beside the program).
+            prezero: false,
+            prezero_cpu: 100,
         }
     }
 }
@@ -128,6 +140,10 @@ pub struct Trident {
     /// Successful 1GB promotions and the cycles they took (copy, zero-fill and exchange).
     promote_1g: u64,
     promote_1g_cycles: u64,
+    /// The zeroing daemon: when it last ran, the cycles it may still spend, and those it spent.
+    prezero_at: u64,
+    prezero_budget: u64,
+    prezero_busy: u64,
 }
 
 pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
@@ -149,8 +165,10 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
     if !(p.hypercall_ns >= 0.0 && p.hypercall_ns < 1e9) {
         return Err(Error::usage(format!("policy trident: hypercall_ns={}: expected nanoseconds in [0, 1e9)", p.hypercall_ns)));
     }
-    if p.max_cpu > 100 {
-        return Err(Error::usage(format!("policy trident: max_cpu={}: expected a percentage in [0, 100]", p.max_cpu)));
+    for (key, v) in [("max_cpu", p.max_cpu), ("prezero_cpu", p.prezero_cpu)] {
+        if v > 100 {
+            return Err(Error::usage(format!("policy trident: {key}={v}: expected a percentage in [0, 100]")));
+        }
     }
     Ok(Box::new(Trident {
         pmd_si,
@@ -173,6 +191,9 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
         pv_cycles: 0,
         promote_1g: 0,
         promote_1g_cycles: 0,
+        prezero_at: 0,
+        prezero_budget: 0,
+        prezero_busy: 0,
     }))
 }
 
@@ -259,6 +280,26 @@ impl Trident {
         }
         self.scan[pud as usize][r as usize] += 1;
         r
+    }
+
+    /// The zeroing daemon (the authors' `async_zeroing` branch): in the time since it last ran,
+    /// at `prezero_cpu` percent of a CPU, it zeroes free 1GB blocks one at a time. It does not
+    /// bank time it had nothing to do in. Its cycles are its own, not the program's.
+    fn prezero(&mut self, sys: &mut Sys) {
+        let now = sys.now.0;
+        let elapsed = now.saturating_sub(self.prezero_at);
+        self.prezero_at = now;
+        self.prezero_budget += elapsed / 100 * self.p.prezero_cpu;
+        let m = &sys.mmu.machine;
+        let cost = ((sys.os.base.bytes() << sys.os.phys.max_order()) as f64 / 1024.0 * m.zero_cycles_per_kib) as u64;
+        while self.prezero_budget >= cost {
+            if sys.os.phys.prezero_one().is_none() {
+                self.prezero_budget = 0;
+                return;
+            }
+            self.prezero_budget -= cost;
+            self.prezero_busy += cost;
+        }
     }
 
     /// The next address at or after the cursor, in process `pi`, where a 2MB-aligned range
@@ -357,6 +398,9 @@ impl Policy for Trident {
     }
 
     fn tick(&mut self, sys: &mut Sys) {
+        if self.p.prezero {
+            self.prezero(sys);
+        }
         if !self.p.khugepaged.0 || sys.now.0 < self.next_wake {
             return;
         }
@@ -401,6 +445,7 @@ impl Policy for Trident {
             ("promote_1g.cycles".to_string(), self.promote_1g_cycles),
             ("pv.exchange_cycles".to_string(), self.pv_cycles),
             ("pv.hypercalls_stopped".to_string(), self.pv_skip as u64),
+            ("prezero.busy_cycles".to_string(), self.prezero_busy),
         ];
         for r in SmartResult::ALL {
             c.push((format!("smart_compaction.{}", r.name()), self.smart_runs[r as usize]));

@@ -18,6 +18,13 @@
 //!   `pageblock_unmovablepages[]`, kept on every buddy operation). A block never spans two
 //!   regions (it is aligned and at most a region long), so each operation changes one entry.
 //!   `region_chosen_at[r]` is when smart compaction last took r as its source (0: never).
+//! - `region_zeroed[r]`: region r's contents are known to be zero (Trident's asynchronous
+//!   pre-zeroing, the authors' `async_zeroing` branch). Only `prezero_one` sets it, on a region
+//!   that is one free block of the largest order, and moves that block to the tail of its list,
+//!   so allocations that need no zeroed memory take other blocks first. Any free into the
+//!   region clears it (a split returns pieces to the lists, so it clears too); allocating the
+//!   whole block keeps it for the allocator's caller to take (`take_zeroed`). So a set flag
+//!   means the region is one free block, or one block just allocated whole.
 //! - An allocated head's `owner` says who maps it (the reverse map compaction uses).
 //! - *Cache frames* (Navarro et al. §A.2.9: cache pages coalesced into the buddy lists): a frame
 //!   with its bit in `cache_bits` is free (or set aside, unpopulated, in a reservation) yet still
@@ -176,6 +183,10 @@ crate::counters! {
         pub cache_reclaimed: u64 = "buddy.cache_reclaimed",
         /// ... of which out of a reservation, which was preempted (dissolved) for it.
         pub cache_reclaimed_preempting: u64 = "buddy.cache_reclaimed_preempting",
+        /// Free blocks of the largest order zeroed ahead of need (`prezero_one`), and
+        /// allocations of such a block whose caller used the zeroed contents (`take_zeroed`).
+        pub prezeroed: u64 = "prezero.blocks_zeroed",
+        pub prezeroed_used: u64 = "prezero.blocks_used",
     }
 }
 
@@ -204,6 +215,7 @@ pub struct PhysMem {
     region_free: Vec<u32>,
     region_unmovable: Vec<u32>,
     region_chosen_at: Vec<u64>,
+    region_zeroed: Vec<bool>,
     pub counters: PhysCounters,
     /// Reservations (os/frames/reserv.rs): freeing a frame inside one gives it back to it.
     pub reservs: Reservations,
@@ -245,6 +257,7 @@ impl PhysMem {
             region_free: vec![0; regions],
             region_unmovable: vec![0; regions],
             region_chosen_at: vec![0; regions],
+            region_zeroed: vec![false; regions],
             counters: PhysCounters::default(),
             reservs: Reservations::new(frames)?,
             cache_bits: ZeroedBuf::new((n).div_ceil(64))?,
@@ -346,6 +359,57 @@ impl PhysMem {
         self.region_chosen_at[r] = now;
     }
 
+    /// Zero one free block of the largest order that is not yet zeroed (pre-zeroing): flag its
+    /// region and move it to the tail of its list. Returns its first frame, or None when every
+    /// such block is zeroed already. Zeroed blocks gather at the tails, so the first list head
+    /// that is not zeroed is the one to take.
+    pub fn prezero_one(&mut self) -> Option<u64> {
+        let o = self.max_order as usize;
+        for mt in [MigrateType::Movable, MigrateType::Reclaimable, MigrateType::Unmovable] {
+            let h = self.heads[mt as usize][o];
+            if h == NIL || self.region_zeroed[self.region_of(h as u64)] {
+                continue;
+            }
+            let h = h as u64;
+            let r = self.region_of(h);
+            self.region_zeroed[r] = true;
+            self.list_to_tail(h);
+            self.counters.prezeroed += 1;
+            return Some(h);
+        }
+        None
+    }
+
+    /// Allocate like `alloc`, but for a block of the largest order take a pre-zeroed one
+    /// first, from its list's tail (an anonymous fault, which must hand out zeroed memory).
+    pub fn alloc_zeroed_first(&mut self, order: Order, kind: FrameKind) -> Option<Pfn> {
+        if order.0 == self.max_order {
+            let mt = kind.migrate_type() as usize;
+            let t = self.tails[mt][order.0 as usize];
+            if t != NIL && self.region_zeroed[self.region_of(t as u64)] {
+                self.take_and_split(t as u64, order.0, order.0);
+                self.mark_allocated(t as u64, order.0, kind);
+                return Some(Pfn(t as u64));
+            }
+        }
+        self.alloc(order, kind)
+    }
+
+    /// Whether the block just allocated at `pfn` is pre-zeroed; taking it clears the flag (its
+    /// new owner is about to write it).
+    pub fn take_zeroed(&mut self, pfn: Pfn) -> bool {
+        let r = self.region_of(pfn.0);
+        let whole = self.is_head(pfn.0) && self.order[pfn.0 as usize] == self.max_order;
+        let z = std::mem::take(&mut self.region_zeroed[r]) && whole;
+        self.counters.prezeroed_used += z as u64;
+        z
+    }
+
+    /// Free blocks of the largest order that are zeroed.
+    pub fn zeroed_free_blocks(&self) -> u64 {
+        self.region_zeroed.iter().enumerate().filter(|&(r, &z)| z && self.region_free[r] > 0).count() as u64
+    }
+
     /// `n` frames of the block at `pfn` leave kind `from` for kind `to` (either may be Free):
     /// the per-kind totals and the region's pinned count follow.
     #[inline]
@@ -412,6 +476,10 @@ impl PhysMem {
         self.free = if sign > 0 { self.free + n } else { self.free - n };
         let r = self.region_of(pfn);
         self.region_free[r] = if sign > 0 { self.region_free[r] + n as u32 } else { self.region_free[r] - n as u32 };
+        if sign > 0 {
+            // Freed (or split) memory holds whatever was written there.
+            self.region_zeroed[r] = false;
+        }
     }
 
     /// A free block enters the lists (frames already marked free).
@@ -1002,6 +1070,14 @@ impl PhysMem {
                     "region {r}: {} free and {} unmovable frames counted, the frame table has {} and {}",
                     self.region_free[r], self.region_unmovable[r], region_free[r], region_unmovable[r]
                 ));
+            }
+        }
+        for (r, &z) in self.region_zeroed.iter().enumerate() {
+            let whole = 1u32 << self.max_order;
+            let start = (r as u64) << self.max_order;
+            let one_free_block = self.region_free[r] == whole && self.is_head(start) && self.order[start as usize] == self.max_order;
+            if z && !one_free_block && self.region_free[r] != 0 {
+                return Err(format!("region {r} is marked pre-zeroed but is neither one free block nor allocated whole"));
             }
         }
         let mut cached = 0u64;
