@@ -167,3 +167,12 @@ def test_nested_flag_runs_each_machine_as_a_guest(cli, gups):
     assert r["machine"] == "skylake+nested=4KiB"
     rc, _, err = cli("simulate", gups, "--machine", "skylake+nested", "--nested")
     assert rc != 0 and "already nested" in err and len(err.strip().splitlines()) == 1
+
+
+def test_bloat_flag_reports_untouched_superpage_bytes(cli, gups):
+    r = json.loads(cli("simulate", gups, "--policy", "fixed:1GiB", "--bloat", "--json", check=True)[1])
+    c = r["counters"]
+    # A 64MiB table inside one 1GB page: at least the 960MiB around it was never touched.
+    assert c["bloat.1GiB"] >= (1 << 30) - (64 << 20) and c["bloat.total"] == c["bloat.1GiB"] + c["bloat.2MiB"]
+    plain = json.loads(cli("simulate", gups, "--policy", "fixed:1GiB", "--json", check=True)[1])
+    assert "bloat.total" not in plain["counters"]

@@ -82,6 +82,7 @@ class Simulation:
         swap: str = "0",
         replacement: str = "clock",
         progress: Callable[[str, float], None] | None = None,
+        bloat: bool = False,
     ) -> None:
         """Open the trace and set up every run. `progress(label, fraction)` hears about work done
         before the first chunk can run (Romer et al.'s OFFLINE planning passes)."""
@@ -100,6 +101,7 @@ class ScenarioRun:
         sample_every: int | None = None,
         validate: bool = False,
         progress: Callable[[str, float], None] | None = None,
+        bloat: bool = False,
     ) -> None: ...
     def step(self, chunks: int = 4) -> bool: ...
     def progress(self) -> float: ...

@@ -134,8 +134,10 @@ def run(
     label: str = "simulating",
     swap: str = "0",
     replacement: str = "clock",
+    bloat: bool = False,
 ) -> ResultSet:
-    """Simulate `trace` once for every (machine, policy) pair, decoding it once."""
+    """Simulate `trace` once for every (machine, policy) pair, decoding it once. `bloat`
+    records touched pages to report `bloat.<size>` (a lookup per access)."""
     trace = os.fspath(trace)
     if not os.path.exists(trace):
         raise _core.FileAccessError(f"{trace}: no such file")
@@ -146,7 +148,8 @@ def run(
         plan.update(fraction)
 
     try:
-        sim = _core.Simulation(trace, list(runs), memory, sample_every, allow_truncated, validate, swap, replacement, planning)
+        sim = _core.Simulation(trace, list(runs), memory, sample_every, allow_truncated, validate, swap, replacement, planning,
+                               bloat=bloat)
     finally:
         plan.close()
     bar = Progress(label, enabled=progress)
@@ -172,9 +175,13 @@ def simulate(
     scenario: str | None = None,
     swap: str = "0",
     replacement: str = "clock",
+    bloat: bool = False,
 ) -> Result:
     """Simulate one trace on one machine under one policy; or, with `scenario=FILE.toml`, a
     scenario (its memory, prelude and processes; `machine`/`policy` override its own).
+
+    `bloat=True` adds `bloat.<size>` and `bloat.total`: bytes of resident superpages that no
+    access touched (docs/USER_GUIDE.md, "Result fields"); it costs a lookup per access.
 
     `swap` (e.g. "8GiB") lets anonymous memory be swapped out under pressure, chosen by
     `replacement` ("clock" or "lru"); with no swap, running out of memory stops the run."""
@@ -183,12 +190,12 @@ def simulate(
         if trace is not None:
             raise _core.UsageError("give a trace or a scenario, not both")
         return simulate_scenario(scenario, machine=machine_spec(machine, tlb) if (machine or tlb) else None,
-                                 policy=policy, sample_every=sample_every, validate=validate, progress=progress)
+                                 policy=policy, sample_every=sample_every, validate=validate, progress=progress, bloat=bloat)
     if trace is None:
         raise _core.UsageError("simulate needs a trace (or scenario=FILE.toml)")
     return run(trace, [(machine_spec(machine, tlb), policy or "base")], memory,
                (1 << 20) if sample_every is None else sample_every, allow_truncated, validate, progress,
-               swap=swap, replacement=replacement)[0]
+               swap=swap, replacement=replacement, bloat=bloat)[0]
 
 
 SCENARIO_DIR = os.path.join(os.path.dirname(__file__), "scenarios")
@@ -225,6 +232,7 @@ def simulate_scenario(
     sample_every: int | None = None,
     validate: bool = False,
     progress: bool | None = None,
+    bloat: bool = False,
 ) -> Result:
     """Run a scenario file (docs/SCENARIOS.md): prelude, then its processes, interleaved."""
     scenario = scenario_path(scenario)
@@ -233,7 +241,7 @@ def simulate_scenario(
         bar.label = label
         bar.update(f)
     try:
-        run_ = _core.ScenarioRun(scenario, machine, policy, sample_every, validate, report)
+        run_ = _core.ScenarioRun(scenario, machine, policy, sample_every, validate, report, bloat=bloat)
         bar.label = f"simulating {os.path.basename(scenario)}"
         while run_.step(4):
             bar.update(run_.progress())
@@ -250,10 +258,11 @@ def compare(
     sample_every: int = 1 << 20,
     allow_truncated: bool = False,
     progress: bool | None = None,
+    bloat: bool = False,
 ) -> ResultSet:
     """Every machine x every policy, side by side, in one pass over the trace."""
     runs = [(m, p) for m in machines for p in policies]
-    return run(trace, runs, memory, sample_every, allow_truncated, False, progress, label="comparing")
+    return run(trace, runs, memory, sample_every, allow_truncated, False, progress, label="comparing", bloat=bloat)
 
 
 def gen(kind: str, out: str, size: str = "64MiB", accesses: int = 0, seed: int = 1, stride: str = "4KiB",

@@ -153,13 +153,13 @@ def _simulate(a) -> int:
             if v is not None:
                 raise _core.UsageError(f"{flag} does not apply to a scenario: its file sets it (docs/SCENARIOS.md)")
         r = api.simulate(scenario=a.scenario, machine=a.machine, policy=a.policy, tlb=a.tlb,
-                         sample_every=a.sample_every, validate=a.validate)
+                         sample_every=a.sample_every, validate=a.validate, bloat=a.bloat)
     else:
         if not a.trace:
             raise _core.UsageError("simulate needs a trace file or --scenario FILE.toml (see superpager simulate --help)")
         r = api.simulate(a.trace, machine=a.machine or "skylake", policy=a.policy or "base", memory=a.memory or "64GiB",
                          tlb=a.tlb, sample_every=a.sample_every, allow_truncated=a.allow_truncated, validate=a.validate,
-                         swap=a.swap or "0", replacement=a.replacement or "clock")
+                         swap=a.swap or "0", replacement=a.replacement or "clock", bloat=a.bloat)
     if a.out:
         api.write_results([r], a.out)
     if a.json:
@@ -224,7 +224,7 @@ def _compare(a) -> int:
         if dup:
             raise _core.UsageError(f"{what} names {', '.join(dup)} more than once")
     rs = api.compare(a.trace, machines, policies, memory=a.memory or "64GiB", sample_every=(1 << 20) if a.sample_every is None else a.sample_every,
-                     allow_truncated=a.allow_truncated)
+                     allow_truncated=a.allow_truncated, bloat=a.bloat)
     if a.out:
         api.write_results(rs, a.out)
     if a.json:
@@ -782,6 +782,9 @@ def add_run_options(s) -> None:
     s.add_argument("--out", help="directory for results.json, counters.parquet, series.parquet")
     s.add_argument("--sample-every", type=count, default=None, help="time-series sample every N accesses (default 1048576, or the scenario's)")
     s.add_argument("--allow-truncated", action="store_true", help="read a cut-short trace up to its last complete chunk")
+    s.add_argument("--bloat", action="store_true",
+                   help="record which base pages the program touches and report bloat.<size>: bytes of resident superpages never touched "
+                        "(a lookup per access, so off by default)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@
 //! slice of decoded records and probes TLB arrays. Misses and faults leave it through
 //! out-of-line functions.
 
+use crate::bloat::Touched;
 use crate::error::{Error, Result};
 use crate::mmu::machine::Machine;
 use crate::mmu::Mmu;
@@ -34,11 +35,22 @@ pub struct EngineConfig {
     pub swap: Bytes,
     /// Replacement policy for anonymous pages when swapping (`clock`, `lru`).
     pub replacement: String,
+    /// Record which base pages are touched, to report bloat (`bloat.<size>`; bloat.rs). Costs a
+    /// lookup per access, so off by default.
+    pub bloat: bool,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { memory: Bytes(64 << 30), sample_every: 1 << 20, validate: false, fast_paths: true, swap: Bytes(0), replacement: "clock".into() }
+        EngineConfig {
+            memory: Bytes(64 << 30),
+            sample_every: 1 << 20,
+            validate: false,
+            fast_paths: true,
+            swap: Bytes(0),
+            replacement: "clock".into(),
+            bloat: false,
+        }
     }
 }
 
@@ -84,6 +96,10 @@ pub struct Engine {
     cur_pid: u32,
     /// Simulated time with no process ready (a scenario's gaps between start times).
     pub idle_cycles: u64,
+    /// With `EngineConfig::bloat`: the base pages each process touched, and the bloat per page
+    /// size of processes that exited (measured at their exit, as their footprint is).
+    touched: Option<Touched>,
+    exited_bloat: [u64; crate::mmu::MAX_SIZES],
 }
 
 impl Engine {
@@ -102,6 +118,7 @@ impl Engine {
         os.configure(f.os, mmu.machine.seed);
         // No periodic samples when sample_every is 0: the first sample point is never reached.
         let next_sample = if cfg.sample_every == 0 { u64::MAX } else { cfg.sample_every };
+        let touched = cfg.bloat.then(|| Touched::new(mmu.machine.base_page.shift()));
         let mut e = Engine {
             mmu,
             os,
@@ -132,6 +149,8 @@ impl Engine {
             source_pid: Vec::new(),
             cur_pid: 1,
             idle_cycles: 0,
+            touched,
+            exited_bloat: [0; crate::mmu::MAX_SIZES],
         };
         e.switch_to(1);
         Ok(e)
@@ -328,6 +347,9 @@ impl Engine {
                 self.os.counters.accesses_dropped += rest;
                 return Ok(());
             };
+            if let Some(t) = &mut self.touched {
+                t.touch(self.cur_pi, a.addr);
+            }
             if self.cur_cow && a.kind.writes() {
                 self.write_to_cow(a)?;
             }
@@ -629,8 +651,15 @@ impl Engine {
     /// Apply an address-space event (in simulated addresses) and tell the policy.
     fn os_event(&mut self, e: &Event) -> Result<()> {
         let old_brk = self.os.procs[self.cur_pi].brk;
+        if self.touched.is_some() && matches!(e, Event::Exit { .. }) {
+            // Measured at exit, before the address space goes, like the process's footprint.
+            let b = self.bloat_of(self.cur_pi);
+            for (x, y) in self.exited_bloat.iter_mut().zip(b) {
+                *x += y;
+            }
+        }
         self.os.apply(self.cur_pi, e, &mut self.mmu)?;
-        if self.tells_unmaps {
+        if self.tells_unmaps || self.touched.is_some() {
             self.tell_unmap(e, old_brk);
         }
         self.cur_cow = self.os.procs[self.cur_pi].cow_pages > 0;
@@ -640,21 +669,40 @@ impl Engine {
         Ok(())
     }
 
-    /// Tell a fault-serving policy which pages an address-space event took away.
+    /// Tell a fault-serving policy, and the touched-page record, which pages an address-space
+    /// event took away.
     fn tell_unmap(&mut self, e: &Event, old_brk: u64) {
         let pi = self.cur_pi;
         let page = self.os.base.bytes();
         let up = |x: u64| x.saturating_add(page - 1) & !(page - 1);
-        match *e {
-            Event::Munmap { addr, len } => self.policy.on_unmap(pi, addr & !(page - 1), up(addr.saturating_add(len))),
-            Event::Madvise { addr, len, advice } if advice == crate::trace::MADV_DONTNEED => {
-                self.policy.on_unmap(pi, addr & !(page - 1), up(addr.saturating_add(len)))
-            }
-            Event::Mremap { old_addr, old_len, .. } => self.policy.on_unmap(pi, old_addr & !(page - 1), up(old_addr.saturating_add(old_len))),
-            Event::Exit { .. } => self.policy.on_unmap(pi, 0, u64::MAX),
-            Event::Brk { .. } if self.os.procs[pi].brk < old_brk => self.policy.on_unmap(pi, self.os.procs[pi].brk, old_brk),
-            _ => {}
+        let (start, end) = match *e {
+            Event::Munmap { addr, len } => (addr & !(page - 1), up(addr.saturating_add(len))),
+            Event::Madvise { addr, len, advice } if advice == crate::trace::MADV_DONTNEED => (addr & !(page - 1), up(addr.saturating_add(len))),
+            Event::Mremap { old_addr, old_len, .. } => (old_addr & !(page - 1), up(old_addr.saturating_add(old_len))),
+            Event::Exit { .. } => (0, u64::MAX),
+            Event::Brk { .. } if self.os.procs[pi].brk < old_brk => (self.os.procs[pi].brk, old_brk),
+            _ => return,
+        };
+        if self.tells_unmaps {
+            self.policy.on_unmap(pi, start, end);
         }
+        if let Some(t) = &mut self.touched {
+            t.forget(pi, start, end);
+        }
+    }
+
+    /// Bytes of process `pi`'s resident superpages, per size index, that no access touched.
+    fn bloat_of(&self, pi: usize) -> [u64; crate::mmu::MAX_SIZES] {
+        let mut b = [0u64; crate::mmu::MAX_SIZES];
+        let Some(t) = &self.touched else { return b };
+        let base = self.os.base.bytes();
+        self.os.procs[pi].pt.for_each_page(&mut |p| {
+            if p.size_idx > 0 {
+                let len = self.os.sizes[p.size_idx as usize].bytes();
+                b[p.size_idx as usize] += len - t.touched_in(pi, p.start, len) * base;
+            }
+        });
+        b
     }
 
     /// Let the policy's daemons run at the current simulated time.
@@ -696,7 +744,20 @@ impl Engine {
         if self.series.last().is_none_or(|s| s.accesses != self.accesses) {
             self.sample();
         }
-        Results::collect(&self.snapshot())
+        let mut r = Results::collect(&self.snapshot());
+        if self.touched.is_some() {
+            let mut b = self.exited_bloat;
+            for pi in (0..self.os.procs.len()).filter(|&pi| self.os.procs[pi].alive) {
+                for (x, y) in b.iter_mut().zip(self.bloat_of(pi)) {
+                    *x += y;
+                }
+            }
+            for (si, size) in self.os.sizes.iter().enumerate().skip(1) {
+                r.counters.insert(format!("bloat.{}", size.name()), b[si]);
+            }
+            r.counters.insert("bloat.total".into(), b.iter().sum());
+        }
+        r
     }
 
     /// The engine's parts and totals, borrowed for results and samples.

@@ -8,6 +8,7 @@
 //! series), `mrc` (one-pass miss-ratio curves), `scenario` (TOML-composed runs), `sim` (driving a run
 //! from a trace file or a scenario).
 
+pub mod bloat;
 pub mod counters;
 pub mod engine;
 pub mod error;

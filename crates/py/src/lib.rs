@@ -123,7 +123,7 @@ struct Simulation {
 #[pymethods]
 impl Simulation {
     #[new]
-    #[pyo3(signature = (trace, runs, memory="64GiB", sample_every=1<<20, allow_truncated=false, validate=false, swap="0", replacement="clock", progress=None))]
+    #[pyo3(signature = (trace, runs, memory="64GiB", sample_every=1<<20, allow_truncated=false, validate=false, swap="0", replacement="clock", progress=None, bloat=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -136,6 +136,7 @@ impl Simulation {
         swap: &str,
         replacement: &str,
         progress: Option<PyObject>,
+        bloat: bool,
     ) -> PyResult<Self> {
         let mut rs = Vec::new();
         for (m, p) in runs {
@@ -147,6 +148,7 @@ impl Simulation {
             validate,
             swap: parse_bytes(swap, "--swap")?,
             replacement: replacement.to_string(),
+            bloat,
             ..EngineConfig::default()
         };
         // `progress(label, fraction)` hears about work before the first chunk (OFFLINE's planning).
@@ -193,7 +195,7 @@ impl ScenarioRun {
     /// `machine` / `policy` override the scenario's (None: the scenario's, else skylake / base).
     /// `progress(label, fraction)` hears about trace generation and the prelude.
     #[new]
-    #[pyo3(signature = (scenario, machine=None, policy=None, sample_every=None, validate=false, progress=None))]
+    #[pyo3(signature = (scenario, machine=None, policy=None, sample_every=None, validate=false, progress=None, bloat=false))]
     fn new(
         py: Python<'_>,
         scenario: &str,
@@ -202,6 +204,7 @@ impl ScenarioRun {
         sample_every: Option<u64>,
         validate: bool,
         progress: Option<PyObject>,
+        bloat: bool,
     ) -> PyResult<Self> {
         let mut sc = core::scenario::Scenario::load(scenario).map_err(err)?;
         // The command line's sampling interval wins over the scenario's.
@@ -214,7 +217,7 @@ impl ScenarioRun {
         let mut cb_err: Option<PyErr> = None;
         let mut report = |label: &str, f: f64| forward_progress(py, &progress, &mut cb_err, |cb| cb.call1(py, (label, f)));
         core::scenario::ensure_traces(&sc, &mut report).map_err(err)?;
-        let cfg = EngineConfig { memory: sc.memory, validate, swap: sc.swap, replacement: sc.replacement.clone(), ..EngineConfig::default() };
+        let cfg = EngineConfig { memory: sc.memory, validate, swap: sc.swap, replacement: sc.replacement.clone(), bloat, ..EngineConfig::default() };
         let inner = core::sim::ScenarioRun::open(&sc, m, &policy, cfg, &mut report);
         if let Some(e) = cb_err {
             return Err(e);
