@@ -74,7 +74,7 @@ impl Touched {
                 } else {
                     for q in page..block_end {
                         let bit = (q & ((1 << BLOCK_BITS) - 1)) as usize;
-                        n += (m[bit / 64] >> (bit % 64) & 1) as u64;
+                        n += m[bit / 64] >> (bit % 64) & 1;
                     }
                 }
             }
