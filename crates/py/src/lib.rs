@@ -196,6 +196,7 @@ impl ScenarioRun {
     /// `progress(label, fraction)` hears about trace generation and the prelude.
     #[new]
     #[pyo3(signature = (scenario, machine=None, policy=None, sample_every=None, validate=false, progress=None, bloat=false))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         scenario: &str,
