@@ -89,7 +89,7 @@ pub fn fragmentation(s: &FragmentationSetup, progress: &mut dyn FnMut(&str, f64)
         let smp = Sample::take(&e.snapshot());
         series.push((smp.cycles as f64 * ms_per_cycle, smp.contiguity, label.to_string()));
     };
-    let wired = Prelude::Wired { count: s.wired };
+    let wired = Prelude::Wired { count: s.wired, below: u64::MAX };
     wired.apply(&mut e.os, s.seed, &mut |f| progress("wired pages", f))?;
     sample(&mut e, "boot", &mut series);
 

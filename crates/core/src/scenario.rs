@@ -274,7 +274,7 @@ impl Scenario {
                     Prelude::Trident { reads, read_size }
                 }
                 "wired" => {
-                    r.check_keys(&["kind", "count", "fraction"])?;
+                    r.check_keys(&["kind", "count", "fraction", "below"])?;
                     let count = match (r.get("count", parse_count)?, r.float("fraction")?) {
                         (Some(c), None) => c,
                         (None, Some(x)) if (0.0..=1.0).contains(&x) => (x * frames as f64) as u64,
@@ -282,10 +282,15 @@ impl Scenario {
                         (None, None) => frames / 1000,
                         (Some(_), Some(_)) => return Err(r.err("fraction", "give count or fraction, not both")),
                     };
-                    if count > frames {
-                        return Err(r.err("count", format!("{count} wired frames do not fit in the scenario's {frames} frames")));
+                    let below = match r.get("below", bytes_of)? {
+                        None => frames,
+                        Some(b) if b >= 4096 && b <= memory.0 => b / (memory.0 / frames),
+                        Some(b) => return Err(r.err("below", format!("{b} bytes: must be from 4KiB to the scenario's memory ({})", memory))),
+                    };
+                    if count > below {
+                        return Err(r.err("count", format!("{count} wired frames do not fit in the {below} frames they may take")));
                     }
-                    Prelude::Wired { count }
+                    Prelude::Wired { count, below }
                 }
                 "webserver" => {
                     r.check_keys(&["kind", "files", "min_size", "max_size", "requests", "alpha"])?;
@@ -405,9 +410,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.memory.0, 8 << 30);
-        assert_eq!(s.prelude, vec![Prelude::Wired { count: (0.01 * (2u64 << 20) as f64) as u64 }]);
+        assert_eq!(s.prelude, vec![Prelude::Wired { count: (0.01 * (2u64 << 20) as f64) as u64, below: 2 << 20 }]);
         assert_eq!(s.processes[0].start_ms, 5.0);
         assert_eq!(s.processes[0].gen.as_ref().unwrap().accesses, 4_000_000);
+        let low =
+            Scenario::parse("memory = \"8GiB\"\n[[prelude]]\nkind = \"wired\"\ncount = 64\nbelow = \"1GiB\"\n[[process]]\ngen = \"gups\"\n", "s.toml").unwrap();
+        assert_eq!(low.prelude, vec![Prelude::Wired { count: 64, below: 1 << 18 }]);
+        let e = err_of("memory = \"8GiB\"\n[[prelude]]\nkind = \"wired\"\nbelow = \"16GiB\"\n[[process]]\ngen = \"gups\"\n");
+        assert!(e.contains("prelude[0].below") && e.contains("line 4"), "{e}");
     }
 
     #[test]

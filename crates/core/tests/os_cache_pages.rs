@@ -171,7 +171,7 @@ fn extents_with_wired(e: &Engine) -> usize {
 
 #[test]
 fn clustered_wired_pages_pin_few_extents() {
-    let wired = Prelude::Wired { count: 600 };
+    let wired = Prelude::Wired { count: 600, below: u64::MAX };
     let mut scattered = engine(false);
     wired.apply(&mut scattered.os, 7, &mut |_| {}).unwrap();
     let mut clustered = engine(false);

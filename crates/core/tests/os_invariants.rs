@@ -181,7 +181,15 @@ fn run_full(seed: u64, machine: &str, pol: &str, steps: usize, swap: u64, replac
     let m = Machine::load(machine).unwrap();
     let p = policy::build(pol, &m.page_sizes).unwrap();
     let memory = if dense { 64 * MB } else { 256 * MB };
-    let cfg = EngineConfig { memory: Bytes(memory), validate: true, sample_every: 1000, fast_paths: true, swap: Bytes(swap), replacement: replacement.into(), bloat: seed.is_multiple_of(2) };
+    let cfg = EngineConfig {
+        memory: Bytes(memory),
+        validate: true,
+        sample_every: 1000,
+        fast_paths: true,
+        swap: Bytes(swap),
+        replacement: replacement.into(),
+        bloat: seed.is_multiple_of(2),
+    };
     let mut e = Engine::new(m, p, cfg).unwrap();
     let mut w = World { rng: Rng::new(seed), procs: vec![(1, Vec::new())], next_pid: 2, dead: Vec::new(), fds: 3, dense, live: Vec::new() };
     let mut cur = 0;

@@ -185,6 +185,8 @@ crate::counters! {
         pub segv: u64 = "os.segv",
         pub accesses_dropped: u64 = "os.accesses_dropped",
         pub vmas_inferred: u64 = "os.vmas_inferred",
+        /// Anonymous mmaps merged into an adjacent VMA (`merge_anon_neighbours`).
+        pub vmas_merged: u64 = "os.vmas_merged",
         pub pages_freed: u64 = "os.pages_freed",
         pub pages_moved: u64 = "os.pages_moved",
         pub forks: u64 = "os.forks",
@@ -633,6 +635,38 @@ impl Os {
         self.procs[pi].vmas.insert(v.start, v);
     }
 
+    /// Merge the private anonymous VMA at `start` with neighbours it touches that have the same
+    /// protection, flags and advice, as Linux's `vma_merge` does at mmap (FreeBSD's
+    /// `vm_map_insert` likewise extends an adjacent anonymous entry). Without it, memory a
+    /// program maps piece by piece (malloc's mmap'd chunks, slab pages) would never hold an
+    /// aligned 2MB or 1GB range inside one VMA, as it does on a real kernel.
+    fn merge_anon_neighbours(&mut self, pi: usize, start: u64) {
+        let p = &mut self.procs[pi];
+        let Some(mut v) = p.vmas.get(&start).copied() else { return };
+        let same = |a: &Vma, b: &Vma| {
+            a.kind == b.kind && a.prot == b.prot && a.flags == b.flags && a.thp_advice == b.thp_advice && a.file.is_none() && b.file.is_none()
+        };
+        let mut merged = false;
+        if let Some((_, prev)) = p.vmas.range(..start).next_back() {
+            if prev.end == start && same(prev, &v) {
+                let prev_start = prev.start;
+                p.vmas.remove(&start);
+                v.start = prev_start;
+                p.vmas.get_mut(&prev_start).unwrap().end = v.end;
+                merged = true;
+            }
+        }
+        if let Some((_, next)) = p.vmas.range(v.end..).next() {
+            if next.start == v.end && same(next, &v) {
+                let (next_start, next_end) = (next.start, next.end);
+                p.vmas.remove(&next_start);
+                p.vmas.get_mut(&v.start).unwrap().end = next_end;
+                merged = true;
+            }
+        }
+        self.counters.vmas_merged += merged as u64;
+    }
+
     /// Split VMAs so that `at` is a boundary.
     fn split_at(&mut self, pi: usize, at: u64) {
         let p = &mut self.procs[pi];
@@ -782,6 +816,9 @@ impl Os {
                 };
                 let v = Vma { start, end: up(addr.saturating_add(len)), prot, flags, kind, thp_advice: None, file };
                 self.insert_vma(pi, v, mmu);
+                if kind == VmaKind::Anon && flags & MAP_SHARED == 0 {
+                    self.merge_anon_neighbours(pi, start);
+                }
             }
             Event::Munmap { addr, len } => {
                 self.remove_vmas(pi, addr & !(page - 1), up(addr.saturating_add(len)), mmu);

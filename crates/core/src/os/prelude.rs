@@ -28,6 +28,9 @@ pub enum Prelude {
     Wired {
         /// Frames to wire.
         count: u64,
+        /// ... among the frames below this one (the kernel's own allocations sit low in
+        /// physical memory; all of memory by default).
+        below: u64,
     },
     Webserver {
         files: u64,
@@ -85,8 +88,8 @@ impl Prelude {
                     }
                 }
             }
-            Prelude::Wired { count } => {
-                let frames = os.phys.total_frames();
+            Prelude::Wired { count, below } => {
+                let frames = os.phys.total_frames().min(below);
                 let mut placed = 0u64;
                 let mut tries = 0u64;
                 while placed < count && os.features().wired_clustering {
