@@ -4,25 +4,25 @@
  * (parent array and frontier queues) is small next to the graph and the most often missed:
  * Trident found Graph500's hottest region, about 800MB, mappable by 2MB pages but not by 1GB
  * ones, so Trident-1G-only maps it with 4KB pages and loses to THP.
- * usage: graph500 [footprint in MiB (default 256)] [BFS roots (default 4)] */
+ * usage: graph500 [footprint in MiB (default 256)] [BFS roots (default 2)] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-static uint64_t rng = 0x9e3779b97f4a7c15ULL;
-static inline uint64_t next(void)
+/* xorshift64; the state lives in a local of main, so it stays in a register. */
+static inline uint64_t next(uint64_t *s)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
 }
 
 /* A vertex with skewed popularity (a product of two uniform draws, whose density -ln x makes
  * low-numbered vertices hubs, as R-MAT's does), scrambled so hubs are scattered over the arrays. */
-static inline uint32_t vertex(uint32_t n)
+static inline uint32_t vertex(uint64_t *s, uint32_t n)
 {
-    uint64_t a = next();
+    uint64_t a = next(s);
     uint64_t v = ((a & 0xffffffffu) * (a >> 32) >> 32) * n >> 32;
     return (uint32_t)((v * 2654435761u) % n);
 }
@@ -30,7 +30,8 @@ static inline uint32_t vertex(uint32_t n)
 int main(int argc, char **argv)
 {
     size_t mib = argc > 1 ? strtoull(argv[1], 0, 0) : 256;
-    int roots = argc > 2 ? atoi(argv[2]) : 4;
+    int roots = argc > 2 ? atoi(argv[2]) : 2;
+    uint64_t rng = 0x9e3779b97f4a7c15ULL;
     /* Edge factor 16 (Graph500's). Per vertex: 16 edges x 8 bytes in the list (freed after the
      * build), 16 x 4 bytes of adjacency, 8 of offsets, 8 of parent, 4 + 4 of queues. */
     size_t n = (mib << 20) / (16 * 8 + 16 * 4 + 24);
@@ -42,8 +43,8 @@ int main(int argc, char **argv)
         return 1;
     }
     for (size_t e = 0; e < m; e++) {
-        edges[e][0] = vertex((uint32_t)n);
-        edges[e][1] = vertex((uint32_t)n);
+        edges[e][0] = vertex(&rng, (uint32_t)n);
+        edges[e][1] = vertex(&rng, (uint32_t)n);
         offset[edges[e][0] + 1]++;
         offset[edges[e][1] + 1]++;
     }
@@ -74,7 +75,7 @@ int main(int argc, char **argv)
     for (int r = 0; r < roots; r++) {
         for (size_t v = 0; v < n; v++)
             parent[v] = -1;
-        uint32_t root = vertex((uint32_t)n);
+        uint32_t root = vertex(&rng, (uint32_t)n);
         parent[root] = root;
         size_t qn = 1, nn;
         queue[0] = root;

@@ -8,7 +8,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define ISOTOPES 68 /* XSBench "small" has 68 nuclides */
 #define XS 5        /* total, elastic, absorption, fission, nu-fission */
@@ -18,19 +17,20 @@ typedef struct {
     double xs[XS];
 } point_t;
 
-static uint64_t rng = 0x2545f4914f6cdd1dULL;
-static inline uint64_t next(void)
+/* xorshift64; the state lives in a local of main, so it stays in a register. */
+static inline uint64_t next(uint64_t *s)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
 }
 
 int main(int argc, char **argv)
 {
     size_t mib = argc > 1 ? strtoull(argv[1], 0, 0) : 256;
     size_t lookups = (argc > 2 ? strtoull(argv[2], 0, 0) : 200) * 1000;
+    uint64_t rng = 0x2545f4914f6cdd1dULL;
     /* Bytes per gridpoint of one nuclide: its point (48), its unionized energy (8) and its
      * index-grid row (ISOTOPES ints). */
     size_t per = sizeof(point_t) + 8 + ISOTOPES * 4;
@@ -47,25 +47,24 @@ int main(int argc, char **argv)
     for (size_t n = 0; n < ISOTOPES; n++)
         for (size_t i = 0; i < points; i++) {
             point_t *p = &grid[n * points + i];
-            p->energy = (i + (next() % 1000) / 1000.0) / points;
+            p->energy = (i + (next(&rng) % 1000) / 1000.0) / points;
             for (int x = 0; x < XS; x++)
-                p->xs[x] = (next() % 10000) / 10000.0;
+                p->xs[x] = (next(&rng) % 10000) / 10000.0;
         }
     /* Unionized grid: all energies in order (every nuclide's grid is uniform, so interleave). */
     for (size_t u = 0; u < n_union; u++)
         uenergy[u] = (double)u / n_union;
     /* Index grid: for each union energy, the point of each nuclide at or below it (the same
-     * for every nuclide here, since the grids are uniform: one row copied whole). */
-    int32_t row[ISOTOPES];
+     * for every nuclide here, since the grids are uniform). */
     for (size_t u = 0; u < n_union; u++) {
         size_t at = u / ISOTOPES;
+        int32_t v = (int32_t)(at < points - 1 ? at : points - 2);
         for (size_t n = 0; n < ISOTOPES; n++)
-            row[n] = (int32_t)(at < points - 1 ? at : points - 2);
-        memcpy(&index[u * ISOTOPES], row, sizeof row);
+            index[u * ISOTOPES + n] = v;
     }
     double sum = 0;
     for (size_t l = 0; l < lookups; l++) {
-        double e = (next() % 1000000) / 1000000.0;
+        double e = (next(&rng) % 1000000) / 1000000.0;
         size_t lo = 0, hi = n_union - 1;
         while (hi - lo > 1) {
             size_t mid = (lo + hi) / 2;
@@ -75,9 +74,9 @@ int main(int argc, char **argv)
                 lo = mid;
         }
         /* A material of 4 to 27 nuclides (XSBench's fuel has 34 of the 68; others fewer). */
-        int nucs = 4 + (int)(next() % 24);
+        int nucs = 4 + (int)(next(&rng) % 24);
         for (int k = 0; k < nucs; k++) {
-            size_t n = next() % ISOTOPES;
+            size_t n = next(&rng) % ISOTOPES;
             int32_t i = index[lo * ISOTOPES + n];
             point_t *a = &grid[n * points + i], *b = a + 1;
             double f = (b->energy - e) / (b->energy - a->energy + 1e-12);

@@ -699,7 +699,13 @@ def romer_competitive(progress: Callable[[str], None]) -> tuple[str, list]:
     return "\n".join(lines) + "\n", checks
 
 
-EXPERIMENTS = {"navarro": navarro_all, "romer": romer}
+def trident(quick: bool = False, progress: Callable[[str], None] = lambda m: None) -> str:
+    from .reproduce_trident import trident as run
+
+    return run(quick=quick, progress=progress)
+
+
+EXPERIMENTS = {"navarro": navarro_all, "romer": romer, "trident": trident}
 
 
 def main(a) -> int:

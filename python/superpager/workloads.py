@@ -105,7 +105,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     _suite("webserver", "64MiB", "small-file web server: open, read, close Zipf-popular files", "Navarro 'web'"),
     _suite("xsbench", "256MiB", "XSBench-like cross-section lookups: pre-allocated nuclide, unionized and index grids, random lookups",
            "Trident XSBench (pre-allocating)"),
-    _suite("graph500", "256MiB", "Graph500-like BFS: edge list, CSR build, BFS from 4 roots over a skewed graph",
+    _suite("graph500", "256MiB", "Graph500-like BFS: edge list, CSR build, BFS from 2 roots over a skewed graph",
            "Trident Graph500 (hot BFS state not 1GB-mappable)"),
     _suite("kvstore", "256MiB", "Redis-like key-value store: chained hash table of malloc'd values, doubling, GET/SET/DEL",
            "Trident Redis (incremental)"),

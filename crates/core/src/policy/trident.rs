@@ -41,7 +41,7 @@ pub const PARAMS: &str = "sizes=S1+S2 (superpage sizes to use, of 2MiB and 1GiB;
 fault_1g=true|false (map 1GB pages at fault; false: only by promotion, Trident-pv's branch); \
 khugepaged=1|0 (background promotion, default 1); pages_to_scan=N (base pages per pass, default 2097152, the artifact's); \
 scan_sleep_ms=MS (10000); alloc_sleep_ms=MS (10000, Trident's); max_cpu=PCT (cap on the scanner's CPU share, 0 = none; Trident-pv used 10); \
-defrag=1|0 (compact when a promotion finds no free block, default 1); smart=true|false (smart compaction for 1GB, default true; \
+cap_floor_ms=MS (with max_cpu, the least sleep after a pass: 1000, the authors'); defrag=1|0 (compact when a promotion finds no free block, default 1); smart=true|false (smart compaction for 1GB, default true; \
 false: Linux's); retries=N (smart attempts per request, 5); cooldown_ms=MS (120: a source is not chosen again sooner); max_ptes_none_1g=N (262143); \
 max_ptes_none=N (511); max_ptes_swap=N (64, 2MB only: any swapped page refuses 1GB); max_ptes_shared=N (256, 2MB only); \
 pv=true|false (Trident-pv: a 1GB promotion exchanges 2MB mappings with the hypervisor by hypercall instead of copying; needs MACHINE+nested); \
@@ -62,6 +62,7 @@ struct TridentParams {
     scan_sleep_ms: u64,
     alloc_sleep_ms: u64,
     max_cpu: u64,
+    cap_floor_ms: u64,
     defrag: SysfsFlag,
     smart: bool,
     retries: u32,
@@ -89,6 +90,8 @@ impl Default for TridentParams {
             scan_sleep_ms: 10_000,
             alloc_sleep_ms: 10_000,
             max_cpu: 0,
+            // The authors' capped khugepaged loop sleeps at least a second after a pass.
+            cap_floor_ms: 1000,
             // The artifact sets khugepaged defrag=1.
             defrag: SysfsFlag(true),
             // The artifact: compaction_smart=1, smart_compaction_retries=5; the kernel's
@@ -140,6 +143,8 @@ pub struct Trident {
     /// Successful 1GB promotions and the cycles they took (copy, zero-fill and exchange).
     promote_1g: u64,
     promote_1g_cycles: u64,
+    /// ... of which zero-filling the range's unmapped parts.
+    promote_1g_zero_cycles: u64,
     /// The zeroing daemon: when it last ran, the cycles it may still spend, and those it spent.
     prezero_at: u64,
     prezero_budget: u64,
@@ -191,6 +196,7 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
         pv_cycles: 0,
         promote_1g: 0,
         promote_1g_cycles: 0,
+        promote_1g_zero_cycles: 0,
         prezero_at: 0,
         prezero_budget: 0,
         prezero_busy: 0,
@@ -256,6 +262,7 @@ impl Trident {
                 let zero = kib(c.bytes_zeroed_background - before.0.bytes_zeroed_background) * m.zero_cycles_per_kib;
                 self.promote_1g += 1;
                 self.promote_1g_cycles += (copy + zero) as u64 + (self.pv_cycles - before.1);
+                self.promote_1g_zero_cycles += zero as u64;
             }
         }
         r
@@ -412,7 +419,7 @@ impl Policy for Trident {
         self.scan_pass(sys);
         sys.os.set_daemon(was);
         if self.p.max_cpu > 0 {
-            // Trident-pv's CPU cap (its khugepaged loop): sleep max(1000 ms, busy * 100 /
+            // Trident-pv's CPU cap (its khugepaged loop): sleep max(cap_floor_ms, busy * 100 /
             // max_cpu), the pass's busy time being the copying, zeroing and hypercalls it did.
             let m = &sys.mmu.machine;
             let kib = |b: u64| b as f64 / 1024.0;
@@ -420,7 +427,7 @@ impl Policy for Trident {
                 + kib(sys.os.compaction.bytes_zeroed_background - zeroed) * m.zero_cycles_per_kib
                 + (self.pv_cycles - exchanging) as f64;
             let sleep = (busy * 100.0 / self.p.max_cpu as f64) as u64;
-            let floor = sys.ms(1000.0);
+            let floor = sys.ms(self.p.cap_floor_ms as f64);
             let wake = sys.now.0 + busy as u64 + sleep.max(floor);
             if wake > self.next_wake {
                 self.capped_sleeps += 1;
@@ -443,6 +450,7 @@ impl Policy for Trident {
             ("smart_compaction.regions_freed".to_string(), self.smart_regions),
             ("promote_1g.count".to_string(), self.promote_1g),
             ("promote_1g.cycles".to_string(), self.promote_1g_cycles),
+            ("promote_1g.zero_cycles".to_string(), self.promote_1g_zero_cycles),
             ("pv.exchange_cycles".to_string(), self.pv_cycles),
             ("pv.hypercalls_stopped".to_string(), self.pv_skip as u64),
             ("prezero.busy_cycles".to_string(), self.prezero_busy),
