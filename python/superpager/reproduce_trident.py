@@ -48,7 +48,7 @@ MEMORY = {False: "24GiB", True: "12GiB"}
 TABLE4 = {"xsbench": (94, 32), "gups": (71, 0), "graph500": (91, 38), "kvstore": (None, 36), "slabcache": (43, 81)}
 # Table 3 as printed (GB of 1GB / 2MB pages), for the rows we model: UF PF, UF normal, UF smart,
 # F PF, F normal, F smart.
-TABLE3 = {
+TABLE3: dict[str, tuple[float, list[tuple[float, float]]]] = {
     "xsbench": (117, [(114, 2.94), (116, 1.2), (116, 1.2), (6, 5.3), (79, 38.1), (80, 37.1)]),
     "gups": (32, [(31, 1), (31, 1), (31, 1), (9, 2.5), (31, 1), (31, 1)]),
     "graph500": (63.5, [(59, 4.01), (60, 3.35), (60, 3.35), (5, 5.8), (37, 24.2), (38, 23.6)]),
@@ -107,7 +107,7 @@ def pct(x: float | None) -> str:
 def table3(quick: bool, d: str, progress: Callable[[str], None]) -> tuple[list[str], dict[str, Any]]:
     memory = MEMORY[quick]
     runs: dict[str, Any] = {}
-    for name, size, qsize, args, row, how in WORKLOADS:
+    for name, size, qsize, args, _row, _how in WORKLOADS:
         why = W.available(W.get(name))
         if why:
             runs[name] = why
@@ -131,7 +131,7 @@ def table3(quick: bool, d: str, progress: Callable[[str], None]) -> tuple[list[s
            "| workload (models) | footprint | | PF only | normal compaction | smart compaction |",
            "|---|---:|---|---|---|---|"]
     verdicts = []
-    for name, size, qsize, args, row, how in WORKLOADS:
+    for name, _size, _qsize, _args, row, how in WORKLOADS:
         rs = runs[name]
         if isinstance(rs, str):
             out.append(f"| {name} ({row}) | - | | not run: {rs} | | |")
@@ -276,7 +276,7 @@ def trident_pv(quick: bool, progress: Callable[[str], None]) -> list[str]:
     t = trace_for(name, size, progress)
     m = f"{MACHINE}+nested"
     # The first pass after the table is written (at 200 ms) finds its 2MB pages populated.
-    base = f"trident:fault_1g=false,max_cpu=10,cap_floor_ms=1,scan_sleep_ms=200,alloc_sleep_ms=10"
+    base = "trident:fault_1g=false,max_cpu=10,cap_floor_ms=1,scan_sleep_ms=200,alloc_sleep_ms=10"
     pols = [("copy (Trident)", base), ("exchange (Trident-pv)", base + ",pv=true")]
     progress("Trident-pv: promotion by copy and by exchange")
     rs = api.run(t, [(m, p) for _l, p in pols], MEMORY[quick], 1 << 20, False, False, False)
