@@ -43,7 +43,7 @@ def test_table3_and_its_verdicts(small):
     assert f["policy.fault.1g_alloc"] == 0 and T.fault_fail(f) == 100
     t4 = "\n".join(T.table4(runs))
     assert "| gups | 71% | 100% |" in t4
-    cw = "\n".join(T.compaction_work(runs))
+    cw = "\n".join(T.compaction_work(runs, True, str(small), lambda m: None))
     assert "| gups |" in cw and ("holds" in cw or "DOES NOT HOLD" in cw)
 
 
