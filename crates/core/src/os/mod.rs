@@ -31,6 +31,7 @@ macro_rules! outcome {
 }
 
 pub mod compact;
+pub mod contiguity;
 pub mod cow;
 pub mod filemap;
 pub mod files;
@@ -278,6 +279,8 @@ pub struct Os {
     scratch: Vec<Translation>,
     /// Resident bytes per size at the end of each process, summed (for page_size_mix).
     pub final_resident: [u64; MAX_SIZES],
+    /// The coalescing opportunity of the processes that exited, measured at exit.
+    pub final_contiguity: contiguity::Contiguity,
     /// Segmentation faults: (pid, address).
     pub segv_log: Vec<(u32, u64)>,
     /// Address-space identifiers wrapped around: the engine must flush every TLB.
@@ -348,6 +351,7 @@ impl Os {
             next_asid: 1,
             scratch: Vec::new(),
             final_resident: [0; MAX_SIZES],
+            final_contiguity: Default::default(),
             segv_log: Vec::new(),
             flush_needed: false,
             pt_oom: false,
@@ -836,6 +840,16 @@ impl Os {
                     self.demote_straddling(pi, edge, mmu);
                 }
                 self.modify_vmas(pi, s, e, |v| v.prot = prot);
+                if mmu.coalesced.is_some() {
+                    // A coalesced entry needs one protection over its group: those around
+                    // either end now straddle two (Linux flushes the range; entries wholly
+                    // inside changed uniformly).
+                    let asid = self.procs[pi].asid;
+                    for edge in [s, e] {
+                        mmu.invalidate(edge.wrapping_sub(page), asid, 0);
+                        mmu.invalidate(edge, asid, 0);
+                    }
+                }
             }
             Event::Brk { addr } => {
                 self.procs[pi].has_layout_events = true;
@@ -1110,6 +1124,8 @@ impl Os {
                 self.final_resident[s] += n * self.sizes[s].bytes();
             }
         }
+        let c = self.contiguity_of(pi);
+        self.final_contiguity.add(&c);
         // No per-page shootdown: the address-space identifier dies with the process and is
         // not reused until the identifiers wrap, when every TLB is flushed (flush_needed). The
         // page table goes whole: one traversal finds every page to free.
