@@ -250,7 +250,7 @@ fn amd_coalescing(c: &CoalescingFile, tlbs: &[TlbSpec], base: PageSize, sizes: &
     let cfg = |k: &'static str, m: String| (k, m);
     let line = c.line_bytes.unwrap_or(64);
     let pte = c.pte_bytes.unwrap_or(8);
-    if pte == 0 || line < pte || line % pte != 0 {
+    if pte == 0 || line < pte || !line.is_multiple_of(pte) {
         return Err(cfg("coalescing.line_bytes", format!("{line} is not a positive multiple of pte_bytes ({pte})")));
     }
     let line_ptes = line / pte;

@@ -67,7 +67,7 @@ impl Os {
             for &(va, pfn, len) in &runs {
                 // The first page of the run that starts an aligned group in both spaces.
                 let skip = (n - (va / page) % n) % n;
-                if (pfn + skip) % n != 0 {
+                if !(pfn + skip).is_multiple_of(n) {
                     continue; // virtual and physical alignment differ along the whole run
                 }
                 let mut off = skip;
