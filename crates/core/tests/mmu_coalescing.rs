@@ -236,3 +236,17 @@ fn bad_coalescing_keys_name_the_key() {
         assert!(err.contains(want) && err.contains("t.toml") && !err.contains('\n'), "{to}: {err}");
     }
 }
+
+#[test]
+fn nocoalesce_turns_coalescing_off() {
+    use superpager_core::mmu::machine::Coalescing;
+    let on = Machine::load("zen3").unwrap();
+    assert!(on.amd_coalescing().is_some_and(|a| a.groups == [4, 8] && a.line_ptes == 8));
+    let off = Machine::load("zen3+nocoalesce").unwrap();
+    assert_eq!(off.coalescing, Coalescing::None);
+    assert_eq!(off.name, "zen3+nocoalesce");
+    let both = Machine::load("zen3+nocoalesce+nested").unwrap();
+    assert!(both.nested.is_some() && both.coalescing == Coalescing::None);
+    let e = Machine::load("skylake+nocoalesce").unwrap_err().to_string();
+    assert!(e.contains("does not coalesce"), "{e}");
+}

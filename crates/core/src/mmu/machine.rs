@@ -346,30 +346,55 @@ fn toml_error(file: &str, src: &str, e: &toml::de::Error) -> Error {
 }
 
 impl Machine {
-    /// A preset by name, or a TOML file by path, optionally followed by `+nested` or
-    /// `+nested=HOSTPAGE` (a page size, or `guest`, the default): the same machine running a
-    /// guest under a hypervisor whose page tables have as many levels as the guest's.
+    /// A preset by name, or a TOML file by path, optionally followed by modifiers:
+    /// `+nested` or `+nested=HOSTPAGE` (a page size, or `guest`, the default): the same
+    /// machine running a guest under a hypervisor whose page tables have as many levels as
+    /// the guest's; `+nocoalesce`: the same machine with PTE coalescing turned off (to measure
+    /// what coalescing gives).
     pub fn load(spec: &str) -> Result<Machine> {
-        let Some((name, suffix)) = spec.rsplit_once('+') else { return Machine::load_plain(spec) };
+        let mut parts = spec.split('+');
+        let name = parts.next().unwrap_or_default();
+        let mut m = Machine::load_plain(name)?;
+        let mut any = false;
+        for suffix in parts {
+            any = true;
+            if suffix == "nocoalesce" {
+                if m.coalescing == Coalescing::None {
+                    return Err(Error::usage(format!("machine '{spec}': {name} does not coalesce PTEs, so +nocoalesce changes nothing")));
+                }
+                m.coalescing = Coalescing::None;
+            } else {
+                m.nest(spec, name, suffix)?;
+            }
+            m.name = format!("{}+{suffix}", m.name);
+        }
+        if any {
+            m.origin = spec.to_string();
+        }
+        Ok(m)
+    }
+
+    /// The `+nested[=HOSTPAGE]` modifier of `load`.
+    fn nest(&mut self, spec: &str, name: &str, suffix: &str) -> Result<()> {
         let host = match suffix.split_once('=') {
             None if suffix == "nested" => "guest",
             Some(("nested", h)) => h,
-            _ => return Err(Error::usage(format!("machine '{spec}': '+{suffix}' is not +nested or +nested=HOSTPAGE (a page size, or guest)"))),
+            _ => return Err(Error::usage(format!("machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest) or +nocoalesce"))),
         };
+        if self.nested.is_some() {
+            return Err(Error::usage(format!("machine '{spec}': nested twice")));
+        }
         let host_page = HostPage::parse(host).map_err(|m| Error::usage(format!("machine '{spec}': host page: {m}")))?;
-        let mut m = Machine::load_plain(name)?;
-        if m.software_handler_cycles.is_some() {
+        if self.software_handler_cycles.is_some() {
             return Err(Error::usage(format!("machine '{spec}': {name} has a software-managed TLB; nested paging needs a hardware walker")));
         }
         if let HostPage::Fixed(p) = host_page {
-            if p < m.base_page || m.size_index(p).is_none() {
+            if p < self.base_page || self.size_index(p).is_none() {
                 return Err(Error::usage(format!("machine '{spec}': host page {p} is not one of {name}'s page sizes")));
             }
         }
-        m.nested = Some(NestedSpec { host_levels: m.walk_levels, host_page });
-        m.name = format!("{}+{suffix}", m.name);
-        m.origin = spec.to_string();
-        Ok(m)
+        self.nested = Some(NestedSpec { host_levels: self.walk_levels, host_page });
+        Ok(())
     }
 
     /// AMD PTE coalescing, when this machine does it.
