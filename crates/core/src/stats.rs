@@ -262,6 +262,11 @@ impl Results {
         for r in crate::os::promote::DemoteResult::ALL {
             c.insert(format!("demote.{}", r.name()), e.os.promotions.demote[r as usize]);
         }
+        for why in crate::os::promote::DemoteReason::ALL {
+            for (si, s) in sizes.iter().enumerate().skip(1) {
+                c.insert(format!("demote.{}.{}", why.name(), s.name()), e.os.promotions.demote_by[why as usize][si]);
+            }
+        }
         c.insert("faults.zero_fill".into(), oc.faults - oc.major_faults - oc.file_minor_faults - oc.file_major_faults);
         c.insert("pagecache.pages".into(), e.os.files.cache.cached);
         c.insert("pagecache.dirty_pages".into(), e.os.files.cache.dirty_pages());

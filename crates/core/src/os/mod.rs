@@ -580,7 +580,7 @@ impl Os {
             if t.start >= edge || t.size_idx == 0 {
                 return;
             }
-            if self.demote(pi, edge, t.size_idx - 1, mmu) != promote::DemoteResult::Demoted {
+            if self.demote(pi, edge, t.size_idx - 1, promote::DemoteReason::Protection, mmu) != promote::DemoteResult::Demoted {
                 self.counters.protection_demote_refused += 1;
                 return;
             }
@@ -601,7 +601,11 @@ impl Os {
                 let (ts, te) = (t.start, t.start + size);
                 // Only what stays inside a VMA is kept (Romer's FIXED may map past a VMA).
                 let keep = (ts >= start || self.covered(pi, ts, start)) && (te <= end || self.covered(pi, end, te));
-                if t.size_idx > 0 && (ts < start || te > end) && keep && self.demote(pi, edge, 0, mmu) != promote::DemoteResult::Demoted {
+                if t.size_idx > 0
+                    && (ts < start || te > end)
+                    && keep
+                    && self.demote(pi, edge, 0, promote::DemoteReason::PartialUnmap, mmu) != promote::DemoteResult::Demoted
+                {
                     self.counters.partial_unmaps_whole += 1;
                 }
             }
