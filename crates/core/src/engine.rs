@@ -111,7 +111,8 @@ impl Engine {
         if f.needs_nested && machine.nested.is_none() {
             return Err(Error::usage(format!("policy {}: paravirtual promotion needs a guest: run on {}+nested (or --nested)", policy.name(), machine.name)));
         }
-        let base_only = cfg.fast_paths && f.only_size == Some(0);
+        // Coalescing turns some base-page walks into coalesced fills: the one-size loop cannot.
+        let base_only = cfg.fast_paths && f.only_size == Some(0) && machine.amd_coalescing().is_none();
         let mut mmu = Mmu::new(machine);
         mmu.track_evictions = f.wants_tlb_misses;
         let mut os = Os::new(&mmu, cfg.memory, cfg.swap, &cfg.replacement)?;
@@ -251,10 +252,30 @@ impl Engine {
     /// for a page that no longer exists). O(TLB entries + OS state): tests only.
     pub fn validate(&self) -> std::result::Result<(), String> {
         self.os.validate()?;
+        self.validate_tlbs()
+    }
+
+    /// The TLB-coherence half of `validate`: every cached translation (page or coalesced
+    /// entry) agrees with the page tables now.
+    pub fn validate_tlbs(&self) -> std::result::Result<(), String> {
         for (ti, t) in self.mmu.tlbs.iter().enumerate() {
             for tag in t.tags() {
                 let (asid, vpn, si) = crate::mmu::tlb::decode_tag(tag);
-                let Some(p) = self.os.procs.iter().find(|p| p.alive && p.asid == asid) else { continue };
+                let Some(pi) = self.os.procs.iter().position(|p| p.alive && p.asid == asid) else { continue };
+                let p = &self.os.procs[pi];
+                if let Some(c) = self.mmu.coalesced.as_ref().filter(|c| c.mask & (1 << si) != 0) {
+                    // A coalesced entry: its group must still be coalescible (a PTE changed
+                    // inside it without a shootdown would leave a stale translation).
+                    let n = c.groups[(si - c.first) as usize];
+                    let gs = vpn << (self.os.base.shift() + n.trailing_zeros());
+                    if !self.os.base_group_contiguous(pi, gs, n) {
+                        return Err(format!(
+                            "TLB {ti} holds a coalesced entry for the {n} base pages at {gs:#x} (process {}), which are no longer a coalescible group",
+                            p.pid
+                        ));
+                    }
+                    continue;
+                }
                 let Some(size) = self.os.sizes.get(si as usize) else {
                     return Err(format!("TLB {ti} holds a translation of size index {si}, which the machine lacks"));
                 };
@@ -395,7 +416,8 @@ impl Engine {
     #[inline(always)]
     fn repeat_hits(&mut self, fetch: bool, si: u32, n: u32) {
         if let Some(t) = self.mmu.first_holder[fetch as usize][si as usize] {
-            self.mmu.counters[t].hits[si as usize] += n as u64;
+            let counted = self.mmu.repeat_size[fetch as usize][si as usize];
+            self.mmu.counters[t].hits[counted as usize] += n as u64;
         }
     }
 
@@ -463,7 +485,26 @@ impl Engine {
             si = self.os.procs[pi].pt.size_at(a.addr).expect("the miss handler left the faulting address mapped");
             self.mmu.live_sizes |= 1 << si;
         }
-        self.mmu.fill_after_walk(a.addr, self.cur_asid, fetch, si);
+        match &self.mmu.coalesced {
+            // AMD PTE coalescing: the walk read the base PTE's cache line; a coalescible group
+            // around it is cached as one entry.
+            Some(c) if si == 0 => {
+                let line = self.mmu.machine.amd_coalescing().map_or(1, |a| a.line_ptes);
+                debug_assert!(c.groups.iter().all(|&g| g <= line));
+                match self.os.coalescible_group(pi, a.addr, &c.groups) {
+                    Some(k) => {
+                        si = c.first + k as u32;
+                        self.mmu.fill_after_walk_coalesced(a.addr, self.cur_asid, fetch, k);
+                    }
+                    None => {
+                        self.mmu.fill_after_walk(a.addr, self.cur_asid, fetch, 0);
+                    }
+                }
+            }
+            _ => {
+                self.mmu.fill_after_walk(a.addr, self.cur_asid, fetch, si);
+            }
+        }
         if self.os.swap.enabled() {
             self.os.referenced(pi, a.addr, &mut self.mmu);
         }

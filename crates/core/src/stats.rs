@@ -9,6 +9,7 @@ use crate::os::frames::FrameKind;
 use crate::os::MapOutcome;
 use crate::os::Os;
 use crate::policy::Policy;
+use crate::units::PageSize;
 
 /// Fractions are rounded so that results print the same on every platform.
 fn round6(x: f64) -> f64 {
@@ -182,6 +183,30 @@ impl Results {
                 c.insert(format!("tlb.{}.misses.{n}", t.name), k.misses[s as usize]);
             }
         }
+        if let Some(co) = &e.mmu.coalesced {
+            // AMD PTE coalescing: fills and hits by group size, per structure and in all.
+            let names: Vec<String> = e.mmu.machine.coalesced_sizes().iter().map(|p| p.name()).collect();
+            let mut hits = 0;
+            for (k, n) in names.iter().enumerate() {
+                let si = (co.first as usize) + k;
+                c.insert(format!("coalesce.fills.{n}"), co.fills[k]);
+                for (i, t) in e.mmu.machine.tlbs.iter().enumerate() {
+                    if e.mmu.holds_size(i, si as u32) {
+                        let kc = &e.mmu.counters[i];
+                        c.insert(format!("tlb.{}.hits.{n}", t.name), kc.hits[si]);
+                        c.insert(format!("tlb.{}.misses.{n}", t.name), kc.misses[si]);
+                        hits += kc.hits[si];
+                    }
+                }
+            }
+            c.insert("coalesce.fills".into(), co.fills.iter().sum());
+            c.insert("coalesce.hits".into(), hits);
+        }
+        let ct = e.os.end_contiguity();
+        c.insert("contiguity.base_pages".into(), ct.base_pages);
+        for (k, &n) in crate::os::contiguity::CONTIGUITY_GROUPS.iter().enumerate() {
+            c.insert(format!("contiguity.grouped.{}", PageSize::from_bytes(sizes[0].bytes() * n as u64).map_or(format!("x{n}"), |p| p.name())), ct.grouped[k]);
+        }
         let walks: u64 = e.mmu.walk.walks.iter().sum();
         c.insert("walks".into(), walks);
         let oc = &e.os.counters;
@@ -237,6 +262,11 @@ impl Results {
         for r in crate::os::promote::DemoteResult::ALL {
             c.insert(format!("demote.{}", r.name()), e.os.promotions.demote[r as usize]);
         }
+        for why in crate::os::promote::DemoteReason::ALL {
+            for (si, s) in sizes.iter().enumerate().skip(1) {
+                c.insert(format!("demote.{}.{}", why.name(), s.name()), e.os.promotions.demote_by[why as usize][si]);
+            }
+        }
         c.insert("faults.zero_fill".into(), oc.faults - oc.major_faults - oc.file_minor_faults - oc.file_major_faults);
         c.insert("pagecache.pages".into(), e.os.files.cache.cached);
         c.insert("pagecache.dirty_pages".into(), e.os.files.cache.dirty_pages());
@@ -290,6 +320,14 @@ impl Results {
             d.insert("tlbmcpi.handler".into(), round6(h / insns));
             d.insert("tlbmcpi.bookkeeping".into(), round6(b / insns));
             d.insert("tlbmcpi.copy".into(), round6(cp / insns));
+        }
+        if ct.base_pages > 0 {
+            // The coalescing opportunity (Solomon D2): the share of resident base mappings in
+            // coalescible aligned groups of 4, 8 and 16 pages.
+            for (k, &n) in crate::os::contiguity::CONTIGUITY_GROUPS.iter().enumerate() {
+                let name = PageSize::from_bytes(sizes[0].bytes() * n as u64).map_or(format!("x{n}"), |p| p.name());
+                d.insert(format!("coalescible.{name}"), round6(ct.grouped[k] as f64 / ct.base_pages as f64));
+            }
         }
         let killed = e.os.procs.iter().filter_map(|p| p.killed.as_ref().map(|k| (p.pid.to_string(), k.clone()))).collect();
         Results {

@@ -118,7 +118,7 @@ fn madvise_collapse_promotes_now_and_stack_grows_down() {
 
 #[test]
 fn contiguous_base_pages_promote_in_place_and_demote_back() {
-    use superpager_core::os::promote::{DemoteResult, PromoteResult};
+    use superpager_core::os::promote::{DemoteReason, DemoteResult, PromoteResult};
     let mut e = engine("base");
     let mut recs = vec![ctx(1), mmap(4 << 20)];
     for i in 0..512 {
@@ -133,7 +133,8 @@ fn contiguous_base_pages_promote_in_place_and_demote_back() {
     assert_eq!(e.os.promote_in_place(0, BASE, 1, &mut e.mmu), PromoteResult::AlreadyLarger);
     e.os.validate().unwrap();
     assert!(e.os.phys.free_frames() >= free_before, "no copy: no new frames (a page-table page may come back)");
-    assert_eq!(e.os.demote(0, BASE + 5000, 0, &mut e.mmu), DemoteResult::Demoted);
+    assert_eq!(e.os.demote(0, BASE + 5000, 0, DemoteReason::Protection, &mut e.mmu), DemoteResult::Demoted);
+    assert_eq!(e.os.promotions.demote_by[DemoteReason::Protection as usize][1], 1, "counted by reason and size");
     assert_eq!(e.os.procs[0].resident[0], 513);
     e.os.validate().unwrap();
     // After demotion each base page is its own allocation: unmapping one frees just it.

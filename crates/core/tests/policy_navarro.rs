@@ -434,3 +434,23 @@ fn strided_touches_into_whole_free_extents_preempt_on_at_most_one_fault_in_f_min
         assert!(o.faults_preempting > 0 && o.faults_preempting * 7 <= o.faults, "{free}: {} of {}", o.faults_preempting, o.faults);
     }
 }
+
+#[test]
+fn promote_at_promotes_the_smallest_size_once_k_pages_are_there() {
+    // neoverse-n1: 64KB contiguous-bit pages of 16 base pages. Four of a 64KB region's pages
+    // touched: the default waits for all 16; promote_at=4 zeroes the other 12 and maps 64KB
+    // (the 2MB level keeps its full-population rule).
+    for (pol, size, zeroed) in [("navarro", 0, 0), ("navarro:promote_at=4", 1, 12), ("navarro:promote_at=5", 0, 0)] {
+        let mut e = engine("neoverse-n1", pol, 256 << 20);
+        setup(&mut e, 4 << 20);
+        run(&mut e, vec![], (0..4).map(|i| BASE + i * 4096));
+        let pi = e.os.proc_index(1);
+        assert_eq!(e.os.procs[pi].pt.lookup(BASE).unwrap().size_idx, size, "{pol}");
+        assert_eq!(counter(&mut e, "policy.navarro.prezeroed_pages"), zeroed, "{pol}");
+    }
+    let sizes = Machine::load("neoverse-n1").unwrap().page_sizes;
+    for (spec, want) in [("navarro:promote_at=0", "from 1 to 16 (base pages in a 64KiB page)"), ("navarro:promote_at=17", "promote_at=17")] {
+        let e = policy::build(spec, &sizes).err().unwrap_or_else(|| panic!("{spec} accepted")).to_string();
+        assert!(e.contains(want) && !e.contains('\n'), "{spec}: {e}");
+    }
+}

@@ -87,15 +87,27 @@ impl std::fmt::Display for HostPage {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Coalescing {
     None,
-    /// AMD PTE coalescing: aligned, physically contiguous groups of `pages` base PTEs share one
-    /// TLB entry (16KB or 32KB with 4KB pages).
-    Amd {
-        max_pages: u32,
-    },
+    /// AMD PTE coalescing: on a walk that ends at a base PTE, the hardware reads the PTEs that
+    /// share its cache line; an aligned group of `groups[k]` of them that is present,
+    /// physically contiguous, aligned and uniform in attributes is cached as one entry (16KB
+    /// or 32KB with 4KB pages) in the `structures` that hold coalesced entries.
+    Amd(AmdCoalescing),
     /// ARM contiguous bit: `pages` aligned contiguous PTEs marked by the OS form one entry.
     ArmContiguous {
         pages: u32,
     },
+}
+
+/// The parameters of AMD PTE coalescing (`[coalescing] kind = "amd"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AmdCoalescing {
+    /// Group sizes in base pages, ascending, each a power of two no larger than `line_ptes`.
+    pub groups: Vec<u32>,
+    /// PTEs the walker reads in one cache-line fetch (`line_bytes / pte_bytes`): a group
+    /// never spans two lines.
+    pub line_ptes: u32,
+    /// Indices into `Machine::tlbs` of the structures that hold coalesced entries.
+    pub structures: Vec<usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -221,7 +233,64 @@ struct CostFile {
 #[serde(deny_unknown_fields)]
 struct CoalescingFile {
     kind: String,
+    /// The largest group, in base pages.
     pages: u32,
+    /// AMD: the group sizes (default: every power of two from 4 up to `pages`).
+    groups: Option<Vec<u32>>,
+    /// AMD: the walker's cache line and PTE sizes (default 64 and 8 bytes).
+    line_bytes: Option<u32>,
+    pte_bytes: Option<u32>,
+    /// AMD: names of the TLB structures that hold coalesced entries (default: every
+    /// structure that holds base pages).
+    structures: Option<Vec<String>>,
+}
+
+/// Check and resolve `[coalescing]` for kind "amd" against the machine's TLB structures.
+fn amd_coalescing(c: &CoalescingFile, tlbs: &[TlbSpec], base: PageSize, sizes: &[PageSize]) -> std::result::Result<AmdCoalescing, (&'static str, String)> {
+    let cfg = |k: &'static str, m: String| (k, m);
+    let line = c.line_bytes.unwrap_or(64);
+    let pte = c.pte_bytes.unwrap_or(8);
+    if pte == 0 || line < pte || !line.is_multiple_of(pte) {
+        return Err(cfg("coalescing.line_bytes", format!("{line} is not a positive multiple of pte_bytes ({pte})")));
+    }
+    let line_ptes = line / pte;
+    let mut groups = c.groups.clone().unwrap_or_else(|| (2..=c.pages.trailing_zeros()).map(|k| 1u32 << k).collect());
+    groups.sort_unstable();
+    groups.dedup();
+    if groups.is_empty() {
+        return Err(cfg("coalescing.groups", "needs at least one group size".into()));
+    }
+    for &g in &groups {
+        if g < 2 || !g.is_power_of_two() || g > c.pages {
+            return Err(cfg("coalescing.groups", format!("{g} is not a power of two from 2 to pages ({})", c.pages)));
+        }
+        if g > line_ptes {
+            return Err(cfg("coalescing.groups", format!("a group of {g} PTEs spans more than one {line}-byte line ({line_ptes} PTEs)")));
+        }
+        if let Some(p) = PageSize::from_bytes(base.bytes() * g as u64).ok().filter(|p| sizes.contains(p)) {
+            return Err(cfg("coalescing.groups", format!("a group of {g} is {p}, already one of the page sizes")));
+        }
+    }
+    let structures = match &c.structures {
+        None => (0..tlbs.len()).filter(|&i| tlbs[i].sizes.contains(&0)).collect(),
+        Some(names) => {
+            let mut v = Vec::new();
+            for n in names {
+                match tlbs.iter().position(|t| &t.name == n) {
+                    Some(i) if tlbs[i].sizes.contains(&0) => v.push(i),
+                    Some(_) => return Err(cfg("coalescing.structures", format!("'{n}' does not hold base pages, so it cannot hold coalesced ones"))),
+                    None => return Err(cfg("coalescing.structures", format!("no TLB structure is named '{n}'"))),
+                }
+            }
+            v
+        }
+    };
+    // Size indices of coalesced entries follow the page sizes; a TLB tag has 4 bits for them
+    // and index 15 is reserved (`tlb::EMPTY`).
+    if sizes.len() + groups.len() > 15 {
+        return Err(cfg("coalescing.groups", format!("{} page sizes and {} group sizes: at most 15 together", sizes.len(), groups.len())));
+    }
+    Ok(AmdCoalescing { groups, line_ptes, structures })
 }
 
 /// In a radix table of `levels` levels of `bits` index bits over `base` pages, the level
@@ -277,30 +346,70 @@ fn toml_error(file: &str, src: &str, e: &toml::de::Error) -> Error {
 }
 
 impl Machine {
-    /// A preset by name, or a TOML file by path, optionally followed by `+nested` or
-    /// `+nested=HOSTPAGE` (a page size, or `guest`, the default): the same machine running a
-    /// guest under a hypervisor whose page tables have as many levels as the guest's.
+    /// A preset by name, or a TOML file by path, optionally followed by modifiers:
+    /// `+nested` or `+nested=HOSTPAGE` (a page size, or `guest`, the default): the same
+    /// machine running a guest under a hypervisor whose page tables have as many levels as
+    /// the guest's; `+nocoalesce`: the same machine with PTE coalescing turned off (to measure
+    /// what coalescing gives).
     pub fn load(spec: &str) -> Result<Machine> {
-        let Some((name, suffix)) = spec.rsplit_once('+') else { return Machine::load_plain(spec) };
+        let mut parts = spec.split('+');
+        let name = parts.next().unwrap_or_default();
+        let mut m = Machine::load_plain(name)?;
+        let mut any = false;
+        for suffix in parts {
+            any = true;
+            if suffix == "nocoalesce" {
+                if m.coalescing == Coalescing::None {
+                    return Err(Error::usage(format!("machine '{spec}': {name} does not coalesce PTEs, so +nocoalesce changes nothing")));
+                }
+                m.coalescing = Coalescing::None;
+            } else {
+                m.nest(spec, name, suffix)?;
+            }
+            m.name = format!("{}+{suffix}", m.name);
+        }
+        if any {
+            m.origin = spec.to_string();
+        }
+        Ok(m)
+    }
+
+    /// The `+nested[=HOSTPAGE]` modifier of `load`.
+    fn nest(&mut self, spec: &str, name: &str, suffix: &str) -> Result<()> {
         let host = match suffix.split_once('=') {
             None if suffix == "nested" => "guest",
             Some(("nested", h)) => h,
-            _ => return Err(Error::usage(format!("machine '{spec}': '+{suffix}' is not +nested or +nested=HOSTPAGE (a page size, or guest)"))),
+            _ => return Err(Error::usage(format!("machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest) or +nocoalesce"))),
         };
+        if self.nested.is_some() {
+            return Err(Error::usage(format!("machine '{spec}': nested twice")));
+        }
         let host_page = HostPage::parse(host).map_err(|m| Error::usage(format!("machine '{spec}': host page: {m}")))?;
-        let mut m = Machine::load_plain(name)?;
-        if m.software_handler_cycles.is_some() {
+        if self.software_handler_cycles.is_some() {
             return Err(Error::usage(format!("machine '{spec}': {name} has a software-managed TLB; nested paging needs a hardware walker")));
         }
         if let HostPage::Fixed(p) = host_page {
-            if p < m.base_page || m.size_index(p).is_none() {
+            if p < self.base_page || self.size_index(p).is_none() {
                 return Err(Error::usage(format!("machine '{spec}': host page {p} is not one of {name}'s page sizes")));
             }
         }
-        m.nested = Some(NestedSpec { host_levels: m.walk_levels, host_page });
-        m.name = format!("{}+{suffix}", m.name);
-        m.origin = spec.to_string();
-        Ok(m)
+        self.nested = Some(NestedSpec { host_levels: self.walk_levels, host_page });
+        Ok(())
+    }
+
+    /// AMD PTE coalescing, when this machine does it.
+    pub fn amd_coalescing(&self) -> Option<&AmdCoalescing> {
+        match &self.coalescing {
+            Coalescing::Amd(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The reach of each coalesced entry, in the order of their size indices (which follow
+    /// `page_sizes`): 16KiB and 32KiB on `zen3`.
+    pub fn coalesced_sizes(&self) -> Vec<PageSize> {
+        self.amd_coalescing()
+            .map_or(Vec::new(), |a| a.groups.iter().map(|&g| PageSize::from_bytes(self.base_page.bytes() * g as u64).expect("checked by the loader")).collect())
     }
 
     fn load_plain(name_or_path: &str) -> Result<Machine> {
@@ -422,7 +531,7 @@ impl Machine {
                 }
                 match c.kind.as_str() {
                     "none" => Coalescing::None,
-                    "amd" => Coalescing::Amd { max_pages: c.pages },
+                    "amd" => Coalescing::Amd(amd_coalescing(c, &tlbs, base, &sizes).map_err(|(k, m)| cfg(k, m))?),
                     "arm-contiguous" => Coalescing::ArmContiguous { pages: c.pages },
                     o => return Err(cfg("coalescing.kind", format!("'{o}' is not one of none, amd, arm-contiguous"))),
                 }

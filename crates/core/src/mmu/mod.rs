@@ -12,6 +12,7 @@
 pub mod machine;
 pub mod tlb;
 
+use crate::units::PageSize;
 use machine::Machine;
 use tlb::{make_tag, Replacement, Tlb};
 
@@ -22,6 +23,20 @@ pub const MAX_SIZES: usize = 16;
 pub struct TlbCounters {
     pub hits: [u64; MAX_SIZES],
     pub misses: [u64; MAX_SIZES],
+}
+
+/// AMD PTE coalescing as the MMU sees it: the size indices of coalesced entries (after the
+/// page sizes) and what they did.
+#[derive(Clone, Debug)]
+pub struct CoalescedSizes {
+    /// Size index of the first coalesced size; group k has index `first + k`.
+    pub first: u32,
+    /// Base pages per group, ascending.
+    pub groups: Vec<u32>,
+    /// Bitmask of the coalesced size indices.
+    pub mask: u32,
+    /// Walks whose base PTE was cached as a coalesced entry, per group.
+    pub fills: Vec<u64>,
 }
 
 crate::counters! {
@@ -70,6 +85,12 @@ pub struct Mmu {
     /// Nested paging: per guest size index, the host references to translate one
     /// guest-physical address (None: native).
     nested_host_refs: Option<[u64; MAX_SIZES]>,
+    /// AMD PTE coalescing (None: the machine does not coalesce).
+    pub coalesced: Option<CoalescedSizes>,
+    /// Per stream and size: the size index a structure counts a repeat hit under in
+    /// `first_holder` (a coalesced size, in a structure that holds only base pages, was
+    /// filled as the base page).
+    pub repeat_size: [[u32; MAX_SIZES]; 2],
     /// Per structure: its eviction group (see `evictions`), or NO_GROUP if not last-level.
     group: Vec<u8>,
     /// Per stream: the eviction group of its last-level structures.
@@ -93,6 +114,15 @@ impl Mmu {
             tlbs.push(Tlb::new(t.entries, t.ways, t.replacement, machine.seed.wrapping_add(i as u64 * 7919)));
             holds.push(t.sizes.iter().fold(0u32, |m, &s| m | 1 << s));
         }
+        let coalesced = machine.amd_coalescing().map(|a| {
+            let first = machine.page_sizes.len() as u32;
+            let mask = (0..a.groups.len() as u32).fold(0u32, |m, k| m | 1 << (first + k));
+            for &t in &a.structures {
+                holds[t] |= mask;
+            }
+            CoalescedSizes { first, groups: a.groups.clone(), mask, fills: vec![0; a.groups.len()] }
+        });
+        let all_sizes: Vec<PageSize> = machine.page_sizes.iter().copied().chain(machine.coalesced_sizes()).collect();
         let max_level = machine.tlbs.iter().map(|t| t.level).max().unwrap_or(1);
         let mut route: [Vec<Vec<usize>>; 2] = [Vec::new(), Vec::new()];
         for (si, fetch) in [(0usize, false), (1usize, true)] {
@@ -104,16 +134,27 @@ impl Mmu {
             }
         }
         let mut first_holder = [[None; MAX_SIZES]; 2];
+        let mut repeat_size = [[0u32; MAX_SIZES]; 2];
+        let coal_mask = coalesced.as_ref().map_or(0, |c| c.mask);
         for s in 0..2 {
-            for size in 0..machine.page_sizes.len() {
-                first_holder[s][size] = route[s].iter().flatten().copied().find(|&t| holds[t] & (1 << size) != 0);
+            for size in 0..all_sizes.len() {
+                repeat_size[s][size] = size as u32;
+                // A coalesced entry is filled as the base page where its size is not held.
+                let wanted = if coal_mask & (1 << size) != 0 { 1 << size | 1 } else { 1 << size };
+                first_holder[s][size] = route[s].iter().flatten().copied().find(|&t| holds[t] & wanted != 0);
+                if let Some(t) = first_holder[s][size] {
+                    if holds[t] & (1 << size) == 0 {
+                        repeat_size[s][size] = 0;
+                    }
+                }
             }
         }
         let mut shifts = [0u32; MAX_SIZES];
         let mut leaf_level = [1u8; MAX_SIZES];
-        for (i, p) in machine.page_sizes.iter().enumerate() {
+        for (i, p) in all_sizes.iter().enumerate() {
             shifts[i] = p.shift();
-            leaf_level[i] = machine.leaf_level(*p);
+            // A coalesced entry comes from a walk to a base PTE.
+            leaf_level[i] = machine.leaf_level(if i < machine.page_sizes.len() { *p } else { machine.base_page });
         }
         let mut pwc_specs = machine.pwc.clone();
         pwc_specs.sort_by_key(|p| p.level);
@@ -168,6 +209,8 @@ impl Mmu {
         let wide = tlbs.iter().chain(pwcs.iter().map(|p| &p.2)).any(|t| t.wide);
         Mmu {
             wide,
+            coalesced,
+            repeat_size,
             group,
             stream_group,
             track_evictions: false,
@@ -235,23 +278,30 @@ impl Mmu {
     }
 
     /// Record misses in, and fill, every structure before level `upto` (exclusive) that holds
-    /// size `si` for this stream.
+    /// size `si` for this stream. A coalesced entry goes into a structure that does not hold
+    /// coalesced entries as the base page it was found for.
     #[inline]
     fn miss_and_fill(&mut self, stream: usize, upto: usize, va: u64, asid: u16, si: u32) {
-        let vpn = va >> self.shifts[si as usize & (MAX_SIZES - 1)];
-        let tag = make_tag(asid, vpn, si);
-        let (tlbs, counters) = (&mut self.tlbs, &mut self.counters);
+        let coal = self.coalesced.as_ref().map_or(0, |c| c.mask) & (1 << si) != 0;
+        let (tlbs, counters, shifts) = (&mut self.tlbs, &mut self.counters, &self.shifts);
         for p in self.probes[stream].iter() {
             if p.level >= upto {
                 break;
             }
-            if p.holds & (1 << si) != 0 {
-                counters[p.tlb].misses[si as usize & (MAX_SIZES - 1)] += 1;
-                let victim = tlbs[p.tlb].fill(vpn, tag);
-                if self.track_evictions && self.group[p.tlb] != NO_GROUP {
-                    if let Some(v) = victim {
-                        self.evictions.push((self.group[p.tlb], v));
-                    }
+            let fsi = if p.holds & (1 << si) != 0 {
+                si
+            } else if coal && p.holds & 1 != 0 {
+                0
+            } else {
+                continue;
+            };
+            let s = fsi as usize & (MAX_SIZES - 1);
+            let vpn = va >> shifts[s];
+            counters[p.tlb].misses[s] += 1;
+            let victim = tlbs[p.tlb].fill(vpn, make_tag(asid, vpn, fsi));
+            if self.track_evictions && self.group[p.tlb] != NO_GROUP {
+                if let Some(v) = victim {
+                    self.evictions.push((self.group[p.tlb], v));
                 }
             }
         }
@@ -321,6 +371,24 @@ impl Mmu {
         refs
     }
 
+    /// After a walk that ended at a base PTE whose cache line holds a coalescible group of
+    /// `groups[k]` pages around it: fill every level with the coalesced entry (as the base page
+    /// where coalesced entries are not held), count the walk as a base-page walk, and return
+    /// its memory references.
+    pub fn fill_after_walk_coalesced(&mut self, va: u64, asid: u16, fetch: bool, k: usize) -> u64 {
+        let c = self.coalesced.as_mut().expect("a coalescing machine");
+        c.fills[k] += 1;
+        let csi = c.first + k as u32;
+        self.live_sizes |= 1 << csi;
+        let levels = self.route[fetch as usize].len();
+        self.miss_and_fill(fetch as usize, levels, va, asid, csi);
+        self.walk.walks[0] += 1;
+        // SAFETY: no AVX2 path.
+        let refs = unsafe { self.walk_refs::<false>(va, asid, 0) };
+        self.walk.refs += refs;
+        refs
+    }
+
     /// Memory references of a native (or nested) radix walk to a leaf for size `si`.
     ///
     /// # Safety
@@ -359,8 +427,22 @@ impl Mmu {
         }
     }
 
-    /// Drop a translation from every structure (a shootdown).
+    /// Drop a translation from every structure (a shootdown). A base page's shootdown also
+    /// drops the coalesced entries that cover it: the OS does not know they exist (INVLPG
+    /// of any address in a coalesced entry removes the entry).
     pub fn invalidate(&mut self, va: u64, asid: u16, si: u32) {
+        if si == 0 {
+            if let Some(c) = &self.coalesced {
+                let (first, n) = (c.first, c.groups.len() as u32);
+                for csi in first..first + n {
+                    self.invalidate_one(va, asid, csi);
+                }
+            }
+        }
+        self.invalidate_one(va, asid, si);
+    }
+
+    fn invalidate_one(&mut self, va: u64, asid: u16, si: u32) {
         let vpn = va >> self.shifts[si as usize];
         let tag = make_tag(asid, vpn, si);
         for (ti, t) in self.tlbs.iter_mut().enumerate() {
@@ -368,6 +450,11 @@ impl Mmu {
                 self.evictions.push((self.group[ti], tag));
             }
         }
+    }
+
+    /// Whether structure `t` holds entries of size index `si` (page or coalesced size).
+    pub fn holds_size(&self, t: usize, si: u32) -> bool {
+        self.holds[t] & (1 << si) != 0
     }
 
     /// The eviction group of the last-level structures serving this stream.

@@ -198,6 +198,7 @@ impl Os {
                     self.replacement.on_remove(r);
                 }
                 self.counters.cow_demoted += 1;
+                self.promotions.demote_by[super::promote::DemoteReason::Cow as usize][t.size_idx as usize] += 1;
                 let base = self.base.bytes();
                 for k in 0..bytes / base {
                     let va = t.start + k * base;

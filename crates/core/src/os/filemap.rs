@@ -230,7 +230,9 @@ impl Os {
             match self.features.file_superpages.unwrap_or(DirtySuperpages::Demote) {
                 DirtySuperpages::Demote => {
                     // Demote around the written page until it is a base page of its own.
-                    while t.size_idx > 0 && self.demote(pi, va, t.size_idx - 1, mmu) == super::promote::DemoteResult::Demoted {
+                    while t.size_idx > 0
+                        && self.demote(pi, va, t.size_idx - 1, super::promote::DemoteReason::Dirty, mmu) == super::promote::DemoteResult::Demoted
+                    {
                         self.files.counters.dirty_demotions += 1;
                         match self.procs[pi].pt.lookup(va) {
                             Some(n) => t = n,

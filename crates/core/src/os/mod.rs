@@ -31,6 +31,7 @@ macro_rules! outcome {
 }
 
 pub mod compact;
+pub mod contiguity;
 pub mod cow;
 pub mod filemap;
 pub mod files;
@@ -278,6 +279,8 @@ pub struct Os {
     scratch: Vec<Translation>,
     /// Resident bytes per size at the end of each process, summed (for page_size_mix).
     pub final_resident: [u64; MAX_SIZES],
+    /// The coalescing opportunity of the processes that exited, measured at exit.
+    pub final_contiguity: contiguity::Contiguity,
     /// Segmentation faults: (pid, address).
     pub segv_log: Vec<(u32, u64)>,
     /// Address-space identifiers wrapped around: the engine must flush every TLB.
@@ -348,6 +351,7 @@ impl Os {
             next_asid: 1,
             scratch: Vec::new(),
             final_resident: [0; MAX_SIZES],
+            final_contiguity: Default::default(),
             segv_log: Vec::new(),
             flush_needed: false,
             pt_oom: false,
@@ -576,7 +580,7 @@ impl Os {
             if t.start >= edge || t.size_idx == 0 {
                 return;
             }
-            if self.demote(pi, edge, t.size_idx - 1, mmu) != promote::DemoteResult::Demoted {
+            if self.demote(pi, edge, t.size_idx - 1, promote::DemoteReason::Protection, mmu) != promote::DemoteResult::Demoted {
                 self.counters.protection_demote_refused += 1;
                 return;
             }
@@ -597,7 +601,11 @@ impl Os {
                 let (ts, te) = (t.start, t.start + size);
                 // Only what stays inside a VMA is kept (Romer's FIXED may map past a VMA).
                 let keep = (ts >= start || self.covered(pi, ts, start)) && (te <= end || self.covered(pi, end, te));
-                if t.size_idx > 0 && (ts < start || te > end) && keep && self.demote(pi, edge, 0, mmu) != promote::DemoteResult::Demoted {
+                if t.size_idx > 0
+                    && (ts < start || te > end)
+                    && keep
+                    && self.demote(pi, edge, 0, promote::DemoteReason::PartialUnmap, mmu) != promote::DemoteResult::Demoted
+                {
                     self.counters.partial_unmaps_whole += 1;
                 }
             }
@@ -836,6 +844,16 @@ impl Os {
                     self.demote_straddling(pi, edge, mmu);
                 }
                 self.modify_vmas(pi, s, e, |v| v.prot = prot);
+                if mmu.coalesced.is_some() {
+                    // A coalesced entry needs one protection over its group: those around
+                    // either end now straddle two (Linux flushes the range; entries wholly
+                    // inside changed uniformly).
+                    let asid = self.procs[pi].asid;
+                    for edge in [s, e] {
+                        mmu.invalidate(edge.wrapping_sub(page), asid, 0);
+                        mmu.invalidate(edge, asid, 0);
+                    }
+                }
             }
             Event::Brk { addr } => {
                 self.procs[pi].has_layout_events = true;
@@ -1110,6 +1128,8 @@ impl Os {
                 self.final_resident[s] += n * self.sizes[s].bytes();
             }
         }
+        let c = self.contiguity_of(pi);
+        self.final_contiguity.add(&c);
         // No per-page shootdown: the address-space identifier dies with the process and is
         // not reused until the identifiers wrap, when every TLB is flushed (flush_needed). The
         // page table goes whole: one traversal finds every page to free.

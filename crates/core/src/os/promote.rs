@@ -31,6 +31,26 @@ outcome! {
 }
 
 outcome! {
+    /// Why a superpage was demoted (one size down per step): every change to part of a
+    /// superpage's PTEs needs one (for the ARM contiguous bit, with break-before-make).
+    pub enum DemoteReason {
+        /// mprotect changed part of it.
+        Protection => "protection",
+        /// munmap (or a shrinking mremap or brk) removed part of it.
+        PartialUnmap => "partial_unmap",
+        /// A write to a clean file superpage, under `dirty=demote`.
+        Dirty => "dirty",
+        /// Reclaim evicts part of it.
+        Reclaim => "reclaim",
+        /// A write to a shared copy-on-write superpage found no block of its size: the
+        /// writer's copy is made of base pages.
+        Cow => "cow",
+        /// Navarro et al.'s speculative demotion under memory pressure.
+        Speculative => "speculative",
+    }
+}
+
+outcome! {
     pub enum DemoteResult {
         Demoted => "demoted",
         /// Nothing of a larger size is mapped there.
@@ -47,6 +67,8 @@ crate::counters! {
     pub struct PromoteCounters {
         pub promote: [u64; PromoteResult::ALL.len()] = by_hand,
         pub demote: [u64; DemoteResult::ALL.len()] = by_hand,
+        /// Demotion steps done, by reason and by the size index demoted from.
+        pub demote_by: [[u64; crate::mmu::MAX_SIZES]; DemoteReason::ALL.len()] = by_hand,
         /// mTHP folios mapped, and attempts that fell back, per order.
         pub folio_alloc: [u64; 21] = by_hand,
         pub folio_fallback: [u64; 21] = by_hand,
@@ -197,12 +219,13 @@ impl Os {
     }
 
     /// Mechanism: demote the page mapping `va` in process `pi` into pages of size `to`.
-    pub fn demote(&mut self, pi: usize, va: u64, to: u32, mmu: &mut Mmu) -> DemoteResult {
+    pub fn demote(&mut self, pi: usize, va: u64, to: u32, why: DemoteReason, mmu: &mut Mmu) -> DemoteResult {
         let before = self.procs[pi].pt.lookup(va).map(|t| t.size_idx);
         let r = self.demote_inner(pi, va, to, mmu);
         self.promotions.demote[r as usize] += 1;
         if let (DemoteResult::Demoted, Some(si)) = (r, before) {
             self.promotions.demote_ptes += 1 << self.order_of(si).0;
+            self.promotions.demote_by[why as usize][si as usize] += 1;
         }
         r
     }

@@ -214,7 +214,7 @@ impl Os {
                 continue;
             }
             let mut si = r.size_idx;
-            while si > 0 && self.demote(pi, r.start, si - 1, mmu) == super::promote::DemoteResult::Demoted {
+            while si > 0 && self.demote(pi, r.start, si - 1, super::promote::DemoteReason::Speculative, mmu) == super::promote::DemoteResult::Demoted {
                 self.swap.counters.speculative_demotions += 1;
                 si -= 1;
             }
@@ -252,7 +252,9 @@ impl Os {
             if let Some((at, to)) = part {
                 // Demote one size at a time until the piece holding `at` is a page of its
                 // own; only it is evicted, the other pieces stay superpages.
-                while t.size_idx > to && self.demote(pi, t.start, t.size_idx - 1, mmu) == super::promote::DemoteResult::Demoted {
+                while t.size_idx > to
+                    && self.demote(pi, t.start, t.size_idx - 1, super::promote::DemoteReason::Reclaim, mmu) == super::promote::DemoteResult::Demoted
+                {
                     self.swap.counters.evict_demotions += 1;
                     match self.procs[pi].pt.lookup(at) {
                         Some(n) => t = n,

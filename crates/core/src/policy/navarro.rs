@@ -54,6 +54,8 @@ const DAEMON_DELAY_MS: f64 = 10.0;
 pub const PARAMS: &str = "sizes=S1+S2+... (superpage sizes to use; default: every size of the machine); \
 retry_smaller=true (when the preferred extent cannot be had even by preemption, try the intermediate sizes before a base page); \
 threshold=F (promote once a fraction F of a region is populated, zeroing the rest; default 1); \
+promote_at=K (for the smallest superpage size only: promote once K of its base pages are populated, zeroing the rest; \
+K from 1, eager, to all of them, the default: 16 for a 64KB contiguous-bit page of 4KB ones, Solomon's \"more aggressive promotion policies\"); \
 fragmentation=none|cache|daemon (fragmentation control: none; cache pages kept in the buddy lists; \
 or that plus the contiguity-aware page daemon, deactivate-on-close and wired-page clustering; default daemon); \
 demote_p=P (probability of demoting a superpage whose reference bit the page daemon clears under pressure; default 1; 0 turns speculative demotion off); \
@@ -188,6 +190,9 @@ pub struct Navarro {
     /// Promote a region once this fraction of it is populated, zeroing the rest (1: only full
     /// regions, the paper's choice).
     threshold: f64,
+    /// Base pages of the smallest superpage size that must be populated before it is
+    /// promoted (the rest zeroed); None: `threshold` decides there too.
+    promote_at: Option<u64>,
     frag: FragControl,
     pte_replication: bool,
     /// Place file mappings that name no address at aligned addresses (os/placement.rs).
@@ -221,6 +226,7 @@ struct NavarroParams {
     retry_smaller: bool,
     #[serde(deserialize_with = "crate::spec::fraction")]
     threshold: f64,
+    promote_at: Option<u64>,
     fragmentation: FragControl,
     pte_replication: bool,
     #[serde(deserialize_with = "crate::spec::probability")]
@@ -235,6 +241,7 @@ impl Default for NavarroParams {
             sizes: None,
             retry_smaller: false,
             threshold: 1.0,
+            promote_at: None,
             fragmentation: FragControl::Daemon,
             pte_replication: false,
             demote_p: 1.0,
@@ -250,11 +257,22 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
 
 impl Navarro {
     fn new(params: &Params, sizes: &[PageSize]) -> Result<Navarro> {
-        let NavarroParams { sizes: _, retry_smaller, threshold, fragmentation: frag, pte_replication, demote_p, dirty, align_files } =
+        let NavarroParams { sizes: _, retry_smaller, threshold, promote_at, fragmentation: frag, pte_replication, demote_p, dirty, align_files } =
             crate::spec::from_params("policy", "navarro", params)?;
         let levels = super::parse_sizes("navarro", params, sizes)?;
         let shifts: Vec<u32> = levels.iter().map(|&si| sizes[si as usize].shift()).collect();
         let fan: Vec<u64> = (0..levels.len()).map(|l| if l == 0 { 0 } else { 1u64 << (shifts[l] - shifts[l - 1]) }).collect();
+        if let Some(k) = promote_at {
+            let Some(&pages) = fan.get(1) else {
+                return Err(crate::error::Error::usage("policy navarro: promote_at needs a superpage size (sizes= leaves only the base page)".to_string()));
+            };
+            if k == 0 || k > pages {
+                return Err(crate::error::Error::usage(format!(
+                    "policy navarro: promote_at={k}: must be from 1 to {pages} (base pages in a {} page)",
+                    sizes[levels[1] as usize]
+                )));
+            }
+        }
         let n = levels.len();
         Ok(Navarro {
             levels,
@@ -262,6 +280,7 @@ impl Navarro {
             fan,
             retry_smaller,
             threshold,
+            promote_at,
             frag,
             pte_replication,
             align_files,
@@ -663,14 +682,19 @@ impl Navarro {
     /// the region at `start` (level `l`, inside reservation `r` and the VMA) is populated, map
     /// and zero the rest from the reservation so it can be promoted. Returns whether it did.
     fn prezero(&mut self, sys: &mut Sys, pi: usize, start: u64, l: usize, r: ResRef, vma: &Vma) -> bool {
-        if self.threshold >= 1.0 || start < vma.start || start + (1u64 << self.shifts[l]) > vma.end {
-            return false;
-        }
         let s0 = self.shifts[0];
         let pages = 1u64 << (self.shifts[l] - s0);
+        // Populated pages needed: promote_at for the smallest superpage size, else threshold.
+        let need = match self.promote_at {
+            Some(k) if l == 1 => k as f64,
+            _ => self.threshold * pages as f64,
+        };
+        if need >= pages as f64 || start < vma.start || start + (1u64 << self.shifts[l]) > vma.end {
+            return false;
+        }
         let Some(m) = self.procs.get(&pi) else { return false };
         let have = m.leaves.count_in(start >> s0, (start >> s0) + pages);
-        if (have as f64) < self.threshold * pages as f64 {
+        if (have as f64) < need {
             return false;
         }
         for k in 0..pages {

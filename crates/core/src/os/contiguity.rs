@@ -1,0 +1,123 @@
+//! Physical contiguity of base-page mappings: what AMD PTE coalescing can use, and the
+//! coalescing opportunity the results report.
+//!
+//! AMD coalescing is done by the hardware walker, which reads the PTEs sharing the fetched
+//! cache line; the OS neither sets nor sees it. The walker only reads page tables, so the test
+//! lives beside them: a group of `n` base pages (`n` a power of two) is coalescible when its
+//! virtual start is aligned to `n` pages, every page is mapped by a base PTE, the frames are
+//! `n` consecutive frames starting at a frame aligned to `n`, and the attributes agree (write
+//! protection for copy-on-write, and the protection of the VMAs they lie in). Solomon's notes
+//! (../shared/notes/seeds-trident-solomon-amsqm.md, D2) give these rules as inferred from
+//! "aligned and contiguous groups of 4 KB base pages".
+
+use super::Os;
+
+impl Os {
+    /// Whether the `n` base pages starting at `gs` (aligned to `n` pages) form a coalescible
+    /// group in process `pi`.
+    pub fn base_group_contiguous(&self, pi: usize, gs: u64, n: u32) -> bool {
+        let p = &self.procs[pi];
+        let page = self.base.bytes();
+        let Some(first) = p.pt.lookup(gs) else { return false };
+        if first.size_idx != 0 || first.pfn.0 % n as u64 != 0 {
+            return false;
+        }
+        for i in 1..n as u64 {
+            match p.pt.lookup(gs + i * page) {
+                Some(t) if t.size_idx == 0 && t.pfn.0 == first.pfn.0 + i && t.cow == first.cow => {}
+                _ => return false,
+            }
+        }
+        self.one_protection(pi, gs, gs + n as u64 * page)
+    }
+
+    /// The index of the largest of `groups` (base pages, ascending) whose aligned group around
+    /// `va` is coalescible, or None.
+    pub fn coalescible_group(&self, pi: usize, va: u64, groups: &[u32]) -> Option<usize> {
+        let page = self.base.bytes();
+        groups.iter().enumerate().rev().find(|&(_, &n)| self.base_group_contiguous(pi, va & !(n as u64 * page - 1), n)).map(|(k, _)| k)
+    }
+
+    /// Process `pi`'s coalescing opportunity: its resident base mappings, and for each of
+    /// `CONTIGUITY_GROUPS` how many of them sit in a coalescible aligned group of that many
+    /// base pages. One pass over the page table in address order; O(resident pages).
+    pub fn contiguity_of(&self, pi: usize) -> Contiguity {
+        let p = &self.procs[pi];
+        let page = self.base.bytes();
+        let mut c = Contiguity::default();
+        // Runs of base pages consecutive in both address and frame with one write protection:
+        // (first va, first pfn, pages). A group is coalescible when it lies in one run, its
+        // start is aligned in both spaces and its VMAs agree on protection.
+        let mut runs: Vec<(u64, u64, u64)> = Vec::new();
+        let mut last: Option<(u64, u64, bool)> = None;
+        p.pt.for_each_page(&mut |t| {
+            if t.size_idx != 0 {
+                last = None;
+                return;
+            }
+            c.base_pages += 1;
+            match (last, runs.last_mut()) {
+                (Some((va, pfn, cow)), Some(r)) if t.start == va + page && t.pfn.0 == pfn + 1 && t.cow == cow => r.2 += 1,
+                _ => runs.push((t.start, t.pfn.0, 1)),
+            }
+            last = Some((t.start, t.pfn.0, t.cow));
+        });
+        for (k, &n) in CONTIGUITY_GROUPS.iter().enumerate() {
+            let n = n as u64;
+            for &(va, pfn, len) in &runs {
+                // The first page of the run that starts an aligned group in both spaces.
+                let skip = (n - (va / page) % n) % n;
+                if !(pfn + skip).is_multiple_of(n) {
+                    continue; // virtual and physical alignment differ along the whole run
+                }
+                let mut off = skip;
+                while off + n <= len {
+                    let gs = va + off * page;
+                    if self.one_protection(pi, gs, gs + n * page) {
+                        c.grouped[k] += n;
+                    }
+                    off += n;
+                }
+            }
+        }
+        c
+    }
+
+    /// Whether every VMA overlapping [s, e) has the same protection.
+    fn one_protection(&self, pi: usize, s: u64, e: u64) -> bool {
+        let mut prot = None;
+        self.procs[pi].vmas.range(..e).rev().map(|(_, v)| v).take_while(|v| v.end > s).all(|v| *prot.get_or_insert(v.prot) == v.prot)
+    }
+
+    /// The coalescing opportunity now: processes still alive, plus those that exited (as they
+    /// were at exit).
+    pub fn end_contiguity(&self) -> Contiguity {
+        let mut c = self.final_contiguity;
+        for pi in 0..self.procs.len() {
+            if self.procs[pi].alive {
+                c.add(&self.contiguity_of(pi));
+            }
+        }
+        c
+    }
+}
+
+/// Group sizes, in base pages, of the coalescing opportunity: AMD's 16KB and 32KB coalesced
+/// entries and ARM's 64KB contiguous-bit entries with 4KB pages (Solomon D2).
+pub const CONTIGUITY_GROUPS: [u32; 3] = [4, 8, 16];
+
+/// Resident base mappings, and how many of them lie in coalescible groups of each size.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Contiguity {
+    pub base_pages: u64,
+    pub grouped: [u64; CONTIGUITY_GROUPS.len()],
+}
+
+impl Contiguity {
+    pub fn add(&mut self, o: &Contiguity) {
+        self.base_pages += o.base_pages;
+        for k in 0..self.grouped.len() {
+            self.grouped[k] += o.grouped[k];
+        }
+    }
+}
