@@ -78,8 +78,11 @@ pub struct Engine {
     pub series_decimations: u64,
     next_sample: u64,
     started: bool,
-    /// The policy maps only base pages: use the MMU's single-size fast path.
+    /// The policy maps only base pages: use the MMU's single-size fast path (left for the
+    /// general one once a coalesced entry exists, which that path does not probe).
     base_only: bool,
+    /// The machine coalesces PTEs (AMD): every base-page walk checks its cache line.
+    coalescing: bool,
     /// The policy runs daemons (`Policy::tick`).
     ticks: bool,
     /// The policy watches TLB misses (`Policy::on_tlb_miss`).
@@ -111,8 +114,8 @@ impl Engine {
         if f.needs_nested && machine.nested.is_none() {
             return Err(Error::usage(format!("policy {}: paravirtual promotion needs a guest: run on {}+nested (or --nested)", policy.name(), machine.name)));
         }
-        // Coalescing turns some base-page walks into coalesced fills: the one-size loop cannot.
-        let base_only = cfg.fast_paths && f.only_size == Some(0) && machine.amd_coalescing().is_none();
+        let base_only = cfg.fast_paths && f.only_size == Some(0);
+        let coalescing = machine.amd_coalescing().is_some();
         let mut mmu = Mmu::new(machine);
         mmu.track_evictions = f.wants_tlb_misses;
         let mut os = Os::new(&mmu, cfg.memory, cfg.swap, &cfg.replacement)?;
@@ -141,6 +144,7 @@ impl Engine {
             next_sample,
             started: false,
             base_only,
+            coalescing,
             ticks: f.wants_tick,
             tlb_miss_hook: f.wants_tlb_misses,
             serves_faults: f.serves_faults,
@@ -345,7 +349,7 @@ impl Engine {
                     None => match self.os.procs[self.cur_pi].pt.cached_present(a.addr) {
                         // The common miss: the page is mapped and its table is in the page
                         // table's region cache; count the walk here, without the call.
-                        Some(true) if !self.os.swap.enabled() => {
+                        Some(true) if !self.os.swap.enabled() && !self.coalescing => {
                             // SAFETY: the caller's contract.
                             unsafe { self.mmu.walk_only::<WIDE>(a.addr, asid, 0) };
                             Some(0)
@@ -436,6 +440,17 @@ impl Engine {
         unsafe { self.mmu.walk_only::<false>(a.addr, self.cur_asid, 0) };
         if self.os.swap.enabled() {
             self.os.referenced(pi, a.addr, &mut self.mmu);
+        }
+        if self.coalescing {
+            let groups = self.mmu.coalesced.as_ref().map(|c| &c.groups[..]).unwrap_or(&[]);
+            if let Some(k) = self.os.coalescible_group(pi, a.addr, groups) {
+                // The lookup pass filled base entries; the walk found a coalescible line, so
+                // they become one coalesced entry, and the one-size path (which never probes
+                // coalesced entries) is done for this run.
+                let si = self.mmu.refill_coalesced(a.addr, self.cur_asid, a.kind.is_fetch(), k);
+                self.base_only = false;
+                return Ok(Some(si));
+            }
         }
         Ok(Some(0))
     }

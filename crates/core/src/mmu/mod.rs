@@ -389,6 +389,32 @@ impl Mmu {
         refs
     }
 
+    /// After `lookup_single_size` missed everywhere and filled base entries for `va`, and the
+    /// walk found a coalescible group `k`: replace those entries with the coalesced one in the
+    /// structures that hold it, moving their misses to its size. Returns its size index.
+    pub fn refill_coalesced(&mut self, va: u64, asid: u16, fetch: bool, k: usize) -> u32 {
+        let c = self.coalesced.as_mut().expect("a coalescing machine");
+        c.fills[k] += 1;
+        let csi = c.first + k as u32;
+        self.live_sizes |= 1 << csi;
+        let (s0, sc) = (self.shifts[0], self.shifts[csi as usize]);
+        for &(t, _level) in self.holders[fetch as usize][0].iter() {
+            if self.holds[t] & (1 << csi) == 0 {
+                continue;
+            }
+            self.tlbs[t].invalidate(va >> s0, make_tag(asid, va >> s0, 0));
+            self.counters[t].misses[0] -= 1;
+            self.counters[t].misses[csi as usize] += 1;
+            let victim = self.tlbs[t].fill(va >> sc, make_tag(asid, va >> sc, csi));
+            if self.track_evictions && self.group[t] != NO_GROUP {
+                if let Some(v) = victim {
+                    self.evictions.push((self.group[t], v));
+                }
+            }
+        }
+        csi
+    }
+
     /// Memory references of a native (or nested) radix walk to a leaf for size `si`.
     ///
     /// # Safety

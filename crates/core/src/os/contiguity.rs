@@ -35,6 +35,13 @@ impl Os {
     /// `va` is coalescible, or None.
     pub fn coalescible_group(&self, pi: usize, va: u64, groups: &[u32]) -> Option<usize> {
         let page = self.base.bytes();
+        // The common failure first, from the walked PTE alone: a group needs the page's frame
+        // at the same offset in its group as the page (every group size is a multiple of the
+        // smallest, so one test covers all).
+        let t = self.procs[pi].pt.lookup(va)?;
+        if t.size_idx != 0 || (t.pfn.0 ^ (va / page)) & (*groups.first()? as u64 - 1) != 0 {
+            return None;
+        }
         groups.iter().enumerate().rev().find(|&(_, &n)| self.base_group_contiguous(pi, va & !(n as u64 * page - 1), n)).map(|(k, _)| k)
     }
 
