@@ -349,7 +349,7 @@ impl Engine {
                     None => match self.os.procs[self.cur_pi].pt.cached_present(a.addr) {
                         // The common miss: the page is mapped and its table is in the page
                         // table's region cache; count the walk here, without the call.
-                        Some(true) if !self.os.swap.enabled() && !self.coalescing => {
+                        Some(true) if !self.os.swap.enabled() && !(self.coalescing && self.may_coalesce(a.addr)) => {
                             // SAFETY: the caller's contract.
                             unsafe { self.mmu.walk_only::<WIDE>(a.addr, asid, 0) };
                             Some(0)
@@ -422,6 +422,17 @@ impl Engine {
         if let Some(t) = self.mmu.first_holder[fetch as usize][si as usize] {
             let counted = self.mmu.repeat_size[fetch as usize][si as usize];
             self.mmu.counters[t].hits[counted as usize] += n as u64;
+        }
+    }
+
+    /// Whether the walk to the base page at `va` could find a coalescible group: its frame
+    /// sits at the same offset in a group as the page, or the region cache cannot tell.
+    #[inline(always)]
+    fn may_coalesce(&self, va: u64) -> bool {
+        let smallest = self.mmu.coalesced.as_ref().map_or(1, |c| c.groups[0]) as u64;
+        match self.os.procs[self.cur_pi].pt.cached_base_pfn(va) {
+            Some(pfn) => (pfn ^ (va >> self.os.base.shift())) & (smallest - 1) == 0,
+            None => true,
         }
     }
 

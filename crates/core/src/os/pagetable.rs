@@ -250,6 +250,15 @@ impl PageTable {
         self.cached_last_level(va).map(|node| self.last_level_size(node, va).is_some())
     }
 
+    /// The frame of the base page mapping `va`, when the region cache shows its last-level
+    /// entry and that entry maps a base page (None: not known this cheaply, or not one).
+    #[inline(always)]
+    pub fn cached_base_pfn(&self, va: u64) -> Option<u64> {
+        let node = self.cached_last_level(va)?;
+        let e = self.nodes[self.slot(node, self.index(va, 1))];
+        (e & PRESENT != 0 && e & LEAF != 0 && (e >> SIZE_SHIFT) & 0xf == 0).then_some(e >> PAYLOAD_SHIFT)
+    }
+
     /// The last-level table holding `va`'s entry, if the region cache knows it.
     #[inline(always)]
     fn cached_last_level(&self, va: u64) -> Option<usize> {
