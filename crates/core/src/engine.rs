@@ -349,7 +349,7 @@ impl Engine {
                     None => match self.os.procs[self.cur_pi].pt.cached_present(a.addr) {
                         // The common miss: the page is mapped and its table is in the page
                         // table's region cache; count the walk here, without the call.
-                        Some(true) if !self.os.swap.enabled() && !(self.coalescing && self.may_coalesce(a.addr)) => {
+                        Some(true) if !(self.os.swap.enabled() || self.coalescing && self.may_coalesce(a.addr)) => {
                             // SAFETY: the caller's contract.
                             unsafe { self.mmu.walk_only::<WIDE>(a.addr, asid, 0) };
                             Some(0)

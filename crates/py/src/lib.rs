@@ -89,7 +89,7 @@ fn machine_info(py: Python<'_>, spec: &str) -> PyResult<PyObject> {
     d.set_item("software_handler_cycles", m.software_handler_cycles)?;
     d.set_item("page_walk_caches", m.pwc.iter().map(|p| (p.level, p.sets, p.ways)).collect::<Vec<_>>())?;
     d.set_item("nested", m.nested.as_ref().map(|n| n.host_page.to_string()))?;
-    d.set_item("coalescing", format!("{:?}", m.coalescing))?;
+    d.set_item("coalescing", m.coalescing.to_string_for(&m))?;
     Ok(d.into())
 }
 

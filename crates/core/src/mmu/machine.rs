@@ -98,6 +98,22 @@ pub enum Coalescing {
     },
 }
 
+impl Coalescing {
+    /// One line for `superpager machines`: "none", "amd: 16KiB, 32KiB entries from the 8 PTEs
+    /// of a line, held in L1d, L2d", "arm-contiguous: 16 pages".
+    pub fn to_string_for(&self, m: &Machine) -> String {
+        match self {
+            Coalescing::None => "none".into(),
+            Coalescing::ArmContiguous { pages } => format!("arm-contiguous: {pages} pages"),
+            Coalescing::Amd(a) => {
+                let sizes: Vec<String> = m.coalesced_sizes().iter().map(|p| p.to_string()).collect();
+                let held: Vec<&str> = a.structures.iter().map(|&t| m.tlbs[t].name.as_str()).collect();
+                format!("amd: {} entries from the {} PTEs of a line, held in {}", sizes.join(", "), a.line_ptes, held.join(", "))
+            }
+        }
+    }
+}
+
 /// The parameters of AMD PTE coalescing (`[coalescing] kind = "amd"`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AmdCoalescing {
