@@ -306,6 +306,7 @@ def trident_pv(quick: bool, progress: Callable[[str], None]) -> list[str]:
     name = "gups"
     # The walk-cycle table's GUPS: a 4GiB table is written well before the first pass.
     size, args = next((q if quick else s, a) for n, s, q, a in WALK_WORKLOADS if n == name)
+    assert size is not None, "WALK_WORKLOADS gives gups its own size"
     t = trace_for(name, size, progress, args)
     m = f"{MACHINE}+nested"
     # The first pass after the table is written (at 200 ms) finds its 2MB pages populated.
