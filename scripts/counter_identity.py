@@ -197,9 +197,16 @@ def compare(before: dict, after: dict) -> list[str]:
         if a is None:
             bad.append(f"{key}: missing from this run")
             continue
-        for field in ("page_size_mix", "derived", "killed", "series", "truncated", "error"):
+        for field in ("page_size_mix", "killed", "series", "truncated", "error"):
             if b.get(field) != a.get(field):
                 bad.append(f"{key}: {field} differs: {b.get(field)!r} -> {a.get(field)!r}")
+        # Derived figures: every saved one must be unchanged; new ones are allowed, as counters.
+        bd, ad = b.get("derived") or {}, a.get("derived") or {}
+        for d, v in bd.items():
+            if ad.get(d) != v:
+                bad.append(f"{key}: derived {d}: {v!r} -> {ad.get(d)!r}")
+        for d in ad.keys() - bd.keys():
+            added[f"derived.{d}"] = added.get(f"derived.{d}", 0) + 1
         bc, ac = b.get("counters", {}), a.get("counters", {})
         for c, v in bc.items():
             if c not in ac:
