@@ -676,9 +676,10 @@ def build_parser() -> argparse.ArgumentParser:
                         formatter_class=raw, epilog="examples:\n  superpager reproduce navarro --quick\n"
                         "  superpager reproduce navarro --out docs/NAVARRO_RESULTS.md\n"
                         "  superpager reproduce romer --out docs/ROMER_RESULTS.md\n"
-                        "  superpager reproduce trident --quick --out /tmp/trident.md\n\n"
+                        "  superpager reproduce trident --quick --out /tmp/trident.md\n"
+                        "  superpager reproduce intermediate --out docs/INTERMEDIATE_RESULTS.md\n\n"
                         "Traces are captured on first use (qemu-user) and cached in ~/.cache/superpager/traces.")
-    rp.add_argument("paper", help="navarro, romer or trident")
+    rp.add_argument("paper", help="navarro, romer, trident or intermediate (Solomon's intermediate page sizes)")
     rp.add_argument("--quick", action="store_true", help="smaller inputs (about 4x smaller): a first look in minutes (romer --quick about 4 on 2 cores)")
     rp.add_argument("--out", help="also write the report (markdown) here")
     rp.set_defaults(fn=cmd_reproduce)

@@ -705,7 +705,13 @@ def trident(quick: bool = False, progress: Callable[[str], None] = lambda m: Non
     return run(quick=quick, progress=progress)
 
 
-EXPERIMENTS = {"navarro": navarro_all, "romer": romer, "trident": trident}
+def intermediate(quick: bool = False, progress: Callable[[str], None] = lambda m: None) -> str:
+    from .reproduce_intermediate import intermediate as run
+
+    return run(quick=quick, progress=progress)
+
+
+EXPERIMENTS = {"navarro": navarro_all, "romer": romer, "trident": trident, "intermediate": intermediate}
 
 
 def main(a) -> int:

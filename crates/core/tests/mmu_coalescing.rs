@@ -250,3 +250,29 @@ fn nocoalesce_turns_coalescing_off() {
     let e = Machine::load("skylake+nocoalesce").unwrap_err().to_string();
     assert!(e.contains("does not coalesce"), "{e}");
 }
+
+#[test]
+fn without_a_coalescible_group_coalescing_changes_nothing() {
+    // Pages touched top-down get frames bottom-up: no group is ever contiguous. An mprotect
+    // in the middle must not cost the coalescing machine any base entry either.
+    let run = |src: &str| {
+        let m = Machine::from_toml(src, "t.toml").unwrap();
+        let p = policy::build("base", &m.page_sizes).unwrap();
+        let mut e = Engine::new(m, p, EngineConfig { memory: Bytes(256 << 20), validate: true, ..Default::default() }).unwrap();
+        let mut recs = start();
+        recs.extend((0..64).rev().map(|i| store(BASE + i * PAGE)));
+        recs.push(Rec::E(Event::Mprotect { addr: BASE + 10 * PAGE, len: 3 * PAGE, prot: 1 }));
+        recs.extend((0..64).map(|i| load(BASE + i * PAGE)));
+        recs.extend((0..2).map(|i| load(BASE + 9 * PAGE + i * PAGE)));
+        e.run_chunk(&chunk(&recs)).unwrap();
+        e.results().counters
+    };
+    // A TLB large enough that every page's entry survives until the loads.
+    let big = TINY.replace("entries = 2\nways = 2", "entries = 128\nways = 128");
+    let on = run(&big);
+    let off = run(&big.replace("[coalescing]\nkind = \"amd\"", "[coalescing]\nkind = \"none\""));
+    assert_eq!(on["coalesce.fills"], 0);
+    for k in ["walks", "tlb.L1.hits", "tlb.L1.misses", "faults"] {
+        assert_eq!(on[k], off[k], "{k}");
+    }
+}

@@ -458,14 +458,20 @@ impl Mmu {
     /// of any address in a coalesced entry removes the entry).
     pub fn invalidate(&mut self, va: u64, asid: u16, si: u32) {
         if si == 0 {
-            if let Some(c) = &self.coalesced {
-                let (first, n) = (c.first, c.groups.len() as u32);
-                for csi in first..first + n {
-                    self.invalidate_one(va, asid, csi);
-                }
-            }
+            self.invalidate_coalesced(va, asid);
         }
         self.invalidate_one(va, asid, si);
+    }
+
+    /// Drop the coalesced entries covering `va` (none on a machine that does not coalesce),
+    /// leaving its base-page entry.
+    pub fn invalidate_coalesced(&mut self, va: u64, asid: u16) {
+        if let Some(c) = &self.coalesced {
+            let (first, n) = (c.first, c.groups.len() as u32);
+            for csi in first..first + n {
+                self.invalidate_one(va, asid, csi);
+            }
+        }
     }
 
     fn invalidate_one(&mut self, va: u64, asid: u16, si: u32) {

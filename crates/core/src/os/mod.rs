@@ -850,8 +850,8 @@ impl Os {
                     // inside changed uniformly).
                     let asid = self.procs[pi].asid;
                     for edge in [s, e] {
-                        mmu.invalidate(edge.wrapping_sub(page), asid, 0);
-                        mmu.invalidate(edge, asid, 0);
+                        mmu.invalidate_coalesced(edge.wrapping_sub(page), asid);
+                        mmu.invalidate_coalesced(edge, asid);
                     }
                 }
             }
