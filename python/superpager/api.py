@@ -303,6 +303,12 @@ def trace_import(src: str, fmt: str, out: str, fetches: bool = True, collapse: b
     return _with_progress(f"importing {fmt}", progress, lambda cb: _core.trace_import(os.fspath(src), fmt, os.fspath(out), fetches, collapse, cb))
 
 
+def trace_join(inputs: Sequence[str], out: str, progress: bool | None = None) -> dict:
+    """Join traces one after another into one trace of several processes: each input's pids
+    are shifted past the previous inputs' (docs/TRACE_FORMAT.md, "Joining traces")."""
+    return _with_progress("joining", progress, lambda cb: _core.trace_join([os.fspath(p) for p in inputs], os.fspath(out), cb))
+
+
 def fragmentation(machine: str, policy: str, memory: str, program: str, runs: int = 4, seed: int = 1,
                   wired: int = 0, web_files: int = 20000, web_min: str = "4KiB", web_max: str = "64KiB",
                   web_requests: int = 100000, web_alpha: float = 0.8, sample_every: int = 1_000_000,

@@ -300,6 +300,13 @@ def cmd_trace_import(a) -> int:
     return 0
 
 
+def cmd_trace_join(a) -> int:
+    s = api.trace_join(a.files, a.out)
+    print(f"wrote {s['path']}: {s['processes']} processes, {human(s['accesses'])} accesses in {human(s['records'])} records, "
+          f"{human_bytes(s['bytes'])}")
+    return 0
+
+
 def cmd_trace_info(a) -> int:
     info = api.trace_info(a.file, a.page_sizes.split(","), a.allow_truncated)
     if a.json:
@@ -617,6 +624,17 @@ def build_parser() -> argparse.ArgumentParser:
     ti.add_argument("--no-fetches", action="store_true", help="drop instruction fetches")
     ti.add_argument("--no-collapse", action="store_true", help="keep every access as its own record")
     ti.set_defaults(fn=cmd_trace_import)
+    tj = tsub.add_parser("join", help="several traces one after another, as one trace of several processes",
+                         formatter_class=raw,
+                         epilog="Each input's processes become new processes of the output (pids shifted past the\n"
+                                "inputs before it); files are shared by path. Use it for runs of many short\n"
+                                "processes, since capture does not follow exec:\n"
+                                "  superpager capture --fetches --out a.spt -- /usr/lib/gcc/x86_64-linux-gnu/12/cc1 -quiet a.c\n"
+                                "  superpager capture --fetches --out b.spt -- /usr/lib/gcc/x86_64-linux-gnu/12/cc1 -quiet b.c\n"
+                                "  superpager trace join a.spt b.spt -o make.spt")
+    tj.add_argument("files", nargs="+", metavar="file")
+    tj.add_argument("-o", "--out", required=True)
+    tj.set_defaults(fn=cmd_trace_join)
     tn = tsub.add_parser("info", help="events, accesses by kind, footprint per page size, VMAs")
     tn.add_argument("file")
     tn.add_argument("--page-sizes", default="4KiB,2MiB,1GiB", help="page sizes to count the footprint in")

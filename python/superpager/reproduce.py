@@ -47,21 +47,26 @@ DENSE = {"transpose", "stream", "hashjoin", "fft"}
 SINGLE_SIZES = ["64KiB", "512KiB", "4MiB"]
 
 
-def trace_for(name: str, size: str, progress: Callable[[str], None], args: tuple = ()) -> str:
-    """A cached capture of workload `name` at `size` (with the suite program's extra `args`)."""
+def trace_for(name: str, size: str, progress: Callable[[str], None], args: tuple = (), fetches: bool = False) -> str:
+    """A cached capture of workload `name` at `size` (with the suite program's extra `args`;
+    with instruction fetches when `fetches`)."""
     h = hashlib.sha256()
     for p in cap.PLUGIN_SOURCES:
         h.update(p.read_bytes())
-    if W.get(name).kind == "suite":
-        h.update((W.sources_dir() / f"{name}.c").read_bytes())
+    w = W.get(name)
+    src = W.sources_dir() / f"{w.program}.c"
+    if w.kind == "suite" or (w.kind == "runs" and src.exists()):
+        h.update(src.read_bytes())
+    if w.kind == "runs":
+        h.update(W.RUNS_VERSION.encode())
     d = cap.cache_dir() / "traces"
     d.mkdir(parents=True, exist_ok=True)
-    tag = "-".join((size, *args))
+    tag = "-".join((size, *args)) + ("-fetches" if fetches else "")
     path = d / f"{name}-{tag}-{h.hexdigest()[:12]}.spt"
     if not path.exists():
-        progress(f"capturing {name} at {size}")
+        progress(f"capturing {name} at {size}" + (" with instruction fetches" if fetches else ""))
         tmp = str(path) + ".partial"
-        r = W.capture(name, out=tmp, size=size, args=args)
+        r = W.capture(name, out=tmp, size=size, args=args, fetches=fetches)
         if r.status != 0 or r.truncated:
             raise cap.CaptureError(f"reproduce: capturing {name} failed (status {r.status}, truncated {r.truncated})")
         os.replace(tmp, path)

@@ -282,6 +282,7 @@ impl Results {
             let o = (s.shift() - sizes[0].shift()) as usize;
             let name = s.name();
             c.insert(format!("file.superpages.{name}"), fc.promoted.get(si).copied().unwrap_or(0));
+            c.insert(format!("file.mapped_at_fault.{name}"), fc.mapped_at_fault.get(si).copied().unwrap_or(0));
             c.insert(format!("file.reserve.{name}"), fc.reserved.get(o).copied().unwrap_or(0));
             c.insert(format!("file.reserve_failed.{name}"), fc.reserve_failed.get(o).copied().unwrap_or(0));
             if let (Some(&made), Some(&failed)) = (rc.created.get(o), rc.create_failed.get(o)) {

@@ -498,6 +498,28 @@ fn trace_import(py: Python<'_>, src: &str, fmt: &str, out: &str, fetches: bool, 
     summary_dict(py, &s, out)
 }
 
+/// Join traces one after another into one trace of several processes (trace/join.rs).
+#[pyfunction]
+#[pyo3(signature = (inputs, out, progress=None))]
+fn trace_join(py: Python<'_>, inputs: Vec<String>, out: &str, progress: Option<PyObject>) -> PyResult<PyObject> {
+    let ins: Vec<&str> = inputs.iter().map(String::as_str).collect();
+    tr::spt::check_output(out, &ins).map_err(err)?;
+    let mut meta = BTreeMap::new();
+    meta.insert("source".to_string(), "joined".to_string());
+    let names: Vec<String> = inputs.iter().map(|p| std::path::Path::new(p).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()).collect();
+    meta.insert("inputs".to_string(), names.join(" "));
+    let n = ins.len().max(1);
+    let tmp = format!("{out}.partial");
+    let s = py.allow_threads(|| tr::join::join(&ins, &tmp, &provenance(meta), &mut |i| report_progress(&progress, i as f64 / n as f64))).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        err(e)
+    })?;
+    std::fs::rename(&tmp, out).map_err(|e| err(core::Error::io(out, &e)))?;
+    let d = summary_dict(py, &s.write, out)?;
+    d.bind(py).set_item("processes", s.processes)?;
+    Ok(d)
+}
+
 /// Call a Python progress callback from a thread without the GIL; false if the user pressed
 /// Ctrl-C (or the callback failed), to stop the work.
 fn report_progress(cb: &Option<PyObject>, fraction: f64) -> bool {
@@ -799,6 +821,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gen, m)?)?;
     m.add_function(wrap_pyfunction!(gen_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(trace_import, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_join, m)?)?;
     m.add_function(wrap_pyfunction!(trace_info, m)?)?;
     m.add_function(wrap_pyfunction!(mrc, m)?)?;
     m.add_function(wrap_pyfunction!(read_addresses, m)?)?;

@@ -6,7 +6,8 @@
 //! mapping. A write to a COW page breaks the sharing: if the writer is the last mapper it simply
 //! takes the page back (Linux's reuse); otherwise it gets a copy. A superpage is copied whole at
 //! its size, as Linux did before 5.8 (do_huge_pmd_wp_page allocated a new THP); when no block of
-//! that size is free, the writer's copy is made of base pages instead.
+//! that size is free, or the policy asks for it (`OsFeatures::cow_splits`, FreeBSD's behaviour),
+//! the writer's copy is made of base pages instead, counted as a `cow` demotion.
 //!
 //! Invariants (checked by `Os::validate`): a SHARED block's list has at least two mappings, each
 //! of which maps the block; a block with a single mapping has that mapping as its owner; a COW
@@ -177,8 +178,11 @@ impl Os {
         }
         let order = self.order_of(t.size_idx);
         let bytes = self.sizes[t.size_idx as usize].bytes();
-        // Page cache only (no swap) before falling back to base pages below.
-        let new = self.alloc_reclaiming(order, FrameKind::Anon, None);
+        // Page cache only (no swap) before falling back to base pages below. With `cow_splits`
+        // a superpage goes straight to base pages; the model copies all of them at once, where
+        // FreeBSD copies each when it is written (the copy cost is an upper bound).
+        let split = self.features.cow_splits && t.size_idx > 0;
+        let new = if split { None } else { self.alloc_reclaiming(order, FrameKind::Anon, None) };
         self.remove_mapper(t.pfn.0, me);
         self.procs[pi].cow_pages -= 1;
         self.counters.cow_copies += 1;

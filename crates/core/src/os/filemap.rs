@@ -60,6 +60,12 @@ crate::counters! {
         pub reserve_failed: [u64; 24] = by_hand,
         /// File mappings promoted in place, by size index.
         pub promoted: [u64; 8] = by_hand,
+        /// File superpages mapped whole at a read fault because the page cache already held the
+        /// aligned extent fully populated (FreeBSD's `vm_fault_soft_fast` with a fully populated
+        /// reservation), by size index.
+        pub mapped_at_fault: [u64; 8] = by_hand,
+        /// Pages read ahead at file-mapping faults (`OsFeatures::file_readahead`).
+        pub readahead_pages: u64 = "file.readahead_pages",
         /// Demotion steps caused by writes to clean file superpages (`Demote`).
         pub dirty_demotions: u64 = "file.dirty_demotions",
         /// Clean file superpages made dirty whole by a write (`Whole`), and their pages.
@@ -72,6 +78,10 @@ crate::counters! {
         pub refused_misaligned: u64 = "file.promote_refused.misaligned",
         pub refused_not_contiguous: u64 = "file.promote_refused.not_contiguous",
         pub refused_mixed_protection: u64 = "file.promote_refused.mixed_protection",
+        /// Read faults where the page cache held the file's aligned extent around the page
+        /// ready to map as one superpage, but the mapping's address disagrees with the file
+        /// offset modulo its size (counted per fault and size).
+        pub at_fault_misaligned: u64 = "file.map_at_fault_refused.misaligned",
         /// `Hash`: bytes hashed (every page read from disk, and every page of a dirty superpage
         /// when it is flushed), and the dirty file superpages, by (process, start, size index).
         pub hashed_bytes: u64 = by_hand,
@@ -85,7 +95,7 @@ impl Os {
     pub(crate) fn file_reserved_frame(&mut self, file: u32, index: u64) -> Option<u64> {
         let pages = self.files.sizes.get(&file).copied().unwrap_or(0).div_ceil(self.base.bytes());
         let now = self.counters.faults;
-        let orders: Vec<u8> = (1..self.sizes.len()).rev().map(|si| self.order_of(si as u32).0).collect();
+        let orders: Vec<u8> = (1..self.sizes.len() as u32).rev().filter(|&si| self.file_size_allowed(si)).map(|si| self.order_of(si).0).collect();
         for &o in &orders {
             let start = index & !((1u64 << o) - 1);
             let Some(&(id, pfn)) = self.files.reservs.get(&(file, o, start)) else { continue };
@@ -115,13 +125,24 @@ impl Os {
         None
     }
 
-    /// Promote the largest region around `page` of the shared file mapping `vma` whose base
-    /// pages are all mapped, contiguous and aligned in memory, with one protection.
+    /// Whether file superpages may take size index `si` (`OsFeatures::file_size_mask`).
+    fn file_size_allowed(&self, si: u32) -> bool {
+        let m = self.features.file_size_mask;
+        m == 0 || m & (1 << si) != 0
+    }
+
+    /// Promote the largest region around `page` of the file mapping `vma` whose base pages are
+    /// all mapped, contiguous and aligned in memory, with one protection. A private mapping's
+    /// pages qualify while they are page-cache pages, read-only (FreeBSD promotes a program's
+    /// text and read-only data this way); a page copied on write is anonymous and blocks it.
     fn promote_file_mapping(&mut self, pi: usize, page: u64, vma: &Vma, mmu: &mut Mmu) {
         let (_, off) = vma.file.expect("a file VMA");
         let shift = self.base.shift();
         let mut pages = Vec::new();
         for si in (1..self.sizes.len() as u32).rev() {
+            if !self.file_size_allowed(si) {
+                continue;
+            }
             let size = self.sizes[si as usize].bytes();
             let n = size >> shift;
             let start = page & !(size - 1);
@@ -164,6 +185,89 @@ impl Os {
         }
     }
 
+    /// At a read fault on `page` of the file mapping `vma`, map the largest aligned region around
+    /// it with one superpage when nothing of the region is mapped in this process yet and the
+    /// page cache holds the whole extent, contiguous and aligned (the pages came from one file
+    /// reservation, filled by earlier processes or reads). This is how a program started again
+    /// maps its binary's and libraries' pages: FreeBSD's `vm_fault_soft_fast` maps the
+    /// superpage of a fully populated reservation at once. Returns whether it mapped one.
+    fn map_cached_superpage(&mut self, pi: usize, page: u64, vma: &Vma, mmu: &mut Mmu) -> bool {
+        let (file, off) = vma.file.expect("a file VMA");
+        let shift = self.base.shift();
+        let mut pages = Vec::new();
+        for si in (1..self.sizes.len() as u32).rev() {
+            if !self.file_size_allowed(si) {
+                continue;
+            }
+            let size = self.sizes[si as usize].bytes();
+            let n = size >> shift;
+            let start = page & !(size - 1);
+            if start < vma.start || start + size > vma.end {
+                continue;
+            }
+            let first_index = (start - vma.start + off) >> shift;
+            if first_index & (n - 1) != 0 {
+                // The mapping's offset disagrees with the address: never a superpage. Counted
+                // when the page cache holds the file's extent around the page ready to map.
+                let index = (page - vma.start + off) >> shift;
+                if self.cached_extent(file, index & !(n - 1), n).is_some() {
+                    self.files.counters.at_fault_misaligned += 1;
+                }
+                continue;
+            }
+            pages.clear();
+            self.procs[pi].pt.pages_in_range(start, size, &mut pages);
+            if !pages.is_empty() {
+                continue; // part of it is mapped: promotion's business
+            }
+            let Some(f0) = self.cached_extent(file, first_index, n) else { continue };
+            let ok = self.procs[pi].pt.map(start, si, Pfn(f0));
+            debug_assert!(ok, "an unmapped region");
+            self.procs[pi].pt.set_cow(start, si, true);
+            self.procs[pi].cow_pages += 1;
+            self.procs[pi].resident[si as usize] += 1;
+            let vpn = start >> shift;
+            for k in 0..n {
+                self.files.mappers.entry(f0 + k).or_default().push(Owner::anon(pi, vpn + k));
+            }
+            self.files.counters.mapped_at_fault[si as usize] += 1;
+            self.settle_after_resize(pi, si, mmu);
+            return true;
+        }
+        false
+    }
+
+    /// Read the `file_readahead` pages after `index` into the page cache (those not cached
+    /// yet, up to the end of the file), as FreeBSD's fault read-ahead does. They come from the
+    /// file's reservation like any page-cache page, which is what fills its extents.
+    fn read_ahead(&mut self, file: u32, index: u64, mmu: &mut Mmu) {
+        let n = self.features.file_readahead as u64;
+        if n == 0 {
+            return;
+        }
+        let pages = self.files.sizes.get(&file).copied().unwrap_or(0).div_ceil(self.base.bytes());
+        for i in index + 1..(index + 1 + n).min(pages) {
+            if self.files.cache.frame_of(file, i).is_some() {
+                continue;
+            }
+            if !self.cache_page(file, i, Some(&mut *mmu)) {
+                return; // memory is short: the read-ahead is only a hint
+            }
+            self.files.counters.readahead_pages += 1;
+            if !self.in_prelude {
+                self.counters.file_read_bytes += self.base.bytes();
+            }
+        }
+    }
+
+    /// The first frame of pages `first..first + n` of `file` when the page cache holds them all
+    /// in one aligned, contiguous run of frames (from one file reservation).
+    fn cached_extent(&self, file: u32, first: u64, n: u64) -> Option<u64> {
+        let f0 = self.files.cache.frame_of(file, first)?;
+        let whole = f0 & (n - 1) == 0 && (1..n).all(|k| self.files.cache.frame_of(file, first + k) == Some(f0 + k));
+        whole.then_some(f0)
+    }
+
     /// Whether frame `pfn` (a page-cache page) is mapped by a superpage somewhere.
     pub(crate) fn file_frame_in_superpage(&self, pfn: u64) -> bool {
         self.files.mappers.get(&pfn).is_some_and(|l| {
@@ -174,8 +278,21 @@ impl Os {
         })
     }
 
-    /// A fault at `va` in the file VMA `vma`. Returns false if memory ran out.
+    /// A fault at `va` in the file VMA `vma`. Returns false if memory ran out. A page read from
+    /// disk is followed by the read-ahead, once the page is mapped (reclaim keeps mapped pages,
+    /// so the read-ahead cannot take it back).
     pub fn file_fault(&mut self, pi: usize, va: u64, vma: &Vma, write: bool, mmu: &mut Mmu) -> bool {
+        let (file, off) = vma.file.expect("a file VMA");
+        let index = ((va & !(self.base.bytes() - 1)) - vma.start + off) >> self.base.shift();
+        let hit = self.files.cache.frame_of(file, index).is_some();
+        let ok = self.file_fault_map(pi, va, vma, write, mmu);
+        if ok && !hit {
+            self.read_ahead(file, index, mmu);
+        }
+        ok
+    }
+
+    fn file_fault_map(&mut self, pi: usize, va: u64, vma: &Vma, write: bool, mmu: &mut Mmu) -> bool {
         let (file, off) = vma.file.expect("a file VMA");
         let base = self.base.bytes();
         let page = va & !(base - 1);
@@ -193,6 +310,9 @@ impl Os {
             }
         }
         let shared = vma.flags & MAP_SHARED != 0;
+        if !write && self.features.file_superpages.is_some() && self.map_cached_superpage(pi, page, vma, mmu) {
+            return true;
+        }
         if write && !shared {
             // Private write: the process gets its own copy at once.
             if self.map_page(pi, page, 0, Os::ANYWHERE, mmu) != MapOutcome::Mapped {
@@ -217,7 +337,7 @@ impl Os {
         self.procs[pi].resident[0] += 1;
         self.files.mappers.entry(pfn).or_default().push(Owner::anon(pi, page >> self.base.shift()));
         self.settle_pt_with(pi, Some(mmu));
-        if shared && self.features.file_superpages.is_some() {
+        if (shared || !write) && self.features.file_superpages.is_some() {
             self.promote_file_mapping(pi, page, vma, mmu);
         }
         true
@@ -226,6 +346,16 @@ impl Os {
     /// A write at `va` to the write-protected page-cache page `t` (a file mapping).
     pub(crate) fn file_write(&mut self, pi: usize, mut t: Translation, va: u64, mmu: &mut Mmu) -> bool {
         let shared = self.procs[pi].find_vma(t.start).is_some_and(|v| v.flags & MAP_SHARED != 0);
+        if t.size_idx > 0 && !shared {
+            // A write to a private file superpage: copy on write breaks it down to the written
+            // base page, which is then copied (the rest stay page-cache pages).
+            while t.size_idx > 0 && self.demote(pi, va, t.size_idx - 1, super::promote::DemoteReason::Cow, mmu) == super::promote::DemoteResult::Demoted {
+                match self.procs[pi].pt.lookup(va) {
+                    Some(n) => t = n,
+                    None => return false,
+                }
+            }
+        }
         if t.size_idx > 0 {
             match self.features.file_superpages.unwrap_or(DirtySuperpages::Demote) {
                 DirtySuperpages::Demote => {

@@ -264,6 +264,16 @@ pub struct OsFeatures {
     /// Page-cache pages come from file reservations and shared file mappings are promoted in
     /// place (os/filemap.rs), with this answer to a write to a clean file superpage; None: off.
     pub file_superpages: Option<filemap::DirtySuperpages>,
+    /// The superpage sizes file superpages may take: bit `si` allows size index `si`; 0 allows
+    /// every size of the machine (a policy's `sizes=` restricts it).
+    pub file_size_mask: u32,
+    /// At a file-mapping fault that reads its page from disk, also read this many pages after
+    /// it (FreeBSD's fault read-ahead); 0: only the page.
+    pub file_readahead: u32,
+    /// A write to a shared copy-on-write superpage breaks the writer's mapping into base pages
+    /// (counted as a `cow` demotion), as FreeBSD's pmap demotes a read-only superpage at a
+    /// write fault; otherwise it is copied whole at its size (Linux before 5.8).
+    pub cow_splits: bool,
 }
 
 pub struct Os {

@@ -9,8 +9,10 @@
 //! the virtual address is congruent to the file offset modulo that size (for offset 0, simply
 //! aligned), which is what in-place promotion of the file's pages needs (os/filemap.rs).
 //!
-//! Only shared file mappings are moved: those are the ones whose page-cache pages the OS model
-//! promotes in place (private file mappings are mapped with base pages).
+//! Shared file mappings are moved, and private ones too when the machine's base page is the
+//! trace's 4KiB: the OS model promotes both in place (a private mapping's read-only page-cache
+//! pages, a program's text; os/filemap.rs). With a larger base page, moving a private mapping
+//! would part pieces of neighbouring mappings that shared a base page (ld.so's segments).
 //!
 //! A trace carries the addresses the real kernel chose. When a policy asks for aligned placement
 //! (`Policy::file_mapping_alignment`) and the trace's address disagrees, the OS model moves the
@@ -36,10 +38,9 @@ crate::counters! {
         pub already_aligned: u64 = "placement.already_aligned",
         /// The program asked for its address (MAP_FIXED): not moved.
         pub fixed_address: u64 = "placement.fixed_address",
-        /// A private file mapping: not moved. The OS model promotes only shared file mappings
-        /// (os/filemap.rs), so moving a private one would gain nothing, and on a machine whose base
-        /// page is larger than the trace's 4KiB it would part pieces of neighbouring mappings that
-        /// shared a base page.
+        /// A private file mapping on a machine whose base page is larger than the trace's 4KiB:
+        /// not moved, since that would part pieces of neighbouring mappings that shared a base
+        /// page.
         pub private_mapping: u64 = "placement.private_mapping",
         /// Smaller than every superpage size the policy uses: nothing to align to.
         pub smaller_than_superpage: u64 = "placement.smaller_than_superpage",
@@ -224,7 +225,7 @@ impl super::Os {
                 }
                 let file = fd >= 0 && flags & crate::trace::MAP_ANONYMOUS == 0;
                 let to = match align.filter(|_| file) {
-                    Some(_) if flags & crate::trace::MAP_SHARED == 0 => {
+                    Some(_) if flags & crate::trace::MAP_SHARED == 0 && self.base.bytes() != 4096 => {
                         self.placement.counters.private_mapping += 1;
                         addr
                     }

@@ -61,6 +61,8 @@ or that plus the contiguity-aware page daemon, deactivate-on-close and wired-pag
 demote_p=P (probability of demoting a superpage whose reference bit the page daemon clears under pressure; default 1; 0 turns speculative demotion off); \
 dirty=demote|whole|hash (a write to a clean file superpage demotes it so dirty state stays per base page, the paper's choice; or dirties all of it; or keeps it, with page digests so the flush writes only changed pages; default demote); \
 pte_replication=true (charge a PTE write per base page for every promotion and demotion step, as FreeBSD on Alpha pays; cycles.pte); \
+readahead=N (at a fault that reads a file mapping's page from disk, also read the N pages after it, as FreeBSD's vm_fault does with VM_FAULT_READ_AHEAD_INIT = 15, sys/vm/vm_map.h; default 0, how the model ran before this knob: Navarro's results were measured so); \
+cow=copy|split (a write to a superpage shared copy-on-write after fork: copy it whole, the default, or break the writer's mapping into base pages as FreeBSD does, counted as demote.cow.<size>); \
 align_files=false (leave file mappings where the trace put them; default true: a shared file mapping that names no address goes to one congruent to its file offset modulo the largest superpage size no larger than it)";
 
 /// Navarro et al.'s fragmentation-control schemes (§6.4 compares "cache" and "daemon").
@@ -73,6 +75,16 @@ pub enum FragControl {
     Cache,
     /// Cache, plus the contiguity-aware daemon, deactivation on close, wired-page clustering.
     Daemon,
+}
+
+/// A write to a superpage shared copy-on-write after fork (`cow=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CowBreak {
+    /// Copy it whole at its size (the model's behaviour before this knob; Linux before 5.8).
+    Copy,
+    /// Break the writer's mapping into base pages, a `cow` demotion (FreeBSD's pmap).
+    Split,
 }
 
 /// Most levels a population map has (one per page size used).
@@ -197,6 +209,10 @@ pub struct Navarro {
     pte_replication: bool,
     /// Place file mappings that name no address at aligned addresses (os/placement.rs).
     align_files: bool,
+    /// Pages read after a file-mapping page read from disk (`readahead=`).
+    readahead: u32,
+    /// What a write to a shared copy-on-write superpage does (`cow=`).
+    cow: CowBreak,
     /// Speculative demotion's probability (the paper's p; 1 as recalled, UNVERIFIED: notes §A.4.6).
     demote_p: f64,
     /// A write to a clean file superpage: demote it (the paper's choice) or dirty it whole.
@@ -233,6 +249,8 @@ struct NavarroParams {
     demote_p: f64,
     dirty: DirtySuperpages,
     align_files: bool,
+    readahead: u32,
+    cow: CowBreak,
 }
 
 impl Default for NavarroParams {
@@ -247,6 +265,8 @@ impl Default for NavarroParams {
             demote_p: 1.0,
             dirty: DirtySuperpages::Demote,
             align_files: true,
+            readahead: 0,
+            cow: CowBreak::Copy,
         }
     }
 }
@@ -257,8 +277,19 @@ pub fn build(params: &Params, sizes: &[PageSize]) -> Result<Box<dyn Policy>> {
 
 impl Navarro {
     fn new(params: &Params, sizes: &[PageSize]) -> Result<Navarro> {
-        let NavarroParams { sizes: _, retry_smaller, threshold, promote_at, fragmentation: frag, pte_replication, demote_p, dirty, align_files } =
-            crate::spec::from_params("policy", "navarro", params)?;
+        let NavarroParams {
+            sizes: _,
+            retry_smaller,
+            threshold,
+            promote_at,
+            fragmentation: frag,
+            pte_replication,
+            demote_p,
+            dirty,
+            align_files,
+            readahead,
+            cow,
+        } = crate::spec::from_params("policy", "navarro", params)?;
         let levels = super::parse_sizes("navarro", params, sizes)?;
         let shifts: Vec<u32> = levels.iter().map(|&si| sizes[si as usize].shift()).collect();
         let fan: Vec<u64> = (0..levels.len()).map(|l| if l == 0 { 0 } else { 1u64 << (shifts[l] - shifts[l - 1]) }).collect();
@@ -284,6 +315,8 @@ impl Navarro {
             frag,
             pte_replication,
             align_files,
+            readahead,
+            cow,
             demote_p,
             dirty,
             failed: BTreeSet::new(),
@@ -736,6 +769,9 @@ impl Policy for Navarro {
                 pte_replication: self.pte_replication,
                 speculative_demotion: self.demote_p,
                 file_superpages: Some(self.dirty),
+                file_size_mask: self.levels[1..].iter().fold(0, |m, &si| m | 1 << si),
+                file_readahead: self.readahead,
+                cow_splits: self.cow == CowBreak::Split,
             },
             ..Features::default()
         }

@@ -10,6 +10,7 @@ pub mod capture;
 pub mod champsim;
 pub mod gen;
 pub mod info;
+pub mod join;
 pub mod lackey;
 pub mod spt;
 pub mod text;
