@@ -101,7 +101,9 @@ def test_aligned_placement_lets_every_process_promote_a_shared_file():
     assert on["placed_addresses"][1] % (4 << 20) == 0 != on["trace_addresses"][1] % (4 << 20)
     assert off["placed_addresses"] == off["trace_addresses"]
     assert on["superpages"]["4MiB"] == 48 and off["superpages"]["4MiB"] == 24
-    assert on["counters"]["placement.moved"] == 1 and off["counters"]["file.promote_refused.misaligned"] > 0
+    # Misaligned: refused when fully mapped, or when a later process finds the extent cached.
+    refused = off["counters"]["file.promote_refused.misaligned"] + off["counters"]["file.map_at_fault_refused.misaligned"]
+    assert on["counters"]["placement.moved"] == 1 and refused > 0
     assert on["walks_after_first_pass"] == [0, 0] and off["walks_after_first_pass"][1] > 0
     with pytest.raises(sp.SuperpagerError, match="align_files"):
         sp.shared_file("alpha21264", "navarro:align_files=maybe", "256MiB", "16MiB", 2, 3)

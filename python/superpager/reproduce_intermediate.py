@@ -33,7 +33,9 @@ WORKLOADS = [
 ]
 # The allocators: Linux's buddy allocator behind base pages, the same with THP and mTHP off,
 # and reservations (FreeBSD's, as Navarro et al. built them).
+MTHP = "linux-thp:enabled=never,hugepages-16kB=always,hugepages-32kB=always,hugepages-64kB=always"
 ALLOCATORS = [("buddy (`base`)", "base"), ("buddy (`linux-thp:enabled=never`)", "linux-thp:enabled=never"),
+              ("buddy, mTHP folios of 64/32/16KB (`linux-thp`, mTHP on)", MTHP),
               ("reservations (`navarro`)", "navarro")]
 GROUPS = ["16KiB", "32KiB", "64KiB"]
 
@@ -92,7 +94,8 @@ def coalescible(quick: bool, d: str, progress: Callable[[str], None]) -> list[st
 def coalescing_misses(quick: bool, progress: Callable[[str], None]) -> list[str]:
     out = [f"### `{MACHINE}`: TLB misses with PTE coalescing on and off", "",
            "Ours: L2 data TLB misses (`tlb.L2d.misses`) and walks on `zen3` and `zen3+nocoalesce`, fresh memory, "
-           "under the buddy allocator (`base`) and reservations (`navarro`); and the share of all TLB hits that "
+           "under the buddy allocator (`base`), with mTHP folios (`linux-thp` with every mTHP size up to 64KB "
+           "`always` and the PMD size `never`) and reservations (`navarro`); and the share of all TLB hits that "
            "coalesced entries served (`coalesce.hits`).", "",
            "| workload | allocator | L2 misses, off | L2 misses, on | fewer | walks, off | walks, on | hits served by coalesced entries |",
            "|---|---|---:|---:|---:|---:|---:|---:|"]
@@ -103,14 +106,14 @@ def coalescing_misses(quick: bool, progress: Callable[[str], None]) -> list[str]
             continue
         t = trace_for(name, sz, progress)
         progress(f"coalescing on and off: {name} at {sz}")
-        pols = ["base", "navarro"]
+        pols = ["base", MTHP, "navarro"]
         rs = api.run(t, [(m, p) for p in pols for m in (f"{MACHINE}+nocoalesce", MACHINE)], MEMORY, 0, False, False, False)
         for i, p in enumerate(pols):
             off, on = rs[2 * i], rs[2 * i + 1]
             hits = sum(v for k, v in on.counters.items() if k.startswith("tlb.") and k.endswith(".hits") and k.count(".") == 2)
             lo, ln = off["tlb.L2d.misses"], on["tlb.L2d.misses"]
             fewer = f"{1 - ln / lo:.1%}" if lo else "-"
-            out.append(f"| {name} ({sz}) | {p} | {lo:,} | {ln:,} | {fewer} | {off['walks']:,} | {on['walks']:,} | "
+            out.append(f"| {name} ({sz}) | {'mTHP 64/32/16KB' if p == MTHP else p} | {lo:,} | {ln:,} | {fewer} | {off['walks']:,} | {on['walks']:,} | "
                        f"{on['coalesce.hits'] / hits if hits else 0:.2%} |")
     return out + [""]
 

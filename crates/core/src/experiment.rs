@@ -394,7 +394,8 @@ pub struct SharedFileOutcome {
     pub walks: Vec<u64>,
     /// Walks in the passes after the first (the first faults every page in and promotes).
     pub walks_after_first_pass: Vec<u64>,
-    /// File superpages built (promotions of file mappings, all processes), per size.
+    /// File superpages built (promotions of file mappings, and mappings made whole at a fault
+    /// from a cached extent; all processes), per size.
     pub superpages: BTreeMap<String, u64>,
     pub counters: BTreeMap<String, u64>,
 }
@@ -448,7 +449,9 @@ pub fn shared_file(
         later.push(walked(&e) - start - first);
     }
     let r = e.results();
-    let superpages = r.counters.iter().filter_map(|(k, v)| k.strip_prefix("file.superpages.").map(|s| (s.to_string(), *v))).collect();
+    // Promoted in place, or mapped whole at a fault from an extent already cached.
+    let at_fault = |size: &str| r.counters.get(&format!("file.mapped_at_fault.{size}")).copied().unwrap_or(0);
+    let superpages = r.counters.iter().filter_map(|(k, v)| k.strip_prefix("file.superpages.").map(|s| (s.to_string(), *v + at_fault(s)))).collect();
     Ok(SharedFileOutcome {
         policy: r.policy.clone(),
         processes,

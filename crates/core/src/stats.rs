@@ -36,6 +36,11 @@ pub struct Sample {
     pub unusable_index: BTreeMap<String, f64>,
     /// Navarro et al.'s contiguity metric (1 = all memory free in maximal blocks).
     pub contiguity: f64,
+    /// The coalescing opportunity now: of the live processes' resident base mappings, the
+    /// share in coalescible aligned groups of each size (os/contiguity.rs). Left empty when
+    /// the pass over the page tables would cost more than a quarter of the accesses since the
+    /// previous sample (`Os::live_contiguity`'s bound); the end-of-run figures are exact.
+    pub coalescible: BTreeMap<String, f64>,
 }
 
 /// What results are made from, borrowed from an engine at one instant (`Engine::snapshot`):
@@ -78,8 +83,24 @@ impl Sample {
                 .map(|s| (s.name(), round6(fragmentation::unusable_index(phys, (s.shift() - base) as u8))))
                 .collect(),
             contiguity: round6(fragmentation::contiguity(phys, &e.os.sizes)),
+            coalescible: {
+                let since = e.accesses - e.series.last().map_or(0, |s| s.accesses);
+                match e.os.live_contiguity(since / 4) {
+                    Some(c) if c.base_pages > 0 => crate::os::contiguity::CONTIGUITY_GROUPS
+                        .iter()
+                        .zip(c.grouped)
+                        .map(|(&n, g)| (group_name(e.os.sizes[0], n), round6(g as f64 / c.base_pages as f64)))
+                        .collect(),
+                    _ => BTreeMap::new(),
+                }
+            },
         }
     }
+}
+
+/// The name of a coalescing group of `n` base pages (`16KiB` for 4 pages of 4KiB).
+fn group_name(base: PageSize, n: u32) -> String {
+    PageSize::from_bytes(base.bytes() * n as u64).map_or(format!("x{n}"), |p| p.name())
 }
 
 /// The cost model: cycles = accesses x base + deeper-level TLB hits x their latency + walk
@@ -205,7 +226,7 @@ impl Results {
         let ct = e.os.end_contiguity();
         c.insert("contiguity.base_pages".into(), ct.base_pages);
         for (k, &n) in crate::os::contiguity::CONTIGUITY_GROUPS.iter().enumerate() {
-            c.insert(format!("contiguity.grouped.{}", PageSize::from_bytes(sizes[0].bytes() * n as u64).map_or(format!("x{n}"), |p| p.name())), ct.grouped[k]);
+            c.insert(format!("contiguity.grouped.{}", group_name(sizes[0], n)), ct.grouped[k]);
         }
         let walks: u64 = e.mmu.walk.walks.iter().sum();
         c.insert("walks".into(), walks);

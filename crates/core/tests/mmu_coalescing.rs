@@ -76,6 +76,12 @@ fn evict() -> Vec<Rec> {
     vec![load(BASE + (2 << 20)), load(BASE + (2 << 20) + PAGE)]
 }
 
+/// The coalescible shares of a time-series sample taken now.
+fn stats_sample(e: &mut Engine) -> std::collections::BTreeMap<String, f64> {
+    e.sample();
+    e.series.last().unwrap().coalescible.clone()
+}
+
 fn counters(e: &mut Engine) -> std::collections::BTreeMap<String, u64> {
     e.results().counters
 }
@@ -215,6 +221,17 @@ fn the_opportunity_counts_pages_in_coalescible_groups() {
     assert_eq!(got.base_pages, base_pages);
     assert_eq!(got.grouped, want);
     assert!(want[0] > 0 && want[0] < base_pages, "a mix of grouped and scattered pages: {want:?} of {base_pages}");
+    // A time-series sample taken now carries the same shares. Its pass over the page table is
+    // bounded by the work since the previous sample: first too few accesses (none), then
+    // enough (four per resident base page).
+    let s = stats_sample(&mut e);
+    assert!(s.is_empty(), "{} accesses are too few to pay for a pass over {base_pages} pages", e.accesses);
+    let loads: Vec<Rec> = (0..4 * base_pages).map(|_| load(BASE + (1 << 20))).collect();
+    e.run_chunk(&chunk(&loads)).unwrap();
+    let s = stats_sample(&mut e);
+    let share = |g: u64| (g as f64 / base_pages as f64 * 1e6).round() / 1e6;
+    assert_eq!(s.get("16KiB").copied(), Some(share(want[0])));
+    assert_eq!(s.get("64KiB").copied(), Some(share(want[2])));
     // And the results report it, for the processes at exit too.
     e.run_chunk(&chunk(&[Rec::E(Event::Exit { code: 0 })])).unwrap();
     let r = e.results();

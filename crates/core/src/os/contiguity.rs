@@ -98,6 +98,21 @@ impl Os {
 
     /// The coalescing opportunity now: processes still alive, plus those that exited (as they
     /// were at exit).
+    /// The live processes' coalescing opportunity now, or None when they have more than
+    /// `limit` resident base mappings (the pass is O(resident pages); time-series samples
+    /// bound it by the work done since the previous sample).
+    pub fn live_contiguity(&self, limit: u64) -> Option<Contiguity> {
+        let live = || self.procs.iter().enumerate().filter(|(_, p)| p.alive);
+        if live().map(|(_, p)| p.resident[0]).sum::<u64>() > limit {
+            return None;
+        }
+        let mut c = Contiguity::default();
+        for (pi, _) in live() {
+            c.add(&self.contiguity_of(pi));
+        }
+        Some(c)
+    }
+
     pub fn end_contiguity(&self) -> Contiguity {
         let mut c = self.final_contiguity;
         for pi in 0..self.procs.len() {
