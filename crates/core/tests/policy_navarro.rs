@@ -454,3 +454,26 @@ fn promote_at_promotes_the_smallest_size_once_k_pages_are_there() {
         assert!(e.contains(want) && !e.contains('\n'), "{spec}: {e}");
     }
 }
+
+#[test]
+fn promote_false_keeps_the_reservations_contiguity_in_base_pages() {
+    // Every page of a 4MB region touched in a scattered order: navarro promotes it; with
+    // promote=false every page stays a base page, yet each sits at its offset in a reservation,
+    // so all of them lie in coalescible groups (what AMD's coalescing can use).
+    for (pol, promoted) in [("navarro", true), ("navarro:promote=false", false)] {
+        let mut e = engine("zen3", pol, 256 << 20);
+        setup(&mut e, 4 << 20);
+        run(&mut e, vec![], (0..1024u64).map(|i| BASE + (i * 389 % 1024) * 4096));
+        let pi = e.os.proc_index(1);
+        let c = e.os.contiguity_of(pi);
+        if promoted {
+            assert!(e.os.procs[pi].pt.lookup(BASE).unwrap().size_idx > 0, "{pol}");
+            assert_eq!(counter(&mut e, "policy.navarro.promote_skipped.promotion_off"), 0);
+        } else {
+            assert_eq!(e.os.procs[pi].pt.lookup(BASE).unwrap().size_idx, 0, "{pol}");
+            assert_eq!(c.base_pages, 1024);
+            assert_eq!(c.grouped, [1024, 1024, 1024], "{pol}: every page in aligned contiguous groups");
+            assert_eq!(counter(&mut e, "policy.navarro.promote_skipped.promotion_off"), 1024);
+        }
+    }
+}

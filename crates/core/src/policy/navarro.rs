@@ -62,6 +62,8 @@ demote_p=P (probability of demoting a superpage whose reference bit the page dae
 dirty=demote|whole|hash (a write to a clean file superpage demotes it so dirty state stays per base page, the paper's choice; or dirties all of it; or keeps it, with page digests so the flush writes only changed pages; default demote); \
 pte_replication=true (charge a PTE write per base page for every promotion and demotion step, as FreeBSD on Alpha pays; cycles.pte); \
 readahead=N (at a fault that reads a file mapping's page from disk, also read the N pages after it, as FreeBSD's vm_fault does with VM_FAULT_READ_AHEAD_INIT = 15, sys/vm/vm_map.h; default 0, how the model ran before this knob: Navarro's results were measured so); \
+promote=false (reserve and place pages, but never promote anonymous memory: the contiguity reservations alone create, \
+which AMD coalescing can use; counted navarro.promote_skipped.promotion_off); \
 cow=copy|split (a write to a superpage shared copy-on-write after fork: copy it whole, the default, or break the writer's mapping into base pages as FreeBSD does, counted as demote.cow.<size>); \
 align_files=false (leave file mappings where the trace put them; default true: a shared file mapping that names no address goes to one congruent to its file offset modulo the largest superpage size no larger than it)";
 
@@ -190,6 +192,8 @@ struct Counters {
     unpromoted_frames: u64,
     /// Pages mapped and zeroed ahead of their first touch so a region could be promoted.
     prezeroed: u64,
+    /// Faults after which promotion was not tried because `promote=false`.
+    promotion_off: u64,
 }
 
 pub struct Navarro {
@@ -213,6 +217,8 @@ pub struct Navarro {
     readahead: u32,
     /// What a write to a shared copy-on-write superpage does (`cow=`).
     cow: CowBreak,
+    /// Promote anonymous regions at all (`promote=`); off, reservations only place pages.
+    promote_on: bool,
     /// Speculative demotion's probability (the paper's p; 1 as recalled, UNVERIFIED: notes §A.4.6).
     demote_p: f64,
     /// A write to a clean file superpage: demote it (the paper's choice) or dirty it whole.
@@ -251,6 +257,7 @@ struct NavarroParams {
     align_files: bool,
     readahead: u32,
     cow: CowBreak,
+    promote: bool,
 }
 
 impl Default for NavarroParams {
@@ -267,6 +274,7 @@ impl Default for NavarroParams {
             align_files: true,
             readahead: 0,
             cow: CowBreak::Copy,
+            promote: true,
         }
     }
 }
@@ -289,6 +297,7 @@ impl Navarro {
             align_files,
             readahead,
             cow,
+            promote,
         } = crate::spec::from_params("policy", "navarro", params)?;
         let levels = super::parse_sizes("navarro", params, sizes)?;
         let shifts: Vec<u32> = levels.iter().map(|&si| sizes[si as usize].shift()).collect();
@@ -317,6 +326,7 @@ impl Navarro {
             align_files,
             readahead,
             cow,
+            promote_on: promote,
             demote_p,
             dirty,
             failed: BTreeSet::new(),
@@ -678,6 +688,10 @@ impl Navarro {
     /// Incremental promotion (§A.2.6): the largest fully populated region on `va`'s path that
     /// lies in a reservation is promoted in place. Returns the size index now mapping `va`.
     fn promote(&mut self, sys: &mut Sys, pi: usize, va: u64, res_level: usize, r: ResRef, vma: &Vma) -> u32 {
+        if !self.promote_on {
+            self.c.promotion_off += 1;
+            return sys.os.procs[pi].pt.size_at(va).unwrap_or(0);
+        }
         for l in (1..=res_level).rev() {
             let full = (self.node(pi, l, self.idx(l, va)).fullpop as u64) >= self.fan[l];
             let start = va & !((1u64 << self.shifts[l]) - 1);
@@ -848,6 +862,7 @@ impl Policy for Navarro {
             ("navarro.faults".to_string(), self.c.faults),
             ("navarro.fault.from_reservation".to_string(), self.c.from_reservation),
             ("navarro.fault.base_fallback".to_string(), self.c.base_fallback),
+            ("navarro.promote_skipped.promotion_off".to_string(), self.c.promotion_off),
             ("navarro.fault.base_preempt".to_string(), self.c.base_preempt),
             ("navarro.fault.preempting".to_string(), self.c.faults_preempting),
             ("navarro.fault.reservation_dissolved".to_string(), self.c.reservation_dissolved),
