@@ -223,10 +223,10 @@ fn the_opportunity_counts_pages_in_coalescible_groups() {
     assert!(want[0] > 0 && want[0] < base_pages, "a mix of grouped and scattered pages: {want:?} of {base_pages}");
     // A time-series sample taken now carries the same shares. Its pass over the page table is
     // bounded by the work since the previous sample: first too few accesses (none), then
-    // enough (four per resident base page).
+    // enough (128 per resident base page).
     let s = stats_sample(&mut e);
     assert!(s.is_empty(), "{} accesses are too few to pay for a pass over {base_pages} pages", e.accesses);
-    let loads: Vec<Rec> = (0..4 * base_pages).map(|_| load(BASE + (1 << 20))).collect();
+    let loads: Vec<Rec> = (0..128 * base_pages).map(|_| load(BASE + (1 << 20))).collect();
     e.run_chunk(&chunk(&loads)).unwrap();
     let s = stats_sample(&mut e);
     let share = |g: u64| (g as f64 / base_pages as f64 * 1e6).round() / 1e6;
