@@ -113,13 +113,10 @@ impl Os {
         Some(c)
     }
 
+    /// The opportunity the results report: processes measured as they exited, and the live ones.
     pub fn end_contiguity(&self) -> Contiguity {
         let mut c = self.final_contiguity;
-        for pi in 0..self.procs.len() {
-            if self.procs[pi].alive {
-                c.add(&self.contiguity_of(pi));
-            }
-        }
+        c.add(&self.live_contiguity(u64::MAX).expect("no bound"));
         c
     }
 }

@@ -93,7 +93,7 @@ impl Os {
     /// A frame for page `index` of `file` from a file reservation (made here if none covers the
     /// page), or None if no reservation can have it.
     pub(crate) fn file_reserved_frame(&mut self, file: u32, index: u64) -> Option<u64> {
-        let pages = self.files.sizes.get(&file).copied().unwrap_or(0).div_ceil(self.base.bytes());
+        let pages = self.file_pages(file);
         let now = self.counters.faults;
         let orders: Vec<u8> = (1..self.sizes.len() as u32).rev().filter(|&si| self.file_size_allowed(si)).map(|si| self.order_of(si).0).collect();
         for &o in &orders {
@@ -131,6 +131,20 @@ impl Os {
         m == 0 || m & (1 << si) != 0
     }
 
+    /// The aligned region of size index `si` around `page` as (bytes, base pages, start), when
+    /// file superpages may take that size and the region lies inside `vma`.
+    fn file_region(&self, si: u32, page: u64, vma: &Vma) -> Option<(u64, u64, u64)> {
+        let size = self.sizes[si as usize].bytes();
+        let start = page & !(size - 1);
+        let inside = start >= vma.start && start + size <= vma.end;
+        (self.file_size_allowed(si) && inside).then_some((size, size >> self.base.shift(), start))
+    }
+
+    /// The file's length in base pages (from the largest size an open announced).
+    fn file_pages(&self, file: u32) -> u64 {
+        self.files.sizes.get(&file).copied().unwrap_or(0).div_ceil(self.base.bytes())
+    }
+
     /// Promote the largest region around `page` of the file mapping `vma` whose base pages are
     /// all mapped, contiguous and aligned in memory, with one protection. A private mapping's
     /// pages qualify while they are page-cache pages, read-only (FreeBSD promotes a program's
@@ -140,15 +154,7 @@ impl Os {
         let shift = self.base.shift();
         let mut pages = Vec::new();
         for si in (1..self.sizes.len() as u32).rev() {
-            if !self.file_size_allowed(si) {
-                continue;
-            }
-            let size = self.sizes[si as usize].bytes();
-            let n = size >> shift;
-            let start = page & !(size - 1);
-            if start < vma.start || start + size > vma.end {
-                continue;
-            }
+            let Some((size, n, start)) = self.file_region(si, page, vma) else { continue };
             pages.clear();
             self.procs[pi].pt.pages_in_range(start, size, &mut pages);
             let covered: u64 = pages.iter().map(|t| self.sizes[t.size_idx as usize].bytes()).sum();
@@ -196,15 +202,7 @@ impl Os {
         let shift = self.base.shift();
         let mut pages = Vec::new();
         for si in (1..self.sizes.len() as u32).rev() {
-            if !self.file_size_allowed(si) {
-                continue;
-            }
-            let size = self.sizes[si as usize].bytes();
-            let n = size >> shift;
-            let start = page & !(size - 1);
-            if start < vma.start || start + size > vma.end {
-                continue;
-            }
+            let Some((size, n, start)) = self.file_region(si, page, vma) else { continue };
             let first_index = (start - vma.start + off) >> shift;
             if first_index & (n - 1) != 0 {
                 // The mapping's offset disagrees with the address: never a superpage. Counted
@@ -245,7 +243,7 @@ impl Os {
         if n == 0 {
             return;
         }
-        let pages = self.files.sizes.get(&file).copied().unwrap_or(0).div_ceil(self.base.bytes());
+        let pages = self.file_pages(file);
         for i in index + 1..(index + 1 + n).min(pages) {
             if self.files.cache.frame_of(file, i).is_some() {
                 continue;
@@ -283,21 +281,22 @@ impl Os {
     /// so the read-ahead cannot take it back).
     pub fn file_fault(&mut self, pi: usize, va: u64, vma: &Vma, write: bool, mmu: &mut Mmu) -> bool {
         let (file, off) = vma.file.expect("a file VMA");
-        let index = ((va & !(self.base.bytes() - 1)) - vma.start + off) >> self.base.shift();
+        let page = va & !(self.base.bytes() - 1);
+        let index = (page - vma.start + off) >> self.base.shift();
         let hit = self.files.cache.frame_of(file, index).is_some();
-        let ok = self.file_fault_map(pi, va, vma, write, mmu);
+        let ok = self.file_fault_map(pi, page, index, hit, vma, write, mmu);
         if ok && !hit {
             self.read_ahead(file, index, mmu);
         }
         ok
     }
 
-    fn file_fault_map(&mut self, pi: usize, va: u64, vma: &Vma, write: bool, mmu: &mut Mmu) -> bool {
-        let (file, off) = vma.file.expect("a file VMA");
+    /// `file_fault` for the page at `page`, page `index` of the file, which the page cache held
+    /// before the fault when `hit`.
+    #[allow(clippy::too_many_arguments)]
+    fn file_fault_map(&mut self, pi: usize, page: u64, index: u64, hit: bool, vma: &Vma, write: bool, mmu: &mut Mmu) -> bool {
+        let (file, _) = vma.file.expect("a file VMA");
         let base = self.base.bytes();
-        let page = va & !(base - 1);
-        let index = (page - vma.start + off) >> self.base.shift();
-        let hit = self.files.cache.frame_of(file, index).is_some();
         if !self.cache_page(file, index, Some(mmu)) {
             return false;
         }
