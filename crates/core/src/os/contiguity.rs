@@ -49,29 +49,20 @@ impl Os {
     /// `CONTIGUITY_GROUPS` how many of them sit in a coalescible aligned group of that many
     /// base pages. One pass over the page table in address order; O(resident pages).
     pub fn contiguity_of(&self, pi: usize) -> Contiguity {
-        let p = &self.procs[pi];
         let page = self.base.bytes();
         let mut c = Contiguity::default();
-        // Runs of base pages consecutive in both address and frame with one write protection:
-        // (first va, first pfn, pages). A group is coalescible when it lies in one run, its
-        // start is aligned in both spaces and its VMAs agree on protection.
-        let mut runs: Vec<(u64, u64, u64)> = Vec::new();
-        let mut last: Option<(u64, u64, bool)> = None;
-        p.pt.for_each_page(&mut |t| {
-            if t.size_idx != 0 {
-                last = None;
+        // Runs of base pages consecutive in both address and frame with one write protection,
+        // counted as each run ends (no list of runs: most runs are a page long, and a pass at
+        // exit over a large resident set must stay cheap). A group is coalescible when it lies
+        // in one run, its start is aligned in both spaces and its VMAs agree on protection.
+        let mut run: Option<(u64, u64, u64, bool)> = None; // (first va, first pfn, pages, cow)
+        let close = |run: (u64, u64, u64, bool), c: &mut Contiguity| {
+            let (va, pfn, len, _) = run;
+            if len < CONTIGUITY_GROUPS[0] as u64 {
                 return;
             }
-            c.base_pages += 1;
-            match (last, runs.last_mut()) {
-                (Some((va, pfn, cow)), Some(r)) if t.start == va + page && t.pfn.0 == pfn + 1 && t.cow == cow => r.2 += 1,
-                _ => runs.push((t.start, t.pfn.0, 1)),
-            }
-            last = Some((t.start, t.pfn.0, t.cow));
-        });
-        for (k, &n) in CONTIGUITY_GROUPS.iter().enumerate() {
-            let n = n as u64;
-            for &(va, pfn, len) in &runs {
+            for (k, &n) in CONTIGUITY_GROUPS.iter().enumerate() {
+                let n = n as u64;
                 // The first page of the run that starts an aligned group in both spaces.
                 let skip = (n - (va / page) % n) % n;
                 if !(pfn + skip).is_multiple_of(n) {
@@ -86,6 +77,26 @@ impl Os {
                     off += n;
                 }
             }
+        };
+        self.procs[pi].pt.for_each_page(&mut |t| {
+            if t.size_idx != 0 {
+                if let Some(r) = run.take() {
+                    close(r, &mut c);
+                }
+                return;
+            }
+            c.base_pages += 1;
+            match &mut run {
+                Some((va, pfn, len, cow)) if t.start == *va + *len * page && t.pfn.0 == *pfn + *len && t.cow == *cow => *len += 1,
+                r => {
+                    if let Some(done) = r.replace((t.start, t.pfn.0, 1, t.cow)) {
+                        close(done, &mut c);
+                    }
+                }
+            }
+        });
+        if let Some(r) = run {
+            close(r, &mut c);
         }
         c
     }

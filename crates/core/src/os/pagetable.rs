@@ -582,7 +582,7 @@ impl PageTable {
 
     /// Call `f` on every mapped page, in address order, without building a list (a process's
     /// exit visits every page of a table that may map millions).
-    pub fn for_each_page(&self, f: &mut dyn FnMut(Translation)) {
+    pub fn for_each_page(&self, f: &mut impl FnMut(Translation)) {
         // A page larger than one slot's span fills several slots: visit it once.
         let mut last = None;
         self.collect(0, self.levels, 0, &mut |t: Translation| {
@@ -593,7 +593,7 @@ impl PageTable {
         });
     }
 
-    fn collect(&self, node: usize, level: u8, prefix: u64, f: &mut dyn FnMut(Translation)) {
+    fn collect(&self, node: usize, level: u8, prefix: u64, f: &mut impl FnMut(Translation)) {
         let base = self.slot(node, 0);
         for (i, &e) in self.nodes[base..base + (1 << self.bits)].iter().enumerate() {
             if e & PRESENT == 0 {
