@@ -184,7 +184,7 @@ def simulate(
     access touched (docs/USER_GUIDE.md, "Result fields"); it costs a lookup per access.
 
     `swap` (e.g. "8GiB") lets anonymous memory be swapped out under pressure, chosen by
-    `replacement` ("clock" or "lru"); with no swap, running out of memory stops the run."""
+    `replacement` ("clock", "lru" or "arc"); with no swap, running out of memory stops the run."""
     trace, scenario, policy = _path(trace), _path(scenario), _path(policy)
     if scenario is not None:
         if trace is not None:

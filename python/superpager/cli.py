@@ -558,7 +558,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "HOST: the host's page size, or 'guest' (default): each guest page backed by a host page of its size")
     add_run_options(s)
     s.add_argument("--swap", metavar="SIZE", help="swap space, e.g. 8GiB (default none: running out of memory stops the run)")
-    s.add_argument("--replacement", choices=["clock", "lru"], help="which anonymous page to swap out (default clock)")
+    s.add_argument("--replacement", metavar="NAME[:k=v,...]",
+                   help="which anonymous page to swap out: clock (default), lru, arc (Megiddo and Modha's adaptive "
+                        "replacement; docs/AMSQM.md)")
     s.add_argument("--validate", action="store_true", help="check the OS model's invariants after every event (slow; for debugging)")
     s.add_argument("--json", action="store_true", help="print one JSON object (counters, page_size_mix, series)")
     s.set_defaults(fn=cmd_simulate)

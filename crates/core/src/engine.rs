@@ -441,6 +441,7 @@ impl Engine {
     #[inline(never)]
     fn miss_base_only(&mut self, a: &Access, absent: bool) -> Result<Option<u32>> {
         let pi = self.cur_pi;
+        let faults = self.os.counters.faults;
         if self.resolve(a, absent)?.is_none() {
             // Segfault: the access never completes; take back the misses and entries its lookup
             // recorded (the entries they displaced are not restored: docs/MODEL.md).
@@ -449,7 +450,7 @@ impl Engine {
         }
         // SAFETY: no AVX2 path (this is the rare miss, compiled once).
         unsafe { self.mmu.walk_only::<false>(a.addr, self.cur_asid, 0) };
-        if self.os.swap.enabled() {
+        if self.os.swap.enabled() && self.walk_is_a_reference(faults) {
             self.os.referenced(pi, a.addr, &mut self.mmu);
         }
         if self.coalescing {
@@ -495,12 +496,22 @@ impl Engine {
         )))
     }
 
+    /// Whether the walk that completes an access tells the replacement policy of a reference:
+    /// always for policies that read accessed bits as Linux does (the walk after a fault sets
+    /// the bit), and only when the access did not fault for those that count the fault itself
+    /// as the access's request (ARC, AMSQM). `faults`: the fault count before the access.
+    #[inline(always)]
+    fn walk_is_a_reference(&self, faults: u64) -> bool {
+        self.os.counters.faults == faults || !self.os.replacement.fault_is_the_reference()
+    }
+
     /// A miss at every TLB level: resolve the translation (faulting if needed), fill the TLBs
     /// and count the walk. Returns the page size index, or None if the process was killed.
     #[inline(never)]
     fn miss(&mut self, a: &Access) -> Result<Option<u32>> {
         let pi = self.cur_pi;
         let fetch = a.kind.is_fetch();
+        let faults = self.os.counters.faults;
         let Some(mut si) = self.resolve(a, false)? else { return Ok(None) };
         if self.tlb_miss_hook {
             // The miss handler runs before the translation is loaded, so a promotion it makes
@@ -531,7 +542,7 @@ impl Engine {
                 self.mmu.fill_after_walk(a.addr, self.cur_asid, fetch, si);
             }
         }
-        if self.os.swap.enabled() {
+        if self.os.swap.enabled() && self.walk_is_a_reference(faults) {
             self.os.referenced(pi, a.addr, &mut self.mmu);
         }
         Ok(Some(si))

@@ -233,7 +233,8 @@ impl Results {
         c.insert("walks".into(), walks);
         let oc = &e.os.counters;
         // Every scalar counter of the walker and every OS part, under the key its struct declares.
-        for part in std::iter::once(&e.mmu.walk as &dyn crate::counters::Counters).chain(e.os.counter_parts()) {
+        let parts = std::iter::once(&e.mmu.walk as &dyn crate::counters::Counters).chain(e.os.counter_parts()).chain(e.os.replacement.counters());
+        for part in parts {
             part.each(&mut |k, v| {
                 c.insert(k.to_string(), v);
             });

@@ -258,7 +258,13 @@ fn invariants_hold_under_swapping() {
     let mut out = 0;
     let mut back = 0;
     for seed in 20..24 {
-        for (pol, rep) in [("base", "clock"), ("linux-thp:defrag=always,scan_sleep_millisecs=0", "lru"), ("fixed:size=2MiB,fit=vma", "clock")] {
+        for (pol, rep) in [
+            ("base", "clock"),
+            ("linux-thp:defrag=always,scan_sleep_millisecs=0", "lru"),
+            ("fixed:size=2MiB,fit=vma", "clock"),
+            ("base", "arc"),
+            ("fixed:size=2MiB,fit=vma", "arc"),
+        ] {
             let e = run_full(seed, "skylake", pol, 600, 1 << 30, rep, true);
             out += e.os.swap.counters.out_pages;
             back += e.os.swap.counters.in_pages;

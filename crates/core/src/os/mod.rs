@@ -1328,6 +1328,7 @@ impl Os {
         if self.swap.enabled() && self.replacement.len() as u64 != mapped_pages {
             return Err(format!("replacement tracks {} pages, {mapped_pages} are mapped", self.replacement.len()));
         }
+        self.replacement.check()?;
         let listed: u64 = self.shared.values().map(|l| l.len() as u64).sum();
         if listed != shared_seen {
             return Err(format!("shared blocks list {listed} mappings but {shared_seen} page-table entries map shared blocks"));

@@ -268,7 +268,7 @@ impl Os {
             let pages = 1u64 << self.order_of(t.size_idx).0;
             if !self.swap.has_room(pages) {
                 self.swap.counters.full += 1;
-                self.replacement.on_insert(v);
+                self.replacement.restore(v);
                 break;
             }
             if mappers.len() > 1 {

@@ -11,7 +11,9 @@
 //! The OS owns one replacement (`Os::new`, built from a spec such as `clock` or, for a part
 //! with parameters, `NAME:key=value`); nothing else drives it.
 
+pub mod arc;
 pub mod clock;
+pub mod lists;
 pub mod lru;
 
 use crate::error::{Error, Result};
@@ -72,9 +74,29 @@ pub trait Replacement: Send {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// The page `victim` just named could not be evicted after all (swap is full): take it
+    /// back as it was. Policies without history just insert it again.
+    fn restore(&mut self, p: PageRef) {
+        self.on_insert(p);
+    }
+    /// Whether the fault that makes a page resident is the faulting access's one request, so
+    /// that the page walk completing that access is not a second reference. False (the
+    /// default): the walk sets the accessed bit as on hardware, and a policy reading bits sees
+    /// it (CLOCK, LRU). ARC and AMSQM count requests, and say true.
+    fn fault_is_the_reference(&self) -> bool {
+        false
+    }
+    /// The policy's own counters, if it keeps any (under `replacement.<name>.`).
+    fn counters(&self) -> Option<&dyn crate::counters::Counters> {
+        None
+    }
+    /// The policy's invariants (`Os::validate`). O(pages tracked).
+    fn check(&self) -> std::result::Result<(), String> {
+        Ok(())
+    }
 }
 
-pub const NAMES: [&str; 2] = ["clock", "lru"];
+pub const NAMES: [&str; 3] = ["clock", "lru", "arc"];
 
 /// Build a replacement from `NAME[:key=value,...]`.
 pub fn build(spec: &str) -> Result<Box<dyn Replacement>> {
@@ -84,6 +106,7 @@ pub fn build(spec: &str) -> Result<Box<dyn Replacement>> {
     match name.as_str() {
         "clock" => none().map(|_| Box::new(clock::Clock::default()) as Box<dyn Replacement>),
         "lru" => none().map(|_| Box::new(lru::Lru::default()) as Box<dyn Replacement>),
+        "arc" => none().map(|_| Box::new(arc::Arc::new()) as Box<dyn Replacement>),
         o => Err(Error::usage(format!("unknown replacement '{o}'; available: {}", NAMES.join(", ")))),
     }
 }

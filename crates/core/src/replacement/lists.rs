@@ -1,0 +1,239 @@
+//! Several LRU lists over one set of pages, each page in at most one list: what ARC (T1, T2 and
+//! the ghost lists B1, B2) and AMSQM (those four and Q per size class) are made of.
+//!
+//! Invariants (checked by `check`): every page the map knows sits in exactly the list its node
+//! names, each list's links are consistent in both directions, and each list's length is the
+//! number of nodes reached from its head. All operations are O(1) and allocate only when the
+//! slab grows (freed nodes are reused).
+
+use super::PageRef;
+use crate::fasthash::FastMap;
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    page: PageRef,
+    list: u16,
+    prev: u32, // towards the MRU end
+    next: u32, // towards the LRU end
+    /// Free for the user: AMSQM keeps its reference count here.
+    aux: u32,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Ends {
+    mru: Option<u32>,
+    lru: Option<u32>,
+    len: usize,
+}
+
+/// `n` LRU lists sharing one page index.
+#[derive(Clone, Debug, Default)]
+pub struct Lists {
+    nodes: Vec<Node>,
+    free: Vec<u32>,
+    at: FastMap<PageRef, u32>,
+    ends: Vec<Ends>,
+}
+
+impl Lists {
+    pub fn new(n: usize) -> Lists {
+        Lists { ends: vec![Ends::default(); n], ..Default::default() }
+    }
+
+    /// The list holding `p`, if any.
+    pub fn list_of(&self, p: &PageRef) -> Option<usize> {
+        self.at.get(p).map(|&i| self.nodes[i as usize].list as usize)
+    }
+
+    pub fn len(&self, list: usize) -> usize {
+        self.ends[list].len
+    }
+
+    /// Pages in every list.
+    pub fn total(&self) -> usize {
+        self.at.len()
+    }
+
+    /// The least recently used page of `list`.
+    pub fn lru(&self, list: usize) -> Option<PageRef> {
+        self.ends[list].lru.map(|i| self.nodes[i as usize].page)
+    }
+
+    /// `p`'s auxiliary word (0 for a page just added).
+    pub fn aux(&self, p: &PageRef) -> Option<u32> {
+        self.at.get(p).map(|&i| self.nodes[i as usize].aux)
+    }
+
+    pub fn set_aux(&mut self, p: &PageRef, v: u32) {
+        if let Some(&i) = self.at.get(p) {
+            self.nodes[i as usize].aux = v;
+        }
+    }
+
+    /// Put `p` at the MRU end of `list`, taking it out of the list it was in (keeping its
+    /// auxiliary word), or adding it with aux 0.
+    pub fn push_mru(&mut self, list: usize, p: PageRef) {
+        let i = match self.at.get(&p) {
+            Some(&i) => {
+                self.unlink(i);
+                i
+            }
+            None => {
+                let n = Node { page: p, list: 0, prev: NIL, next: NIL, aux: 0 };
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        self.nodes[i as usize] = n;
+                        i
+                    }
+                    None => {
+                        self.nodes.push(n);
+                        (self.nodes.len() - 1) as u32
+                    }
+                };
+                self.at.insert(p, i);
+                i
+            }
+        };
+        self.link_mru(list, i);
+    }
+
+    /// Put `p` at the LRU end of `list` (ARC's undo of a victim the OS could not evict).
+    pub fn push_lru(&mut self, list: usize, p: PageRef) {
+        self.push_mru(list, p);
+        let i = self.at[&p];
+        self.unlink(i);
+        let e = &mut self.ends[list];
+        let old = e.lru.unwrap_or(NIL);
+        self.nodes[i as usize] = Node { prev: old, next: NIL, list: list as u16, ..self.nodes[i as usize] };
+        if old != NIL {
+            self.nodes[old as usize].next = i;
+        } else {
+            e.mru = Some(i);
+        }
+        e.lru = Some(i);
+        e.len += 1;
+    }
+
+    /// Forget `p`; returns the list it was in.
+    pub fn remove(&mut self, p: &PageRef) -> Option<usize> {
+        let i = self.at.remove(p)?;
+        let list = self.nodes[i as usize].list as usize;
+        self.unlink(i);
+        self.free.push(i);
+        Some(list)
+    }
+
+    /// Take the LRU page of `list` out of every list.
+    pub fn pop_lru(&mut self, list: usize) -> Option<PageRef> {
+        let p = self.lru(list)?;
+        self.remove(&p);
+        Some(p)
+    }
+
+    /// Pages of `list` from the MRU end (tests and checks).
+    pub fn iter(&self, list: usize) -> impl Iterator<Item = PageRef> + '_ {
+        let mut i = self.ends[list].mru.unwrap_or(NIL);
+        std::iter::from_fn(move || {
+            if i == NIL {
+                return None;
+            }
+            let n = &self.nodes[i as usize];
+            i = n.next;
+            Some(n.page)
+        })
+    }
+
+    fn link_mru(&mut self, list: usize, i: u32) {
+        let e = &mut self.ends[list];
+        let old = e.mru.unwrap_or(NIL);
+        let n = &mut self.nodes[i as usize];
+        n.list = list as u16;
+        n.prev = NIL;
+        n.next = old;
+        if old != NIL {
+            self.nodes[old as usize].prev = i;
+        } else {
+            e.lru = Some(i);
+        }
+        e.mru = Some(i);
+        e.len += 1;
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let Node { list, prev, next, .. } = self.nodes[i as usize];
+        let e = &mut self.ends[list as usize];
+        if prev != NIL {
+            self.nodes[prev as usize].next = next;
+        } else {
+            e.mru = (next != NIL).then_some(next);
+        }
+        if next != NIL {
+            self.nodes[next as usize].prev = prev;
+        } else {
+            e.lru = (prev != NIL).then_some(prev);
+        }
+        e.len -= 1;
+    }
+
+    /// The invariants above. O(pages).
+    pub fn check(&self) -> Result<(), String> {
+        let mut seen = 0;
+        for (l, e) in self.ends.iter().enumerate() {
+            let mut n = 0;
+            let mut prev = NIL;
+            let mut i = e.mru.unwrap_or(NIL);
+            while i != NIL {
+                let node = &self.nodes[i as usize];
+                if node.list as usize != l || node.prev != prev || self.at.get(&node.page) != Some(&i) {
+                    return Err(format!(
+                        "list {l}: the node of {:?} is linked into it but names list {} (or its links or index disagree)",
+                        node.page, node.list
+                    ));
+                }
+                n += 1;
+                if n > self.at.len() {
+                    return Err(format!("list {l} has a cycle"));
+                }
+                prev = i;
+                i = node.next;
+            }
+            if e.lru.unwrap_or(NIL) != prev || n != e.len {
+                return Err(format!("list {l}: {n} nodes reached, {} counted (or its LRU end is wrong)", e.len));
+            }
+            seen += n;
+        }
+        if seen != self.at.len() {
+            return Err(format!("{} pages indexed, {seen} in the lists", self.at.len()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(i: u64) -> PageRef {
+        PageRef { pid: 1, start: i << 12, size_idx: 0 }
+    }
+
+    #[test]
+    fn pages_move_between_lists_and_keep_their_word() {
+        let mut l = Lists::new(3);
+        for i in 0..4 {
+            l.push_mru(0, p(i));
+        }
+        l.set_aux(&p(1), 7);
+        l.push_mru(2, p(1));
+        assert_eq!(l.iter(0).collect::<Vec<_>>(), vec![p(3), p(2), p(0)]);
+        assert_eq!((l.list_of(&p(1)), l.aux(&p(1))), (Some(2), Some(7)));
+        assert_eq!(l.pop_lru(0), Some(p(0)));
+        l.push_lru(0, p(9));
+        assert_eq!(l.lru(0), Some(p(9)));
+        assert_eq!(l.remove(&p(3)), Some(0));
+        assert_eq!((l.len(0), l.len(2), l.total()), (2, 1, 3));
+        l.check().unwrap();
+    }
+}
