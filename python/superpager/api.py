@@ -309,6 +309,15 @@ def trace_join(inputs: Sequence[str], out: str, progress: bool | None = None) ->
     return _with_progress("joining", progress, lambda cb: _core.trace_join([os.fspath(p) for p in inputs], os.fspath(out), cb))
 
 
+def trace_merge(inputs: Sequence[str], out: str, slice: int = 10_000, quantum: int | None = None, progress: bool | None = None) -> dict:
+    """Merge traces side by side into one trace of several processes, as programs sharing a
+    machine run (AMSQM's heavy traces): the input with the lowest instruction clock runs for
+    `slice` instructions (accesses, for an input with no instruction marks), or with `quantum`
+    the inputs take turns of that many accesses. Processes are renumbered in order of first
+    appearance (docs/TRACE_FORMAT.md, "Merging traces")."""
+    return _with_progress("merging", progress, lambda cb: _core.trace_merge([os.fspath(p) for p in inputs], os.fspath(out), slice, quantum, cb))
+
+
 def fragmentation(machine: str, policy: str, memory: str, program: str, runs: int = 4, seed: int = 1,
                   wired: int = 0, web_files: int = 20000, web_min: str = "4KiB", web_max: str = "64KiB",
                   web_requests: int = 100000, web_alpha: float = 0.8, sample_every: int = 1_000_000,

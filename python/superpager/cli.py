@@ -307,6 +307,13 @@ def cmd_trace_join(a) -> int:
     return 0
 
 
+def cmd_trace_merge(a) -> int:
+    s = api.trace_merge(a.files, a.out, slice=a.slice, quantum=a.quantum)
+    print(f"wrote {s['path']}: {s['processes']} processes, {human(s['accesses'])} accesses in {human(s['records'])} records, "
+          f"{s['switches']:,} switches between inputs, {human_bytes(s['bytes'])}")
+    return 0
+
+
 def cmd_trace_info(a) -> int:
     info = api.trace_info(a.file, a.page_sizes.split(","), a.allow_truncated)
     if a.json:
@@ -637,6 +644,19 @@ def build_parser() -> argparse.ArgumentParser:
     tj.add_argument("files", nargs="+", metavar="file")
     tj.add_argument("-o", "--out", required=True)
     tj.set_defaults(fn=cmd_trace_join)
+    tm = tsub.add_parser("merge", help="several traces side by side, interleaved as programs sharing a machine run",
+                         formatter_class=raw,
+                         epilog="The input whose instruction clock is lowest runs for --slice instructions, then the\n"
+                                "lowest runs again, so inputs advance at the same rate (an input with no instruction\n"
+                                "marks, such as a generated trace, counts accesses). --quantum N instead takes turns\n"
+                                "of N accesses. Processes are renumbered in order of first appearance, so one trace\n"
+                                "given four times is four programs (AMSQM's heavy traces):\n"
+                                "  superpager trace merge gzip.spt gzip.spt bzip2.spt bzip2.spt -o trace5.spt")
+    tm.add_argument("files", nargs="+", metavar="file")
+    tm.add_argument("-o", "--out", required=True)
+    tm.add_argument("--slice", type=int, default=10_000, help="instructions per turn (default 10000)")
+    tm.add_argument("--quantum", type=int, help="instead: round robin, this many accesses per turn")
+    tm.set_defaults(fn=cmd_trace_merge)
     tn = tsub.add_parser("info", help="events, accesses by kind, footprint per page size, VMAs")
     tn.add_argument("file")
     tn.add_argument("--page-sizes", default="4KiB,2MiB,1GiB", help="page sizes to count the footprint in")

@@ -520,6 +520,40 @@ fn trace_join(py: Python<'_>, inputs: Vec<String>, out: &str, progress: Option<P
     Ok(d)
 }
 
+/// Merge traces side by side into one trace of several processes (trace/merge.rs): by
+/// instruction clocks, `slice` at a time, or round robin with `quantum` accesses per turn.
+#[pyfunction]
+#[pyo3(signature = (inputs, out, slice=10_000, quantum=None, progress=None))]
+fn trace_merge(py: Python<'_>, inputs: Vec<String>, out: &str, slice: u64, quantum: Option<u64>, progress: Option<PyObject>) -> PyResult<PyObject> {
+    let ins: Vec<&str> = inputs.iter().map(String::as_str).collect();
+    tr::spt::check_output(out, &ins).map_err(err)?;
+    let how = match quantum {
+        Some(n) => tr::merge::Interleave::Quantum(n),
+        None => tr::merge::Interleave::Instructions { slice },
+    };
+    let mut meta = BTreeMap::new();
+    meta.insert("source".to_string(), "merged".to_string());
+    let names: Vec<String> = inputs.iter().map(|p| std::path::Path::new(p).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()).collect();
+    meta.insert("inputs".to_string(), names.join(" "));
+    meta.insert(
+        "interleave".to_string(),
+        match how {
+            tr::merge::Interleave::Quantum(n) => format!("round robin, {n} accesses per turn"),
+            tr::merge::Interleave::Instructions { slice } => format!("lowest instruction clock first, {slice} instructions per slice"),
+        },
+    );
+    let tmp = format!("{out}.partial");
+    let s = py.allow_threads(|| tr::merge::merge(&ins, &tmp, how, &provenance(meta), &mut |f| report_progress(&progress, f))).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        err(e)
+    })?;
+    std::fs::rename(&tmp, out).map_err(|e| err(core::Error::io(out, &e)))?;
+    let d = summary_dict(py, &s.write, out)?;
+    d.bind(py).set_item("processes", s.processes)?;
+    d.bind(py).set_item("switches", s.switches)?;
+    Ok(d)
+}
+
 /// Call a Python progress callback from a thread without the GIL; false if the user pressed
 /// Ctrl-C (or the callback failed), to stop the work.
 fn report_progress(cb: &Option<PyObject>, fraction: f64) -> bool {
@@ -822,6 +856,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gen_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(trace_import, m)?)?;
     m.add_function(wrap_pyfunction!(trace_join, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_merge, m)?)?;
     m.add_function(wrap_pyfunction!(trace_info, m)?)?;
     m.add_function(wrap_pyfunction!(mrc, m)?)?;
     m.add_function(wrap_pyfunction!(read_addresses, m)?)?;

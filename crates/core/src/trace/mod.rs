@@ -12,6 +12,7 @@ pub mod gen;
 pub mod info;
 pub mod join;
 pub mod lackey;
+pub mod merge;
 pub mod spt;
 pub mod text;
 pub mod varint;
