@@ -264,12 +264,17 @@ def cmd_machines(a) -> int:
 
 def cmd_policies(a) -> int:
     ps = _core.policies()
+    rs = _core.replacements()
     if a.json:
-        print(json.dumps([{"name": n, "summary": s, "params": p} for n, s, p in ps], indent=2))
+        print(json.dumps([{"name": n, "summary": s, "params": p} for n, s, p in ps]
+                         + [{"name": n, "kind": "replacement", "summary": s, "params": p} for n, s, p in rs], indent=2))
         return 0
     for n, s, p in ps:
         print(f"{n}\n    {s}\n    parameters: {p}")
     print("\nuse NAME or NAME:key=value,... (e.g. fixed:2MiB, fixed:size=64KiB,fit=vma), or a TOML file.")
+    print("\nreplacement policies (--replacement NAME[:key=value,...], with --swap):")
+    for n, s, p in rs:
+        print(f"{n}\n    {s}\n    parameters: {p}")
     return 0
 
 
@@ -567,7 +572,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--swap", metavar="SIZE", help="swap space, e.g. 8GiB (default none: running out of memory stops the run)")
     s.add_argument("--replacement", metavar="NAME[:k=v,...]",
                    help="which anonymous page to swap out: clock (default), lru, arc (Megiddo and Modha's adaptive "
-                        "replacement; docs/AMSQM.md)")
+                        "replacement), amsqm[:alpha=A,beta=B,gamma=G,threshold=T] (superpage-aware; with --policy "
+                        "navarro); parameters: superpager policies; docs/AMSQM.md")
     s.add_argument("--validate", action="store_true", help="check the OS model's invariants after every event (slow; for debugging)")
     s.add_argument("--json", action="store_true", help="print one JSON object (counters, page_size_mix, series)")
     s.set_defaults(fn=cmd_simulate)

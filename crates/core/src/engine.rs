@@ -488,6 +488,8 @@ impl Engine {
             if self.fault(a)?.is_none() {
                 return Ok(None);
             }
+            // The fault may have mapped write-protected pages (a clean superpage under AMSQM).
+            self.cur_cow = self.os.procs[pi].cow_pages > 0;
             absent = false;
         }
         Err(Error::Sim(format!(
@@ -519,6 +521,7 @@ impl Engine {
             let now = Cycles(self.now());
             let mut sys = Sys { os: &mut self.os, mmu: &mut self.mmu, now };
             self.policy.on_tlb_miss(&mut sys, pi, a.addr, si, fetch);
+            self.cur_cow = self.os.procs[pi].cow_pages > 0;
             si = self.os.procs[pi].pt.size_at(a.addr).expect("the miss handler left the faulting address mapped");
             self.mmu.live_sizes |= 1 << si;
         }
@@ -788,6 +791,8 @@ impl Engine {
         let now = Cycles(self.now());
         let mut sys = Sys { os: &mut self.os, mmu: &mut self.mmu, now };
         self.policy.tick(&mut sys);
+        // A daemon's promotion may have mapped a write-protected (clean) superpage.
+        self.cur_cow = self.os.procs.get(self.cur_pi).is_some_and(|p| p.cow_pages > 0);
         if self.cfg.validate {
             if let Err(m) = self.validate() {
                 panic!("invariant broken after a policy tick: {m}");

@@ -213,8 +213,10 @@ fn run_full(seed: u64, machine: &str, pol: &str, steps: usize, swap: u64, replac
             let p = w.procs[cur].0;
             c.events.push((0, Event::Context { pid: p, tid: p }));
             if i % 7 == 0 {
-                // Compaction for a 2MB block, whatever the policy, then check everything.
-                let order = (e.os.sizes.iter().find(|s| s.bytes() >= 2 * MB).unwrap().shift() - 12) as u8;
+                // Compaction for a 2MB block (or the machine's largest), whatever the policy, then
+                // check everything.
+                let size = e.os.sizes.iter().find(|s| s.bytes() >= 2 * MB).or(e.os.sizes.last()).unwrap();
+                let order = (size.shift() - e.os.base.shift()) as u8;
                 e.os.compact(order, &mut e.mmu);
                 e.os.validate().unwrap_or_else(|m| panic!("seed {seed} {pol}: after compaction: {m}"));
             }
@@ -271,6 +273,25 @@ fn invariants_hold_under_swapping() {
         }
     }
     assert!(out > 0 && back > 0, "memory pressure must swap pages out ({out}) and fault them back ({back})");
+}
+
+#[test]
+fn invariants_hold_under_amsqm() {
+    // AMSQM drives navarro's promotions (threshold, prefetch) and demotes on writes; its
+    // lists are checked after every event (every resident unit in exactly one list,
+    // Σ c_i·size_i within C).
+    let (mut out, mut superpages_out, mut write_demotions) = (0, 0, 0);
+    for seed in 30..33 {
+        for (machine, rep) in [("amsqm09", "amsqm"), ("skylake", "amsqm:threshold=0,grow=always"), ("amsqm09", "amsqm:write_demote=false,alpha=1")] {
+            let mut e = run_full(seed, machine, "navarro", 500, 1 << 30, rep, true);
+            let r = e.results();
+            out += e.os.swap.counters.out_pages;
+            superpages_out += r.counters["replacement.amsqm.evict_superpages"];
+            write_demotions += r.counters.iter().filter(|(k, _)| k.starts_with("demote.dirty.")).map(|(_, v)| v).sum::<u64>();
+        }
+    }
+    assert!(out > 0 && superpages_out > 0, "memory pressure must evict units, superpages among them ({out}, {superpages_out})");
+    assert!(write_demotions > 0, "writes must demote superpages");
 }
 
 #[test]

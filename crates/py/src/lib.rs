@@ -99,6 +99,12 @@ fn policies() -> Vec<(String, String, String)> {
     core::policy::REGISTRY.iter().map(|p| (p.name.to_string(), p.summary.to_string(), p.params.to_string())).collect()
 }
 
+/// Replacement policies (`--replacement`): list of (name, summary, parameters).
+#[pyfunction]
+fn replacements() -> Vec<(String, String, String)> {
+    core::replacement::REGISTRY.iter().map(|(n, s, p)| (n.to_string(), s.to_string(), p.to_string())).collect()
+}
+
 /// Synthetic workload kinds: list of (name, description).
 #[pyfunction]
 fn gen_kinds() -> Vec<(String, String)> {
@@ -857,6 +863,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_import, m)?)?;
     m.add_function(wrap_pyfunction!(trace_join, m)?)?;
     m.add_function(wrap_pyfunction!(trace_merge, m)?)?;
+    m.add_function(wrap_pyfunction!(replacements, m)?)?;
     m.add_function(wrap_pyfunction!(trace_info, m)?)?;
     m.add_function(wrap_pyfunction!(mrc, m)?)?;
     m.add_function(wrap_pyfunction!(read_addresses, m)?)?;

@@ -169,6 +169,26 @@ impl Os {
         let me = Owner::anon(pi, t.start >> self.base.shift());
         let asid = self.procs[pi].asid;
         mmu.invalidate(t.start, asid, t.size_idx);
+        if self.phys.owner(t.pfn.0) != Owner::SHARED && t.size_idx > 0 && self.swap.enabled() && self.replacement.demote_on_write() {
+            // A write to a clean superpage under AMSQM: demote it one size at a time around the
+            // written page, so that only that base page becomes dirty; the other pieces stay
+            // clean (write-protected) units of their sizes.
+            let mut t = t;
+            while t.size_idx > 0 && self.demote(pi, va, t.size_idx - 1, super::promote::DemoteReason::Dirty, mmu) == super::promote::DemoteResult::Demoted {
+                match self.procs[pi].pt.lookup(va) {
+                    Some(n) => t = n,
+                    None => return Ok(false),
+                }
+            }
+            if !t.cow {
+                return Ok(true);
+            }
+            mmu.invalidate(t.start, asid, t.size_idx);
+            self.procs[pi].pt.set_cow(t.start, t.size_idx, false);
+            self.procs[pi].cow_pages -= 1;
+            self.counters.cow_reuses += 1;
+            return Ok(true);
+        }
         if self.phys.owner(t.pfn.0) != Owner::SHARED {
             // The other mappers are gone: take the page back without copying.
             self.procs[pi].pt.set_cow(t.start, t.size_idx, false);

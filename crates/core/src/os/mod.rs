@@ -349,6 +349,9 @@ impl Os {
         let max_order = (m.largest_page().shift() - m.base_page.shift()) as u8;
         // Pageblocks are one last-level table's span (Linux: pageblock_order = the PMD order).
         let phys = PhysMem::new(frames, max_order, m.bits_per_level).map_err(|e| Error::usage(format!("memory {memory}: {e}")))?;
+        let mut replacement = crate::replacement::build(replacement)?;
+        let pages: Vec<u64> = m.page_sizes.iter().map(|s| s.bytes() >> m.base_page.shift()).collect();
+        replacement.set_page_sizes(&pages, m.base_page.bytes());
         Ok(Os {
             sizes: m.page_sizes.clone(),
             base: m.base_page,
@@ -374,7 +377,7 @@ impl Os {
             watermarks: linux_watermarks(frames, m.base_page.bytes()),
             shared: HashMap::new(),
             in_prelude: false,
-            replacement: crate::replacement::build(replacement)?,
+            replacement,
             files: files::Files::default(),
             placement: Default::default(),
             spec: Default::default(),

@@ -160,7 +160,10 @@ impl Os {
         if mapped != size {
             return PromoteResult::NotFullyPopulated;
         }
-        if pages.iter().any(|t| t.cow || self.phys.owner(t.pfn.0) == Owner::SHARED) {
+        // Write-protected pieces are shared copy-on-write, except the clean pieces of a demoted
+        // superpage under AMSQM, which are this process's own.
+        let clean_ok = self.swap.enabled() && self.replacement.demote_on_write();
+        if pages.iter().any(|t| (t.cow && !clean_ok) || self.phys.owner(t.pfn.0) == Owner::SHARED) {
             return PromoteResult::Shared;
         }
         let order = self.order_of(si);
@@ -214,6 +217,12 @@ impl Os {
         if self.swap.enabled() {
             let r = self.page_ref(pi, start, si);
             self.replacement.on_insert(r);
+            if si > 0 && self.replacement.demote_on_write() {
+                // A clean superpage (AMSQM): write-protected, so that the first write is seen
+                // and demotes it (cow_break).
+                self.procs[pi].pt.set_cow(start, si, true);
+                self.procs[pi].cow_pages += 1;
+            }
         }
         self.settle_after_resize(pi, si, mmu);
     }
@@ -248,6 +257,7 @@ impl Os {
         let file = self.is_file_frame(t.pfn.0);
         if self.swap.enabled() && !file {
             let r = self.page_ref(pi, t.start, t.size_idx);
+            self.replacement.note_demotion(r);
             self.replacement.on_remove(r);
         }
         if !file {

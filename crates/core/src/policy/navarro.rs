@@ -192,6 +192,8 @@ struct Counters {
     unpromoted_frames: u64,
     /// Pages mapped and zeroed ahead of their first touch so a region could be promoted.
     prezeroed: u64,
+    /// Threshold promotions not tried because part of the region was in swap.
+    prefetch_refused_swapped: u64,
     /// Faults after which promotion was not tried because `promote=false`.
     promotion_off: u64,
 }
@@ -732,11 +734,19 @@ impl Navarro {
         let s0 = self.shifts[0];
         let pages = 1u64 << (self.shifts[l] - s0);
         // Populated pages needed: promote_at for the smallest superpage size, else threshold.
+        // A replacement that manages superpages (AMSQM) sets the threshold.
+        let threshold = sys.os.replacement.promotion_threshold().unwrap_or(self.threshold);
         let need = match self.promote_at {
             Some(k) if l == 1 => k as f64,
-            _ => self.threshold * pages as f64,
+            _ => threshold * pages as f64,
         };
         if need >= pages as f64 || start < vma.start || start + (1u64 << self.shifts[l]) > vma.end {
+            return false;
+        }
+        // Part of the region is in swap: prefetching it would read it back, which this model
+        // does not do at promotion; the region waits until its pages fault back in.
+        if sys.os.swapped_overlaps(pi, start, start + (1u64 << self.shifts[l])) {
+            self.c.prefetch_refused_swapped += 1;
             return false;
         }
         let Some(m) = self.procs.get(&pi) else { return false };
@@ -867,6 +877,7 @@ impl Policy for Navarro {
             ("navarro.fault.preempting".to_string(), self.c.faults_preempting),
             ("navarro.fault.reservation_dissolved".to_string(), self.c.reservation_dissolved),
             ("navarro.prezeroed_pages".to_string(), self.c.prezeroed),
+            ("navarro.promote_skipped.swapped".to_string(), self.c.prefetch_refused_swapped),
             ("navarro.preferred_capped.object".to_string(), self.c.cap_object),
             ("navarro.preferred_capped.overlap".to_string(), self.c.cap_overlap),
         ];

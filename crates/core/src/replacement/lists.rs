@@ -19,6 +19,8 @@ struct Node {
     next: u32, // towards the LRU end
     /// Free for the user: AMSQM keeps its reference count here.
     aux: u32,
+    /// When the page last went to an MRU end (a counter of such moves).
+    stamp: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -35,6 +37,7 @@ pub struct Lists {
     free: Vec<u32>,
     at: FastMap<PageRef, u32>,
     ends: Vec<Ends>,
+    clock: u64,
 }
 
 impl Lists {
@@ -61,6 +64,11 @@ impl Lists {
         self.ends[list].lru.map(|i| self.nodes[i as usize].page)
     }
 
+    /// When the LRU page of `list` last went to an MRU end (smaller is older).
+    pub fn lru_stamp(&self, list: usize) -> Option<u64> {
+        self.ends[list].lru.map(|i| self.nodes[i as usize].stamp)
+    }
+
     /// `p`'s auxiliary word (0 for a page just added).
     pub fn aux(&self, p: &PageRef) -> Option<u32> {
         self.at.get(p).map(|&i| self.nodes[i as usize].aux)
@@ -81,7 +89,7 @@ impl Lists {
                 i
             }
             None => {
-                let n = Node { page: p, list: 0, prev: NIL, next: NIL, aux: 0 };
+                let n = Node { page: p, list: 0, prev: NIL, next: NIL, aux: 0, stamp: 0 };
                 let i = match self.free.pop() {
                     Some(i) => {
                         self.nodes[i as usize] = n;
@@ -106,7 +114,9 @@ impl Lists {
         self.unlink(i);
         let e = &mut self.ends[list];
         let old = e.lru.unwrap_or(NIL);
-        self.nodes[i as usize] = Node { prev: old, next: NIL, list: list as u16, ..self.nodes[i as usize] };
+        // As old as the page it goes behind.
+        let stamp = if old != NIL { self.nodes[old as usize].stamp } else { 0 };
+        self.nodes[i as usize] = Node { prev: old, next: NIL, list: list as u16, stamp, ..self.nodes[i as usize] };
         if old != NIL {
             self.nodes[old as usize].next = i;
         } else {
@@ -146,9 +156,11 @@ impl Lists {
     }
 
     fn link_mru(&mut self, list: usize, i: u32) {
+        self.clock += 1;
         let e = &mut self.ends[list];
         let old = e.mru.unwrap_or(NIL);
         let n = &mut self.nodes[i as usize];
+        n.stamp = self.clock;
         n.list = list as u16;
         n.prev = NIL;
         n.next = old;

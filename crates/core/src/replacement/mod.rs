@@ -11,6 +11,7 @@
 //! The OS owns one replacement (`Os::new`, built from a spec such as `clock` or, for a part
 //! with parameters, `NAME:key=value`); nothing else drives it.
 
+pub mod amsqm;
 pub mod arc;
 pub mod clock;
 pub mod lists;
@@ -86,6 +87,21 @@ pub trait Replacement: Send {
     fn fault_is_the_reference(&self) -> bool {
         false
     }
+    /// The machine's page sizes, in base pages (ascending, the base page first), and the base
+    /// page's bytes: told once, before any page (AMSQM keeps lists per size).
+    fn set_page_sizes(&mut self, _pages: &[u64], _base_bytes: u64) {}
+    /// The page `from` is about to be demoted: the pages inserted next are its pieces.
+    fn note_demotion(&mut self, _from: PageRef) {}
+    /// The population fraction at which the superpage policy should promote a reservation
+    /// region, prefetching the rest, if this replacement sets it (AMSQM's threshold).
+    fn promotion_threshold(&self) -> Option<f64> {
+        None
+    }
+    /// Whether a write to a superpage demotes it into clean pieces (AMSQM): superpages are then
+    /// mapped write-protected when made, and the first write demotes around the written page.
+    fn demote_on_write(&self) -> bool {
+        false
+    }
     /// The policy's own counters, if it keeps any (under `replacement.<name>.`).
     fn counters(&self) -> Option<&dyn crate::counters::Counters> {
         None
@@ -96,7 +112,15 @@ pub trait Replacement: Send {
     }
 }
 
-pub const NAMES: [&str; 3] = ["clock", "lru", "arc"];
+pub const NAMES: [&str; 4] = ["clock", "lru", "arc", "amsqm"];
+
+/// Each replacement policy: name, one-line summary, parameters (`superpager policies`).
+pub const REGISTRY: [(&str, &str, &str); 4] = [
+    ("clock", "second chance over accessed bits (Corbató 1968); the default", "none"),
+    ("lru", "least recently used, by the references the OS sees (faults and page walks)", "none"),
+    ("arc", "Megiddo and Modha's Adaptive Replacement Cache: T1, T2 and ghost lists B1, B2 with an adaptive target (docs/AMSQM.md)", "none"),
+    ("amsqm", "Itshak and Wiseman's AMSQM: ARC per superpage size class, fraction buffers for demoted pieces, rank-based choice of the class that gives up memory; drives navarro's promotion threshold and demotes on writes (docs/AMSQM.md)", amsqm::PARAMS),
+];
 
 /// Build a replacement from `NAME[:key=value,...]`.
 pub fn build(spec: &str) -> Result<Box<dyn Replacement>> {
@@ -107,6 +131,7 @@ pub fn build(spec: &str) -> Result<Box<dyn Replacement>> {
         "clock" => none().map(|_| Box::new(clock::Clock::default()) as Box<dyn Replacement>),
         "lru" => none().map(|_| Box::new(lru::Lru::default()) as Box<dyn Replacement>),
         "arc" => none().map(|_| Box::new(arc::Arc::new()) as Box<dyn Replacement>),
+        "amsqm" => amsqm::Amsqm::build(&params).map(|a| Box::new(a) as Box<dyn Replacement>),
         o => Err(Error::usage(format!("unknown replacement '{o}'; available: {}", NAMES.join(", ")))),
     }
 }
