@@ -215,3 +215,20 @@ fn a_write_to_a_superpage_demotes_it_into_clean_pieces() {
     assert_eq!(dirty, 5, "one demotion step per size");
     assert_eq!(r.counters["replacement.amsqm.demoted_pieces"], 10, "two pieces per step, each into a fraction buffer");
 }
+
+#[test]
+fn the_seeds_machine_takes_its_base_page_as_a_parameter() {
+    let m = Machine::load("amsqm09").unwrap();
+    assert_eq!(m.base_page.to_string(), "8KiB");
+    let m = Machine::load("amsqm09+base=4KiB").unwrap();
+    assert_eq!(m.base_page.to_string(), "4KiB");
+    let sizes: Vec<String> = m.page_sizes.iter().map(|s| s.to_string()).collect();
+    assert_eq!(sizes, ["4KiB", "8KiB", "16KiB", "32KiB", "64KiB", "128KiB", "256KiB"]);
+    // Both TLBs hold the new base page; the machine's name says how it was made.
+    assert!(m.tlbs.iter().all(|t| t.sizes.contains(&0)));
+    assert_eq!(m.name, "amsqm09+base=4KiB");
+    for (spec, want) in [("amsqm09+base=512KiB", "8KiB is smaller than base_page 512KiB"), ("amsqm09+base=3KiB", "not a power of two")] {
+        let e = Machine::load(spec).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains(want), "{spec}: {e}");
+    }
+}

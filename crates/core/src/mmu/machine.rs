@@ -366,15 +366,22 @@ impl Machine {
     /// `+nested` or `+nested=HOSTPAGE` (a page size, or `guest`, the default): the same
     /// machine running a guest under a hypervisor whose page tables have as many levels as
     /// the guest's; `+nocoalesce`: the same machine with PTE coalescing turned off (to measure
-    /// what coalescing gives).
+    /// what coalescing gives); `+base=SIZE`: the same machine with another base page.
     pub fn load(spec: &str) -> Result<Machine> {
         let mut parts = spec.split('+');
         let name = parts.next().unwrap_or_default();
-        let mut m = Machine::load_plain(name)?;
+        let suffixes: Vec<&str> = parts.collect();
+        let base = suffixes.iter().filter_map(|s| s.strip_prefix("base=")).next_back();
+        let mut m = match base {
+            Some(b) => Machine::load_with_base(spec, name, b)?,
+            None => Machine::load_plain(name)?,
+        };
         let mut any = false;
-        for suffix in parts {
+        for suffix in suffixes {
             any = true;
-            if suffix == "nocoalesce" {
+            if suffix.starts_with("base=") {
+                // Applied to the machine's file above.
+            } else if suffix == "nocoalesce" {
                 if m.coalescing == Coalescing::None {
                     return Err(Error::usage(format!("machine '{spec}': {name} does not coalesce PTEs, so +nocoalesce changes nothing")));
                 }
@@ -395,7 +402,7 @@ impl Machine {
         let host = match suffix.split_once('=') {
             None if suffix == "nested" => "guest",
             Some(("nested", h)) => h,
-            _ => return Err(Error::usage(format!("machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest) or +nocoalesce"))),
+            _ => return Err(Error::usage(format!("machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +nocoalesce or +base=SIZE"))),
         };
         if self.nested.is_some() {
             return Err(Error::usage(format!("machine '{spec}': nested twice")));
@@ -426,6 +433,42 @@ impl Machine {
     pub fn coalesced_sizes(&self) -> Vec<PageSize> {
         self.amd_coalescing()
             .map_or(Vec::new(), |a| a.groups.iter().map(|&g| PageSize::from_bytes(self.base_page.bytes() * g as u64).expect("checked by the loader")).collect())
+    }
+
+    /// The `+base=SIZE` modifier of `load`: the machine with another base page (AMSQM's
+    /// machine leaves it open: 8KB or 4KB). The new base page joins the page sizes and every
+    /// TLB that held the old one; sizes below it are refused by the loader.
+    fn load_with_base(spec: &str, name: &str, base: &str) -> Result<Machine> {
+        let bad = |m: String| Error::usage(format!("machine '{spec}': +base={base}: {m}"));
+        let size = PageSize::parse(base).map_err(bad)?;
+        let (src, label) = match PRESETS.iter().find(|p| p.0 == name) {
+            Some((_, src)) => (src.to_string(), format!("preset {name}")),
+            None => (std::fs::read_to_string(name).map_err(|e| Error::io(name, &e))?, name.to_string()),
+        };
+        let mut v: toml::Value = toml::from_str(&src).map_err(|e| toml_error(&label, &src, &e))?;
+        let t = v.as_table_mut().ok_or_else(|| bad("the machine file is not a table".into()))?;
+        let old = t.get("base_page").and_then(|b| b.as_str()).map(str::to_string).unwrap_or_default();
+        let new = size.to_string();
+        t.insert("base_page".into(), toml::Value::String(new.clone()));
+        let add = |list: &mut toml::Value| {
+            if let Some(a) = list.as_array_mut() {
+                if a.iter().any(|s| s.as_str() == Some(old.as_str())) && !a.iter().any(|s| s.as_str() == Some(new.as_str())) {
+                    a.insert(0, toml::Value::String(new.clone()));
+                }
+            }
+        };
+        if let Some(ps) = t.get_mut("page_sizes") {
+            add(ps);
+        }
+        if let Some(tlbs) = t.get_mut("tlb").and_then(|x| x.as_array_mut()) {
+            for tlb in tlbs {
+                if let Some(ps) = tlb.get_mut("page_sizes") {
+                    add(ps);
+                }
+            }
+        }
+        let src = toml::to_string(&v).map_err(|e| bad(e.to_string()))?;
+        Machine::from_toml(&src, &format!("{label} with base page {new}"))
     }
 
     fn load_plain(name_or_path: &str) -> Result<Machine> {
