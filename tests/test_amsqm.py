@@ -1,5 +1,7 @@
 """Superpage-aware replacement (docs/AMSQM.md): `trace merge` for heavy multi-process traces,
 and the ARC replacement under memory pressure."""
+import pytest
+
 import superpager as sp
 from superpager import api
 
@@ -47,3 +49,32 @@ def test_bad_replacement_specs_name_the_problem(cli, tmp_path):
     assert code != 0 and "replacement arc: unknown parameter 'depth'" in err, err
     code, _, err = cli("simulate", "a.spt", "--swap", "1GiB", "--replacement", "fifo")
     assert code != 0 and "unknown replacement 'fifo'" in err and "arc" in err, err
+
+
+def test_the_seeds_ratios_as_printed_and_symmetric():
+    from superpager import reproduce_amsqm as R
+
+    class Fake:
+        def __init__(self, tm, pf, p):
+            self.tm, self.pf, self.p = tm, pf, p
+
+    amsqm, arc = Fake(tm=300, pf=150, p=100), Fake(tm=500, pf=200, p=100)
+    # tm_ratio = 1 - (300 - 100) / 500 as printed; 1 - 200 / 400 with the symmetric denominator.
+    assert abs(R.tm_ratio(amsqm, arc, False) - 0.6) < 1e-12
+    assert abs(R.tm_ratio(amsqm, arc, True) - 0.5) < 1e-12
+    # pf_ratio = 1 - (150 - 100) / (200 - 100).
+    assert abs(R.pf_ratio(amsqm, arc) - 0.5) < 1e-12
+    assert R.memory_for(4096) == "12MiB"  # 75% of 16MiB
+    assert R.memory_for(800) == "2560KiB"  # 75% of 3.1MiB, rounded up to 256KiB
+
+
+def test_amsqm_demotes_superpages_on_writes_and_refuses_bad_parameters(tmp_path):
+    t = tmp_path / "g.spt"
+    api.gen("gups", str(t), size="16MiB", accesses=150_000, seed=2, progress=False)
+    r = sp.simulate(t, machine="amsqm09", policy="navarro", memory="12MiB", swap="1GiB", replacement="amsqm", validate=True)
+    assert r["replacement.amsqm.demoted_pieces"] > 0
+    assert sum(v for k, v in r.counters.items() if k.startswith("demote.dirty.")) > 0
+    off = sp.simulate(t, machine="amsqm09", policy="navarro", memory="12MiB", swap="1GiB", replacement="amsqm:write_demote=false")
+    assert sum(v for k, v in off.counters.items() if k.startswith("demote.dirty.")) == 0
+    with pytest.raises(sp.UsageError, match="gamma"):
+        sp.simulate(t, machine="amsqm09", policy="navarro", memory="12MiB", swap="1GiB", replacement="amsqm:gamma=0.9")

@@ -297,14 +297,15 @@ superpage policies take the general path, which probes and fills separately (sca
 These VMs are noisy: the same run can vary by +-30% from one minute to the next, so compare the
 ratios within one report.
 """
-    # Keep the sections of `bench --capture` and `bench --against` that share the file.
-    from . import bench_builds, bench_capture
+    # Keep the sections of `bench --capture`, `--against` and `--pressure` that share the file.
+    from . import bench_builds, bench_capture, bench_pressure
 
     kept = ""
     if os.path.exists(a.out):
         with open(a.out) as f:
             old = f.read()
-        for start, end in ((bench_capture.START, bench_capture.END), (bench_builds.START, bench_builds.END)):
+        for start, end in ((bench_capture.START, bench_capture.END), (bench_builds.START, bench_builds.END),
+                           (bench_pressure.START, bench_pressure.END)):
             if start in old and end in old:
                 kept += "\n" + old[old.index(start):old.index(end) + len(end)] + "\n"
     from .output import write_text

@@ -401,6 +401,10 @@ def _bench(a) -> int:
         from . import bench_capture
 
         return bench_capture.main(a)
+    if a.pressure:
+        from . import bench_pressure
+
+        return bench_pressure.main(a)
     from . import bench
 
     return bench.main(a)
@@ -689,6 +693,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="measure throughput against pycachesim (writes a markdown report)")
     b.add_argument("--os", action="store_true", help="instead: the OS model at scale (64GiB prelude time, 384GiB host RSS)")
     b.add_argument("--capture", action="store_true", help="instead: capture speed (vs native and lackey) and trace bytes per access")
+    b.add_argument("--pressure", action="store_true", help="instead: speed while memory is short and CLOCK, ARC or AMSQM choose victims (AMSQM's heavy traces)")
     b.add_argument("--against", metavar="DIR", help="instead: this build's simulation speed beside another build's, interleaved (DIR holds that build's superpager package)")
     b.add_argument("--accesses", type=count, default=4_000_000, help="trace length (default 4M)")
     b.add_argument("--repeats", type=int_in(1, 1000), default=5, help="runs per measurement; the median is reported")
@@ -723,9 +728,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "  superpager reproduce navarro --out docs/NAVARRO_RESULTS.md\n"
                         "  superpager reproduce romer --out docs/ROMER_RESULTS.md\n"
                         "  superpager reproduce trident --quick --out /tmp/trident.md\n"
-                        "  superpager reproduce intermediate --out docs/INTERMEDIATE_RESULTS.md\n\n"
+                        "  superpager reproduce intermediate --out docs/INTERMEDIATE_RESULTS.md\n"
+                        "  superpager reproduce amsqm --out docs/AMSQM_RESULTS.md\n\n"
                         "Traces are captured on first use (qemu-user) and cached in ~/.cache/superpager/traces.")
-    rp.add_argument("paper", help="navarro, romer, trident or intermediate (Solomon's intermediate page sizes)")
+    rp.add_argument("paper", help="navarro, romer, trident, intermediate (Solomon's intermediate page sizes) or amsqm "
+                                  "(superpage-aware replacement)")
     rp.add_argument("--quick", action="store_true", help="smaller inputs (about 4x smaller): a first look in minutes (romer --quick about 4 on 2 cores)")
     rp.add_argument("--out", help="also write the report (markdown) here")
     rp.set_defaults(fn=cmd_reproduce)
@@ -765,6 +772,7 @@ EXAMPLES = {
     "bench": ["superpager bench --out perf.md                # simulator throughput against pycachesim",
               "superpager bench --accesses 1M --repeats 3     # quicker, report on stdout only",
               "superpager bench --capture --out perf.md       # capture speed and trace size",
+              "superpager bench --pressure --out perf.md      # replacement under memory pressure",
               "superpager bench --os --out os-scale.md        # the OS model at scale",
               "superpager bench --against /tmp/old             # this build beside another (DIR/superpager: its package)"],
     "list": ["superpager workloads list"],

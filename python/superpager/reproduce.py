@@ -716,7 +716,13 @@ def intermediate(quick: bool = False, progress: Callable[[str], None] = lambda m
     return run(quick=quick, progress=progress)
 
 
-EXPERIMENTS = {"navarro": navarro_all, "romer": romer, "trident": trident, "intermediate": intermediate}
+def amsqm(quick: bool = False, progress: Callable[[str], None] = lambda m: None) -> str:
+    from .reproduce_amsqm import amsqm as run
+
+    return run(quick=quick, progress=progress)
+
+
+EXPERIMENTS = {"navarro": navarro_all, "romer": romer, "trident": trident, "intermediate": intermediate, "amsqm": amsqm}
 
 
 def main(a) -> int:

@@ -282,7 +282,12 @@ fn invariants_hold_under_amsqm() {
     // Σ c_i·size_i within C).
     let (mut out, mut superpages_out, mut write_demotions) = (0, 0, 0);
     for seed in 30..33 {
-        for (machine, rep) in [("amsqm09", "amsqm"), ("skylake", "amsqm:threshold=0,grow=always"), ("amsqm09", "amsqm:write_demote=false,alpha=1")] {
+        for (machine, rep) in [
+            ("amsqm09", "amsqm"),
+            ("skylake", "amsqm:threshold=0,grow=always"),
+            ("amsqm09", "amsqm:write_demote=false,alpha=1"),
+            ("amsqm09+base=4KiB", "amsqm:grow=always"),
+        ] {
             let mut e = run_full(seed, machine, "navarro", 500, 1 << 30, rep, true);
             let r = e.results();
             out += e.os.swap.counters.out_pages;

@@ -402,7 +402,11 @@ impl Machine {
         let host = match suffix.split_once('=') {
             None if suffix == "nested" => "guest",
             Some(("nested", h)) => h,
-            _ => return Err(Error::usage(format!("machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +nocoalesce or +base=SIZE"))),
+            _ => {
+                return Err(Error::usage(format!(
+                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +nocoalesce or +base=SIZE"
+                )))
+            }
         };
         if self.nested.is_some() {
             return Err(Error::usage(format!("machine '{spec}': nested twice")));

@@ -42,7 +42,8 @@ beta=B (bound_i = B x size_i / size_0 caps a unit's reference count, at least 1;
 gamma=G (a count reaching its bound is reset to G x bound; a ghost hit in B2 with a count above 2G x bound is hot, 0..0.5; default 0.25); \
 threshold=T (navarro promotes a reservation region once T of it is populated, prefetching the rest, 0..1; default 0.5); \
 grow=hot|always (the seed's count reset and s_i += 1 after a B2 ghost hit: only in the hot branch, our reading, or after either branch, as printed; default hot); \
-write_demote=true|false (a write to a superpage demotes it, one size at a time around the written page, into clean pieces that go to the fraction buffers; default true, the seed's)";
+write_demote=true|false (a write to a superpage demotes it, one size at a time around the written page, into clean pieces that go to the fraction buffers; default true, the seed's); \
+new_to=t1|t2 (where a unit with no history enters while memory has room: T1, as ARC does, or T2, as the seed's Allocate prints it; default t1)";
 
 /// When a B2 ghost hit grows its class's target (the seed's lost indentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
@@ -65,12 +66,23 @@ struct AmsqmParams {
     threshold: f64,
     grow: Grow,
     write_demote: bool,
+    new_to: NewTo,
+}
+
+/// Where a unit with no history enters while memory has room (the seed's Allocate).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NewTo {
+    /// T1, as ARC places a miss (ours).
+    T1,
+    /// T2's MRU end, as the seed's Allocate prints it.
+    T2,
 }
 
 impl Default for AmsqmParams {
     /// The seed's best values (§5: α = 0.5, β = 4, γ = 0.25, threshold = 0.5).
     fn default() -> Self {
-        AmsqmParams { alpha: 0.5, beta: 4.0, gamma: 0.25, threshold: 0.5, grow: Grow::Hot, write_demote: true }
+        AmsqmParams { alpha: 0.5, beta: 4.0, gamma: 0.25, threshold: 0.5, grow: Grow::Hot, write_demote: true, new_to: NewTo::T1 }
     }
 }
 
@@ -125,6 +137,7 @@ pub struct Amsqm {
     threshold: f64,
     grow: Grow,
     write_demote: bool,
+    new_to: NewTo,
     /// Memory size C in base pages, learnt as ARC learns it.
     c: u64,
     /// Resident base pages (Σ c_i·size_i).
@@ -133,6 +146,8 @@ pub struct Amsqm {
     demoting: Option<(PageRef, u32)>,
     /// Bytes of a base page (for a superpage's address range).
     base_bytes: u64,
+    /// The unit made resident last: the page being faulted in, never the victim.
+    fresh: Option<PageRef>,
     last: Option<(PageRef, usize)>,
     counters: AmsqmCounters,
 }
@@ -155,10 +170,12 @@ impl Amsqm {
             threshold: p.threshold,
             grow: p.grow,
             write_demote: p.write_demote,
+            new_to: p.new_to,
             c: 0,
             resident: 0,
             demoting: None,
             base_bytes: 4096,
+            fresh: None,
             last: None,
             counters: AmsqmCounters::default(),
         };
@@ -206,26 +223,43 @@ impl Amsqm {
         }
     }
 
-    /// The class that gives up memory: the highest rank among classes with resident units.
-    fn choose_class(&self) -> Option<usize> {
+    /// The classes with resident units, highest rank first: the first gives up memory.
+    fn classes_by_rank(&self) -> Vec<usize> {
         let live: Vec<usize> = (0..self.classes.len()).filter(|&i| self.units(i) > 0).collect();
         let dif = |i: usize| (self.classes[i].size as f64 * (self.units(i) as f64 - self.classes[i].s)).max(0.0);
         let max_dif = live.iter().map(|&i| dif(i)).fold(0.0, f64::max);
         // The age of a class's LRU unit: the oldest stamp among its resident lists.
         let lru_stamp = |i: usize| [T1, T2, Q].iter().filter_map(|&l| self.lists.lru_stamp(self.li(i, l))).min().unwrap_or(u64::MAX);
         let n = live.len();
-        let mut best: Option<(f64, usize)> = None;
-        for &i in &live {
-            let newer = live.iter().filter(|&&j| lru_stamp(j) > lru_stamp(i)).count();
-            let rec = if n > 1 { newer as f64 / (n - 1) as f64 } else { 1.0 };
-            let d = if max_dif > 0.0 { dif(i) / max_dif } else { 0.0 };
-            let rank = self.alpha * d + (1.0 - self.alpha) * rec;
-            // Ties go to the larger class, which frees more at once.
-            if best.is_none_or(|(b, _)| rank >= b) {
-                best = Some((rank, i));
-            }
-        }
-        best.map(|b| b.1)
+        let mut ranked: Vec<(f64, usize)> = live
+            .iter()
+            .map(|&i| {
+                let newer = live.iter().filter(|&&j| lru_stamp(j) > lru_stamp(i)).count();
+                let rec = if n > 1 { newer as f64 / (n - 1) as f64 } else { 1.0 };
+                let d = if max_dif > 0.0 { dif(i) / max_dif } else { 0.0 };
+                (self.alpha * d + (1.0 - self.alpha) * rec, i)
+            })
+            .collect();
+        // Highest rank first; ties go to the larger class, which frees more at once.
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+        ranked.into_iter().map(|(_, i)| i).collect()
+    }
+
+    /// Release in class i: the list to evict from (T1 or T2 by P_i, or Q when its LRU is
+    /// older), passing over the unit just made resident (`fresh`: the page being faulted in,
+    /// which the OS holds while it maps it). None if the class has nothing else.
+    fn release_list(&self, i: usize) -> Option<(usize, usize)> {
+        let (t1, t2, q) = (self.li(i, T1), self.li(i, T2), self.li(i, Q));
+        let usable = |l: usize| self.lists.lru(l).is_some_and(|p| Some(p) != self.fresh);
+        let over = self.lists.len(t1) as f64 > self.classes[i].p;
+        let first = if (over && usable(t1)) || !usable(t2) { t1 } else { t2 };
+        let from = match (usable(first).then(|| self.lists.lru_stamp(first)).flatten(), usable(q).then(|| self.lists.lru_stamp(q)).flatten()) {
+            (Some(a), Some(b)) if b < a => q,
+            (None, Some(_)) => q,
+            (Some(_), _) => first,
+            (None, None) => [t1, t2, q].into_iter().find(|&l| usable(l))?,
+        };
+        Some((from, first))
     }
 
     /// Per class, the lists from the MRU end: T1, T2, B1, B2, Q (tests).
@@ -261,6 +295,7 @@ impl Replacement for Amsqm {
     }
 
     fn on_insert(&mut self, x: PageRef) {
+        self.fresh = Some(x);
         let i = self.class_of(&x);
         let size = self.classes[i].size;
         // A piece of the superpage being demoted: into the fraction buffer.
@@ -309,13 +344,18 @@ impl Replacement for Amsqm {
                 self.counters.misses += 1;
                 self.trim(i);
                 self.resident += size;
-                self.lists.push_mru(self.li(i, T1), x);
+                // Memory has had room so far (no victim yet): the seed's Allocate.
+                let l = if self.new_to == NewTo::T2 && self.c == 0 { T2 } else { T1 };
+                self.lists.push_mru(self.li(i, l), x);
                 self.lists.set_aux(&x, 0);
             }
         }
     }
 
     fn on_reference(&mut self, x: PageRef) {
+        if self.fresh == Some(x) {
+            self.fresh = None; // referenced again: its fault is long over
+        }
         let Some((i, l)) = self.listed(&x) else { return };
         match l {
             T1 => self.counters.hits_t1 += 1,
@@ -342,20 +382,11 @@ impl Replacement for Amsqm {
         self.c = self.c.max(self.resident);
         self.counters.capacity = self.c;
         self.demoting = None;
-        let i = self.choose_class()?;
+        let (i, from, first) = self.classes_by_rank().into_iter().find_map(|i| self.release_list(i).map(|(f, first)| (i, f, first)))?;
         if (self.units(i) as f64) < self.classes[i].s {
             self.counters.evict_under_target += 1;
         }
-        let (t1, t2, q) = (self.li(i, T1), self.li(i, T2), self.li(i, Q));
-        // Release: T1 (or Q) when T1 is over its target, else T2 (or Q); the older of the two.
-        let over = self.lists.len(t1) as f64 > self.classes[i].p;
-        let first = if (over && self.lists.len(t1) > 0) || self.lists.len(t2) == 0 && self.lists.len(t1) > 0 { t1 } else { t2 };
-        let from = match (self.lists.lru_stamp(first), self.lists.lru_stamp(q)) {
-            (Some(a), Some(b)) if b < a => q,
-            (None, Some(_)) => q,
-            (Some(_), _) => first,
-            (None, None) => [t1, t2, q].into_iter().find(|&l| self.lists.len(l) > 0)?,
-        };
+        let (t2, q) = (self.li(i, T2), self.li(i, Q));
         let v = self.lists.lru(from)?;
         let to = if from == t2 || (from == q && first == t2) { B2 } else { B1 };
         self.lists.push_mru(self.li(i, to), v);
