@@ -13,7 +13,7 @@ from .reproduce_amsqm import CONFIGS, HEAVY, MACHINE, SWAP, footprint, heavy_tra
 
 START = "<!-- bench --pressure: start -->"
 END = "<!-- bench --pressure: end -->"
-TRACES = [1, 11]
+TRACES = list(HEAVY)
 TARGET = 10e6
 
 

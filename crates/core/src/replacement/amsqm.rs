@@ -36,6 +36,8 @@ const B1: usize = 2;
 const B2: usize = 3;
 const Q: usize = 4;
 const PER_CLASS: usize = 5;
+/// At most as many size classes as a machine has page sizes (mmu/machine.rs allows 16).
+const MAX_CLASSES: usize = 16;
 
 pub const PARAMS: &str = "alpha=A (weight of the class's excess over its target against its LRU's age when choosing the class that gives up memory, 0..1; default 0.5); \
 beta=B (bound_i = B x size_i / size_0 caps a unit's reference count, at least 1; default 4); \
@@ -198,13 +200,19 @@ impl Amsqm {
 
     /// A reference: count(x) + 1, or aged to γ·bound at the bound.
     fn bump(&mut self, p: &PageRef, i: usize) {
+        if let Some(n) = self.lists.index_of(p) {
+            self.bump_at(n, i);
+        }
+    }
+
+    fn bump_at(&mut self, n: u32, i: usize) {
         let bound = self.classes[i].bound;
-        let c = self.lists.aux(p).unwrap_or(0);
+        let c = self.lists.aux_at(n);
         if c >= bound {
-            self.lists.set_aux(p, (self.gamma * bound as f64) as u32);
+            self.lists.set_aux_at(n, (self.gamma * bound as f64) as u32);
             self.counters.counts_aged += 1;
         } else {
-            self.lists.set_aux(p, c + 1);
+            self.lists.set_aux_at(n, c + 1);
         }
     }
 
@@ -223,26 +231,53 @@ impl Amsqm {
         }
     }
 
-    /// The classes with resident units, highest rank first: the first gives up memory.
-    fn classes_by_rank(&self) -> Vec<usize> {
-        let live: Vec<usize> = (0..self.classes.len()).filter(|&i| self.units(i) > 0).collect();
-        let dif = |i: usize| (self.classes[i].size as f64 * (self.units(i) as f64 - self.classes[i].s)).max(0.0);
-        let max_dif = live.iter().map(|&i| dif(i)).fold(0.0, f64::max);
-        // The age of a class's LRU unit: the oldest stamp among its resident lists.
-        let lru_stamp = |i: usize| [T1, T2, Q].iter().filter_map(|&l| self.lists.lru_stamp(self.li(i, l))).min().unwrap_or(u64::MAX);
-        let n = live.len();
-        let mut ranked: Vec<(f64, usize)> = live
-            .iter()
-            .map(|&i| {
-                let newer = live.iter().filter(|&&j| lru_stamp(j) > lru_stamp(i)).count();
-                let rec = if n > 1 { newer as f64 / (n - 1) as f64 } else { 1.0 };
-                let d = if max_dif > 0.0 { dif(i) / max_dif } else { 0.0 };
-                (self.alpha * d + (1.0 - self.alpha) * rec, i)
-            })
-            .collect();
-        // Highest rank first; ties go to the larger class, which frees more at once.
-        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
-        ranked.into_iter().map(|(_, i)| i).collect()
+    /// Each class's rank (NaN for a class with no resident units), in a fixed array: reclaim
+    /// asks for it once per victim, so it allocates nothing.
+    fn ranks(&self) -> [f64; MAX_CLASSES] {
+        let k = self.classes.len();
+        let mut dif = [0.0f64; MAX_CLASSES];
+        let mut stamp = [u64::MAX; MAX_CLASSES];
+        let mut live = 0usize;
+        for i in 0..k {
+            if self.units(i) == 0 {
+                continue;
+            }
+            live += 1;
+            dif[i] = (self.classes[i].size as f64 * (self.units(i) as f64 - self.classes[i].s)).max(0.0);
+            // The age of the class's LRU unit: the oldest stamp among its resident lists.
+            stamp[i] = [T1, T2, Q].iter().filter_map(|&l| self.lists.lru_stamp(self.li(i, l))).min().unwrap_or(u64::MAX);
+        }
+        let max_dif = dif[..k].iter().copied().fold(0.0, f64::max);
+        let mut rank = [f64::NAN; MAX_CLASSES];
+        for i in 0..k {
+            if self.units(i) == 0 {
+                continue;
+            }
+            let newer = (0..k).filter(|&j| self.units(j) > 0 && stamp[j] > stamp[i] && stamp[j] != u64::MAX).count();
+            let rec = if live > 1 { newer as f64 / (live - 1) as f64 } else { 1.0 };
+            let d = if max_dif > 0.0 { dif[i] / max_dif } else { 0.0 };
+            rank[i] = self.alpha * d + (1.0 - self.alpha) * rec;
+        }
+        rank
+    }
+
+    /// The class that gives up memory and the list it gives from: the highest rank whose
+    /// class has a unit to give (ties to the larger class, which frees more at once).
+    fn choose_victim_list(&self) -> Option<(usize, usize, usize)> {
+        let mut rank = self.ranks();
+        loop {
+            let mut best: Option<usize> = None;
+            for i in 0..self.classes.len() {
+                if !rank[i].is_nan() && best.is_none_or(|b| rank[i] >= rank[b]) {
+                    best = Some(i);
+                }
+            }
+            let i = best?;
+            if let Some((from, first)) = self.release_list(i) {
+                return Some((i, from, first));
+            }
+            rank[i] = f64::NAN;
+        }
     }
 
     /// Release in class i: the list to evict from (T1 or T2 by P_i, or Q when its LRU is
@@ -356,15 +391,18 @@ impl Replacement for Amsqm {
         if self.fresh == Some(x) {
             self.fresh = None; // referenced again: its fault is long over
         }
-        let Some((i, l)) = self.listed(&x) else { return };
-        match l {
+        // One lookup for the whole hit: find, move to T2's MRU end, count.
+        let Some(n) = self.lists.index_of(&x) else { return };
+        let l = self.lists.list_at(n);
+        let i = l / PER_CLASS;
+        match l % PER_CLASS {
             T1 => self.counters.hits_t1 += 1,
             T2 => self.counters.hits_t2 += 1,
             Q => self.counters.hits_q += 1,
             _ => return,
         }
-        self.lists.push_mru(self.li(i, T2), x);
-        self.bump(&x, i);
+        self.lists.move_to_mru(n, self.li(i, T2));
+        self.bump_at(n, i);
     }
 
     fn on_remove(&mut self, x: PageRef) {
@@ -382,7 +420,7 @@ impl Replacement for Amsqm {
         self.c = self.c.max(self.resident);
         self.counters.capacity = self.c;
         self.demoting = None;
-        let (i, from, first) = self.classes_by_rank().into_iter().find_map(|i| self.release_list(i).map(|(f, first)| (i, f, first)))?;
+        let (i, from, first) = self.choose_victim_list()?;
         if (self.units(i) as f64) < self.classes[i].s {
             self.counters.evict_under_target += 1;
         }

@@ -45,6 +45,30 @@ impl Lists {
         Lists { ends: vec![Ends::default(); n], ..Default::default() }
     }
 
+    /// `p`'s node, for the index-based operations below (one hash lookup for several steps).
+    pub fn index_of(&self, p: &PageRef) -> Option<u32> {
+        self.at.get(p).copied()
+    }
+
+    /// The list of node `i`.
+    pub fn list_at(&self, i: u32) -> usize {
+        self.nodes[i as usize].list as usize
+    }
+
+    pub fn aux_at(&self, i: u32) -> u32 {
+        self.nodes[i as usize].aux
+    }
+
+    pub fn set_aux_at(&mut self, i: u32, v: u32) {
+        self.nodes[i as usize].aux = v;
+    }
+
+    /// Move node `i` to the MRU end of `list`.
+    pub fn move_to_mru(&mut self, i: u32, list: usize) {
+        self.unlink(i);
+        self.link_mru(list, i);
+    }
+
     /// The list holding `p`, if any.
     pub fn list_of(&self, p: &PageRef) -> Option<usize> {
         self.at.get(p).map(|&i| self.nodes[i as usize].list as usize)
