@@ -72,3 +72,14 @@ pub fn simulate(path: &str, machine: &str, policy: &str, validate: bool) -> supe
     while s.step(8).unwrap() {}
     s.results().remove(0)
 }
+
+/// A replacement policy's counter by its result key (panics if it has none such).
+pub fn replacement_counter(r: &dyn superpager_core::replacement::Replacement, key: &str) -> u64 {
+    let mut v = None;
+    r.counters().expect("the policy keeps counters").each(&mut |k, n| {
+        if k == key {
+            v = Some(n);
+        }
+    });
+    v.unwrap_or_else(|| panic!("no counter {key}"))
+}

@@ -2,6 +2,8 @@
 //! Classes here: 4KB, 8KB and 16KB units (1, 2 and 4 base pages); β = 4 gives bounds 4, 8
 //! and 16, γ = 0.25. Lists are shown MRU first.
 
+mod common;
+use common::replacement_counter;
 use superpager_core::engine::{Engine, EngineConfig};
 use superpager_core::mmu::machine::Machine;
 use superpager_core::policy;
@@ -25,13 +27,7 @@ fn amsqm(params: &[(&str, &str)]) -> Amsqm {
 }
 
 fn counter(a: &Amsqm, key: &str) -> u64 {
-    let mut v = None;
-    a.counters().unwrap().each(&mut |k, n| {
-        if k == key {
-            v = Some(n);
-        }
-    });
-    v.unwrap_or_else(|| panic!("no counter {key}"))
+    replacement_counter(a, key)
 }
 
 /// Class `c`'s lists: T1, T2, B1, B2, Q.

@@ -1,6 +1,8 @@
 //! ARC's list transitions against hand-worked sequences (Megiddo and Modha; the AMSQM seed's
 //! §2). Lists are shown MRU first.
 
+mod common;
+use common::replacement_counter;
 use superpager_core::replacement::arc::Arc;
 use superpager_core::replacement::{PageRef, Replacement};
 
@@ -13,13 +15,7 @@ fn ps(v: &[u64]) -> Vec<PageRef> {
 }
 
 fn counter(a: &Arc, key: &str) -> u64 {
-    let mut v = None;
-    a.counters().unwrap().each(&mut |k, n| {
-        if k == key {
-            v = Some(n);
-        }
-    });
-    v.unwrap_or_else(|| panic!("no counter {key}"))
+    replacement_counter(a, key)
 }
 
 #[track_caller]

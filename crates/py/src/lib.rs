@@ -504,23 +504,36 @@ fn trace_import(py: Python<'_>, src: &str, fmt: &str, out: &str, fetches: bool, 
     summary_dict(py, &s, out)
 }
 
-/// Join traces one after another into one trace of several processes (trace/join.rs).
-#[pyfunction]
-#[pyo3(signature = (inputs, out, progress=None))]
-fn trace_join(py: Python<'_>, inputs: Vec<String>, out: &str, progress: Option<PyObject>) -> PyResult<PyObject> {
+/// Several input traces into one output trace, as `join` or `merge` do: the output is
+/// checked against the inputs, written to OUT.partial and renamed at the end (removed on an
+/// error); the provenance names the inputs and `source`.
+fn combine_traces<S: Send>(
+    py: Python<'_>,
+    inputs: &[String],
+    out: &str,
+    mut meta: BTreeMap<String, String>,
+    work: impl FnOnce(&[&str], &str, &core::trace::Provenance) -> core::Result<S> + Send,
+) -> PyResult<S> {
     let ins: Vec<&str> = inputs.iter().map(String::as_str).collect();
     tr::spt::check_output(out, &ins).map_err(err)?;
-    let mut meta = BTreeMap::new();
-    meta.insert("source".to_string(), "joined".to_string());
     let names: Vec<String> = inputs.iter().map(|p| std::path::Path::new(p).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()).collect();
     meta.insert("inputs".to_string(), names.join(" "));
-    let n = ins.len().max(1);
     let tmp = format!("{out}.partial");
-    let s = py.allow_threads(|| tr::join::join(&ins, &tmp, &provenance(meta), &mut |i| report_progress(&progress, i as f64 / n as f64))).map_err(|e| {
+    let s = py.allow_threads(|| work(&ins, &tmp, &provenance(meta))).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         err(e)
     })?;
     std::fs::rename(&tmp, out).map_err(|e| err(core::Error::io(out, &e)))?;
+    Ok(s)
+}
+
+/// Join traces one after another into one trace of several processes (trace/join.rs).
+#[pyfunction]
+#[pyo3(signature = (inputs, out, progress=None))]
+fn trace_join(py: Python<'_>, inputs: Vec<String>, out: &str, progress: Option<PyObject>) -> PyResult<PyObject> {
+    let meta = BTreeMap::from([("source".to_string(), "joined".to_string())]);
+    let n = inputs.len().max(1);
+    let s = combine_traces(py, &inputs, out, meta, |ins, tmp, prov| tr::join::join(ins, tmp, prov, &mut |i| report_progress(&progress, i as f64 / n as f64)))?;
     let d = summary_dict(py, &s.write, out)?;
     d.bind(py).set_item("processes", s.processes)?;
     Ok(d)
@@ -531,29 +544,16 @@ fn trace_join(py: Python<'_>, inputs: Vec<String>, out: &str, progress: Option<P
 #[pyfunction]
 #[pyo3(signature = (inputs, out, slice=10_000, quantum=None, progress=None))]
 fn trace_merge(py: Python<'_>, inputs: Vec<String>, out: &str, slice: u64, quantum: Option<u64>, progress: Option<PyObject>) -> PyResult<PyObject> {
-    let ins: Vec<&str> = inputs.iter().map(String::as_str).collect();
-    tr::spt::check_output(out, &ins).map_err(err)?;
     let how = match quantum {
         Some(n) => tr::merge::Interleave::Quantum(n),
         None => tr::merge::Interleave::Instructions { slice },
     };
-    let mut meta = BTreeMap::new();
-    meta.insert("source".to_string(), "merged".to_string());
-    let names: Vec<String> = inputs.iter().map(|p| std::path::Path::new(p).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()).collect();
-    meta.insert("inputs".to_string(), names.join(" "));
-    meta.insert(
-        "interleave".to_string(),
-        match how {
-            tr::merge::Interleave::Quantum(n) => format!("round robin, {n} accesses per turn"),
-            tr::merge::Interleave::Instructions { slice } => format!("lowest instruction clock first, {slice} instructions per slice"),
-        },
-    );
-    let tmp = format!("{out}.partial");
-    let s = py.allow_threads(|| tr::merge::merge(&ins, &tmp, how, &provenance(meta), &mut |f| report_progress(&progress, f))).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        err(e)
-    })?;
-    std::fs::rename(&tmp, out).map_err(|e| err(core::Error::io(out, &e)))?;
+    let interleave = match how {
+        tr::merge::Interleave::Quantum(n) => format!("round robin, {n} accesses per turn"),
+        tr::merge::Interleave::Instructions { slice } => format!("lowest instruction clock first, {slice} instructions per slice"),
+    };
+    let meta = BTreeMap::from([("source".to_string(), "merged".to_string()), ("interleave".to_string(), interleave)]);
+    let s = combine_traces(py, &inputs, out, meta, |ins, tmp, prov| tr::merge::merge(ins, tmp, how, prov, &mut |f| report_progress(&progress, f)))?;
     let d = summary_dict(py, &s.write, out)?;
     d.bind(py).set_item("processes", s.processes)?;
     d.bind(py).set_item("switches", s.switches)?;
