@@ -78,3 +78,52 @@ def test_amsqm_demotes_superpages_on_writes_and_refuses_bad_parameters(tmp_path)
     assert sum(v for k, v in off.counters.items() if k.startswith("demote.dirty.")) == 0
     with pytest.raises(sp.UsageError, match="gamma"):
         sp.simulate(t, machine="amsqm09", policy="navarro", memory="12MiB", swap="1GiB", replacement="amsqm:gamma=0.9")
+
+
+@pytest.fixture(scope="module")
+def small_amsqm(tmp_path_factory):
+    """`reproduce amsqm` on generated traces: the real run captures Debian's bzip2 and gzip and
+    two suite programs; here each is a small `superpager gen` trace of its own kind."""
+    from superpager import reproduce_amsqm as R
+
+    d = tmp_path_factory.mktemp("amsqm")
+    kinds = {"bzip2": ("gups", "6MiB"), "gzip": ("seq", "2MiB"), "apsi": ("stride", "4MiB"), "crafty": ("zipf", "8MiB")}
+
+    def program_trace(name, progress):
+        p = d / f"{name}.spt"
+        if not p.exists():
+            kind, size = kinds[name]
+            api.gen(kind, str(p), size=size, accesses=60_000 if kind != "seq" else 0, seed=5, progress=False)
+        return str(p)
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("XDG_CACHE_HOME", str(d / "cache"))
+    mp.setattr(R, "program_trace", program_trace)
+    yield R
+    mp.undo()
+
+
+def test_reproduce_amsqm_heavy_traces_and_verdicts(small_amsqm):
+    R = small_amsqm
+    out, runs = R.heavy(True, lambda m: None)
+    text = "\n".join(out)
+    assert len(runs) == 3 * len(R.QUICK_HEAVY)
+    # Each heavy trace is four programs merged, paging under every configuration.
+    for i in range(0, len(runs), 3):
+        clock, arc, amsqm = runs[i:i + 3]
+        assert clock.accesses == arc.accesses == amsqm.accesses > 0
+        assert arc.major > 0, "memory at 75% of the footprint must page"
+        # The verdict lines say what the runs say.
+        n = R.QUICK_HEAVY[i // 3]
+        ok = "holds" if amsqm.tm < arc.tm else "DOES NOT HOLD"
+        assert f"| trace {n}: AMSQM takes fewer TLB misses than ARC | {amsqm.tm:,} against {arc.tm:,} | {ok} |" in text
+    assert "| 11 | apsi + crafty + bzip2 + gzip |" in text
+
+
+def test_reproduce_amsqm_sweeps_report_flat_parameters(small_amsqm):
+    R = small_amsqm
+    text = "\n".join(R.sweeps(True, lambda m: None))
+    assert "| threshold, with `write_demote=false` |" in text
+    assert "Our best values beside the seed's:" in text
+    for p in ("beta", "alpha", "gamma"):
+        assert f"Best {p}:" in text or f"Every value of {p} gives the same run" in text
