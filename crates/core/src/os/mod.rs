@@ -154,6 +154,10 @@ pub struct Process {
     pub swapped: BTreeMap<u64, swap::SwapEntry>,
     /// Trace ranges the OS placed elsewhere (aligned placement of file mappings; os/placement.rs).
     pub relocs: placement::Relocations,
+    /// Base pages only partly mapped at the trace's 4KB granularity (a trace from a 4KB-page
+    /// machine on a larger base page): the page's start, and which of its 4KB granules the
+    /// trace maps. A page absent here is wholly mapped, or wholly not.
+    pub partial_pages: HashMap<u64, u64>,
 }
 
 impl Process {
@@ -473,6 +477,7 @@ impl Os {
             cow_pages: 0,
             swapped: BTreeMap::new(),
             relocs: Default::default(),
+            partial_pages: HashMap::new(),
         });
         let pi = self.procs.len() - 1;
         self.proc_by_pid.insert(pid, pi);
@@ -648,6 +653,66 @@ impl Os {
             }
         }
         true
+    }
+
+    /// Track the trace's 4KB granules in the base pages at either end of [a, b), when the base
+    /// page is larger (`Process::partial_pages`): mapped when `map`, else unmapped. Returns,
+    /// for an unmap, whether the first and the last base page of the range are still partly
+    /// mapped (so they stay). O(1); nothing is kept when the base page is 4KB.
+    fn note_granules(&mut self, pi: usize, a: u64, b: u64, map: bool) -> (bool, bool) {
+        const G: u64 = 4096;
+        let page = self.base.bytes();
+        if page <= G || b <= a {
+            return (false, false);
+        }
+        let ones = |n: u64| if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let all = ones(page / G);
+        let (a, b) = (a & !(G - 1), b.saturating_add(G - 1) & !(G - 1));
+        // The granules of the page at `p` that [a, b) covers.
+        let mask = |p: u64| {
+            let lo = (a.max(p) - p) / G;
+            let hi = (b.min(p + page) - p) / G;
+            if hi <= lo {
+                0
+            } else {
+                ones(hi - lo) << lo
+            }
+        };
+        let mut kept = [false, false];
+        let (first, last) = (a & !(page - 1), (b - 1) & !(page - 1));
+        for (k, p) in [first, last].into_iter().enumerate() {
+            if k == 1 && last == first {
+                kept[1] = kept[0];
+                break;
+            }
+            let m = mask(p);
+            if m == all {
+                if map {
+                    self.procs[pi].partial_pages.remove(&p);
+                }
+                continue;
+            }
+            // No entry: the page is wholly mapped (a VMA covers it) or wholly not.
+            let had = self.procs[pi].partial_pages.get(&p).copied().unwrap_or(if self.procs[pi].find_vma(p).is_some() { all } else { 0 });
+            let parts = &mut self.procs[pi].partial_pages;
+            if map {
+                let now = had | m;
+                if now == all {
+                    parts.remove(&p);
+                } else {
+                    parts.insert(p, now);
+                }
+            } else {
+                let now = had & !m;
+                if now == 0 {
+                    parts.remove(&p);
+                } else {
+                    parts.insert(p, now);
+                    kept[k] = true;
+                }
+            }
+        }
+        (kept[0], kept[1])
     }
 
     /// Insert a VMA, replacing whatever it overlaps (MAP_FIXED semantics).
@@ -836,17 +901,34 @@ impl Os {
                     None
                 };
                 let v = Vma { start, end: up(addr.saturating_add(len)), prot, flags, kind, thp_advice: None, file };
+                self.note_granules(pi, addr, addr.saturating_add(len), true);
                 self.insert_vma(pi, v, mmu);
                 if kind == VmaKind::Anon && flags & MAP_SHARED == 0 {
                     self.merge_anon_neighbours(pi, start);
                 }
             }
             Event::Munmap { addr, len } => {
-                self.remove_vmas(pi, addr & !(page - 1), up(addr.saturating_add(len)), mmu);
+                // A base page the trace still maps part of stays (a 4KB-granular trace on a
+                // larger base page: the neighbouring mapping may share it).
+                let end = addr.saturating_add(len);
+                let head_kept = self.note_granules(pi, addr, end, false);
+                let mut s = addr & !(page - 1);
+                let mut e = up(end);
+                if head_kept.0 {
+                    s += page;
+                }
+                if head_kept.1 && e > s {
+                    e -= page;
+                }
+                if s < e {
+                    self.remove_vmas(pi, s, e, mmu);
+                }
             }
             Event::Mremap { old_addr, old_len, new_addr, new_len } => {
                 self.procs[pi].has_layout_events = true;
-                self.mremap(pi, old_addr, up(old_len), new_addr, up(new_len), mmu);
+                // Page-aligned, as mmap's (a 4KB-granular trace on a larger base page).
+                let (o, n) = (old_addr & !(page - 1), new_addr & !(page - 1));
+                self.mremap(pi, o, up(old_addr + old_len) - o, n, up(new_addr + new_len) - n, mmu);
             }
             Event::Mprotect { addr, len, prot } => {
                 let (s, e) = (addr & !(page - 1), up(addr.saturating_add(len)));
@@ -922,9 +1004,11 @@ impl Os {
                 let vmas = self.procs[pi].vmas.clone();
                 let (hs, brk, layout) = (self.procs[pi].heap_start, self.procs[pi].brk, self.procs[pi].has_layout_events);
                 let relocs = self.procs[pi].relocs.clone();
+                let partial = self.procs[pi].partial_pages.clone();
                 let c = &mut self.procs[ci];
                 c.vmas = vmas;
                 c.relocs = relocs;
+                c.partial_pages = partial;
                 c.heap_start = hs;
                 c.brk = brk;
                 c.has_layout_events = layout;
