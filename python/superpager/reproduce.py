@@ -350,14 +350,15 @@ def navarro_placement() -> str:
         f"{SHARED['processes']} processes map a {SHARED['file_size']} file shared on `{NAVARRO_MACHINE}` at the 2MB-aligned "
         "addresses Linux would give (every other one off a 4MB boundary) and each reads every page "
         f"{SHARED['passes']} times. `align_files=false` leaves the mappings where the trace put them.", "",
-        "| policy | mappings moved | 4MB file superpages | fully mapped regions refused as misaligned | "
+        "| policy | mappings moved | 4MB file superpages | refused as misaligned: fully mapped regions / superpages at fault | "
         "walks after the first pass, per process |",
         "|---|---:|---:|---:|---|",
     ]
     for p, o in rows:
         c = o["counters"]
         lines.append(f"| {p} | {c['placement.moved']} | {o['superpages'].get('4MiB', 0)} | "
-                     f"{c['file.promote_refused.misaligned']} | {', '.join(f'{w:,}' for w in o['walks_after_first_pass'])} |")
+                     f"{c['file.promote_refused.misaligned']:,} / {c['file.map_at_fault_refused.misaligned']:,} | "
+                     f"{', '.join(f'{w:,}' for w in o['walks_after_first_pass'])} |")
     on, off = rows[2][1], rows[1][1]
     size = W.parse_size(SHARED["file_size"])
     per = size // (4 << 20)  # 4MB superpages per process
