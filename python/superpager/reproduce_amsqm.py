@@ -102,9 +102,9 @@ def memory_for(pages: int) -> str:
     return f"{b >> 20}MiB" if b % (1 << 20) == 0 else f"{b >> 10}KiB"
 
 
-def simulate(trace: str, policy: str, replacement: str, memory: str, pages: int) -> Run:
+def simulate(trace: str, policy: str, replacement: str, memory: str, pages: int, machine: str = MACHINE) -> Run:
     t0 = time.perf_counter()
-    r = api.run(trace, [(MACHINE, policy)], memory, 0, False, False, False, swap=SWAP, replacement=replacement)[0]
+    r = api.run(trace, [(machine, policy)], memory, 0, False, False, False, swap=SWAP, replacement=replacement)[0]
     if r.killed:
         raise cap.CaptureError(f"reproduce amsqm: {trace} under {policy} and {replacement}: processes killed: {r.killed}")
     return Run(r, pages, time.perf_counter() - t0)
@@ -287,6 +287,30 @@ def sweeps(quick: bool, progress: Callable[[str], None]) -> list[str]:
     return out + verdict_lines(verdicts)
 
 
+def eight_kb(quick: bool, progress: Callable[[str], None]) -> list[str]:
+    """The same heavy traces on the preset's own 8KB base page (classes 8KB..256KB)."""
+    out = ["### With an 8KB base page (`amsqm09`)", "",
+           "The seed does not state its base page; the preset takes 8KB (classes 8KB..256KB), the runs above 4KB. "
+           "The same heavy traces and memory on `amsqm09`; p is counted in 8KB pages here.", "",
+           "| trace | ARC faults | AMSQM faults | ARC TLB misses | AMSQM TLB misses | tm_ratio (symmetric) | pf_ratio | CLOCK faults |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    verdicts = []
+    for n in ([11] if quick else [1, 5, 11]):
+        t = heavy_trace(n, progress)
+        pages = footprint(t)
+        mem = memory_for(pages)
+        p8 = api.trace_info(t, ["8KiB"])["footprint_pages"]["8KiB"]
+        rs = {}
+        for label, pol, rep in CONFIGS:
+            progress(f"8KB base, heavy trace {n}: {label}")
+            rs[label] = simulate(t, pol, rep, mem, p8, machine="amsqm09")
+        c, a, m = rs["CLOCK"], rs["ARC"], rs["AMSQM"]
+        out.append(f"| {n} | {a.pf:,} | {m.pf:,} | {a.tm:,} | {m.tm:,} | {fmt(tm_ratio(m, a, True))} | {fmt(pf_ratio(m, a))} | {c.pf:,} |")
+        verdicts.append((f"8KB base, trace {n}: AMSQM takes fewer TLB misses than ARC", m.tm < a.tm, f"{m.tm:,} against {a.tm:,}"))
+    out.append("")
+    return out + verdict_lines(verdicts)
+
+
 # The decisions docs/AMSQM.md records where the seed's text is open, each with its alternative.
 ALTERNATIVES = [
     ("as built (seed's parameters)", {}),
@@ -316,15 +340,16 @@ def alternatives(quick: bool, progress: Callable[[str], None]) -> list[str]:
 
 def speed(runs: list[Run]) -> list[str]:
     out = ["### Speed under memory pressure", "",
-           "Wall time of each heavy-trace run above (one process, trace decoding on a second thread), in references "
-           "per second. Target (issue 22): at least 10M refs/s.", "",
+           "Wall time of each heavy-trace run above, timed once each (one process, trace decoding on a second thread), "
+           "in references per second. Issue 22's target, at least 10M refs/s, is judged on the medians of "
+           "`superpager bench --pressure` (docs/PERFORMANCE.md); one timing on a noisy machine is not a measurement "
+           "of it.", "",
            "| run | refs | seconds | refs/s | swap-ins |", "|---|---:|---:|---:|---:|"]
     for i, r in enumerate(runs):
         label = CONFIGS[i % 3][0]
         out.append(f"| {label} | {r.accesses / 1e6:.1f}M | {r.seconds:.2f} | {r.accesses / r.seconds / 1e6:.1f}M | {r.major:,} |")
     slowest = min(r.accesses / r.seconds for r in runs) if runs else 0.0
-    out.append("")
-    return out + verdict_lines([("every heavy-trace run keeps at least 10M refs/s", slowest >= 10e6, f"slowest {slowest / 1e6:.1f}M refs/s")])
+    return out + ["", f"Slowest in this run: {slowest / 1e6:.1f}M refs/s.", ""]
 
 
 def amsqm(quick: bool = False, progress: Callable[[str], None] = lambda m: None) -> str:
@@ -341,5 +366,6 @@ def amsqm(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
     out += h
     out += sweeps(quick, progress)
     out += alternatives(quick, progress)
+    out += eight_kb(quick, progress)
     out += speed(runs)
     return "\n".join(out)
