@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 
-from . import api
-from .reproduce_amsqm import CONFIGS, HEAVY, MACHINE, SWAP, footprint, heavy_trace, memory_for
+from .reproduce_amsqm import CONFIGS, HEAVY, MACHINE, SWAP, Run, footprint, heavy_trace, memory_for, simulate
 
 START = "<!-- bench --pressure: start -->"
 END = "<!-- bench --pressure: end -->"
@@ -25,16 +23,15 @@ def main(a) -> int:
     for n in TRACES:
         t = heavy_trace(n, say)
         pages = footprint(t)
-        cases.append((n, t, memory_for(pages)))
+        cases.append((n, t, memory_for(pages), pages))
     times: dict[tuple[int, str], list[float]] = {}
-    info: dict[tuple[int, str], api.Result] = {}
+    info: dict[tuple[int, str], Run] = {}
     for rnd in range(a.repeats):
-        for n, t, mem in cases:
+        for n, t, mem, pages in cases:
             for label, pol, rep in CONFIGS:
-                t0 = time.perf_counter()
-                r = api.run(t, [(MACHINE, pol)], mem, 0, False, False, False, swap=SWAP, replacement=rep)[0]
-                times.setdefault((n, label), []).append(time.perf_counter() - t0)
-                info[(n, label)] = r
+                run = simulate(t, pol, rep, mem, pages)
+                times.setdefault((n, label), []).append(run.seconds)
+                info[(n, label)] = run
         say(f"round {rnd + 1}/{a.repeats} done")
     lines = [START, "## Replacement under memory pressure (`bench --pressure`)", "",
              f"Produced by `superpager bench --pressure --repeats {a.repeats}`: AMSQM's heavy traces on `{MACHINE}` with "
@@ -43,9 +40,9 @@ def main(a) -> int:
              "| trace | configuration | memory | refs | refs/s (median) | slowest – fastest | swap-ins | swap-outs |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]
     slowest = float("inf")
-    for n, _t, mem in cases:
+    for n, _t, mem, _pages in cases:
         for label, pol, rep in CONFIGS:
-            r = info[(n, label)]
+            r = info[(n, label)].r
             ts = times[(n, label)]
             acc = r["accesses"]
             med = acc / statistics.median(ts)

@@ -83,3 +83,23 @@ pub fn replacement_counter(r: &dyn superpager_core::replacement::Replacement, ke
     });
     v.unwrap_or_else(|| panic!("no counter {key}"))
 }
+
+/// An engine on `machine` under `pol` with 64MiB of memory, validating after every event.
+pub fn small_engine(machine: &str, pol: &str) -> superpager_core::engine::Engine {
+    use superpager_core::engine::{Engine, EngineConfig};
+    let m = superpager_core::mmu::machine::Machine::load(machine).unwrap();
+    let p = superpager_core::policy::build(pol, &m.page_sizes).unwrap();
+    Engine::new(m, p, EngineConfig { memory: superpager_core::units::Bytes(64 << 20), validate: true, ..Default::default() }).unwrap()
+}
+
+/// Run records (accesses as Ok, events as Err) as one chunk.
+pub fn run_records(e: &mut superpager_core::engine::Engine, recs: &[Result<Access, Event>]) {
+    let mut c = Chunk::default();
+    for r in recs {
+        match r {
+            Ok(a) => c.accesses.push(*a),
+            Err(ev) => c.events.push((c.accesses.len() as u32, ev.clone())),
+        }
+    }
+    e.run_chunk(&c).unwrap();
+}

@@ -2,27 +2,13 @@
 //! base page. Unmapping one leaves the page to the other (bzip2 and sqlite3 under Debian's
 //! ld.so: a file mapping read and unmapped, an anonymous mapping in the next 4KB). Before,
 //! the munmap removed the shared 8KB page and the program faulted at an address it owned.
-use superpager_core::engine::{Engine, EngineConfig};
-use superpager_core::mmu::machine::Machine;
-use superpager_core::policy;
+mod common;
+use common::{run_records as run, small_engine};
+use superpager_core::engine::Engine;
 use superpager_core::trace::*;
-use superpager_core::units::Bytes;
 
 fn engine(machine: &str) -> Engine {
-    let m = Machine::load(machine).unwrap();
-    let p = policy::build("base", &m.page_sizes).unwrap();
-    Engine::new(m, p, EngineConfig { memory: Bytes(64 << 20), validate: true, ..Default::default() }).unwrap()
-}
-
-fn run(e: &mut Engine, recs: &[Result<Access, Event>]) {
-    let mut c = Chunk::default();
-    for r in recs {
-        match r {
-            Ok(a) => c.accesses.push(*a),
-            Err(ev) => c.events.push((c.accesses.len() as u32, ev.clone())),
-        }
-    }
-    e.run_chunk(&c).unwrap();
+    small_engine(machine, "base")
 }
 
 fn mmap(addr: u64, len: u64) -> Result<Access, Event> {

@@ -1,27 +1,8 @@
 //! Pids: a fork may reuse the pid of a process that exited (a new process, as Linux does), and
 //! a fork naming a live process's pid is refused (counted as os.rejected.pid).
-use superpager_core::engine::{Engine, EngineConfig};
-use superpager_core::mmu::machine::Machine;
-use superpager_core::policy;
+mod common;
+use common::{run_records as run, small_engine as engine};
 use superpager_core::trace::*;
-use superpager_core::units::Bytes;
-
-fn engine(machine: &str, pol: &str) -> Engine {
-    let m = Machine::load(machine).unwrap();
-    let p = policy::build(pol, &m.page_sizes).unwrap();
-    Engine::new(m, p, EngineConfig { memory: Bytes(64 << 20), validate: true, ..Default::default() }).unwrap()
-}
-
-fn run(e: &mut Engine, recs: &[Result<Access, Event>]) {
-    let mut c = Chunk::default();
-    for r in recs {
-        match r {
-            Ok(a) => c.accesses.push(*a),
-            Err(ev) => c.events.push((c.accesses.len() as u32, ev.clone())),
-        }
-    }
-    e.run_chunk(&c).unwrap();
-}
 
 fn store(va: u64) -> Result<Access, Event> {
     Ok(Access::new(va, AccessKind::Store, 8))

@@ -107,35 +107,13 @@ impl Lists {
     /// Put `p` at the MRU end of `list`, taking it out of the list it was in (keeping its
     /// auxiliary word), or adding it with aux 0.
     pub fn push_mru(&mut self, list: usize, p: PageRef) {
-        let i = match self.at.get(&p) {
-            Some(&i) => {
-                self.unlink(i);
-                i
-            }
-            None => {
-                let n = Node { page: p, list: 0, prev: NIL, next: NIL, aux: 0, stamp: 0 };
-                let i = match self.free.pop() {
-                    Some(i) => {
-                        self.nodes[i as usize] = n;
-                        i
-                    }
-                    None => {
-                        self.nodes.push(n);
-                        (self.nodes.len() - 1) as u32
-                    }
-                };
-                self.at.insert(p, i);
-                i
-            }
-        };
+        let i = self.detached(p);
         self.link_mru(list, i);
     }
 
     /// Put `p` at the LRU end of `list` (ARC's undo of a victim the OS could not evict).
     pub fn push_lru(&mut self, list: usize, p: PageRef) {
-        self.push_mru(list, p);
-        let i = self.at[&p];
-        self.unlink(i);
+        let i = self.detached(p);
         let e = &mut self.ends[list];
         let old = e.lru.unwrap_or(NIL);
         // As old as the page it goes behind.
@@ -177,6 +155,28 @@ impl Lists {
             i = n.next;
             Some(n.page)
         })
+    }
+
+    /// `p`'s node, taken out of the list it was in (keeping its auxiliary word), or a new
+    /// node with aux 0; linked into no list.
+    fn detached(&mut self, p: PageRef) -> u32 {
+        if let Some(&i) = self.at.get(&p) {
+            self.unlink(i);
+            return i;
+        }
+        let n = Node { page: p, list: 0, prev: NIL, next: NIL, aux: 0, stamp: 0 };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.nodes[i as usize] = n;
+                i
+            }
+            None => {
+                self.nodes.push(n);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        self.at.insert(p, i);
+        i
     }
 
     fn link_mru(&mut self, list: usize, i: u32) {
