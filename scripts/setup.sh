@@ -45,7 +45,7 @@ fi
 import importlib.util, subprocess, sys
 want = {"maturin": "maturin>=1.5,<2", "pyarrow": "pyarrow>=12", "pandas": "pandas>=1.5",
         "pytest": "pytest>=7", "cachesim": "pycachesim>=0.3", "ruff": "ruff>=0.5",
-        "mypy": "mypy>=1.8"}
+        "mypy": "mypy>=1.8", "matplotlib": "matplotlib>=3.6"}
 missing = [spec for mod, spec in want.items() if importlib.util.find_spec(mod) is None]
 if missing:
     print("setup: installing Python packages:", " ".join(missing), flush=True)

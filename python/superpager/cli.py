@@ -15,6 +15,7 @@ import sys
 
 from . import _core
 from . import api
+from . import cli_live
 from .fmt import compare_table, human, human_bytes, mix_str, table
 from .progress import Progress
 
@@ -555,7 +556,7 @@ def _help(parser: argparse.ArgumentParser) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="superpager",
-        description="Superpage (huge page) management: simulate OS superpage policies on memory traces.",
+        description="Superpage (huge page) management: simulate OS superpage policies on memory traces, capture real programs, and apply the policies to real processes.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="start with:  superpager demo    (or: make demo)\nthen:        superpager gen --help, superpager simulate --help",
     )
@@ -741,6 +742,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", default="demo-out", help="directory for traces and results (default demo-out)")
     d.add_argument("--size", default="512MiB", help="footprint of each workload (default 512MiB)")
     d.set_defaults(fn=cmd_demo)
+
+    cli_live.add_parsers(sub, raw)
 
     ca = sub.add_parser("cache", help="show or clean what superpager keeps between runs (captured traces, built workloads)")
     ca.add_argument("action", nargs="?", choices=["show", "clean"], default="show")

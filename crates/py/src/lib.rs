@@ -1,5 +1,5 @@
 //! PyO3 bindings: a thin layer that converts arguments and errors. All logic lives in
-//! superpager-core; Python holds the CLI and orchestration. Long calls release the GIL.
+//! superpager-core and superpager-live (live.rs); Python holds the CLI and orchestration. Long calls release the GIL.
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -13,6 +13,8 @@ use superpager_core::mmu::machine::{self, Machine};
 use superpager_core::trace::spt::{SptReader, SptWriter};
 use superpager_core::trace::{self as tr, Chunk, Event, RecordSink};
 use superpager_core::units::{Bytes, PageSize};
+
+mod live;
 
 create_exception!(_core, SuperpagerError, PyException, "A superpager error: bad input, configuration or simulation state.");
 // One subclass per kind of core error, so that a caller can catch what it can act on.
@@ -877,5 +879,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ScenarioRun>()?;
     m.add_class::<TraceDumper>()?;
     m.add_class::<CaptureSession>()?;
+    live::register(m)?;
     Ok(())
 }

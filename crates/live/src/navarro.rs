@@ -1,0 +1,133 @@
+//! navarro-live: Navarro's incremental promotion on a real process. The simulated `navarro`
+//! promotes a 2MB reservation once all of its 512 pages are populated (or `promote_at`); on
+//! Linux the frames are not reserved, so the live policy watches population through pagemap
+//! and asks the kernel to collapse the range (MADV_COLLAPSE), which copies when the frames are
+//! not already contiguous. Every range visited gets one counted `ScanResult`, as khugepaged's
+//! `scan_result` does; every VMA passed over gets a counted `VmaSkip`.
+
+use crate::collapse::{CollapseFailure, Pidfd};
+use crate::pagemap::{KpageFlagsFile, Pagemap};
+use crate::procfs::read_vmas;
+use crate::ranges::{eligible, RangeReader, RangeState, VmaSkip};
+use crate::{LiveError, PMD_BYTES, PMD_PAGES};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Counters of a navarro-live run; every field is a decision count a user can read.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct NavarroCounters {
+    pub steps: u64,
+    pub ranges_scanned: u64,
+    pub collapsed: u64,
+    pub bytes_collapsed: u64,
+    pub already_huge: u64,
+    /// Populated below the threshold this step (Navarro: the reservation is not full yet).
+    pub below_threshold: u64,
+    pub empty: u64,
+    /// Met the threshold but the step's collapse budget was spent: retried next step.
+    pub deferred: u64,
+    /// Collapses the kernel refused, by reason.
+    pub failed: BTreeMap<&'static str, u64>,
+    /// VMAs passed over, by reason (counted once per step).
+    pub vma_skipped: BTreeMap<&'static str, u64>,
+}
+
+/// What one step did.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct StepOutcome {
+    pub collapsed: u32,
+    pub failed: u32,
+    pub deferred: u32,
+    /// Resident bytes the step saw in eligible VMAs, and how many of them are huge.
+    pub eligible_bytes: u64,
+    pub huge_bytes: u64,
+}
+
+pub struct NavarroLive {
+    pid: i32,
+    pm: Pagemap,
+    kf: Option<KpageFlagsFile>,
+    pidfd: Pidfd,
+    /// Pages of 512 that must be populated before a range is collapsed (512 = full, Navarro).
+    pub promote_at: u32,
+    pub counters: NavarroCounters,
+}
+
+impl NavarroLive {
+    pub fn new(pid: i32, promote_at: u32) -> Result<NavarroLive, LiveError> {
+        if promote_at == 0 || promote_at > PMD_PAGES as u32 {
+            return Err(LiveError::Io { path: "navarro-live".into(), msg: format!("promote_at must be 1..512 pages, got {promote_at}") });
+        }
+        let pm = Pagemap::open(pid)?;
+        let pidfd = Pidfd::open(pid).map_err(|e| LiveError::from_io(pid, &format!("pidfd_open({pid})"), &e))?;
+        Ok(NavarroLive { pid, pm, kf: KpageFlagsFile::open(), pidfd, promote_at, counters: NavarroCounters::default() })
+    }
+
+    fn skip(&mut self, s: VmaSkip) {
+        let k = match s {
+            VmaSkip::NotAnonymous => "not_anonymous",
+            VmaSkip::NoHugepage => "nohugepage",
+            VmaSkip::TooSmall => "too_small",
+        };
+        *self.counters.vma_skipped.entry(k).or_default() += 1;
+    }
+
+    /// One pass over the process: collapses at most `max_collapses` ranges that met the
+    /// threshold, lowest address first. `Err(Gone)` once the process has exited.
+    pub fn step(&mut self, max_collapses: u32) -> Result<StepOutcome, LiveError> {
+        let vmas = read_vmas(self.pid)?;
+        self.counters.steps += 1;
+        let mut out = StepOutcome::default();
+        let mut reader = RangeReader::new(&self.pm, self.kf.as_ref());
+        let mut skips = Vec::new();
+        let mut todo = Vec::new();
+        for v in &vmas {
+            if let Err(s) = eligible(v) {
+                if s != VmaSkip::NotAnonymous || v.anonymous > 0 {
+                    skips.push(s);
+                }
+                continue;
+            }
+            out.eligible_bytes += v.rss;
+            let (mut a, end) = v.pmd_ranges();
+            while a < end {
+                self.counters.ranges_scanned += 1;
+                match reader.read(a)? {
+                    RangeState::Huge => {
+                        self.counters.already_huge += 1;
+                        out.huge_bytes += PMD_BYTES;
+                    }
+                    RangeState::Small { populated: 0, .. } => self.counters.empty += 1,
+                    RangeState::Small { populated, .. } if populated < self.promote_at => self.counters.below_threshold += 1,
+                    RangeState::Small { .. } => todo.push(a),
+                }
+                a += PMD_BYTES;
+            }
+        }
+        drop(reader);
+        for s in skips {
+            self.skip(s);
+        }
+        for a in todo {
+            if out.collapsed + out.failed >= max_collapses {
+                out.deferred += 1;
+                self.counters.deferred += 1;
+                continue;
+            }
+            match self.pidfd.collapse(a, PMD_BYTES) {
+                Ok(_) => {
+                    out.collapsed += 1;
+                    out.huge_bytes += PMD_BYTES;
+                    self.counters.collapsed += 1;
+                    self.counters.bytes_collapsed += PMD_BYTES;
+                }
+                Err((CollapseFailure::Gone, _)) => return Err(LiveError::Gone { pid: self.pid }),
+                Err((f, _)) => {
+                    out.failed += 1;
+                    *self.counters.failed.entry(f.name()).or_default() += 1;
+                }
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,508 @@
+"""`superpager run` and `superpager attach`: a live policy on a real process, and its report.
+
+The loop samples the process's smaps_rollup (the page-size mix over time), runs the policy's
+scan when it is due and its CPU budget allows, and optionally inspects the whole process every
+few seconds (bloat, contiguity). It ends when the process exits, on Ctrl-C or SIGTERM (the
+program gets SIGINT, then SIGKILL after 5 s), or after --duration for attach. Every kernel
+setting changed for the run is restored on every one of those paths (sysfs.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from collections.abc import Callable, Sequence
+
+from .. import _core
+from . import damon as dm
+from .policies import LivePolicy, POLICIES, parse_policy
+from .sysfs import SysfsChanges, mm_path, read_setting, restore_stale
+
+THP = "/sys/kernel/mm/transparent_hugepage"
+HUGETLB_1G = "/sys/kernel/mm/hugepages/hugepages-1048576kB"
+PR_SET_THP_DISABLE = 41  # include/uapi/linux/prctl.h
+
+
+class LiveError(Exception):
+    """A live run cannot start; the message says why in one line."""
+
+
+def thp_mode() -> str | None:
+    try:
+        return read_setting(f"{THP}/enabled")
+    except OSError:
+        return None
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def shim_library() -> Path:
+    """The LD_PRELOAD shim, built from shim.c with the system's C compiler on first use (cached
+    by the source's hash)."""
+    import hashlib
+    src = Path(__file__).with_name("shim.c")
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "superpager" / "live"
+    out = cache / f"shim-{digest}.so"
+    if out.exists():
+        return out
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise LiveError("the thp and hugetlb-1g policies need a C compiler to build their shim (make setup installs build-essential)")
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    r = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(src)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise LiveError(f"building the shim failed: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
+    os.replace(tmp, out)
+    return out
+
+
+def rollup(pid: int) -> dict[str, int] | None:
+    """Rss, AnonHugePages and hugetlb bytes from /proc/PID/smaps_rollup; None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return None
+    out = {"rss": 0, "anon_huge": 0, "hugetlb": 0}
+    for line in text.splitlines():
+        k, _, v = line.partition(":")
+        parts = v.split()
+        if len(parts) == 2 and parts[1] == "kB":
+            n = int(parts[0]) * 1024
+            if k == "Rss":
+                out["rss"] = n
+            elif k == "AnonHugePages":
+                out["anon_huge"] = n
+            elif k in ("Private_Hugetlb", "Shared_Hugetlb"):
+                out["hugetlb"] += n
+    return out
+
+
+def cpu_self() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+@dataclass
+class Report:
+    policy: str
+    command: list[str]
+    pid: int
+    thp_mode: str | None
+    root: bool
+    notes: list[str] = field(default_factory=list)
+    exit_status: int | None = None
+    """The program's exit code; -N when a signal N ended it; None for attach."""
+    wall_s: float = 0.0
+    policy_cpu_s: float = 0.0
+    """superpager's own CPU time (user + system: scans, collapses), excluding the program's."""
+    samples: list[dict] = field(default_factory=list)
+    counters: dict = field(default_factory=dict)
+    shim: dict = field(default_factory=dict)
+    inspect: dict | None = None
+    """The last whole-process inspection (--inspect-every): bloat, contiguity, mapping sizes."""
+    settings_restored: bool = True
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+class _Stop(Exception):
+    pass
+
+
+def _raise_stop(signum, frame):
+    raise _Stop()
+
+
+class Policy:
+    """The active part of a policy: `step()` once per interval while the process runs."""
+
+    def __init__(self, pol: LivePolicy, pid: int, rep: Report, changes: SysfsChanges, damon_root: str):
+        self.pol, self.pid, self.rep = pol, pid, rep
+        self.scanner = None
+        self.damon: dm.Damon | None = None
+        self.damon_counts: dict[str, int] = {"rankings": 0, "collapsed": 0, "regions_seen": 0}
+        self.failed: dict[str, int] = {}
+        name = pol.name
+        if name in ("navarro-live", "damon-live") and not is_root():
+            rep.notes.append(f"{name} needs root (MADV_COLLAPSE on another process needs CAP_SYS_NICE): "
+                             f"the program runs without a policy and the report shows what the kernel did")
+            return
+        if name == "damon-live":
+            self.damon = dm.Damon(damon_root)
+            try:
+                self.damon.start(changes, int(pol["sample_us"]), int(pol["aggr_us"]), max(int(pol["aggr_us"]) * 10, 1000000))
+            except (dm.DamonUnavailable, OSError) as e:
+                rep.notes.append(f"damon-live: DAMON is unavailable here: {e}; falling back to navarro-live's rule (collapse when fully populated)")
+                self.damon = None
+                name = "navarro-live"
+        if name == "navarro-live":
+            self.scanner = _core.NavarroLive(pid, int(pol.params.get("promote_at", 512)))
+
+    @property
+    def active(self) -> bool:
+        return self.scanner is not None or self.damon is not None
+
+    def step(self) -> None:
+        per = int(self.pol["per_step"])
+        if self.damon is not None:
+            regions = self.damon.hot_regions()
+            self.damon_counts["rankings"] += 1
+            self.damon_counts["regions_seen"] += len(regions)
+            done = 0
+            for addr, _score in _core.live_rank(self.pid, regions):
+                if done >= per:
+                    break
+                ok, reason, _errno = _core.live_collapse(self.pid, addr, 2 << 20)
+                done += 1
+                if ok:
+                    self.damon_counts["collapsed"] += 1
+                elif reason == "gone":
+                    raise ProcessLookupError(self.pid)
+                else:
+                    self.failed[reason] = self.failed.get(reason, 0) + 1
+        elif self.scanner is not None:
+            self.scanner.step(per)
+
+    def counters(self) -> dict:
+        if self.damon is not None:
+            return {**self.damon_counts, "failed": self.failed}
+        if self.scanner is not None:
+            return json.loads(self.scanner.counters())
+        return {}
+
+
+def _preexec(pol: LivePolicy) -> Callable[[], None] | None:
+    if pol.name != "base":
+        return None
+
+    def f() -> None:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0:
+            os.write(2, b"superpager run: prctl(PR_SET_THP_DISABLE) failed\n")
+    return f
+
+
+def _prepare(pol: LivePolicy, rep: Report, changes: SysfsChanges, sysfs: Sequence[tuple[str, str]], shim_report: Path) -> dict[str, str]:
+    """Applies settings, checks what the policy needs; returns the program's extra environment."""
+    for key, value in sysfs:
+        try:
+            changes.set(mm_path(key), value)
+        except ValueError as e:
+            raise LiveError(str(e)) from None
+        except OSError as e:
+            raise LiveError(f"--sysfs {key}={value}: {e.strerror}" + ("" if is_root() else " (changing kernel settings needs root)")) from None
+    env: dict[str, str] = {}
+    mode = thp_mode()
+    if pol.name in ("thp", "navarro-live", "damon-live") and mode in (None, "never"):
+        rep.notes.append(f"THP is {'missing' if mode is None else 'disabled (enabled=never)'} on this machine: the program gets 4KB pages"
+                         + ("" if pol.name == "thp" else "; collapses may still be tried"))
+    if pol.name == "hugetlb-1g":
+        want = int(pol["reserve"])
+        if want > 0:
+            if not is_root():
+                rep.notes.append("hugetlb-1g:reserve needs root: using the 1GB pages already reserved")
+            elif not os.path.exists(HUGETLB_1G):
+                rep.notes.append("this kernel has no 1GB hugetlb pages (hugepages-1048576kB missing)")
+            else:
+                # 1GB blocks exist only after the page cache is dropped and memory compacted (platform.md).
+                for p, v in (("/proc/sys/vm/drop_caches", "3"), ("/proc/sys/vm/compact_memory", "1")):
+                    try:
+                        Path(p).write_text(v)
+                    except OSError:
+                        pass
+                have = int(Path(f"{HUGETLB_1G}/nr_hugepages").read_text())
+                changes.set(f"{HUGETLB_1G}/nr_hugepages", str(have + want))
+                got = int(Path(f"{HUGETLB_1G}/nr_hugepages").read_text()) - have
+                if got < want:
+                    rep.notes.append(f"hugetlb-1g: reserved {got} of the {want} 1GB pages asked for (physical memory too fragmented)")
+        free = int(Path(f"{HUGETLB_1G}/free_hugepages").read_text()) if os.path.exists(HUGETLB_1G) else 0
+        if free == 0:
+            rep.notes.append("no free 1GB hugetlb pages: allocations of 1GB or more fall back to 2MB-aligned THP placement "
+                             "(reserve some with hugetlb-1g:reserve=N as root)")
+    if pol.name in ("thp", "hugetlb-1g"):
+        env.update({"LD_PRELOAD": str(shim_library()), "SUPERPAGER_SHIM_MODE": pol.name,
+                    "SUPERPAGER_SHIM_MIN": str(int(pol["min"])), "SUPERPAGER_SHIM_REPORT": str(shim_report)})
+        if pol.name == "thp" and mode == "always":
+            rep.notes.append("THP mode is 'always': the kernel backs every eligible region with 2MB pages; the shim's advice changes nothing")
+    return env
+
+
+def _read_shim(path: Path) -> dict:
+    """Sums the shim's per-process lines (a program that forks writes one per process)."""
+    out: dict[str, int] = {}
+    try:
+        for line in path.read_text().splitlines():
+            for kv in line.split():
+                k, _, v = kv.partition("=")
+                if k != "pid" and v.isdigit():
+                    out[k] = out.get(k, 0) + int(v)
+    except OSError:
+        pass
+    return out
+
+
+def _loop(rep: Report, policy: Policy, pol: LivePolicy, pid: int, wait: Callable[[float], bool],
+          sample_s: float, inspect_every: float, status: Callable[[Report], None] | None) -> None:
+    """Runs until `wait(timeout)` says the process is done (True)."""
+    t0 = time.monotonic()
+    cpu0 = cpu_self()
+    interval = int(pol.params.get("interval_ms", 100)) / 1000
+    max_cpu = float(pol.params.get("max_cpu", 1.0))
+    next_step = t0
+    next_sample = t0
+    next_inspect = t0 + inspect_every if inspect_every > 0 else float("inf")
+    while True:
+        now = time.monotonic()
+        if now >= next_sample:
+            r = rollup(pid)
+            if r is not None:
+                c = policy.counters()
+                rep.samples.append({"t": round(now - t0, 4), **r, "collapsed": int(c.get("collapsed", 0))})
+            next_sample = now + sample_s
+        if policy.active and now >= next_step:
+            try:
+                policy.step()
+            except ProcessLookupError:
+                break
+            after = time.monotonic()
+            used = cpu_self() - cpu0
+            # The budget: keep superpager's CPU time under max_cpu of the time elapsed.
+            next_step = max(after + interval, t0 + used / max_cpu)
+        if now >= next_inspect:
+            try:
+                rep.inspect = json.loads(_core.live_inspect(pid))
+            except ProcessLookupError:
+                break
+            next_inspect = time.monotonic() + inspect_every
+        if status:
+            status(rep)
+        nxt = min(next_sample, next_step if policy.active else float("inf"), next_inspect)
+        if wait(max(0.0, nxt - time.monotonic())):
+            break
+    rep.wall_s = round(time.monotonic() - t0, 4)
+    rep.policy_cpu_s = round(cpu_self() - cpu0, 4)
+    rep.counters = policy.counters()
+
+
+def _status_line(label: str) -> Callable[[Report], None] | None:
+    if not sys.stderr.isatty():
+        return None
+    last = [0.0]
+
+    def show(rep: Report) -> None:
+        now = time.monotonic()
+        if now - last[0] < 0.5 or not rep.samples:
+            return
+        last[0] = now
+        s = rep.samples[-1]
+        huge = (s["anon_huge"] + s["hugetlb"]) / s["rss"] if s["rss"] else 0.0
+        sys.stderr.write(f"\r{label}: {s['t']:7.1f}s  rss {s['rss'] / 2**20:9.1f}MiB  huge {huge * 100:5.1f}%  collapsed {s['collapsed']:6d} ")
+        sys.stderr.flush()
+    return show
+
+
+def run(command: Sequence[str], policy: str, report_dir: str | None = None, sysfs: Sequence[tuple[str, str]] = (),
+        sample_ms: int = 100, inspect_every: float = 0.0, quiet: bool = False, damon_root: str = dm.DAMON_ADMIN,
+        stdout=None) -> Report:
+    """Runs `command` under a live policy; returns the report (and writes it to report_dir)."""
+    for line in restore_stale():
+        print(f"superpager: {line}", file=sys.stderr)
+    pol = parse_policy(policy)
+    if not command:
+        raise LiveError("run: no command given (superpager run --policy P -- CMD ARGS)")
+    if shutil.which(command[0]) is None and not os.path.exists(command[0]):
+        raise LiveError(f"run: {command[0]}: command not found")
+    rep = Report(pol.spec(), list(command), 0, thp_mode(), is_root())
+    out_dir = Path(report_dir) if report_dir else None
+    if out_dir:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    shim_report = (out_dir or Path(os.environ.get("TMPDIR", "/tmp"))) / f"shim-{os.getpid()}.txt"
+    shim_report.unlink(missing_ok=True)
+    old_int, old_term = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGINT, _raise_stop)
+    signal.signal(signal.SIGTERM, _raise_stop)
+    changes = SysfsChanges(f"run --policy {pol.spec()}")
+    proc: subprocess.Popen | None = None
+    try:
+        env = {**os.environ, **_prepare(pol, rep, changes, sysfs, shim_report)}
+        proc = subprocess.Popen(list(command), env=env, preexec_fn=_preexec(pol), stdout=stdout)
+        rep.pid = proc.pid
+        policy_obj = Policy(pol, proc.pid, rep, changes, damon_root)
+        for n in rep.notes:
+            print(f"superpager run: {n}", file=sys.stderr)
+
+        def wait(timeout: float) -> bool:
+            try:
+                proc.wait(timeout=timeout)
+                return True
+            except subprocess.TimeoutExpired:
+                return False
+        try:
+            _loop(rep, policy_obj, pol, proc.pid, wait, sample_ms / 1000, inspect_every, None if quiet else _status_line("run"))
+        except _Stop:
+            rep.notes.append("interrupted: the program was sent SIGINT")
+            rep.counters = policy_obj.counters()
+            raise
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            rep.exit_status = proc.returncode
+    finally:
+        problems = changes.restore()
+        rep.settings_restored = not problems
+        rep.notes.extend(problems)
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+        if sys.stderr.isatty() and not quiet:
+            sys.stderr.write("\r" + " " * 90 + "\r")
+        rep.shim = _read_shim(shim_report)
+        if not out_dir:
+            shim_report.unlink(missing_ok=True)
+        if out_dir:
+            write_report(rep, out_dir)
+    return rep
+
+
+def attach(pid: int, policy: str, duration: float | None = None, report_dir: str | None = None,
+           sample_ms: int = 100, inspect_every: float = 0.0, quiet: bool = False, damon_root: str = dm.DAMON_ADMIN) -> Report:
+    """Applies a live policy to a running process until it exits, `duration` passes, or Ctrl-C."""
+    for line in restore_stale():
+        print(f"superpager: {line}", file=sys.stderr)
+    pol = parse_policy(policy)
+    if pol.name in ("base", "thp", "hugetlb-1g"):
+        raise LiveError(f"attach: {pol.name} acts when a program starts (prctl, LD_PRELOAD); use `superpager run --policy {pol.name} -- CMD`")
+    check_attachable(pid)
+    rep = Report(pol.spec(), _cmdline(pid), pid, thp_mode(), is_root())
+    out_dir = Path(report_dir) if report_dir else None
+    old_int, old_term = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGINT, _raise_stop)
+    signal.signal(signal.SIGTERM, _raise_stop)
+    changes = SysfsChanges(f"attach {pid} --policy {pol.spec()}")
+    end = time.monotonic() + duration if duration else float("inf")
+    try:
+        policy_obj = Policy(pol, pid, rep, changes, damon_root)
+        for n in rep.notes:
+            print(f"superpager attach: {n}", file=sys.stderr)
+
+        def wait(timeout: float) -> bool:
+            deadline = time.monotonic() + timeout
+            while True:
+                if not _alive(pid) or time.monotonic() >= end:
+                    return True
+                left = min(deadline, end) - time.monotonic()
+                if left <= 0:
+                    return False
+                time.sleep(min(left, 0.05))
+        try:
+            _loop(rep, policy_obj, pol, pid, wait, sample_ms / 1000, inspect_every, None if quiet else _status_line(f"attach {pid}"))
+        except _Stop:
+            rep.notes.append("interrupted (Ctrl-C): the process was left running")
+            rep.counters = policy_obj.counters()
+    finally:
+        problems = changes.restore()
+        rep.settings_restored = not problems
+        rep.notes.extend(problems)
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+        if sys.stderr.isatty() and not quiet:
+            sys.stderr.write("\r" + " " * 90 + "\r")
+        if out_dir:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            write_report(rep, out_dir)
+    return rep
+
+
+def _alive(pid: int) -> bool:
+    try:
+        st = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return st[st.rindex(")") + 2:].split()[0] not in ("Z", "X")
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return [a for a in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0") if a]
+    except OSError:
+        return []
+
+
+def check_attachable(pid: int) -> None:
+    """Refuses, in one line, a process that does not exist or that this user may not ptrace."""
+    if not _alive(pid):
+        raise LiveError(f"attach: no process {pid}")
+    try:
+        with open(f"/proc/{pid}/mem", "rb"):
+            pass  # opening mem is the kernel's PTRACE_MODE_ATTACH check
+    except PermissionError:
+        try:
+            owner = os.stat(f"/proc/{pid}").st_uid
+        except OSError:
+            owner = -1
+        raise LiveError(f"attach: you may not ptrace process {pid} (owned by uid {owner}; you are uid {os.geteuid()}): "
+                        f"run superpager as its owner with CAP_SYS_NICE, or as root") from None
+    except FileNotFoundError:
+        raise LiveError(f"attach: no process {pid}") from None
+
+
+def mib(n: int) -> str:
+    return f"{n / 2**20:.1f}MiB"
+
+
+def summary(rep: Report) -> str:
+    """The report as a few lines for the terminal (and report.md)."""
+    lines = [f"policy {rep.policy} on pid {rep.pid}: {' '.join(rep.command)[:120]}",
+             f"  wall {rep.wall_s:.2f}s, exit status {rep.exit_status}, superpager's own CPU {rep.policy_cpu_s:.3f}s, THP mode {rep.thp_mode}"]
+    peak = max(rep.samples, key=lambda s: s["rss"], default=None)
+    if peak:
+        huge = peak["anon_huge"] + peak["hugetlb"]
+        lines.append(f"  at peak RSS {mib(peak['rss'])}: {mib(peak['anon_huge'])} in 2MB pages, {mib(peak['hugetlb'])} hugetlb "
+                     f"({huge / peak['rss'] * 100 if peak['rss'] else 0:.1f}% huge)")
+    c = rep.counters
+    if c:
+        failed = c.get("failed", {})
+        lines.append(f"  collapses: {c.get('collapsed', 0)} done, {sum(failed.values())} failed"
+                     + (f" ({', '.join(f'{k} {v}' for k, v in sorted(failed.items()))})" if failed else ""))
+        rest = {k: v for k, v in c.items() if k not in ("collapsed", "failed")}
+        lines.append("  decisions: " + ", ".join(f"{k} {v}" for k, v in rest.items()))
+    if rep.shim:
+        lines.append("  shim: " + ", ".join(f"{k} {v}" for k, v in rep.shim.items() if v))
+    if rep.inspect:
+        b = rep.inspect["total"]["bloat"]
+        lines.append(f"  bloat (last inspection, sampled): about {mib(b['estimate_bytes'])} of {mib(b['huge_bytes'])} in huge pages read as zeros")
+    for n in rep.notes:
+        lines.append(f"  note: {n}")
+    if not rep.settings_restored:
+        lines.append("  WARNING: some kernel settings could not be restored (see notes)")
+    return "\n".join(lines)
+
+
+def write_report(rep: Report, out_dir: Path) -> None:
+    (out_dir / "report.json").write_text(json.dumps(rep.to_json(), indent=1, sort_keys=True) + "\n")
+    with open(out_dir / "timeseries.csv", "w") as f:
+        f.write("t_s,rss_bytes,anon_huge_bytes,hugetlb_bytes,collapsed\n")
+        for s in rep.samples:
+            f.write(f"{s['t']},{s['rss']},{s['anon_huge']},{s['hugetlb']},{s['collapsed']}\n")
+    (out_dir / "report.md").write_text("# superpager live run\n\n```\n" + summary(rep) + "\n```\n\n"
+                                       "`timeseries.csv`: RSS and huge-page bytes over time; `report.json`: everything.\n")
+
+
+__all__ = ["run", "attach", "Report", "LiveError", "summary", "POLICIES", "check_attachable"]

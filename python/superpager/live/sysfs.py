@@ -1,0 +1,145 @@
+"""Changes to kernel settings, each undone: a restore record is written before a value changes.
+
+Every setting a live run changes (THP and mTHP modes, hugetlb reservations, a DAMON monitor) goes
+through `SysfsChanges.set`, which first appends the old value to a record file (fsync'd), then
+writes the new one. `restore()` puts every value back in reverse order and deletes the record;
+`run` and `attach` call it on exit, Ctrl-C and SIGTERM. If superpager itself dies (SIGKILL, a
+crash), the record stays: `restore_stale()` — run at the start of every live command and by
+`superpager restore` — restores the records whose owner is no longer running.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+SYSFS_MM = "/sys/kernel/mm"
+
+
+def state_dir() -> Path:
+    """Where restore records live: $SUPERPAGER_STATE, else /run/superpager as root (cleared at
+    boot, as the settings are), else ~/.cache/superpager/live."""
+    env = os.environ.get("SUPERPAGER_STATE")
+    if env:
+        return Path(env)
+    if os.geteuid() == 0:
+        return Path("/run/superpager")
+    return Path.home() / ".cache" / "superpager" / "live"
+
+
+def read_setting(path: str) -> str:
+    """A sysfs value as it would be written back: the bracketed choice of `always [madvise] never`."""
+    text = Path(path).read_text().strip()
+    if "[" in text and "]" in text:
+        return text[text.index("[") + 1:text.index("]")]
+    return text
+
+
+def _write(path: str, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks (/proc/PID/stat field 22): tells a PID reused."""
+    try:
+        s = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return s[s.rindex(")") + 2:].split()[19]
+
+
+class SysfsChanges:
+    """Settings changed by this process, with their restore record. Use as a context manager."""
+
+    def __init__(self, label: str = "live"):
+        self.label = label
+        self.changes: list[tuple[str, str]] = []
+        self.record: Path | None = None
+
+    def _save(self) -> None:
+        d = state_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        if self.record is None:
+            self.record = d / f"restore-{os.getpid()}-{int(time.time() * 1000)}.json"
+        tmp = self.record.with_suffix(".tmp")
+        body = {"pid": os.getpid(), "start": _start_time(os.getpid()), "label": self.label,
+                "changes": [{"path": p, "old": o} for p, o in self.changes]}
+        with open(tmp, "w") as f:
+            json.dump(body, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.record)
+
+    def set(self, path: str, value: str) -> None:
+        """Records the old value of `path`, then writes `value`. Raises OSError as the kernel does."""
+        old = read_setting(path)
+        if old == value:
+            return
+        self.changes.append((path, old))
+        self._save()
+        try:
+            _write(path, value)
+        except OSError:
+            self.changes.pop()
+            self._save()
+            raise
+
+    def restore(self) -> list[str]:
+        """Puts every changed value back, newest first; returns the problems (empty when all went back)."""
+        problems = []
+        for path, old in reversed(self.changes):
+            try:
+                if os.path.exists(path) and read_setting(path) != old:
+                    _write(path, old)
+            except OSError as e:
+                problems.append(f"{path}: could not restore '{old}': {e.strerror}")
+        self.changes.clear()
+        if self.record is not None:
+            self.record.unlink(missing_ok=True)
+            self.record = None
+        return problems
+
+    def __enter__(self) -> SysfsChanges:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for p in self.restore():
+            print(f"superpager: {p}", flush=True)
+
+
+def restore_stale() -> list[str]:
+    """Restores the records of superpager processes that died without restoring; returns one line
+    per record restored or that could not be."""
+    d = state_dir()
+    out: list[str] = []
+    if not d.is_dir():
+        return out
+    for rec in sorted(d.glob("restore-*.json")):
+        try:
+            body = json.loads(rec.read_text())
+            pid, start = int(body["pid"]), body.get("start")
+            changes = [(c["path"], c["old"]) for c in body["changes"]]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            out.append(f"{rec}: unreadable restore record, left in place ({e})")
+            continue
+        if _start_time(pid) is not None and _start_time(pid) == start:
+            continue  # its owner is alive and will restore
+        s = SysfsChanges(body.get("label", "stale"))
+        s.changes, s.record = changes, rec
+        problems = s.restore()
+        out.append(f"restored {len(changes)} setting(s) left changed by superpager pid {pid} ({body.get('label')})"
+                   + (f"; {'; '.join(problems)}" if problems else ""))
+    return out
+
+
+def mm_path(key: str) -> str:
+    """`transparent_hugepage/hugepages-64kB/enabled` -> its path under /sys/kernel/mm; refuses
+    anything outside it."""
+    p = os.path.normpath(os.path.join(SYSFS_MM, key))
+    if not p.startswith(SYSFS_MM + "/"):
+        raise ValueError(f"--sysfs {key}: only settings under {SYSFS_MM} may be changed")
+    if not os.path.isfile(p):
+        raise ValueError(f"--sysfs {key}: no such setting ({p})")
+    return p
