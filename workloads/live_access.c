@@ -1,7 +1,10 @@
 /* live_access: the access-phase benchmark of `superpager bench --live` (docs/LIVE.md).
  * Populates a table, then times an access phase of one of three TLB-hostile shapes:
  *   gups     random read-modify-write of 8-byte words (HPC Challenge RandomAccess's generator)
- *   chase    a dependent pointer chase through a random cyclic permutation (Sattolo's shuffle)
+ *   chase    a dependent pointer chase through one cycle over every word: word i holds the next
+ *            index of a full-period LCG modulo the (power-of-two) word count, so the cycle is
+ *            built by a sequential pass and followed at pseudo-random addresses (Knuth, TAOCP
+ *            vol. 2, 3.2.1.2: c odd and a = 1 mod 4 give period 2^k)
  *   bsearch  binary searches of random keys in a sorted array
  * With `holes`, it also keeps a sparse side table as large as the main one that it touches once
  * per 2MB (what a sparse hash index or a lazily filled array leaves): huge pages at fault back
@@ -67,14 +70,13 @@ int main(int argc, char **argv)
         return 1;
     }
     double t0 = now();
-    if (m == 1) { /* Sattolo: one cycle through every word */
-        for (size_t i = 0; i < words; i++)
-            t[i] = i;
-        for (size_t i = words - 1; i > 0; i--) {
-            size_t j = next() % i;
-            uint64_t x = t[i];
-            t[i] = t[j], t[j] = x;
+    if (m == 1) {
+        if (words & (words - 1)) {
+            fprintf(stderr, "live_access: chase needs a power-of-two size in MiB, got %zu\n", mib);
+            return 2;
         }
+        for (size_t i = 0; i < words; i++) /* Knuth's MMIX LCG constants */
+            t[i] = (6364136223846793005ULL * i + 1442695040888963407ULL) & (words - 1);
     } else {
         for (size_t i = 0; i < words; i++)
             t[i] = 2 * i + 1; /* sorted, odd keys: bsearch looks up hits and misses */

@@ -402,6 +402,10 @@ def _bench(a) -> int:
         from . import bench_capture
 
         return bench_capture.main(a)
+    if a.live:
+        from . import bench_live
+
+        return bench_live.main(a)
     if a.pressure:
         from . import bench_pressure
 
@@ -694,6 +698,8 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="measure throughput against pycachesim (writes a markdown report)")
     b.add_argument("--os", action="store_true", help="instead: the OS model at scale (64GiB prelude time, 384GiB host RSS)")
     b.add_argument("--capture", action="store_true", help="instead: capture speed (vs native and lackey) and trace bytes per access")
+    b.add_argument("--live", action="store_true", help="instead: real programs' access-phase speedup under the live policies on this machine (root; docs/LIVE.md)")
+    b.add_argument("--live-sizes", metavar="MIB,...", help="with --live: table sizes in MiB (default 128,512,1024,4096, plus gups with holes at 1024)")
     b.add_argument("--pressure", action="store_true", help="instead: speed while memory is short and CLOCK, ARC or AMSQM choose victims (AMSQM's heavy traces)")
     b.add_argument("--against", metavar="DIR", help="instead: this build's simulation speed beside another build's, interleaved (DIR holds that build's superpager package)")
     b.add_argument("--accesses", type=count, default=4_000_000, help="trace length (default 4M)")
@@ -776,6 +782,7 @@ EXAMPLES = {
               "superpager bench --accesses 1M --repeats 3     # quicker, report on stdout only",
               "superpager bench --capture --out perf.md       # capture speed and trace size",
               "superpager bench --pressure --out perf.md      # replacement under memory pressure",
+              "superpager bench --live --out docs/LIVE.md     # live policies on real programs (root)",
               "superpager bench --os --out os-scale.md        # the OS model at scale",
               "superpager bench --against /tmp/old             # this build beside another (DIR/superpager: its package)"],
     "list": ["superpager workloads list"],

@@ -114,9 +114,11 @@ def restore_stale() -> list[str]:
     per record restored or that could not be."""
     d = state_dir()
     out: list[str] = []
-    if not d.is_dir():
-        return out
-    for rec in sorted(d.glob("restore-*.json")):
+    try:
+        records = sorted(d.glob("restore-*.json")) if d.is_dir() else []
+    except OSError:
+        return out  # another user's state directory: theirs to restore
+    for rec in records:
         try:
             body = json.loads(rec.read_text())
             pid, start = int(body["pid"]), body.get("start")
@@ -127,7 +129,7 @@ def restore_stale() -> list[str]:
         if _start_time(pid) is not None and _start_time(pid) == start:
             continue  # its owner is alive and will restore
         s = SysfsChanges(body.get("label", "stale"))
-        s.changes, s.record = changes, rec
+        s.changes, s.record = list(changes), rec
         problems = s.restore()
         out.append(f"restored {len(changes)} setting(s) left changed by superpager pid {pid} ({body.get('label')})"
                    + (f"; {'; '.join(problems)}" if problems else ""))

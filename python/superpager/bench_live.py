@@ -1,0 +1,163 @@
+"""`superpager bench --live`: the access phase of our GUPS-, pointer-chase- and binary-search-
+shaped programs (workloads/live_access.c) on this machine under the live policies, against
+`base` (4KB pages), medians of alternating runs (issue 23, docs/LIVE.md).
+
+Each round runs every policy once per (program, size), the order rotated from round to round so
+that no policy always follows another; the program times its own access phase (population is
+slow and erratic on these machines and is reported apart). Bloat is what the program's own
+smaps_rollup shows at the end minus the bytes it touched."""
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+
+START = "<!-- bench --live: start -->"
+END = "<!-- bench --live: end -->"
+POLICIES = ["base", "thp", "navarro-live", "damon-live"]
+PROGRAMS = ["gups", "chase", "bsearch"]
+SIZES_MIB = [128, 512, 1024, 4096]
+HOLES = [("gups", 1024)]
+MiB = 1 << 20
+
+
+@dataclass
+class Run:
+    access_s: float
+    populate_s: float
+    bloat: int
+    collapsed: int
+    policy_cpu_s: float
+    huge_fraction: float
+
+
+def cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def one(exe: str, program: str, mib: int, policy: str, holes: bool) -> Run:
+    from . import live
+    with tempfile.TemporaryFile("w+") as out:
+        cmd = [exe, program, str(mib)] + ([_ops(program), "holes"] if holes else [])
+        rep = live.run(cmd, policy, quiet=True, stdout=out)
+        out.seek(0)
+        text = out.read()
+    if rep.exit_status != 0:
+        raise RuntimeError(f"bench --live: {' '.join(cmd)} under {policy} exited with {rep.exit_status}: {text.strip()[-200:]}")
+    kv = dict(re.findall(r"(\w+)=(\S+)", text))
+    rss, touched, huge = int(kv["rss_bytes"]), int(kv["touched_bytes"]), int(kv["anon_huge_bytes"])
+    return Run(float(kv["access_s"]), float(kv["populate_s"]), max(0, rss - touched), int(rep.counters.get("collapsed", 0)),
+               rep.policy_cpu_s, huge / rss if rss else 0.0)
+
+
+def _ops(program: str) -> str:
+    return {"gups": "64", "chase": "16", "bsearch": "2"}[program]
+
+
+def main(a) -> int:
+    from . import workloads
+    from .live.run import thp_mode
+    from .live.damon import Damon, DamonUnavailable
+
+    def say(m: str) -> None:
+        print(f"bench --live: {m}", file=sys.stderr, flush=True)
+
+    if os.geteuid() != 0:
+        say("navarro-live and damon-live need root; run as root for the full table")
+    mode = thp_mode()
+    if mode in (None, "never"):
+        print("superpager: error: bench --live needs transparent huge pages (enabled is "
+              f"{'missing' if mode is None else 'never'})", file=sys.stderr)
+        return 2
+    policies = list(POLICIES)
+    damon_why = ""
+    try:
+        Damon().check()
+    except DamonUnavailable as e:
+        damon_why = str(e)
+        policies.remove("damon-live")
+        say(f"damon-live left out: {damon_why}")
+    exe = str(workloads.build("live_access"))
+    sizes = [int(s) for s in a.live_sizes.split(",")] if a.live_sizes else SIZES_MIB
+    cases = [(p, s, False) for p in PROGRAMS for s in sizes] + ([(p, s, True) for p, s in HOLES] if not a.live_sizes else [])
+    runs: dict[tuple[str, int, bool, str], list[Run]] = {}
+    total = len(cases) * a.repeats
+    done = 0
+    for program, mib, holes in cases:
+        pols = [p for p in policies if not (holes and p == "damon-live")]
+        for rnd in range(a.repeats):
+            order = pols[rnd % len(pols):] + pols[:rnd % len(pols)]
+            for pol in order:
+                runs.setdefault((program, mib, holes, pol), []).append(one(exe, program, mib, pol, holes))
+            done += 1
+            say(f"{program} {mib}MiB{' holes' if holes else ''}: round {rnd + 1}/{a.repeats} ({done}/{total})")
+    report = render(runs, cases, policies, a.repeats, damon_why, mode)
+    if a.out:
+        from .bench_capture import write_section
+        write_section(a.out, report, START, END)
+        say(f"wrote {a.out}")
+    print(report)
+    return 0
+
+
+def _med(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def render(runs, cases, policies, repeats: int, damon_why: str, mode: str | None) -> str:
+    lines = [START, "## Measured: access-phase speedup over `base` (`bench --live`)", "",
+             f"Produced by `superpager bench --live --repeats {repeats}` on {cpu_model()} ({os.cpu_count()} CPUs), THP mode `{mode}`. "
+             f"Each cell: the median over {repeats} alternating runs of base's access time divided by the policy's, "
+             "with the slowest and fastest ratio of paired runs in brackets; bloat is resident bytes the program never touched "
+             "(its smaps_rollup Rss at the end minus what it wrote), median.", ""]
+    if damon_why:
+        lines += [f"damon-live is not in the table: {damon_why}.", ""]
+    head = "| program | size | base access s (median, min–max) | " + " | ".join(f"{p} speedup" for p in policies if p != "base") + \
+        " | bloat thp | bloat navarro-live | navarro-live collapses, its CPU s | huge share at exit (thp / navarro-live) |"
+    lines += [head, "|" + "---|" * (head.count("|") - 1)]
+    verdicts = []
+    for program, mib, holes in cases:
+        base = runs[(program, mib, holes, "base")]
+        bt = [r.access_s for r in base]
+        cells = [f"{program}{' + holes' if holes else ''}", f"{mib}MiB", f"{_med(bt):.3f} ({min(bt):.3f}–{max(bt):.3f})"]
+        sp = {}
+        for p in policies:
+            if p == "base":
+                continue
+            rs = runs.get((program, mib, holes, p))
+            if not rs:
+                cells.append("–")
+                continue
+            ratios = [b.access_s / r.access_s for b, r in zip(base, rs)]
+            s = _med(bt) / _med([r.access_s for r in rs])
+            sp[p] = s
+            cells.append(f"{s:.2f}x ({min(ratios):.2f}–{max(ratios):.2f})")
+        thp, nl = runs[(program, mib, holes, "thp")], runs[(program, mib, holes, "navarro-live")]
+        cells += [f"{_med([r.bloat for r in thp]) / MiB:.1f}MiB", f"{_med([r.bloat for r in nl]) / MiB:.1f}MiB",
+                  f"{_med([r.collapsed for r in nl]):.0f}, {_med([r.policy_cpu_s for r in nl]):.2f}",
+                  f"{_med([r.huge_fraction for r in thp]) * 100:.0f}% / {_med([r.huge_fraction for r in nl]) * 100:.0f}%"]
+        lines.append("| " + " | ".join(cells) + " |")
+        if "thp" in sp and "navarro-live" in sp:
+            within = sp["navarro-live"] >= 0.9 * sp["thp"]
+            less_bloat = _med([r.bloat for r in nl]) < _med([r.bloat for r in thp])
+            verdicts.append((program, mib, holes, sp["thp"], sp["navarro-live"], within, less_bloat))
+    lines += ["", "navarro-live against thp (target: a speedup at least 90% of thp's, i.e. navarro-live's speedup / thp's >= 0.9; "
+              "with less bloat where the program leaves holes). The share of thp's gain, (navarro-live - 1) / (thp - 1), "
+              "is the stricter reading and is given beside it:", ""]
+    for program, mib, holes, t, n, within, less in verdicts:
+        gain = (n - 1) / (t - 1) * 100 if t > 1 else float("nan")
+        lines.append(f"- {program}{' + holes' if holes else ''} {mib}MiB: thp {t:.2f}x, navarro-live {n:.2f}x = {n / t * 100:.0f}% of thp's speedup: "
+                     f"{'within 10%' if within else 'NOT within 10%'} ({gain:.0f}% of thp's gain over base)"
+                     + (f"; bloat {'less' if less else 'NOT less'} than thp's" if holes else ""))
+    held = sum(v[5] for v in verdicts)
+    lines += ["", f"Within 10% of thp on {held} of {len(verdicts)} cases.", END]
+    return "\n".join(lines)
