@@ -7,11 +7,11 @@
 
 use crate::collapse::{CollapseFailure, Pidfd};
 use crate::pagemap::{KpageFlagsFile, Pagemap};
-use crate::procfs::read_vmas;
+use crate::procfs::{read_vmas, Vma};
 use crate::ranges::{eligible, RangeReader, RangeState, VmaSkip};
 use crate::{LiveError, PMD_BYTES, PMD_PAGES};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 /// Counters of a navarro-live run; every field is a decision count a user can read.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -38,13 +38,24 @@ pub struct StepOutcome {
     pub collapsed: u32,
     pub failed: u32,
     pub deferred: u32,
-    /// Resident bytes the step saw in eligible VMAs, and how many of them are huge.
-    pub eligible_bytes: u64,
+    /// 2MB ranges of eligible VMAs this step read from pagemap (known-huge ones are not re-read).
+    pub read: u32,
+    /// Bytes of eligible VMAs' 2MB ranges that are huge after the step.
     pub huge_bytes: u64,
 }
 
+/// Known-huge ranges are read again every this many steps (a split by mprotect or a partial
+/// munmap changes the maps and clears them at once; a split by reclaim or migration does not).
+const REVERIFY_STEPS: u64 = 64;
+
 pub struct NavarroLive {
     pid: i32,
+    /// /proc/PID/maps as last read, and the VMAs smaps gave for it: smaps walks every page
+    /// table to count Rss, so it is read again only when the maps change.
+    maps: String,
+    vmas: Vec<Vma>,
+    /// Ranges found huge since the maps last changed: not re-read every step.
+    known_huge: HashSet<u64>,
     pm: Pagemap,
     kf: Option<KpageFlagsFile>,
     pidfd: Pidfd,
@@ -60,7 +71,17 @@ impl NavarroLive {
         }
         let pm = Pagemap::open(pid)?;
         let pidfd = Pidfd::open(pid).map_err(|e| LiveError::from_io(pid, &format!("pidfd_open({pid})"), &e))?;
-        Ok(NavarroLive { pid, pm, kf: KpageFlagsFile::open(), pidfd, promote_at, counters: NavarroCounters::default() })
+        Ok(NavarroLive {
+            pid,
+            maps: String::new(),
+            vmas: Vec::new(),
+            known_huge: HashSet::new(),
+            pm,
+            kf: KpageFlagsFile::open(),
+            pidfd,
+            promote_at,
+            counters: NavarroCounters::default(),
+        })
     }
 
     fn skip(&mut self, s: VmaSkip) {
@@ -75,27 +96,43 @@ impl NavarroLive {
     /// One pass over the process: collapses at most `max_collapses` ranges that met the
     /// threshold, lowest address first. `Err(Gone)` once the process has exited.
     pub fn step(&mut self, max_collapses: u32) -> Result<StepOutcome, LiveError> {
-        let vmas = read_vmas(self.pid)?;
+        let path = format!("/proc/{}/maps", self.pid);
+        let maps = std::fs::read_to_string(&path).map_err(|e| LiveError::from_io(self.pid, &path, &e))?;
+        if maps.is_empty() && !crate::procfs::is_alive(self.pid) {
+            return Err(LiveError::Gone { pid: self.pid });
+        }
+        if maps != self.maps || self.counters.steps.is_multiple_of(REVERIFY_STEPS) {
+            self.vmas = read_vmas(self.pid)?;
+            self.maps = maps;
+            self.known_huge.clear();
+        }
         self.counters.steps += 1;
         let mut out = StepOutcome::default();
         let mut reader = RangeReader::new(&self.pm, self.kf.as_ref());
         let mut skips = Vec::new();
         let mut todo = Vec::new();
-        for v in &vmas {
+        for v in &self.vmas {
             if let Err(s) = eligible(v) {
                 if s != VmaSkip::NotAnonymous || v.anonymous > 0 {
                     skips.push(s);
                 }
                 continue;
             }
-            out.eligible_bytes += v.rss;
             let (mut a, end) = v.pmd_ranges();
             while a < end {
                 self.counters.ranges_scanned += 1;
+                if self.known_huge.contains(&a) {
+                    self.counters.already_huge += 1;
+                    out.huge_bytes += PMD_BYTES;
+                    a += PMD_BYTES;
+                    continue;
+                }
+                out.read += 1;
                 match reader.read(a)? {
                     RangeState::Huge => {
                         self.counters.already_huge += 1;
                         out.huge_bytes += PMD_BYTES;
+                        self.known_huge.insert(a);
                     }
                     RangeState::Small { populated: 0, .. } => self.counters.empty += 1,
                     RangeState::Small { populated, .. } if populated < self.promote_at => self.counters.below_threshold += 1,
@@ -116,6 +153,7 @@ impl NavarroLive {
             }
             match self.pidfd.collapse(a, PMD_BYTES) {
                 Ok(_) => {
+                    self.known_huge.insert(a);
                     out.collapsed += 1;
                     out.huge_bytes += PMD_BYTES;
                     self.counters.collapsed += 1;

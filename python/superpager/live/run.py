@@ -154,7 +154,8 @@ class Policy:
     def active(self) -> bool:
         return self.scanner is not None or self.damon is not None
 
-    def step(self) -> None:
+    def step(self) -> bool:
+        """One scan; True when it found work (collapsed, failed or deferred a range)."""
         per = int(self.pol["per_step"])
         if self.damon is not None:
             regions = self.damon.hot_regions()
@@ -172,8 +173,11 @@ class Policy:
                     raise ProcessLookupError(self.pid)
                 else:
                     self.failed[reason] = self.failed.get(reason, 0) + 1
-        elif self.scanner is not None:
-            self.scanner.step(per)
+            return done > 0
+        if self.scanner is not None:
+            o = json.loads(self.scanner.step(per))
+            return o["collapsed"] + o["failed"] + o["deferred"] > 0
+        return False
 
     def counters(self) -> dict:
         if self.damon is not None:
@@ -259,7 +263,8 @@ def _loop(rep: Report, policy: Policy, pol: LivePolicy, pid: int, wait: Callable
     """Runs until `wait(timeout)` says the process is done (True)."""
     t0 = time.monotonic()
     cpu0 = cpu_self()
-    interval = int(pol.params.get("interval_ms", 100)) / 1000
+    base_interval = int(pol.params.get("interval_ms", 100)) / 1000
+    interval = base_interval
     max_cpu = float(pol.params.get("max_cpu", 1.0))
     next_step = t0
     next_sample = t0
@@ -274,9 +279,12 @@ def _loop(rep: Report, policy: Policy, pol: LivePolicy, pid: int, wait: Callable
             next_sample = now + sample_s
         if policy.active and now >= next_step:
             try:
-                policy.step()
+                busy = policy.step()
             except ProcessLookupError:
                 break
+            # Nothing to do: scan half as often (up to 16x the interval), as khugepaged sleeps
+            # between scans; any work brings the interval back.
+            interval = base_interval if busy else min(interval * 2, base_interval * 16)
             after = time.monotonic()
             used = cpu_self() - cpu0
             # The budget: keep superpager's CPU time under max_cpu of the time elapsed.
