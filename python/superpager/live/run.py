@@ -479,11 +479,12 @@ def summary(rep: Report) -> str:
     """The report as a few lines for the terminal (and report.md)."""
     lines = [f"policy {rep.policy} on pid {rep.pid}: {' '.join(rep.command)[:120]}",
              f"  wall {rep.wall_s:.2f}s, exit status {rep.exit_status}, superpager's own CPU {rep.policy_cpu_s:.3f}s, THP mode {rep.thp_mode}"]
-    peak = max(rep.samples, key=lambda s: s["rss"], default=None)
-    if peak:
-        huge = peak["anon_huge"] + peak["hugetlb"]
-        lines.append(f"  at peak RSS {mib(peak['rss'])}: {mib(peak['anon_huge'])} in 2MB pages, {mib(peak['hugetlb'])} hugetlb "
-                     f"({huge / peak['rss'] * 100 if peak['rss'] else 0:.1f}% huge)")
+    if rep.samples:
+        last = rep.samples[-1]
+        peak = max(s["rss"] for s in rep.samples)
+        huge = last["anon_huge"] + last["hugetlb"]
+        lines.append(f"  last sample ({last['t']:.1f}s): RSS {mib(last['rss'])}, {mib(last['anon_huge'])} in 2MB pages, {mib(last['hugetlb'])} hugetlb "
+                     f"({huge / last['rss'] * 100 if last['rss'] else 0:.1f}% huge); peak RSS {mib(peak)}")
     c = rep.counters
     if c:
         failed = c.get("failed", {})
