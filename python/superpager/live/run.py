@@ -187,6 +187,36 @@ class Policy:
         return {}
 
 
+class _Session:
+    """What run and attach share: stale records restored first, SIGINT and SIGTERM turned into
+    `_Stop` while the policy works, and on the way out every setting restored (problems noted in
+    the report), the signal handlers and the terminal's status line put back."""
+
+    def __init__(self, label: str, quiet: bool):
+        self.label, self.quiet = label, quiet
+        self.changes = SysfsChanges(label)
+
+    def __enter__(self) -> _Session:
+        for line in restore_stale():
+            print(f"superpager: {line}", file=sys.stderr)
+        self.old = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGINT, _raise_stop)
+        signal.signal(signal.SIGTERM, _raise_stop)
+        return self
+
+    def finish(self, rep: Report) -> None:
+        problems = self.changes.restore()
+        rep.settings_restored = not problems
+        rep.notes.extend(problems)
+
+    def __exit__(self, *exc) -> None:
+        self.changes.restore()  # nothing left if finish ran; everything if it did not
+        signal.signal(signal.SIGINT, self.old[0])
+        signal.signal(signal.SIGTERM, self.old[1])
+        if sys.stderr.isatty() and not self.quiet:
+            sys.stderr.write("\r" + " " * 90 + "\r")
+
+
 def _preexec(pol: LivePolicy) -> Callable[[], None] | None:
     if pol.name != "base":
         return None
@@ -326,8 +356,6 @@ def run(command: Sequence[str], policy: str, report_dir: str | None = None, sysf
         sample_ms: int = 100, inspect_every: float = 0.0, quiet: bool = False, damon_root: str = dm.DAMON_ADMIN,
         stdout=None) -> Report:
     """Runs `command` under a live policy; returns the report (and writes it to report_dir)."""
-    for line in restore_stale():
-        print(f"superpager: {line}", file=sys.stderr)
     pol = parse_policy(policy)
     if not command:
         raise LiveError("run: no command given (superpager run --policy P -- CMD ARGS)")
@@ -339,102 +367,82 @@ def run(command: Sequence[str], policy: str, report_dir: str | None = None, sysf
         out_dir.mkdir(parents=True, exist_ok=True)
     shim_report = (out_dir or Path(os.environ.get("TMPDIR", "/tmp"))) / f"shim-{os.getpid()}.txt"
     shim_report.unlink(missing_ok=True)
-    old_int, old_term = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGINT, _raise_stop)
-    signal.signal(signal.SIGTERM, _raise_stop)
-    changes = SysfsChanges(f"run --policy {pol.spec()}")
-    proc: subprocess.Popen | None = None
-    try:
-        env = {**os.environ, **_prepare(pol, rep, changes, sysfs, shim_report)}
-        proc = subprocess.Popen(list(command), env=env, preexec_fn=_preexec(pol), stdout=stdout)
-        rep.pid = proc.pid
-        policy_obj = Policy(pol, proc.pid, rep, changes, damon_root)
-        for n in rep.notes:
-            print(f"superpager run: {n}", file=sys.stderr)
-
-        def wait(timeout: float) -> bool:
-            try:
-                proc.wait(timeout=timeout)
-                return True
-            except subprocess.TimeoutExpired:
-                return False
+    with _Session(f"run --policy {pol.spec()}", quiet) as ses:
+        proc: subprocess.Popen | None = None
         try:
-            _loop(rep, policy_obj, pol, proc.pid, wait, sample_ms / 1000, inspect_every, None if quiet else _status_line("run"))
-        except _Stop:
-            rep.notes.append("interrupted: the program was sent SIGINT")
-            rep.counters = policy_obj.counters()
-            raise
-        finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
+            env = {**os.environ, **_prepare(pol, rep, ses.changes, sysfs, shim_report)}
+            proc = subprocess.Popen(list(command), env=env, preexec_fn=_preexec(pol), stdout=stdout)
+            rep.pid = proc.pid
+            policy_obj = Policy(pol, proc.pid, rep, ses.changes, damon_root)
+            for n in rep.notes:
+                print(f"superpager run: {n}", file=sys.stderr)
+
+            def wait(timeout: float) -> bool:
                 try:
-                    proc.wait(timeout=5)
+                    proc.wait(timeout=timeout)
+                    return True
                 except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-            rep.exit_status = proc.returncode
-    finally:
-        problems = changes.restore()
-        rep.settings_restored = not problems
-        rep.notes.extend(problems)
-        signal.signal(signal.SIGINT, old_int)
-        signal.signal(signal.SIGTERM, old_term)
-        if sys.stderr.isatty() and not quiet:
-            sys.stderr.write("\r" + " " * 90 + "\r")
-        rep.shim = _read_shim(shim_report)
-        if not out_dir:
-            shim_report.unlink(missing_ok=True)
-        if out_dir:
-            write_report(rep, out_dir)
+                    return False
+            try:
+                _loop(rep, policy_obj, pol, proc.pid, wait, sample_ms / 1000, inspect_every, None if quiet else _status_line("run"))
+            except _Stop:
+                rep.notes.append("interrupted: the program was sent SIGINT")
+                rep.counters = policy_obj.counters()
+                raise
+            finally:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGINT)
+                    try:
+                        proc.wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+                rep.exit_status = proc.returncode
+        finally:
+            ses.finish(rep)
+            rep.shim = _read_shim(shim_report)
+            if not out_dir:
+                shim_report.unlink(missing_ok=True)
+            if out_dir:
+                write_report(rep, out_dir)
     return rep
 
 
 def attach(pid: int, policy: str, duration: float | None = None, report_dir: str | None = None,
            sample_ms: int = 100, inspect_every: float = 0.0, quiet: bool = False, damon_root: str = dm.DAMON_ADMIN) -> Report:
     """Applies a live policy to a running process until it exits, `duration` passes, or Ctrl-C."""
-    for line in restore_stale():
-        print(f"superpager: {line}", file=sys.stderr)
     pol = parse_policy(policy)
     if pol.name in ("base", "thp", "hugetlb-1g"):
         raise LiveError(f"attach: {pol.name} acts when a program starts (prctl, LD_PRELOAD); use `superpager run --policy {pol.name} -- CMD`")
     check_attachable(pid)
     rep = Report(pol.spec(), _cmdline(pid), pid, thp_mode(), is_root())
     out_dir = Path(report_dir) if report_dir else None
-    old_int, old_term = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGINT, _raise_stop)
-    signal.signal(signal.SIGTERM, _raise_stop)
-    changes = SysfsChanges(f"attach {pid} --policy {pol.spec()}")
     end = time.monotonic() + duration if duration else float("inf")
-    try:
-        policy_obj = Policy(pol, pid, rep, changes, damon_root)
-        for n in rep.notes:
-            print(f"superpager attach: {n}", file=sys.stderr)
-
-        def wait(timeout: float) -> bool:
-            deadline = time.monotonic() + timeout
-            while True:
-                if not _alive(pid) or time.monotonic() >= end:
-                    return True
-                left = min(deadline, end) - time.monotonic()
-                if left <= 0:
-                    return False
-                time.sleep(min(left, 0.05))
+    with _Session(f"attach {pid} --policy {pol.spec()}", quiet) as ses:
         try:
-            _loop(rep, policy_obj, pol, pid, wait, sample_ms / 1000, inspect_every, None if quiet else _status_line(f"attach {pid}"))
-        except _Stop:
-            rep.notes.append("interrupted (Ctrl-C): the process was left running")
-            rep.counters = policy_obj.counters()
-    finally:
-        problems = changes.restore()
-        rep.settings_restored = not problems
-        rep.notes.extend(problems)
-        signal.signal(signal.SIGINT, old_int)
-        signal.signal(signal.SIGTERM, old_term)
-        if sys.stderr.isatty() and not quiet:
-            sys.stderr.write("\r" + " " * 90 + "\r")
-        if out_dir:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            write_report(rep, out_dir)
+            policy_obj = Policy(pol, pid, rep, ses.changes, damon_root)
+            for n in rep.notes:
+                print(f"superpager attach: {n}", file=sys.stderr)
+
+            def wait(timeout: float) -> bool:
+                deadline = time.monotonic() + timeout
+                while True:
+                    if not _alive(pid) or time.monotonic() >= end:
+                        return True
+                    left = min(deadline, end) - time.monotonic()
+                    if left <= 0:
+                        return False
+                    time.sleep(min(left, 0.05))
+            try:
+                _loop(rep, policy_obj, pol, pid, wait, sample_ms / 1000, inspect_every, None if quiet else _status_line(f"attach {pid}"))
+            except _Stop:
+                rep.notes.append("interrupted (Ctrl-C): the process was left running")
+                rep.counters = policy_obj.counters()
+        finally:
+            ses.finish(rep)
+            if out_dir:
+                out_dir.mkdir(parents=True, exist_ok=True)
+                write_report(rep, out_dir)
     return rep
 
 
