@@ -43,6 +43,18 @@ access). Ctrl-C detaches and leaves the process running.
 """
 
 
+EPILOG_RESTORE = """examples:
+  superpager restore                            # as the user (root) whose run was killed
+  SUPERPAGER_STATE=/some/dir superpager restore # records kept elsewhere
+
+`run` and `attach` write the old value of every setting they change to a restore record before
+changing it, and put it back when they end. A superpager killed before it could (SIGKILL, a
+crash, a power cut of the VM aside: /run is cleared at boot, as the settings are) leaves its
+record; this command, and the start of every inspect, run and attach, restores the records whose
+owner is no longer running. Exit status 1 if a value could not be written back.
+"""
+
+
 def _pid(s: str) -> int:
     try:
         v = int(s)
@@ -163,7 +175,7 @@ def add_parsers(sub, raw) -> None:
     _common(t)
     t.set_defaults(fn=cmd_attach)
 
-    s = sub.add_parser("restore", help="put back kernel settings left changed by a superpager run that crashed")
+    s = sub.add_parser("restore", help="put back kernel settings left changed by a superpager run that crashed", epilog=EPILOG_RESTORE, formatter_class=raw)
     s.set_defaults(fn=cmd_restore)
 
 
