@@ -89,9 +89,23 @@ def main(a) -> int:
         damon_why = str(e)
         policies.remove("damon-live")
         say(f"damon-live left out: {damon_why}")
+    from .live.policies import parse_policy
+    for extra in a.live_policy or []:
+        try:
+            parse_policy(extra)
+        except ValueError as e:
+            print(f"superpager: error: bench --live: {e}", file=sys.stderr)
+            return 2
+        if extra not in policies:
+            policies.append(extra)
     exe = str(workloads.build("live_access"))
     sizes = [int(s) for s in a.live_sizes.split(",")] if a.live_sizes else SIZES_MIB
-    cases: list[tuple[str, int, bool, str | None]] = [(p, s, False, None) for p in PROGRAMS for s in sizes]
+    programs = a.live_programs.split(",") if a.live_programs else PROGRAMS
+    unknown = [p for p in programs if p not in PROGRAMS]
+    if unknown:
+        print(f"superpager: error: bench --live: unknown program(s) {', '.join(unknown)} (one of {', '.join(PROGRAMS)})", file=sys.stderr)
+        return 2
+    cases: list[tuple[str, int, bool, str | None]] = [(p, s, False, None) for p in programs for s in sizes]
     if not a.live_sizes:
         cases += [(p, s, True, None) for p, s in HOLES] + [(p, s, False, ops) for p, s, ops in LONG]
     runs: dict[tuple[str, int, bool, str | None, str], list[Run]] = {}
@@ -130,7 +144,7 @@ def render(runs, cases, policies, repeats: int, damon_why: str, mode: str | None
              "(its smaps_rollup Rss at the end minus what it wrote), median.", ""]
     if damon_why:
         lines += [f"damon-live is not in the table: {damon_why}.", ""]
-    head = "| program | size | base access s (median, min–max) | " + " | ".join(f"{p} speedup" for p in policies if p != "base") + \
+    head = "| program | size | base access s (median, min–max) | " + " | ".join(f"`{p}` speedup" for p in policies if p != "base") + \
         " | bloat thp | bloat navarro-live | navarro-live collapses, its CPU s | huge share at exit (thp / navarro-live) | populate s (base / thp / navarro-live) |"
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
     verdicts = []

@@ -121,7 +121,8 @@ def cmd_run(a) -> int:
             raise
         print("superpager: interrupted; the program was stopped and every setting restored", file=sys.stderr)
         return 130
-    _finish(rep, a)
+    if _finish(rep, a) != 0:
+        return 1  # a kernel setting could not be put back: the report's notes say which
     # Like `time` and `env`: the program's own exit status (128+N when a signal N ended it).
     st = rep.exit_status or 0
     return st if st >= 0 else 128 - st
