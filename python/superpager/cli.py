@@ -238,6 +238,19 @@ def _compare(a) -> int:
 
 
 def cmd_machines(a) -> int:
+    if a.explain:
+        if a.name != "host":
+            print("superpager: error: --explain applies to the host machine only (superpager machines host --explain)", file=sys.stderr)
+            return 2
+        items, notes = _core.host_explain()
+        if a.json:
+            print(json.dumps({"items": [{"item": i, "value": v, "source": s} for i, v, s in items], "notes": notes}, indent=2))
+            return 0
+        print(table([list(r) for r in items], ["item", "value", "source"]))
+        for n in notes:
+            print(f"note: {n}")
+        print("caches are reported only: the machine model has no data caches yet (issue 24)")
+        return 0
     if a.name:
         info = _core.machine_info(a.name)
         if a.json:
@@ -606,6 +619,7 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("machines", help="list machine presets, or show one")
     m.add_argument("name", nargs="?", help="a preset name or a TOML file")
     m.add_argument("--json", action="store_true")
+    m.add_argument("--explain", action="store_true", help="with host: where each number of this CPU's TLBs and caches came from (CPUID, sysfs) and what fell back")
     m.set_defaults(fn=cmd_machines)
 
     po = sub.add_parser("policies", help="list policies and their parameters")

@@ -62,6 +62,14 @@ fn machines() -> PyResult<Vec<(String, String, String)>> {
     Ok(out)
 }
 
+/// The `host` machine as read from this CPU: ([(item, value, source)], notes).
+#[pyfunction]
+fn host_explain() -> (Vec<(String, String, String)>, Vec<String>) {
+    use superpager_core::mmu::host;
+    let r = host::detect(&host::NativeCpuid, std::path::Path::new("/sys/devices/system/cpu/cpu0/cache"));
+    (r.explain(), r.notes)
+}
+
 /// Details of one machine as a dict.
 #[pyfunction]
 fn machine_info(py: Python<'_>, spec: &str) -> PyResult<PyObject> {
@@ -857,6 +865,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(machines, m)?)?;
     m.add_function(wrap_pyfunction!(machine_info, m)?)?;
+    m.add_function(wrap_pyfunction!(host_explain, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(check_policy, m)?)?;
     m.add_function(wrap_pyfunction!(check_output, m)?)?;

@@ -336,6 +336,16 @@ pub const MAX_COST_CYCLES: f64 = 1e9;
 /// The fastest clock a machine file may give (GHz).
 pub const MAX_CLOCK_GHZ: f64 = 100.0;
 
+/// A preset's TOML: `host` is built from this CPU (mmu/host.rs) over its static file.
+pub fn preset_source(name: &str) -> Option<String> {
+    let (_, src) = PRESETS.iter().find(|p| p.0 == name)?;
+    if name == "host" {
+        let r = super::host::detect(&super::host::NativeCpuid, std::path::Path::new("/sys/devices/system/cpu/cpu0/cache"));
+        return Some(r.machine_toml(src));
+    }
+    Some(src.to_string())
+}
+
 pub fn preset_names() -> Vec<&'static str> {
     PRESETS.iter().map(|p| p.0).collect()
 }
@@ -445,8 +455,8 @@ impl Machine {
     fn load_with_base(spec: &str, name: &str, base: &str) -> Result<Machine> {
         let bad = |m: String| Error::usage(format!("machine '{spec}': +base={base}: {m}"));
         let size = PageSize::parse(base).map_err(bad)?;
-        let (src, label) = match PRESETS.iter().find(|p| p.0 == name) {
-            Some((_, src)) => (src.to_string(), format!("preset {name}")),
+        let (src, label) = match preset_source(name) {
+            Some(src) => (src, format!("preset {name}")),
             None => (std::fs::read_to_string(name).map_err(|e| Error::io(name, &e))?, name.to_string()),
         };
         let mut v: toml::Value = toml::from_str(&src).map_err(|e| toml_error(&label, &src, &e))?;
@@ -476,8 +486,8 @@ impl Machine {
     }
 
     fn load_plain(name_or_path: &str) -> Result<Machine> {
-        if let Some((_, src)) = PRESETS.iter().find(|p| p.0 == name_or_path) {
-            return Machine::from_toml(src, &format!("preset {name_or_path}"));
+        if let Some(src) = preset_source(name_or_path) {
+            return Machine::from_toml(&src, &format!("preset {name_or_path}"));
         }
         if name_or_path.ends_with(".toml") || std::path::Path::new(name_or_path).exists() {
             let src = std::fs::read_to_string(name_or_path).map_err(|e| Error::io(name_or_path, &e))?;

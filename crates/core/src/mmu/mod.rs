@@ -9,6 +9,7 @@
 //! filled. Misses are therefore attributed only to structures that could have held the
 //! translation.
 
+pub mod host;
 pub mod machine;
 pub mod tlb;
 

@@ -1,0 +1,86 @@
+//! The `host` machine's CPUID decoders on recorded register values, and detection here.
+
+use std::collections::HashMap;
+use superpager_core::mmu::host::{amd_tlbs, cpuid_caches, detect, intel_tlbs, sysfs_caches, Cpuid, NativeCpuid};
+use superpager_core::mmu::machine::Machine;
+
+struct Recorded(HashMap<(u32, u32), [u32; 4]>);
+
+impl Cpuid for Recorded {
+    fn query(&self, leaf: u32, sub: u32) -> [u32; 4] {
+        self.0.get(&(leaf, sub)).copied().unwrap_or([0; 4])
+    }
+}
+
+fn vendor_regs(v: &[u8; 12], max: u32) -> [u32; 4] {
+    let w = |i: usize| u32::from_le_bytes([v[i], v[i + 1], v[i + 2], v[i + 3]]);
+    [max, w(0), w(8), w(4)]
+}
+
+#[test]
+fn intel_leaf_0x18_decodes_as_the_sdm_lays_it_out() {
+    let mut m = HashMap::new();
+    m.insert((0, 0), vendor_regs(b"GenuineIntel", 0x1c));
+    // Subleaf 0: max subleaf 2; a data TLB, level 1, 4KB pages, 4-way x 16 sets.
+    m.insert((0x18, 0), [2, (4 << 16) | 1, 16, 1 | (1 << 5)]);
+    // A unified level-2 TLB for 4KB and 2MB pages, 16-way x 128 sets.
+    m.insert((0x18, 1), [0, (16 << 16) | 0b11, 128, 3 | (2 << 5)]);
+    // A fully associative level-1 data TLB for 1GB pages, 8 entries (8 ways x 1 set).
+    m.insert((0x18, 2), [0, (8 << 16) | 0b1000, 1, 1 | (1 << 5) | (1 << 8)]);
+    let t = intel_tlbs(&Recorded(m.clone()));
+    assert_eq!(t.len(), 3);
+    assert_eq!((t[0].level, t[0].stream, t[0].entries, t[0].ways, t[0].page_sizes.clone()), (1, "data", 64, 4, vec!["4KiB"]));
+    assert_eq!((t[1].level, t[1].stream, t[1].entries, t[1].ways, t[1].page_sizes.clone()), (2, "unified", 2048, 16, vec!["4KiB", "2MiB"]));
+    assert_eq!((t[2].entries, t[2].ways, t[2].page_sizes.clone()), (8, 8, vec!["1GiB"]));
+    // And the machine built from them loads.
+    let r = detect(&Recorded(m), std::path::Path::new("/nonexistent"));
+    assert!(r.notes.is_empty());
+    let src = r.machine_toml(include_str!("../src/machines/host.toml"));
+    let mach = Machine::from_toml(&src, "test").unwrap();
+    assert_eq!(mach.tlbs.len(), 3);
+}
+
+#[test]
+fn amd_leaves_decode_with_the_apm_associativity_codes() {
+    let mut m = HashMap::new();
+    m.insert((0, 0), vendor_regs(b"AuthenticAMD", 0x10));
+    m.insert((0x8000_0000, 0), [0x8000_0019, 0, 0, 0]);
+    // Fn8000_0005: L1 dTLB 4KB 64 entries fully associative (0xFF); iTLB 4KB 64 fully; 2MB: 32 fully / 16 fully.
+    m.insert((0x8000_0005, 0), [(0xff << 24) | (32 << 16) | (0xff << 8) | 16, (0xff << 24) | (64 << 16) | (0xff << 8) | 64, 0, 0]);
+    // Fn8000_0006: L2 dTLB 4KB 2048 entries code 8 (16-way); iTLB 512 entries code 6 (8-way).
+    m.insert((0x8000_0006, 0), [0, (8 << 28) | (2048 << 16) | (6 << 12) | 512, 0, 0]);
+    let t = amd_tlbs(&Recorded(m));
+    let find = |level, stream, size| t.iter().find(|g| g.level == level && g.stream == stream && g.page_sizes == vec![size]).map(|g| (g.entries, g.ways));
+    assert_eq!(find(1, "data", "4KiB"), Some((64, 64)));
+    assert_eq!(find(1, "data", "2MiB"), Some((32, 32)));
+    assert_eq!(find(2, "data", "4KiB"), Some((2048, 16)));
+    assert_eq!(find(2, "instruction", "4KiB"), Some((512, 8)));
+    assert_eq!(find(2, "data", "2MiB"), None, "zero entries: no such TLB");
+}
+
+#[test]
+fn hidden_leaves_fall_back_and_say_so() {
+    let mut m = HashMap::new();
+    m.insert((0, 0), vendor_regs(b"GenuineIntel", 0x1c));
+    let r = detect(&Recorded(m), std::path::Path::new("/nonexistent"));
+    assert!(r.tlbs.is_empty() && r.notes[0].contains("leaf 0x18"), "{:?}", r.notes);
+    let src = r.machine_toml(include_str!("../src/machines/host.toml"));
+    assert!(Machine::from_toml(&src, "test").is_ok());
+}
+
+#[test]
+fn this_machine_agrees_with_sysfs_on_its_caches() {
+    let sys = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
+    let from_sysfs = sysfs_caches(sys);
+    if from_sysfs.is_empty() {
+        eprintln!("skipped: no cache description in sysfs here");
+        return;
+    }
+    let r = detect(&NativeCpuid, sys);
+    assert_eq!(r.caches.len(), from_sysfs.len());
+    for (a, b) in r.caches.iter().zip(&from_sysfs) {
+        assert_eq!((a.level, a.bytes, a.ways, a.line, a.sets), (b.level, b.bytes, b.ways, b.line, b.sets), "{a:?} vs {b:?}");
+    }
+    let _ = cpuid_caches(&NativeCpuid, 4);
+    assert!(Machine::load("host").is_ok());
+}

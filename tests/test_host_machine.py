@@ -1,0 +1,26 @@
+"""`superpager machines host --explain`: what was read from this CPU, and from where."""
+import json
+import os
+import subprocess
+import sys
+
+CLI = [sys.executable, "-m", "superpager.cli"]
+
+
+def test_host_explain_names_every_source():
+    r = subprocess.run(CLI + ["machines", "host", "--explain", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    items = {i["item"]: i for i in d["items"]}
+    assert items["cpu"]["source"].startswith("CPUID")
+    assert all(i["source"] for i in d["items"])
+    caches = [i for i in d["items"] if i["item"].endswith("cache")]
+    if os.path.isdir("/sys/devices/system/cpu/cpu0/cache/index0"):
+        assert caches, "this machine describes its caches in sysfs; CPUID or sysfs must give them"
+    tlbs = [i for i in d["items"] if "TLB" in i["item"]]
+    assert tlbs or any("no TLB geometry" in n for n in d["notes"]), "either TLBs from CPUID or a note saying why not"
+
+
+def test_explain_is_for_host_only():
+    r = subprocess.run(CLI + ["machines", "skylake", "--explain"], capture_output=True, text=True)
+    assert r.returncode == 2 and "host machine only" in r.stderr
