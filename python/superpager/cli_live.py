@@ -108,6 +108,7 @@ def _finish(rep, a) -> int:
 
 def cmd_run(a) -> int:
     from . import live
+    from .live.run import Interrupted
     cmd = list(a.command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -116,9 +117,7 @@ def cmd_run(a) -> int:
     except (live.LiveError, ValueError) as e:
         print(f"superpager: error: {e}", file=sys.stderr)
         return 2
-    except (KeyboardInterrupt, Exception) as e:
-        if type(e).__name__ != "_Stop" and not isinstance(e, KeyboardInterrupt):
-            raise
+    except (KeyboardInterrupt, Interrupted):
         print("superpager: interrupted; the program was stopped and every setting restored", file=sys.stderr)
         return 130
     if _finish(rep, a) != 0:

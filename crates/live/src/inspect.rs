@@ -415,13 +415,11 @@ pub fn inspect(pid: i32, opts: InspectOptions) -> Result<ProcessReport, LiveErro
     let mut total = Usage::default();
     let mut reports = Vec::with_capacity(vmas.len());
     let mut cells = Vec::new();
-    let mut pfns_visible = false;
     for v in &vmas {
         if v.name == "[vsyscall]" {
             continue; // above the user address space: pagemap has nothing for it
         }
         let u = s.scan_vma(v, &mut cells)?;
-        pfns_visible |= u.present > 0 && s.entries.iter().any(|&e| PagemapEntry(e).pfn().is_some());
         total.add(&u);
         reports.push(VmaReport {
             start: v.start,
@@ -433,10 +431,7 @@ pub fn inspect(pid: i32, opts: InspectOptions) -> Result<ProcessReport, LiveErro
             usage: u,
         });
     }
-    if !pfns_visible && total.present > 0 {
-        // The last VMA's block may simply be empty: probe every VMA's first present page.
-        pfns_visible = probe_pfns(&pm, &vmas)?;
-    }
+    let pfns_visible = probe_pfns(&pm, &vmas)?;
     let mut notes = Vec::new();
     if !pfns_visible {
         notes.push(
@@ -461,13 +456,19 @@ pub fn inspect(pid: i32, opts: InspectOptions) -> Result<ProcessReport, LiveErro
     Ok(ProcessReport { pid, comm, pfns_visible, flags_visible: kf.is_some(), notes, total, vmas: reports, cells })
 }
 
+/// Whether the kernel shows this reader frames: the first present page of the process says
+/// (reading each resident VMA until one is found).
 fn probe_pfns(pm: &Pagemap, vmas: &[Vma]) -> Result<bool, LiveError> {
-    let mut buf = vec![0u64; 64];
+    let mut buf = vec![0u64; PMD_PAGES as usize];
     for v in vmas.iter().filter(|v| v.rss > 0 && v.name != "[vsyscall]") {
-        let n = (((v.end - v.start) / BASE_PAGE) as usize).min(buf.len());
-        pm.read(v.start, &mut buf[..n])?;
-        if buf[..n].iter().any(|&e| PagemapEntry(e).present()) {
-            return Ok(buf[..n].iter().any(|&e| PagemapEntry(e).pfn().is_some()));
+        let mut at = v.start;
+        while at < v.end {
+            let n = (((v.end - at) / BASE_PAGE) as usize).min(buf.len());
+            pm.read(at, &mut buf[..n])?;
+            if let Some(&e) = buf[..n].iter().find(|&&e| PagemapEntry(e).present()) {
+                return Ok(PagemapEntry(e).pfn().is_some());
+            }
+            at += n as u64 * BASE_PAGE;
         }
     }
     Ok(false)

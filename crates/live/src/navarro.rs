@@ -84,15 +84,6 @@ impl NavarroLive {
         })
     }
 
-    fn skip(&mut self, s: VmaSkip) {
-        let k = match s {
-            VmaSkip::NotAnonymous => "not_anonymous",
-            VmaSkip::NoHugepage => "nohugepage",
-            VmaSkip::TooSmall => "too_small",
-        };
-        *self.counters.vma_skipped.entry(k).or_default() += 1;
-    }
-
     /// One pass over the process: collapses at most `max_collapses` ranges that met the
     /// threshold, lowest address first. `Err(Gone)` once the process has exited.
     pub fn step(&mut self, max_collapses: u32) -> Result<StepOutcome, LiveError> {
@@ -143,7 +134,7 @@ impl NavarroLive {
         }
         drop(reader);
         for s in skips {
-            self.skip(s);
+            *self.counters.vma_skipped.entry(s.name()).or_default() += 1;
         }
         for a in todo {
             if out.collapsed + out.failed >= max_collapses {

@@ -82,34 +82,39 @@ impl Pagemap {
     /// Fills `out` with the entries of the virtual pages from `vaddr` on. A range the process
     /// no longer maps reads as zeros (not present), as the kernel reports it.
     pub fn read(&self, vaddr: u64, out: &mut [u64]) -> Result<(), LiveError> {
-        let bytes = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, out.len() * 8) };
-        let mut done = 0;
-        let mut reopened = false;
-        while done < bytes.len() {
-            let off = (vaddr / crate::BASE_PAGE) * 8 + done as u64;
-            let r = self.file.borrow().read_at(&mut bytes[done..], off);
-            match r {
-                Ok(0) => {
-                    if !crate::procfs::is_alive(self.pid) {
-                        return Err(LiveError::Gone { pid: self.pid });
-                    }
-                    if !reopened && done == 0 {
-                        // Nothing at all: the process may have exec'd; read its new address space.
-                        reopened = true;
-                        let f = File::open(&self.path).map_err(|e| LiveError::from_io(self.pid, &self.path, &e))?;
-                        *self.file.borrow_mut() = f;
-                        continue;
-                    }
-                    bytes[done..].fill(0);
-                    break;
-                }
-                Ok(n) => done += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(LiveError::from_io(self.pid, &self.path, &e)),
+        let off = vaddr / crate::BASE_PAGE * 8;
+        let io = |e: std::io::Error| LiveError::from_io(self.pid, &self.path, &e);
+        let mut got = read_words(&self.file.borrow(), off, out).map_err(io)?;
+        if got < out.len() {
+            if !crate::procfs::is_alive(self.pid) {
+                return Err(LiveError::Gone { pid: self.pid });
             }
+            if got == 0 {
+                // Nothing at all: the process may have exec'd; read its new address space.
+                *self.file.borrow_mut() = File::open(&self.path).map_err(io)?;
+                got = read_words(&self.file.borrow(), off, out).map_err(io)?;
+            }
+            out[got..].fill(0);
         }
         Ok(())
     }
+}
+
+/// Positioned reads of 64-bit words from byte `off` of `file` into `out`, until it is full or
+/// the file ends: the number of whole words read. Shared by pagemap and kpageflags.
+fn read_words(file: &File, off: u64, out: &mut [u64]) -> std::io::Result<usize> {
+    // SAFETY: the byte view covers exactly `out`, and every bit pattern is a valid u64.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, out.len() * 8) };
+    let mut done = 0;
+    while done < bytes.len() {
+        match file.read_at(&mut bytes[done..], off + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done / 8)
 }
 
 /// `/proc/kpageflags`: flags per physical frame. Root only.
@@ -125,21 +130,8 @@ impl KpageFlagsFile {
 
     /// Fills `out` with the flags of the frames from `pfn` on; frames past the end read as NOPAGE.
     pub fn read(&self, pfn: Pfn, out: &mut [u64]) -> Result<(), LiveError> {
-        let bytes = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, out.len() * 8) };
-        let mut done = 0;
-        while done < bytes.len() {
-            match self.file.read_at(&mut bytes[done..], pfn.0 * 8 + done as u64) {
-                Ok(0) => {
-                    for w in out[done / 8..].iter_mut() {
-                        *w = 1 << KpageFlags::NOPAGE;
-                    }
-                    break;
-                }
-                Ok(n) => done += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(LiveError::Io { path: "/proc/kpageflags".into(), msg: e.to_string() }),
-            }
-        }
+        let got = read_words(&self.file, pfn.0 * 8, out).map_err(|e| LiveError::Io { path: "/proc/kpageflags".into(), msg: e.to_string() })?;
+        out[got..].fill(1 << KpageFlags::NOPAGE);
         Ok(())
     }
 

@@ -18,6 +18,17 @@ pub enum VmaSkip {
     TooSmall,
 }
 
+impl VmaSkip {
+    /// The counter name (`vma_skipped.<name>`).
+    pub fn name(self) -> &'static str {
+        match self {
+            VmaSkip::NotAnonymous => "not_anonymous",
+            VmaSkip::NoHugepage => "nohugepage",
+            VmaSkip::TooSmall => "too_small",
+        }
+    }
+}
+
 /// Whether a live policy may collapse ranges of `v`. Not smaps's THPeligible: that follows the
 /// sysfs `enabled` mode, which MADV_COLLAPSE ignores (Documentation/admin-guide/mm/transhuge.rst).
 pub fn eligible(v: &Vma) -> Result<(), VmaSkip> {

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from .. import _core
 from . import damon as dm
 from .policies import LivePolicy, POLICIES, parse_policy
-from .sysfs import SysfsChanges, mm_path, read_setting, restore_stale
+from .sysfs import SysfsChanges, mm_path, proc_stat, read_setting, restore_stale
 
 THP = "/sys/kernel/mm/transparent_hugepage"
 HUGETLB_1G = "/sys/kernel/mm/hugepages/hugepages-1048576kB"
@@ -117,12 +117,12 @@ class Report:
         return dict(self.__dict__)
 
 
-class _Stop(Exception):
-    pass
+class Interrupted(Exception):
+    """SIGINT or SIGTERM arrived while a run or attach was under way."""
 
 
 def _raise_stop(signum, frame):
-    raise _Stop()
+    raise Interrupted()
 
 
 class Policy:
@@ -189,7 +189,7 @@ class Policy:
 
 class _Session:
     """What run and attach share: stale records restored first, SIGINT and SIGTERM turned into
-    `_Stop` while the policy works, and on the way out every setting restored (problems noted in
+    `Interrupted` while the policy works, and on the way out every setting restored (problems noted in
     the report), the signal handlers and the terminal's status line put back."""
 
     def __init__(self, label: str, quiet: bool):
@@ -385,7 +385,7 @@ def run(command: Sequence[str], policy: str, report_dir: str | None = None, sysf
                     return False
             try:
                 _loop(rep, policy_obj, pol, proc.pid, wait, sample_ms / 1000, inspect_every, None if quiet else _status_line("run"))
-            except _Stop:
+            except Interrupted:
                 rep.notes.append("interrupted: the program was sent SIGINT")
                 rep.counters = policy_obj.counters()
                 raise
@@ -435,7 +435,7 @@ def attach(pid: int, policy: str, duration: float | None = None, report_dir: str
                     time.sleep(min(left, 0.05))
             try:
                 _loop(rep, policy_obj, pol, pid, wait, sample_ms / 1000, inspect_every, None if quiet else _status_line(f"attach {pid}"))
-            except _Stop:
+            except Interrupted:
                 rep.notes.append("interrupted (Ctrl-C): the process was left running")
                 rep.counters = policy_obj.counters()
         finally:
@@ -447,11 +447,8 @@ def attach(pid: int, policy: str, duration: float | None = None, report_dir: str
 
 
 def _alive(pid: int) -> bool:
-    try:
-        st = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return st[st.rindex(")") + 2:].split()[0] not in ("Z", "X")
+    f = proc_stat(pid)
+    return f is not None and f[0] not in ("Z", "X")
 
 
 def _cmdline(pid: int) -> list[str]:

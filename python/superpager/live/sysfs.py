@@ -41,13 +41,20 @@ def _write(path: str, value: str) -> None:
         f.write(value)
 
 
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks (/proc/PID/stat field 22): tells a PID reused."""
+def proc_stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields from the state (field 3) on, or None when there is no such
+    process. The command name before them may hold spaces and parentheses: cut at the last ')'."""
     try:
         s = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return s[s.rindex(")") + 2:].split()[19]
+    return s[s.rindex(")") + 2:].split()
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks (/proc/PID/stat field 22): tells a PID reused."""
+    f = proc_stat(pid)
+    return f[19] if f else None
 
 
 class SysfsChanges:
