@@ -30,6 +30,9 @@ class Result:
     derived: dict[str, float]
     killed: dict[str, str]
     series: list[dict] = field(repr=False)
+    #: After a phase mark (a zero-length madvise in the trace): cycles.* of what followed it,
+    #: with accesses, instructions, walks and faults (empty without a mark).
+    phase: dict[str, int] = field(default_factory=dict, repr=False)
     trace: str = ""
     #: The trace was cut short (its writer stopped, or it is marked truncated): the run covers
     #: only the part present (read with allow_truncated).
@@ -54,6 +57,7 @@ class Result:
             "page_size_mix": self.page_size_mix,
             "derived": self.derived,
             "killed": self.killed,
+            **({"phase": self.phase} if self.phase else {}),
             "series": self.series,
         }
 

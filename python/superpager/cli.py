@@ -16,6 +16,7 @@ import sys
 from . import _core
 from . import api
 from . import cli_live
+from . import cli_model
 from .fmt import compare_table, human, human_bytes, mix_str, table
 from .progress import Progress
 
@@ -249,7 +250,6 @@ def cmd_machines(a) -> int:
         print(table([list(r) for r in items], ["item", "value", "source"]))
         for n in notes:
             print(f"note: {n}")
-        print("caches are reported only: the machine model has no data caches yet (issue 24)")
         return 0
     if a.name:
         info = _core.machine_info(a.name)
@@ -766,6 +766,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(fn=cmd_demo)
 
     cli_live.add_parsers(sub, raw)
+    cli_model.add_parsers(sub, raw)
 
     ca = sub.add_parser("cache", help="show or clean what superpager keeps between runs (captured traces, built workloads)")
     ca.add_argument("action", nargs="?", choices=["show", "clean"], default="show")

@@ -103,6 +103,8 @@ pub struct Engine {
     /// size of processes that exited (measured at their exit, as their footprint is).
     touched: Option<Touched>,
     exited_bloat: [u64; crate::mmu::MAX_SIZES],
+    /// The cost inputs at the last phase mark (a zero-length madvise), if any.
+    phase_mark: Option<crate::stats::CostInputs>,
 }
 
 impl Engine {
@@ -156,6 +158,7 @@ impl Engine {
             idle_cycles: 0,
             touched,
             exited_bloat: [0; crate::mmu::MAX_SIZES],
+            phase_mark: None,
         };
         e.switch_to(1);
         Ok(e)
@@ -339,6 +342,7 @@ impl Engine {
                 a
             };
             let fetch = a.kind.is_fetch();
+            let walk_refs = self.mmu.walk.refs;
             self.accesses += a.count as u64;
             self.by_kind[a.kind as usize] += a.count as u64;
             // The size of the page that served the access (None: the access killed its process).
@@ -375,6 +379,9 @@ impl Engine {
             if let Some(t) = &mut self.touched {
                 t.touch(self.cur_pi, a.addr);
             }
+            if self.mmu.caches.is_some() {
+                self.cache_refs(a, self.mmu.walk.refs != walk_refs);
+            }
             if self.cur_cow && a.kind.writes() {
                 self.write_to_cow(a)?;
             }
@@ -386,6 +393,34 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// With data caches: the walk's table entries (when this access walked) and then the
+    /// access itself go through them by physical address. Instruction fetches do not (they
+    /// cost `cycles_per_access`, as without caches); a record's repeats (a same-page run the
+    /// trace collapsed) count as first-level hits.
+    #[inline(never)]
+    fn cache_refs(&mut self, a: &Access, walked: bool) {
+        use crate::mmu::cache::Requester;
+        let Some(caches) = self.mmu.caches.as_mut() else { return };
+        let pt = &self.os.procs[self.cur_pi].pt;
+        if walked && self.mmu.machine.software_handler_cycles.is_none() {
+            let (first, leaf) = self.mmu.last_walk;
+            let mut out = [0u64; 8];
+            let n = pt.entry_addrs(a.addr, first, leaf, &mut out);
+            for &pa in &out[..n] {
+                caches.access(pa, Requester::Walk);
+            }
+        }
+        if a.kind.is_fetch() {
+            return;
+        }
+        if let Some(pa) = pt.paddr(a.addr) {
+            caches.access(pa, Requester::Data);
+        }
+        if a.count > 1 {
+            caches.first_level_hits(a.count as u64 - 1);
+        }
     }
 
     /// A write in a process with copy-on-write pages: if this page is one, break the sharing
@@ -692,6 +727,10 @@ impl Engine {
         match e {
             Event::Context { pid, .. } => self.switch_to(pid.wrapping_add(self.pid_base)),
             Event::Insns { count } => self.instructions += count,
+            // A zero-length madvise marks the start of the measured phase (a program's access
+            // phase after its set-up): results then carry `phase`, the cost of what follows
+            // the last mark. The kernel accepts it and changes nothing, nor does the OS model.
+            Event::Madvise { len: 0, .. } => self.phase_mark = Some(crate::stats::CostInputs::of(&self.snapshot())),
             _ => {
                 if !self.os.procs[self.cur_pi].alive {
                     return Ok(());
@@ -828,6 +867,15 @@ impl Engine {
             self.sample();
         }
         let mut r = Results::collect(&self.snapshot());
+        if let Some(mark) = &self.phase_mark {
+            let d = crate::stats::CostInputs::of(&self.snapshot()).since(mark);
+            let mut phase = crate::stats::cycle_map(&self.mmu.machine, &crate::stats::cost_parts(&self.mmu.machine, &d));
+            phase.insert("accesses".into(), d.accesses);
+            phase.insert("instructions".into(), d.instructions);
+            phase.insert("walks".into(), d.walks);
+            phase.insert("faults".into(), d.faults);
+            r.phase = phase;
+        }
         if self.touched.is_some() {
             let mut b = self.exited_bloat;
             for pi in (0..self.os.procs.len()).filter(|&pi| self.os.procs[pi].alive) {

@@ -109,14 +109,7 @@ fn group_name(base: PageSize, n: u32) -> String {
 /// faults x fault cost + zeroed KiB x zeroing cost + copied KiB x copy cost (+ the smaller
 /// parts below: I/O, PTE replication, hashing, a policy's miss-handler bookkeeping).
 pub fn cycles(e: &Snapshot) -> BTreeMap<String, u64> {
-    let parts = cycle_parts(e);
-    let total: f64 = parts.iter().map(|(_, v)| v).sum();
-    let mut out = BTreeMap::new();
-    for (k, v) in parts {
-        out.insert(k.to_string(), v.round() as u64);
-    }
-    out.insert("cycles.total".to_string(), total.round() as u64);
-    out
+    cycle_map(&e.mmu.machine, &cycle_parts(e))
 }
 
 /// Bytes the flush hashes: every page of every dirty file superpage (`dirty=hash`).
@@ -129,41 +122,137 @@ pub fn cycles_total(e: &Snapshot) -> f64 {
     cycle_parts(e).iter().map(|(_, v)| v).sum()
 }
 
-fn cycle_parts(e: &Snapshot) -> [(&'static str, f64); 10] {
-    let m = &e.mmu.machine;
-    let access = e.accesses as f64 * m.cycles_per_access;
-    let mut tlb = 0.0;
-    for (i, t) in m.tlbs.iter().enumerate() {
-        let hits: u64 = e.mmu.counters[i].hits.iter().sum();
-        tlb += hits as f64 * t.hit_cycles;
+/// Everything the cost model reads from a run, as running totals: the cycles of any stretch of
+/// the run are the model applied to the difference of its ends (`CostInputs::since`), which
+/// is how a measured phase is costed (the overlap model is not linear in the totals).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CostInputs {
+    pub accesses: u64,
+    pub instructions: u64,
+    /// Hits per TLB structure.
+    pub tlb_hits: Vec<u64>,
+    pub walks: u64,
+    pub walk_refs: u64,
+    pub faults: u64,
+    pub zeroed_bytes: u64,
+    pub copied_direct_bytes: u64,
+    pub pte_writes: u64,
+    pub hashed_bytes: u64,
+    pub io_bytes: u64,
+    pub bookkeeping_cycles: u64,
+    /// With data caches: references served per level (then memory), by the program and by
+    /// the walker.
+    pub cache_data: Vec<u64>,
+    pub cache_walk: Vec<u64>,
+}
+
+impl CostInputs {
+    pub fn of(e: &Snapshot) -> CostInputs {
+        use crate::mmu::cache::Requester;
+        let (cache_data, cache_walk) = match &e.mmu.caches {
+            Some(c) => (c.served(Requester::Data), c.served(Requester::Walk)),
+            None => (Vec::new(), Vec::new()),
+        };
+        CostInputs {
+            accesses: e.accesses,
+            instructions: e.instructions,
+            tlb_hits: e.mmu.counters.iter().map(|c| c.hits.iter().sum()).collect(),
+            walks: e.mmu.walk.walks.iter().sum(),
+            walk_refs: e.mmu.walk.refs,
+            faults: e.os.counters.faults + e.os.counters.cow_faults,
+            zeroed_bytes: e.os.counters.zeroed_bytes,
+            // Only copies the program waits for (direct compaction); daemons run on another core.
+            copied_direct_bytes: e.os.compaction.bytes_copied_direct,
+            // PTE replication: every PTE a promotion or demotion rewrites (Navarro et al. §A.2.12).
+            pte_writes: if e.os.features().pte_replication { e.os.promotions.promote_ptes + e.os.promotions.demote_ptes } else { 0 },
+            // Hash digests (navarro:dirty=hash): pages hashed as read, dirty superpages at the flush.
+            hashed_bytes: e.os.files.counters.hashed_bytes + hash_flush_bytes(e),
+            // Swap-ins and direct swap-outs stall the program; kswapd's writes run beside it.
+            io_bytes: e.os.swap.counters.in_bytes + e.os.swap.counters.out_bytes_direct + e.os.counters.file_read_bytes,
+            bookkeeping_cycles: e.os.counters.bookkeeping_cycles,
+            cache_data,
+            cache_walk,
+        }
     }
-    let walks: u64 = e.mmu.walk.walks.iter().sum();
-    let walk = match m.software_handler_cycles {
-        Some(h) => walks as f64 * h,
-        None => e.mmu.walk.refs as f64 * m.walk_ref_cycles,
+
+    /// What happened after `earlier` (an earlier snapshot of the same run).
+    pub fn since(&self, earlier: &CostInputs) -> CostInputs {
+        let sub = |a: &[u64], b: &[u64]| a.iter().zip(b.iter().chain(std::iter::repeat(&0))).map(|(x, y)| x.saturating_sub(*y)).collect();
+        CostInputs {
+            accesses: self.accesses.saturating_sub(earlier.accesses),
+            instructions: self.instructions.saturating_sub(earlier.instructions),
+            tlb_hits: sub(&self.tlb_hits, &earlier.tlb_hits),
+            walks: self.walks.saturating_sub(earlier.walks),
+            walk_refs: self.walk_refs.saturating_sub(earlier.walk_refs),
+            faults: self.faults.saturating_sub(earlier.faults),
+            zeroed_bytes: self.zeroed_bytes.saturating_sub(earlier.zeroed_bytes),
+            copied_direct_bytes: self.copied_direct_bytes.saturating_sub(earlier.copied_direct_bytes),
+            pte_writes: self.pte_writes.saturating_sub(earlier.pte_writes),
+            hashed_bytes: self.hashed_bytes.saturating_sub(earlier.hashed_bytes),
+            io_bytes: self.io_bytes.saturating_sub(earlier.io_bytes),
+            bookkeeping_cycles: self.bookkeeping_cycles.saturating_sub(earlier.bookkeeping_cycles),
+            cache_data: sub(&self.cache_data, &earlier.cache_data),
+            cache_walk: sub(&self.cache_walk, &earlier.cache_walk),
+        }
+    }
+}
+
+fn cycle_parts(e: &Snapshot) -> [(&'static str, f64); 11] {
+    cost_parts(&e.mmu.machine, &CostInputs::of(e))
+}
+
+/// The cost model applied to `i` (see `cycles`). With data caches (the machine's `[cache]`),
+/// data stalls and walk references come from what each level served and the overlap model
+/// (mmu/cache.rs); a nested walk's host references, which do not go through them, cost
+/// `walker.ref_cycles` each.
+pub fn cost_parts(m: &crate::mmu::machine::Machine, i: &CostInputs) -> [(&'static str, f64); 11] {
+    let stalls = m.cache.as_ref().map(|spec| {
+        let lat: Vec<f64> = spec.levels.iter().map(|l| l.cycles).chain(std::iter::once(spec.dram_cycles)).collect();
+        let data_accesses: u64 = i.cache_data.iter().sum();
+        let (d, w) = crate::mmu::cache::stall_cycles(spec, &i.cache_data, &i.cache_walk, &lat, data_accesses, i.instructions, i.walks);
+        (d, w, i.cache_walk.iter().sum::<u64>())
+    });
+    let access = match &m.cache {
+        // With caches, the program's own work: at least its instructions at `ipc`.
+        Some(c) => (i.accesses as f64 * m.cycles_per_access).max(i.instructions as f64 / c.ipc),
+        None => i.accesses as f64 * m.cycles_per_access,
     };
-    let fault = (e.os.counters.faults + e.os.counters.cow_faults) as f64 * m.fault_cycles;
-    let zero = (e.os.counters.zeroed_bytes as f64 / 1024.0) * m.zero_cycles_per_kib;
-    // Only copies the program waits for (direct compaction); daemons run on another core.
-    let copy = (e.os.compaction.bytes_copied_direct as f64 / 1024.0) * m.copy_cycles_per_kib;
-    // Swap-ins and direct swap-outs stall the program; kswapd's writes run beside it.
-    // PTE replication: every PTE a promotion or demotion rewrites (Navarro et al. §A.2.12).
-    let pte = if e.os.features().pte_replication { (e.os.promotions.promote_ptes + e.os.promotions.demote_ptes) as f64 * m.pte_write_cycles } else { 0.0 };
-    // Hash digests (navarro:dirty=hash): pages hashed as read, dirty superpages at the flush.
-    let hash = (e.os.files.counters.hashed_bytes + hash_flush_bytes(e)) as f64 / 1024.0 * m.hash_cycles_per_kib;
-    let io = ((e.os.swap.counters.in_bytes + e.os.swap.counters.out_bytes_direct + e.os.counters.file_read_bytes) as f64 / 1024.0) * m.io_cycles_per_kib;
+    let tlb: f64 = m.tlbs.iter().zip(&i.tlb_hits).map(|(t, &h)| h as f64 * t.hit_cycles).sum();
+    let walk = match (m.software_handler_cycles, stalls) {
+        (Some(h), _) => i.walks as f64 * h,
+        (None, Some((_, w, cached))) => w + i.walk_refs.saturating_sub(cached) as f64 * m.walk_ref_cycles,
+        (None, None) => i.walk_refs as f64 * m.walk_ref_cycles,
+    };
+    let kib = |b: u64| b as f64 / 1024.0;
     [
         ("cycles.access", access),
+        ("cycles.data", stalls.map_or(0.0, |s| s.0)),
         ("cycles.tlb", tlb),
         ("cycles.walk", walk),
-        ("cycles.fault", fault),
-        ("cycles.zero", zero),
-        ("cycles.copy", copy),
-        ("cycles.io", io),
-        ("cycles.pte", pte),
-        ("cycles.hash", hash),
-        ("cycles.bookkeeping", e.os.counters.bookkeeping_cycles as f64),
+        ("cycles.fault", i.faults as f64 * m.fault_cycles),
+        ("cycles.zero", kib(i.zeroed_bytes) * m.zero_cycles_per_kib),
+        ("cycles.copy", kib(i.copied_direct_bytes) * m.copy_cycles_per_kib),
+        ("cycles.io", kib(i.io_bytes) * m.io_cycles_per_kib),
+        ("cycles.pte", i.pte_writes as f64 * m.pte_write_cycles),
+        ("cycles.hash", kib(i.hashed_bytes) * m.hash_cycles_per_kib),
+        ("cycles.bookkeeping", i.bookkeeping_cycles as f64),
     ]
+}
+
+/// The `cycles.*` breakdown of `parts` with its total; `cycles.data` only with data caches.
+pub fn cycle_map(m: &crate::mmu::machine::Machine, parts: &[(&'static str, f64)]) -> BTreeMap<String, u64> {
+    let total: f64 = parts.iter().map(|(_, v)| v).sum();
+    let mut out = BTreeMap::new();
+    for (k, v) in parts {
+        // `cycles.data` exists only in the model with data caches: results of machines without
+        // a `[cache]` section stay byte-identical to what they were before it existed.
+        if *k == "cycles.data" && m.cache.is_none() {
+            continue;
+        }
+        out.insert(k.to_string(), v.round() as u64);
+    }
+    out.insert("cycles.total".to_string(), total.round() as u64);
+    out
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -179,6 +268,11 @@ pub struct Results {
     pub derived: BTreeMap<String, f64>,
     /// Processes killed by the simulated OS: pid and reason.
     pub killed: BTreeMap<String, String>,
+    /// After a phase mark (a zero-length madvise in the trace): the `cycles.*` breakdown,
+    /// accesses, instructions, walks and faults of what followed the last mark. Absent (not
+    /// empty) in runs without one.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub phase: BTreeMap<String, u64>,
     pub series: Vec<Sample>,
 }
 
@@ -318,6 +412,17 @@ impl Results {
         for (k, v) in e.policy.counters() {
             c.insert(format!("policy.{k}"), v);
         }
+        if let Some(caches) = &e.mmu.caches {
+            // What each data-cache level served, by requester (mmu/cache.rs).
+            for l in &caches.levels {
+                for (who, r) in [("data", 0), ("walk", 1)] {
+                    c.insert(format!("cache.{}.{who}.hits", l.name), l.hits[r]);
+                    c.insert(format!("cache.{}.{who}.misses", l.name), l.misses[r]);
+                }
+            }
+            c.insert("cache.dram.data".into(), caches.dram[0]);
+            c.insert("cache.dram.walk".into(), caches.dram[1]);
+        }
         c.extend(cycles(e));
         c.insert("cycles.idle".into(), e.idle_cycles);
 
@@ -362,6 +467,7 @@ impl Results {
             page_size_mix: mix,
             derived: d,
             killed,
+            phase: BTreeMap::new(),
             series: e.series.to_vec(),
         }
     }

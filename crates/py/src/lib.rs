@@ -62,11 +62,41 @@ fn machines() -> PyResult<Vec<(String, String, String)>> {
     Ok(out)
 }
 
+/// A machine preset's TOML source (`host`: as built from this CPU), or None for an unknown name.
+#[pyfunction]
+fn preset_toml(name: &str) -> Option<String> {
+    core::mmu::machine::preset_source(name)
+}
+
+/// The calibrated host machine file from `superpager calibrate`'s measurements (JSON of
+/// `host::CalibrationInput`).
+#[pyfunction]
+fn calibrated_host_toml(input_json: &str) -> PyResult<String> {
+    use superpager_core::mmu::host;
+    let mut c: host::CalibrationInput = serde_json::from_str(input_json).map_err(|e| UsageError::new_err(format!("calibration: {e}")))?;
+    // The host machine as CPUID and sysfs give it, without any earlier calibration.
+    let r = host::detect(&host::NativeCpuid, std::path::Path::new("/sys/devices/system/cpu/cpu0/cache"));
+    if c.cpu.is_empty() {
+        c.cpu = r.model_name.clone();
+    }
+    let template = machine::PRESETS.iter().find(|p| p.0 == "host").expect("host is a preset").1;
+    host::calibrated_toml(&r.machine_toml(template), &c).map_err(|e| UsageError::new_err(format!("calibration: {e}")))
+}
+
+/// The data-cache levels of this CPU as CPUID or sysfs give them (no calibration):
+/// [(name, bytes, ways)].
+#[pyfunction]
+fn host_cache_levels() -> Vec<(String, u64, u32)> {
+    use superpager_core::mmu::host;
+    let r = host::detect(&host::NativeCpuid, std::path::Path::new("/sys/devices/system/cpu/cpu0/cache"));
+    r.data_caches().iter().map(|g| (format!("L{}{}", g.level, if g.level == 1 { "d" } else { "" }), g.bytes, g.ways)).collect()
+}
+
 /// The `host` machine as read from this CPU: ([(item, value, source)], notes).
 #[pyfunction]
 fn host_explain() -> (Vec<(String, String, String)>, Vec<String>) {
     use superpager_core::mmu::host;
-    let r = host::detect(&host::NativeCpuid, std::path::Path::new("/sys/devices/system/cpu/cpu0/cache"));
+    let r = host::detect_here();
     (r.explain(), r.notes)
 }
 
@@ -100,6 +130,24 @@ fn machine_info(py: Python<'_>, spec: &str) -> PyResult<PyObject> {
     d.set_item("page_walk_caches", m.pwc.iter().map(|p| (p.level, p.sets, p.ways)).collect::<Vec<_>>())?;
     d.set_item("nested", m.nested.as_ref().map(|n| n.host_page.to_string()))?;
     d.set_item("coalescing", m.coalescing.to_string_for(&m))?;
+    d.set_item("clock_ghz", m.clock_ghz)?;
+    d.set_item("cycles_per_access", m.cycles_per_access)?;
+    match &m.cache {
+        None => d.set_item("cache", py.None())?,
+        Some(c) => {
+            let x = PyDict::new(py);
+            x.set_item("line_bytes", c.line_bytes)?;
+            x.set_item("levels", c.levels.iter().map(|l| (l.name.clone(), l.bytes, l.ways, l.cycles)).collect::<Vec<_>>())?;
+            x.set_item("dram_cycles", c.dram_cycles)?;
+            x.set_item("mlp", c.mlp)?;
+            x.set_item("walkers", c.walkers)?;
+            x.set_item("rob", c.rob)?;
+            x.set_item("instructions_per_access", c.instructions_per_access)?;
+            x.set_item("ipc", c.ipc)?;
+            x.set_item("dependence", c.dependence)?;
+            d.set_item("cache", x)?;
+        }
+    }
     Ok(d.into())
 }
 
@@ -866,6 +914,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(machines, m)?)?;
     m.add_function(wrap_pyfunction!(machine_info, m)?)?;
     m.add_function(wrap_pyfunction!(host_explain, m)?)?;
+    m.add_function(wrap_pyfunction!(preset_toml, m)?)?;
+    m.add_function(wrap_pyfunction!(calibrated_host_toml, m)?)?;
+    m.add_function(wrap_pyfunction!(host_cache_levels, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(check_policy, m)?)?;
     m.add_function(wrap_pyfunction!(check_output, m)?)?;

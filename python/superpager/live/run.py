@@ -48,23 +48,11 @@ def is_root() -> bool:
 def shim_library() -> Path:
     """The LD_PRELOAD shim, built from shim.c with the system's C compiler on first use (cached
     by the source's hash)."""
-    import hashlib
-    src = Path(__file__).with_name("shim.c")
-    digest = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "superpager" / "live"
-    out = cache / f"shim-{digest}.so"
-    if out.exists():
-        return out
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        raise LiveError("the thp and hugetlb-1g policies need a C compiler to build their shim (make setup installs build-essential)")
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".{os.getpid()}.tmp")
-    r = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(src)], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise LiveError(f"building the shim failed: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
-    os.replace(tmp, out)
-    return out
+    from ..cbuild import BuildError, compiled
+    try:
+        return compiled(Path(__file__).with_name("shim.c"), "live", ["-O2", "-shared", "-fPIC"], suffix=".so")
+    except BuildError as e:
+        raise LiveError(f"the thp and hugetlb-1g policies need their shim: {e}") from None
 
 
 def rollup(pid: int) -> dict[str, int] | None:

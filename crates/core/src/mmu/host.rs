@@ -7,7 +7,9 @@
 //! and the AMD APM vol. 3 (appendix E) define them; `/sys/devices/system/cpu/cpu0/cache` for
 //! caches. A hypervisor may hide leaves (they read as zeros): what CPUID does not give keeps
 //! the static preset's value (machines/host.toml, Zen 3's geometry), and says so.
-//! Caches are reported only: the machine model has no data caches yet.
+//! The data caches CPUID or sysfs gives become the machine's `[cache]` section (mmu/cache.rs);
+//! their latencies come from `superpager calibrate` (a calibration file for this CPU) or are
+//! ESTIMATEs, and the core's out-of-order resources from a table of known cores below.
 //!
 //! CPUID is injected (`Cpuid`), so the decoders are tested on recorded register values.
 
@@ -69,7 +71,182 @@ pub struct HostReport {
     pub tlbs: Vec<TlbGeometry>,
     pub caches: Vec<CacheGeometry>,
     pub notes: Vec<String>,
+    /// Latencies measured by `superpager calibrate` on this CPU (None: ESTIMATEs).
+    pub calibration: Option<Calibration>,
 }
+
+/// What `superpager calibrate` measured: cycles per level of `[cache]` (then memory) and the
+/// clock they were converted with, read back from the machine file it wrote.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Calibration {
+    pub path: String,
+    pub cpu: String,
+    pub date: String,
+    pub clock_ghz: f64,
+    pub level_cycles: Vec<f64>,
+    /// Each level's size as the chase saw it ("" where it kept CPUID's): a virtual machine may
+    /// get a small share of a large shared last-level cache.
+    pub level_sizes: Vec<String>,
+    pub dram_cycles: f64,
+}
+
+/// What `superpager calibrate` hands over to be written as the calibrated host machine.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct CalibrationInput {
+    pub cpu: String,
+    pub date: String,
+    pub method: String,
+    pub clock_ghz: f64,
+    pub level_cycles: Vec<f64>,
+    pub level_sizes: Vec<String>,
+    pub dram_cycles: f64,
+    /// (footprint bytes, "4k" or "2m", ns per step) for every point measured.
+    pub points: Vec<(u64, String, f64)>,
+}
+
+/// The calibrated host machine file: `host_toml` (the host preset as built from CPUID) with the
+/// measured latencies, effective sizes and clock, and a `[calibration]` table saying how.
+pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Result<String, String> {
+    let mut v: toml::Value = toml::from_str(host_toml).map_err(|e| e.to_string())?;
+    let t = v.as_table_mut().ok_or("the host preset is not a table")?;
+    let cache = t.get_mut("cache").and_then(|x| x.as_table_mut()).ok_or("the host machine has no [cache] section: CPUID and sysfs gave no data cache")?;
+    let levels = cache.get_mut("levels").and_then(|x| x.as_array_mut()).ok_or("[cache] has no levels")?;
+    if levels.len() != c.level_cycles.len() {
+        return Err(format!("{} latencies for {} cache levels", c.level_cycles.len(), levels.len()));
+    }
+    for (i, l) in levels.iter_mut().enumerate() {
+        let l = l.as_table_mut().ok_or("a cache level is not a table")?;
+        l.insert("cycles".into(), toml::Value::Float((c.level_cycles[i] * 10.0).round() / 10.0));
+        if let Some(sz) = c.level_sizes.get(i).filter(|s| !s.is_empty()) {
+            l.insert("size".into(), toml::Value::String(sz.clone()));
+        }
+    }
+    cache.insert("dram_cycles".into(), toml::Value::Float((c.dram_cycles * 10.0).round() / 10.0));
+    if let Some(cost) = t.get_mut("cost").and_then(|x| x.as_table_mut()) {
+        cost.insert("clock_ghz".into(), toml::Value::Float(c.clock_ghz));
+    }
+    let mut cal = toml::map::Map::new();
+    cal.insert("cpu".into(), toml::Value::String(c.cpu.clone()));
+    cal.insert("date".into(), toml::Value::String(c.date.clone()));
+    cal.insert("method".into(), toml::Value::String(c.method.clone()));
+    let pts = c
+        .points
+        .iter()
+        .map(|(fp, pages, ns)| {
+            let mut p = toml::map::Map::new();
+            p.insert("footprint".into(), toml::Value::String(Bytes(*fp).to_string()));
+            p.insert("pages".into(), toml::Value::String(pages.clone()));
+            p.insert("ns".into(), toml::Value::Float((ns * 1000.0).round() / 1000.0));
+            toml::Value::Table(p)
+        })
+        .collect();
+    cal.insert("points".into(), toml::Value::Array(pts));
+    t.insert("calibration".into(), toml::Value::Table(cal));
+    t.insert("name".into(), toml::Value::String("host".into()));
+    toml::to_string(&v).map_err(|e| e.to_string())
+}
+
+/// Where `calibrate` writes, and `host` reads, the calibration: $SUPERPAGER_CALIBRATION, else
+/// $XDG_CONFIG_HOME/superpager/host.toml, else ~/.config/superpager/host.toml.
+pub fn calibration_path() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("SUPERPAGER_CALIBRATION") {
+        return Some(p.into());
+    }
+    let base = match std::env::var_os("XDG_CONFIG_HOME") {
+        Some(x) => std::path::PathBuf::from(x),
+        None => std::path::PathBuf::from(std::env::var_os("HOME")?).join(".config"),
+    };
+    Some(base.join("superpager").join("host.toml"))
+}
+
+/// Read a calibration file (a machine TOML with a `[calibration]` table); None if it is absent,
+/// unreadable, or not of this CPU (`cpu` differs from the model name), with a note saying why.
+pub fn read_calibration(path: &std::path::Path, cpu: &str, notes: &mut Vec<String>) -> Option<Calibration> {
+    let src = std::fs::read_to_string(path).ok()?;
+    let shown = path.display();
+    let v: toml::Value = match toml::from_str(&src) {
+        Ok(v) => v,
+        Err(e) => {
+            notes.push(format!("{shown}: not read ({}); latencies are ESTIMATEs", e.message().replace('\n', " ")));
+            return None;
+        }
+    };
+    let cal = v.get("calibration")?;
+    let got = cal.get("cpu").and_then(|c| c.as_str()).unwrap_or_default();
+    if got != cpu {
+        notes.push(format!("{shown} was calibrated on '{got}', not this CPU ('{cpu}'); latencies are ESTIMATEs (run superpager calibrate)"));
+        return None;
+    }
+    let num = |x: &toml::Value| x.as_float().or_else(|| x.as_integer().map(|i| i as f64));
+    let cache = v.get("cache")?;
+    let levels = cache.get("levels")?.as_array()?;
+    let level_cycles: Vec<f64> = levels.iter().filter_map(|l| l.get("cycles").and_then(num)).collect();
+    let level_sizes: Vec<String> = levels.iter().map(|l| l.get("size").and_then(|s| s.as_str()).unwrap_or_default().to_string()).collect();
+    Some(Calibration {
+        path: shown.to_string(),
+        cpu: got.to_string(),
+        date: cal.get("date").and_then(|d| d.as_str()).unwrap_or_default().to_string(),
+        clock_ghz: v.get("cost").and_then(|c| c.get("clock_ghz")).and_then(num).unwrap_or(2.5),
+        level_cycles,
+        level_sizes,
+        dram_cycles: cache.get("dram_cycles").and_then(num)?,
+    })
+}
+
+/// The out-of-order resources the overlap model needs, for the cores we know, with sources.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CoreResources {
+    pub core: &'static str,
+    /// Reorder-buffer entries.
+    pub rob: u32,
+    /// L1D misses in flight (fill buffers / miss address buffers).
+    pub mlp: u32,
+    /// Concurrent hardware page walks.
+    pub walkers: u32,
+    pub source: &'static str,
+}
+
+/// Known cores by (vendor, family, model); unknown ones get ESTIMATEs.
+pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
+    match (vendor, family, model) {
+        // Golden Cove / Raptor Cove server cores: Sapphire Rapids (0x8F), Emerald Rapids (0xCF);
+        // client Alder/Raptor Lake P-cores (0x97, 0x9A, 0xB7, 0xBA, 0xBF).
+        ("GenuineIntel", 6, 0x8F | 0xCF | 0x97 | 0x9A | 0xB7 | 0xBA | 0xBF) => CoreResources {
+            core: "Golden Cove / Raptor Cove",
+            rob: 512,
+            mlp: 16,
+            walkers: 4,
+            source: "Intel Architecture Day 2021 (Golden Cove: 512-entry ROB, 4 page walkers); Intel 64 and IA-32 Optimization Reference Manual, Golden Cove (16 L1D fill buffers)",
+        },
+        // Skylake / Cascade Lake / Ice Lake server and client.
+        ("GenuineIntel", 6, 0x55 | 0x4E | 0x5E | 0x8E | 0x9E | 0x6A | 0x6C | 0x7E) => CoreResources {
+            core: "Skylake family",
+            rob: 224,
+            mlp: 12,
+            walkers: 2,
+            source: "Intel Optimization Reference Manual, Skylake microarchitecture (224-entry ROB, 12 fill buffers, 2 page walks in parallel)",
+        },
+        ("AuthenticAMD", 0x19, _) => CoreResources {
+            core: "Zen 3 / Zen 4",
+            rob: 256,
+            mlp: 24,
+            walkers: 6,
+            source: "AMD Software Optimization Guide for Family 19h (256-entry retire queue on Zen 3, 6 page table walkers); 24 outstanding L1D misses: ESTIMATE",
+        },
+        ("AuthenticAMD", 0x1A, _) => CoreResources {
+            core: "Zen 5",
+            rob: 448,
+            mlp: 24,
+            walkers: 6,
+            source: "AMD Software Optimization Guide for Family 1Ah (448-entry retire queue); L1D misses in flight and page walkers: ESTIMATE, as Zen 3/4",
+        },
+        _ => CoreResources { core: "unknown core", rob: 256, mlp: 12, walkers: 2, source: "ESTIMATE: no entry for this core in mmu/host.rs" },
+    }
+}
+
+/// Latencies in cycles when no calibration exists: ESTIMATEs of a current server core
+/// (L1 5, L2 16, L3 70, DRAM 300), replaced by `superpager calibrate`'s measurements.
+const ESTIMATED_LATENCY: [f64; 4] = [5.0, 16.0, 70.0, 300.0];
 
 fn vendor(c: &dyn Cpuid) -> String {
     let r = c.query(0, 0);
@@ -288,7 +465,54 @@ pub fn detect(c: &dyn Cpuid, sysfs_cache: &std::path::Path) -> HostReport {
     if caches.is_empty() {
         caches = sysfs_caches(sysfs_cache);
     }
-    HostReport { vendor: v, family, model, model_name: model_name(c), tlbs, caches, notes }
+    HostReport { vendor: v, family, model, model_name: model_name(c), tlbs, caches, notes, calibration: None }
+}
+
+/// This machine as `host` describes it: `detect` on this CPU, with the calibration file
+/// (`calibration_path`) when one was made on it.
+pub fn detect_here() -> HostReport {
+    let mut r = detect(&NativeCpuid, std::path::Path::new("/sys/devices/system/cpu/cpu0/cache"));
+    r.calibration = calibration_path().and_then(|p| read_calibration(&p, &r.model_name, &mut r.notes));
+    r
+}
+
+impl HostReport {
+    /// The data caches the model uses: data and unified levels, in order.
+    pub fn data_caches(&self) -> Vec<&CacheGeometry> {
+        let mut v: Vec<&CacheGeometry> = self.caches.iter().filter(|c| c.kind != "Instruction").collect();
+        v.sort_by_key(|c| c.level);
+        v
+    }
+
+    /// The `[cache]` section: geometry from CPUID/sysfs, latencies calibrated or estimated,
+    /// out-of-order resources from `core_resources`. None when no data cache was found.
+    pub fn cache_toml(&self) -> Option<toml::Value> {
+        let caches = self.data_caches();
+        if caches.is_empty() {
+            return None;
+        }
+        let cal = self.calibration.as_ref().filter(|c| c.level_cycles.len() == caches.len());
+        let mut levels = Vec::new();
+        for (i, g) in caches.iter().enumerate() {
+            let cycles = cal.map_or(ESTIMATED_LATENCY[i.min(2)], |c| c.level_cycles[i]);
+            let mut e = toml::map::Map::new();
+            e.insert("name".into(), toml::Value::String(format!("L{}{}", g.level, if g.level == 1 { "d" } else { "" })));
+            let size = cal.and_then(|c| c.level_sizes.get(i)).filter(|s| !s.is_empty()).cloned().unwrap_or_else(|| Bytes(g.bytes).to_string());
+            e.insert("size".into(), toml::Value::String(size));
+            e.insert("ways".into(), toml::Value::Integer(g.ways as i64));
+            e.insert("cycles".into(), toml::Value::Float(cycles));
+            levels.push(toml::Value::Table(e));
+        }
+        let r = core_resources(&self.vendor, self.family, self.model);
+        let mut t = toml::map::Map::new();
+        t.insert("line_bytes".into(), toml::Value::Integer(caches[0].line as i64));
+        t.insert("levels".into(), toml::Value::Array(levels));
+        t.insert("dram_cycles".into(), toml::Value::Float(cal.map_or(ESTIMATED_LATENCY[3], |c| c.dram_cycles)));
+        t.insert("mlp".into(), toml::Value::Integer(r.mlp as i64));
+        t.insert("walkers".into(), toml::Value::Integer(r.walkers as i64));
+        t.insert("rob".into(), toml::Value::Integer(r.rob as i64));
+        Some(toml::Value::Table(t))
+    }
 }
 
 impl HostReport {
@@ -321,6 +545,12 @@ impl HostReport {
             }
             t.insert("tlb".into(), toml::Value::Array(list));
         }
+        if let Some(c) = self.cache_toml() {
+            t.insert("cache".into(), c);
+        }
+        if let (Some(cal), Some(cost)) = (&self.calibration, t.get_mut("cost").and_then(|c| c.as_table_mut())) {
+            cost.insert("clock_ghz".into(), toml::Value::Float(cal.clock_ghz));
+        }
         toml::to_string(&v).expect("serialises")
     }
 
@@ -339,6 +569,34 @@ impl HostReport {
                 format!("L{} {} cache", c.level, c.kind.to_lowercase()),
                 format!("{}, {}-way, {}-byte lines, {} sets", Bytes(c.bytes), c.ways, c.line, c.sets),
                 c.source.clone(),
+            ));
+        }
+        let n = self.data_caches().len();
+        let cal = self.calibration.as_ref().filter(|c| c.level_cycles.len() == n);
+        for (i, c) in self.data_caches().iter().enumerate() {
+            let (v, src) = match cal {
+                Some(k) => (k.level_cycles[i], format!("measured by superpager calibrate on {} ({})", k.date, k.path)),
+                None => (ESTIMATED_LATENCY[i.min(2)], "ESTIMATE (run superpager calibrate)".to_string()),
+            };
+            out.push((format!("L{} latency", c.level), format!("{v:.1} cycles"), src.clone()));
+            if let Some(sz) = cal.and_then(|k| k.level_sizes.get(i)).filter(|s| !s.is_empty() && **s != Bytes(c.bytes).to_string()) {
+                out.push((format!("L{} size seen", c.level), sz.clone(), format!("{src}: the chase slows beyond it (CPUID says {})", Bytes(c.bytes))));
+            }
+        }
+        if n > 0 {
+            let (v, src) = match cal {
+                Some(k) => (k.dram_cycles, format!("measured by superpager calibrate on {} ({})", k.date, k.path)),
+                None => (ESTIMATED_LATENCY[3], "ESTIMATE (run superpager calibrate)".to_string()),
+            };
+            out.push(("memory latency".to_string(), format!("{v:.1} cycles"), src));
+            if let Some(k) = cal {
+                out.push(("clock".to_string(), format!("{:.2} GHz", k.clock_ghz), format!("as calibrate converted its timings ({})", k.path)));
+            }
+            let r = core_resources(&self.vendor, self.family, self.model);
+            out.push((
+                format!("out-of-order resources ({})", r.core),
+                format!("ROB {}, {} L1D misses in flight, {} page walkers", r.rob, r.mlp, r.walkers),
+                r.source.to_string(),
             ));
         }
         out

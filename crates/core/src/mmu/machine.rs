@@ -2,6 +2,7 @@
 //! Loaded from TOML (presets ship in `crates/core/src/machines/`, each constant with its source).
 //! Every error names the file and the key.
 
+use super::cache::{CacheLevelSpec, CacheSpec};
 use super::tlb::Replacement;
 use crate::error::{Error, Result};
 use crate::units::PageSize;
@@ -156,6 +157,8 @@ pub struct Machine {
     /// Hashing a KiB with SHA-1 (Navarro et al.'s hash-digest write-back choice).
     pub hash_cycles_per_kib: f64,
     pub coalescing: Coalescing,
+    /// Data caches and the overlap model; None keeps the one-cycle-per-access model.
+    pub cache: Option<CacheSpec>,
     pub seed: u64,
     /// Where this machine came from (preset name or file path).
     pub origin: String,
@@ -173,8 +176,110 @@ struct MachineFile {
     walker: WalkerFile,
     cost: CostFile,
     coalescing: Option<CoalescingFile>,
+    cache: Option<CacheFile>,
+    /// Where a calibrated machine's latencies came from (`superpager calibrate` writes it:
+    /// cpu, date, method); not used by the model.
+    #[allow(dead_code)]
+    calibration: Option<toml::Value>,
     #[serde(default)]
     seed: u64,
+}
+
+/// `[cache]`: data caches and the overlap model (mmu/cache.rs, docs/RUNTIME_MODEL.md).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CacheFile {
+    #[serde(default = "line64")]
+    line_bytes: u32,
+    levels: Vec<CacheLevelFile>,
+    dram_cycles: f64,
+    mlp: f64,
+    walkers: f64,
+    rob: f64,
+    #[serde(default = "four")]
+    instructions_per_access: f64,
+    #[serde(default = "two")]
+    ipc: f64,
+    #[serde(default)]
+    dependence: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CacheLevelFile {
+    name: String,
+    size: String,
+    ways: u32,
+    cycles: f64,
+}
+
+fn line64() -> u32 {
+    64
+}
+fn four() -> f64 {
+    4.0
+}
+/// ESTIMATE: a sustained 2 instructions per cycle for the program's own work.
+fn two() -> f64 {
+    2.0
+}
+
+/// Check `[cache]`: every level a power-of-two number of sets, latencies non-decreasing.
+fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)> {
+    let bad = |k: &str, m: String| (format!("cache.{k}"), m);
+    if !c.line_bytes.is_power_of_two() || !(8..=4096).contains(&c.line_bytes) {
+        return Err(bad("line_bytes", format!("{} is not a power of two from 8 to 4096", c.line_bytes)));
+    }
+    if c.levels.is_empty() || c.levels.len() > 4 {
+        return Err(bad("levels", "between 1 and 4 levels".into()));
+    }
+    let mut levels = Vec::new();
+    let mut prev = 0.0f64;
+    for (i, l) in c.levels.iter().enumerate() {
+        let k = |f: &str| format!("levels[{i}].{f}");
+        let bytes = crate::units::Bytes::parse(&l.size).map_err(|m| bad(&k("size"), m))?.0;
+        let lines = bytes / c.line_bytes as u64;
+        if l.ways == 0 || lines == 0 || !lines.is_multiple_of(l.ways as u64) {
+            return Err(bad(&k("ways"), format!("{} of {}-byte lines does not divide into {} ways", l.size, c.line_bytes, l.ways)));
+        }
+        if lines > 1 << 26 {
+            return Err(bad(&k("size"), format!("{} is more than 2^26 lines: not a cache this model can hold", l.size)));
+        }
+        if l.ways > 64 {
+            return Err(bad(&k("ways"), format!("at most 64 ways, not {}", l.ways)));
+        }
+        #[allow(clippy::neg_cmp_op_on_partial_ord)]
+        if !(l.cycles >= prev) || !l.cycles.is_finite() {
+            return Err(bad(&k("cycles"), format!("{} must be a number no smaller than the level above's ({prev})", l.cycles)));
+        }
+        prev = l.cycles;
+        levels.push(CacheLevelSpec { name: l.name.clone(), bytes, ways: l.ways, cycles: l.cycles });
+    }
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
+    if !(c.dram_cycles >= prev) || !c.dram_cycles.is_finite() || c.dram_cycles > MAX_COST_CYCLES {
+        return Err(bad("dram_cycles", format!("{} must be a number no smaller than the last level's ({prev})", c.dram_cycles)));
+    }
+    for (k, v) in [("mlp", c.mlp), ("walkers", c.walkers), ("rob", c.rob), ("instructions_per_access", c.instructions_per_access), ("ipc", c.ipc)] {
+        #[allow(clippy::neg_cmp_op_on_partial_ord)]
+        if !(v >= 1.0) || !v.is_finite() || v > 1e6 {
+            return Err(bad(k, format!("must be a number from 1 to 1e6, not {v}")));
+        }
+    }
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
+    if !(0.0..=1.0).contains(&c.dependence) {
+        return Err(bad("dependence", format!("a fraction from 0 to 1, not {}", c.dependence)));
+    }
+    Ok(CacheSpec {
+        line_bytes: c.line_bytes,
+        levels,
+        dram_cycles: c.dram_cycles,
+        mlp: c.mlp,
+        walkers: c.walkers,
+        rob: c.rob,
+        instructions_per_access: c.instructions_per_access,
+        ipc: c.ipc,
+        dependence: c.dependence,
+    })
 }
 
 #[derive(Deserialize)]
@@ -340,8 +445,7 @@ pub const MAX_CLOCK_GHZ: f64 = 100.0;
 pub fn preset_source(name: &str) -> Option<String> {
     let (_, src) = PRESETS.iter().find(|p| p.0 == name)?;
     if name == "host" {
-        let r = super::host::detect(&super::host::NativeCpuid, std::path::Path::new("/sys/devices/system/cpu/cpu0/cache"));
-        return Some(r.machine_toml(src));
+        return Some(super::host::detect_here().machine_toml(src));
     }
     Some(src.to_string())
 }
@@ -376,7 +480,9 @@ impl Machine {
     /// `+nested` or `+nested=HOSTPAGE` (a page size, or `guest`, the default): the same
     /// machine running a guest under a hypervisor whose page tables have as many levels as
     /// the guest's; `+nocoalesce`: the same machine with PTE coalescing turned off (to measure
-    /// what coalescing gives); `+base=SIZE`: the same machine with another base page.
+    /// what coalescing gives); `+base=SIZE`: the same machine with another base page;
+    /// `+nocache`: without its data caches (the one-cycle-per-access model); `+dependence=F`:
+    /// the fraction of the program's misses on a dependent chain (docs/RUNTIME_MODEL.md).
     pub fn load(spec: &str) -> Result<Machine> {
         let mut parts = spec.split('+');
         let name = parts.next().unwrap_or_default();
@@ -391,6 +497,18 @@ impl Machine {
             any = true;
             if suffix.starts_with("base=") {
                 // Applied to the machine's file above.
+            } else if suffix == "nocache" {
+                if m.cache.take().is_none() {
+                    return Err(Error::usage(format!("machine '{spec}': {name} has no [cache] section, so +nocache changes nothing")));
+                }
+            } else if let Some(v) = suffix.strip_prefix("dependence=") {
+                let Some(c) = m.cache.as_mut() else {
+                    return Err(Error::usage(format!("machine '{spec}': +dependence needs a machine with a [cache] section ({name} has none)")));
+                };
+                match v.parse::<f64>() {
+                    Ok(d) if (0.0..=1.0).contains(&d) => c.dependence = d,
+                    _ => return Err(Error::usage(format!("machine '{spec}': +dependence={v}: a fraction from 0 to 1"))),
+                }
             } else if suffix == "nocoalesce" {
                 if m.coalescing == Coalescing::None {
                     return Err(Error::usage(format!("machine '{spec}': {name} does not coalesce PTEs, so +nocoalesce changes nothing")));
@@ -414,7 +532,7 @@ impl Machine {
             Some(("nested", h)) => h,
             _ => {
                 return Err(Error::usage(format!(
-                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +nocoalesce or +base=SIZE"
+                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +nocoalesce, +base=SIZE, +nocache or +dependence=F"
                 )))
             }
         };
@@ -662,6 +780,10 @@ impl Machine {
             pte_write_cycles: f.cost.pte_write_cycles.unwrap_or(w.ref_cycles),
             hash_cycles_per_kib: f.cost.hash_cycles_per_kib.unwrap_or(20.0 * 1024.0),
             coalescing,
+            cache: match &f.cache {
+                None => None,
+                Some(c) => Some(cache_spec(c).map_err(|(k, m)| cfg(&k, m))?),
+            },
             seed: f.seed,
             origin: file.to_string(),
         })

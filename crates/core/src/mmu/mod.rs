@@ -9,6 +9,7 @@
 //! filled. Misses are therefore attributed only to structures that could have held the
 //! translation.
 
+pub mod cache;
 pub mod host;
 pub mod machine;
 pub mod tlb;
@@ -102,6 +103,11 @@ pub struct Mmu {
     /// it; it never holds more than the structures' entries plus those shot down since.
     pub track_evictions: bool,
     pub evictions: Vec<(u8, u64)>,
+    /// The page-table levels the last walk read, (first, leaf): with data caches, the engine
+    /// sends those entries' physical addresses through them (guest levels only when nested).
+    pub last_walk: (u8, u8),
+    /// Data caches (the machine's `[cache]`), None for machines without one.
+    pub caches: Option<cache::Caches>,
 }
 
 /// Not a last-level structure: its evictions are not reported.
@@ -216,6 +222,8 @@ impl Mmu {
             stream_group,
             track_evictions: false,
             evictions: Vec::new(),
+            last_walk: (0, 0),
+            caches: machine.cache.as_ref().map(cache::Caches::new),
             probes,
             holders,
             machine,
@@ -244,7 +252,7 @@ impl Mmu {
         let mut found = None;
         'outer: for p in self.probes[stream].iter() {
             let mut m = p.holds & live;
-            if m & (m - 1) != 0 && tlbs[p.tlb].sets == 1 {
+            if m & m.wrapping_sub(1) != 0 && tlbs[p.tlb].sets == 1 {
                 // Several live sizes in one fully associative structure: one pass for all.
                 let mut by_size: [u64; tlb::TAG_SIZES] = std::array::from_fn(tlb::no_tag);
                 while m != 0 {
@@ -443,6 +451,7 @@ impl Mmu {
             self.walk.pwc_misses += 1;
         }
         let guest = (start - leaf + 1) as u64;
+        self.last_walk = (start, leaf);
         match self.nested_host_refs {
             None => guest,
             // Each guest reference (and the final guest-physical address) is itself translated

@@ -213,6 +213,57 @@ impl PageTable {
         (e & PRESENT != 0 && e & LEAF != 0).then(|| self.translation(e, va))
     }
 
+    /// The physical address `va` maps to, if mapped (the region cache first, as `size_at`).
+    #[inline]
+    pub fn paddr(&self, va: u64) -> Option<u64> {
+        let e = match self.cached_last_level(va) {
+            Some(node) => self.nodes[self.slot(node, self.index(va, 1))],
+            None => match self.descend(va) {
+                Descent::Absent => return None,
+                Descent::Leaf(e) => e,
+                Descent::LastLevel(node) => self.nodes[self.slot(node, self.index(va, 1))],
+            },
+        };
+        if e & PRESENT == 0 || e & LEAF == 0 {
+            return None;
+        }
+        let t = self.translation(e, va);
+        Some((t.pfn.0 << self.base.shift()) + (va - t.start))
+    }
+
+    /// Physical addresses of the entries a walk of `va` reads from level `first` down to
+    /// `leaf`, in the walk's order, into `out`; returns how many. Fewer when the walk ends
+    /// early (nothing mapped, a leaf above `leaf`) or a node has no frame yet. Entries are 8
+    /// bytes (x86-64, AArch64 and Alpha PTEs all are).
+    pub fn entry_addrs(&self, va: u64, first: u8, leaf: u8, out: &mut [u64; 8]) -> usize {
+        if va >= self.limit {
+            return 0;
+        }
+        let shift = self.base.shift();
+        let (mut node, mut level, mut n) = (0usize, self.levels, 0usize);
+        loop {
+            let idx = self.index(va, level);
+            if level <= first && level >= leaf && n < out.len() {
+                let f = self.node_frame[node];
+                if f == NO_FRAME {
+                    break;
+                }
+                out[n] = (f << shift) + idx as u64 * 8;
+                n += 1;
+            }
+            if level <= leaf || level == 1 {
+                break;
+            }
+            let e = self.nodes[self.slot(node, idx)];
+            if e & PRESENT == 0 || e & LEAF != 0 {
+                break;
+            }
+            node = (e >> PAYLOAD_SHIFT) as usize;
+            level -= 1;
+        }
+        n
+    }
+
     /// The size index of the page mapping `va`, if any: `lookup` without reading the
     /// last-level entry when the node's leaf bitmap and summary answer (it holds one size).
     #[inline]

@@ -1,0 +1,276 @@
+//! Data caches (issue 24): set-associative, LRU, physically indexed levels through which the
+//! program's data accesses and the page walker's references go.
+//!
+//! Structure and invariants:
+//! - A level is `sets x ways` lines of `line_bytes`; a set's tags are kept in recency order
+//!   (slot 0 most recent), `EMPTY` slots only at the tail. A line is in at most one slot of
+//!   its set.
+//! - An access probes the levels in order; the first that holds the line serves it, and every
+//!   level before it is filled (the line moves to slot 0, the last slot's line is evicted).
+//!   Levels are neither inclusive nor exclusive: an eviction from one level changes no other
+//!   (the "fill on the way, no back-invalidation" hierarchy pycachesim builds with
+//!   `load_from`, which tests/test_cache_vs_pycachesim.py checks exactly).
+//! - Writes are handled as reads (write-allocate); write-backs of dirty lines are not traffic
+//!   here. Instruction fetches do not go through these caches.
+//!
+//! What a level served, split by requester (the program, or the page walker), is all the
+//! cost model needs: stats::cache_cycles turns the counts into stall cycles with the overlap
+//! model (docs/RUNTIME_MODEL.md). The hot path allocates nothing.
+
+/// An empty slot (no physical line has this number: lines are addresses >> 6 at least).
+const EMPTY: u64 = u64::MAX;
+
+/// Who made a reference: the program (a load or store) or the page walker (a table entry).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Requester {
+    Data = 0,
+    Walk = 1,
+}
+
+/// One cache level as a machine file describes it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheLevelSpec {
+    pub name: String,
+    pub bytes: u64,
+    pub ways: u32,
+    /// Load-to-use latency of a hit here, in cycles.
+    pub cycles: f64,
+}
+
+/// A machine's `[cache]` section.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheSpec {
+    pub line_bytes: u32,
+    pub levels: Vec<CacheLevelSpec>,
+    /// Latency of a reference no level holds (DRAM), in cycles.
+    pub dram_cycles: f64,
+    /// Most independent data misses in flight at once (L1D miss-status registers / fill buffers).
+    pub mlp: f64,
+    /// Page walks in flight at once (the hardware page walkers).
+    pub walkers: f64,
+    /// Instructions the out-of-order window holds (reorder buffer entries).
+    pub rob: f64,
+    /// Instructions per data access to assume when the trace counts no instructions.
+    pub instructions_per_access: f64,
+    /// Instructions per cycle when nothing stalls: the program's own work is at least
+    /// instructions / ipc cycles (`cycles.access`).
+    pub ipc: f64,
+    /// Fraction of misses on a chain of dependent loads (a property of the program:
+    /// `+dependence=F` sets it; 0 = all independent).
+    pub dependence: f64,
+}
+
+pub struct CacheLevel {
+    pub name: String,
+    sets: usize,
+    ways: usize,
+    /// sets - 1 when the sets are a power of two, else 0 (`set_of` takes the modulo).
+    set_mask: u64,
+    tags: Vec<u64>,
+    /// Hits by requester.
+    pub hits: [u64; 2],
+    pub misses: [u64; 2],
+}
+
+impl CacheLevel {
+    fn new(spec: &CacheLevelSpec, line_bytes: u32) -> CacheLevel {
+        let lines = (spec.bytes / line_bytes as u64).max(1) as usize;
+        let ways = (spec.ways as usize).clamp(1, lines);
+        let sets = lines / ways;
+        let set_mask = if sets.is_power_of_two() { sets as u64 - 1 } else { 0 };
+        CacheLevel { name: spec.name.clone(), sets, ways, set_mask, tags: vec![EMPTY; sets * ways], hits: [0; 2], misses: [0; 2] }
+    }
+
+    /// The set `line` maps to: its low bits, or the line number modulo the sets when they are
+    /// not a power of two (a last-level cache of 260MiB in 20 ways has 212,992 sets).
+    #[inline(always)]
+    fn set_of(&self, line: u64) -> usize {
+        if self.set_mask != 0 || self.sets == 1 {
+            (line & self.set_mask) as usize
+        } else {
+            (line % self.sets as u64) as usize
+        }
+    }
+
+    /// Probe for `line`; on a hit move it to the front of its set. Returns whether it hit.
+    #[inline(always)]
+    fn probe(&mut self, line: u64) -> bool {
+        let base = self.set_of(line) * self.ways;
+        let set = &mut self.tags[base..base + self.ways];
+        match set.iter().position(|&t| t == line) {
+            Some(p) => {
+                set[..=p].rotate_right(1);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Put `line` (known absent) at the front of its set, evicting the least recent.
+    #[inline(always)]
+    fn fill(&mut self, line: u64) {
+        let base = self.set_of(line) * self.ways;
+        let set = &mut self.tags[base..base + self.ways];
+        set.rotate_right(1);
+        set[0] = line;
+    }
+
+    pub fn sets(&self) -> usize {
+        self.sets
+    }
+}
+
+pub struct Caches {
+    pub spec: CacheSpec,
+    line_shift: u32,
+    pub levels: Vec<CacheLevel>,
+    /// References no level held, by requester.
+    pub dram: [u64; 2],
+}
+
+impl Caches {
+    pub fn new(spec: &CacheSpec) -> Caches {
+        let levels = spec.levels.iter().map(|l| CacheLevel::new(l, spec.line_bytes)).collect();
+        Caches { spec: spec.clone(), line_shift: spec.line_bytes.trailing_zeros(), levels, dram: [0; 2] }
+    }
+
+    /// One reference to physical address `pa`. Returns the index of the level that served it
+    /// (`levels.len()` = memory).
+    #[inline]
+    pub fn access(&mut self, pa: u64, who: Requester) -> usize {
+        let line = pa >> self.line_shift;
+        let r = who as usize;
+        let n = self.levels.len();
+        let mut served = n;
+        for (i, l) in self.levels.iter_mut().enumerate() {
+            if l.probe(line) {
+                l.hits[r] += 1;
+                served = i;
+                break;
+            }
+            l.misses[r] += 1;
+        }
+        if served == n {
+            self.dram[r] += 1;
+        }
+        for l in &mut self.levels[..served] {
+            l.fill(line);
+        }
+        served
+    }
+
+    /// `n` more references that hit the first level (a same-page run the trace collapsed:
+    /// its line addresses are gone, so they count as first-level hits; docs/RUNTIME_MODEL.md).
+    #[inline(always)]
+    pub fn first_level_hits(&mut self, n: u64) {
+        if let Some(l) = self.levels.first_mut() {
+            l.hits[0] += n;
+        }
+    }
+
+    /// References served by each level (then memory), for one requester.
+    pub fn served(&self, who: Requester) -> Vec<u64> {
+        let r = who as usize;
+        self.levels.iter().map(|l| l.hits[r]).chain(std::iter::once(self.dram[r])).collect()
+    }
+
+    /// Latency of each level (then memory).
+    pub fn latencies(&self) -> Vec<f64> {
+        self.spec.levels.iter().map(|l| l.cycles).chain(std::iter::once(self.spec.dram_cycles)).collect()
+    }
+}
+
+/// Stall cycles the caches add, from what each level served (the overlap model of
+/// docs/RUNTIME_MODEL.md). `data[i]`/`walk[i]`: references served by level i (the last entry:
+/// memory); `lat[i]`: their latencies. `accesses`, `instructions`: of the run (instructions 0:
+/// unknown). Returns (data stall, walk stall).
+///
+/// - A data reference that hits the first level costs nothing beyond `cycles_per_access` (the
+///   pipeline hides an L1 hit); one served by level i stalls `lat[i] - lat[0]`.
+/// - A walk reference costs its full latency: a walk's references are a dependent chain.
+/// - Independent misses overlap. How many are in flight is what the window holds: the accesses
+///   in `rob` instructions times the fraction of them that miss, at least 1 and at most `mlp`
+///   (walks: at most `walkers`). A fraction `dependence` of misses is on a dependent chain and
+///   overlaps with nothing.
+pub fn stall_cycles(spec: &CacheSpec, data: &[u64], walk: &[u64], lat: &[f64], accesses: u64, instructions: u64, walks: u64) -> (f64, f64) {
+    if accesses == 0 {
+        return (0.0, 0.0);
+    }
+    let ipa = if instructions > 0 { instructions as f64 / accesses as f64 } else { spec.instructions_per_access };
+    let window = spec.rob / ipa.max(1e-9); // accesses the window holds
+    let data_misses: u64 = data[1..].iter().sum();
+    let in_flight = |events: f64, cap: f64| (window * events / accesses as f64).clamp(1.0, cap.max(1.0));
+    let d = spec.dependence.clamp(0.0, 1.0);
+    let share = |overlap: f64| d + (1.0 - d) / overlap;
+    let data_raw: f64 = data.iter().zip(lat).skip(1).map(|(&n, &l)| n as f64 * (l - lat[0]).max(0.0)).sum();
+    let walk_raw: f64 = walk.iter().zip(lat).map(|(&n, &l)| n as f64 * l).sum();
+    (data_raw * share(in_flight(data_misses as f64, spec.mlp)), walk_raw * share(in_flight(walks as f64, spec.walkers)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(levels: &[(u64, u32)]) -> CacheSpec {
+        CacheSpec {
+            line_bytes: 64,
+            levels: levels
+                .iter()
+                .enumerate()
+                .map(|(i, &(bytes, ways))| CacheLevelSpec { name: format!("L{}", i + 1), bytes, ways, cycles: [4.0, 14.0, 50.0][i] })
+                .collect(),
+            dram_cycles: 200.0,
+            mlp: 10.0,
+            walkers: 2.0,
+            rob: 200.0,
+            instructions_per_access: 4.0,
+            ipc: 2.0,
+            dependence: 0.0,
+        }
+    }
+
+    #[test]
+    fn lru_evicts_the_least_recent_line_of_a_set() {
+        // One set of 2 ways: lines a, b fill it; touching a makes b the victim of c.
+        let mut c = Caches::new(&spec(&[(128, 2)]));
+        for pa in [0u64, 64, 0, 128] {
+            c.access(pa, Requester::Data);
+        }
+        assert_eq!(c.access(0, Requester::Data), 0, "a was kept");
+        assert_eq!(c.access(64, Requester::Data), 1, "b was evicted");
+    }
+
+    #[test]
+    fn a_miss_fills_every_level_before_the_one_that_served_it() {
+        let mut c = Caches::new(&spec(&[(128, 2), (1024, 4)]));
+        assert_eq!(c.access(0x1000, Requester::Walk), 2);
+        assert_eq!(c.access(0x1000, Requester::Walk), 0);
+        // Evict it from L1 (one set of 2 ways) only.
+        c.access(0x2000, Requester::Data);
+        c.access(0x3000, Requester::Data);
+        assert_eq!(c.access(0x1000, Requester::Walk), 1, "still in L2");
+        assert_eq!(c.served(Requester::Walk), vec![1, 1, 1]);
+        assert_eq!(c.served(Requester::Data), vec![0, 0, 2]);
+    }
+
+    #[test]
+    fn stall_overlaps_independent_misses_up_to_the_window_and_mlp() {
+        let s = spec(&[(1 << 15, 8), (1 << 20, 16)]);
+        let lat = [4.0, 14.0, 200.0];
+        // 1000 accesses, 4000 instructions: the 200-instruction window holds 50 accesses.
+        // 100 of them went to memory (10% miss): 5 in flight, so each costs (200-4)/5.
+        let (d, w) = stall_cycles(&s, &[900, 0, 100], &[0, 0, 0], &lat, 1000, 4000, 0);
+        assert!((d - 100.0 * 196.0 / 5.0).abs() < 1e-9, "{d}");
+        assert_eq!(w, 0.0);
+        // Every access misses: 50 in flight, capped at mlp = 10.
+        let (d, _) = stall_cycles(&s, &[0, 0, 1000], &[0, 0, 0], &lat, 1000, 4000, 0);
+        assert!((d - 1000.0 * 196.0 / 10.0).abs() < 1e-9, "{d}");
+        // A pointer chase: nothing overlaps.
+        let chase = CacheSpec { dependence: 1.0, ..s.clone() };
+        let (d, _) = stall_cycles(&chase, &[0, 0, 1000], &[0, 0, 0], &lat, 1000, 4000, 0);
+        assert!((d - 1000.0 * 196.0).abs() < 1e-9, "{d}");
+        // Walks: 1000 walks of one reference served by L2 (14 cycles each), 2 walkers.
+        let (_, w) = stall_cycles(&s, &[1000, 0, 0], &[0, 1000, 0], &lat, 1000, 4000, 1000);
+        assert!((w - 1000.0 * 14.0 / 2.0).abs() < 1e-9, "{w}");
+    }
+}

@@ -1,0 +1,145 @@
+"""CLI of the runtime model: `superpager predict` and `superpager calibrate`
+(docs/RUNTIME_MODEL.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from . import _core
+from .fmt import table
+
+PREDICT_EPILOG = """\
+The model (docs/RUNTIME_MODEL.md): the machine's TLBs and page walker as in simulate, plus data
+caches through which the program's accesses and the walker's page-table references go by
+physical address, and an overlap model (independent misses overlap up to the core's window and
+miss buffers; a dependent chain does not). On a machine without a [cache] section (the presets
+other than host), or with MACHINE+nocache, it is the old linear model.
+
+The time covers what follows the trace's phase mark (a zero-length madvise, which the workloads
+issue when their access phase starts), else the whole run. Columns, in seconds at the machine's
+clock: work (the program's own instructions), data (data-cache stalls), walk (TLB misses: walks
+and second-level TLB hits), faults, zeroing, copying (promotion copies the program waits for);
+daemon_copy_mib is what daemons copied on another core (not charged).
+
+examples:
+  superpager calibrate                                   # once per machine: measure latencies
+  superpager predict gups.spt --policies base,fixed:2MiB
+  superpager predict chase.spt --dependence 1            # a pointer chase: misses serialize
+  superpager predict prog.spt --machine host --policies base,linux-thp,navarro --linear
+"""
+
+CALIBRATE_EPILOG = """\
+Runs a dependent pointer chase (model/chase.c, compiled on first use) over footprints from 16KiB
+to --largest, on 2MB and on 4KB pages, and takes each cache level's latency, memory's latency and
+the sizes the levels are seen to hold. Writes a machine TOML: the host preset (geometry from
+CPUID) with the measured numbers and a [calibration] table saying how they were measured. The
+host machine reads it from then on (superpager machines host --explain shows it), as long as it
+was made on this CPU. Takes about a minute; nothing else should run meanwhile.
+
+examples:
+  superpager calibrate
+  superpager calibrate --out mybox.toml && superpager predict t.spt --machine mybox.toml
+"""
+
+
+def cmd_predict(a) -> int:
+    from .model.predict import predict
+    machine = a.machine
+    if a.dependence is not None:
+        machine = f"{machine}+dependence={a.dependence}"
+    policies = [p for p in _split(a.policies)]
+    if not policies:
+        raise _core.UsageError(f"--policies '{a.policies}' names no policy (e.g. --policies base,fixed:2MiB)")
+    rows = predict(a.trace, machine, policies, memory=a.memory)
+    linear = None
+    if a.linear:
+        info = _core.machine_info(a.machine)
+        if info.get("cache") is None:
+            raise _core.UsageError(f"--linear: machine '{a.machine}' has no [cache] section, so its model is already the linear one")
+        linear = predict(a.trace, f"{a.machine}+nocache", policies, memory=a.memory)
+        for r, l in zip(rows, linear):
+            r["linear_seconds"] = l["seconds"]
+            r["linear_speedup"] = l["speedup"]
+    if a.json:
+        print(json.dumps(rows, indent=2, sort_keys=True))
+        return 0
+    cols = ["policy", "seconds", "speedup", "work", "data", "walk", "faults", "zeroing", "copying", "daemon_copy_mib"]
+    if linear:
+        cols += ["linear_seconds", "linear_speedup"]
+    body = [[r["policy"]] + [f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in cols[1:]] for r in rows]
+    print(f"machine {rows[0]['machine']}, {rows[0]['scope']}")
+    print(table(body, cols))
+    return 0
+
+
+def _split(spec: str) -> list[str]:
+    from .cli import split_policies
+    return split_policies(spec)
+
+
+def cmd_calibrate(a) -> int:
+    import sys
+    from .cbuild import BuildError
+    from .model.calibrate import CalibrateError, calibrate
+    from .model.calibrate import footprints as fps
+    from .fmt import human_bytes
+    from .workloads import parse_size
+    out = Path(a.out) if a.out else default_calibration_path()
+    largest = parse_size(a.largest)
+
+    def progress(done, total, what):
+        if sys.stderr.isatty():
+            print(f"\r[{done}/{total}] {what}      ", end="", file=sys.stderr, flush=True)
+
+    try:
+        r = calibrate(out, largest=largest, steps=a.steps, repeats=a.repeats, progress=progress)
+    except (CalibrateError, BuildError) as e:
+        raise _core.UsageError(f"calibrate: {e}") from None
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    if a.json:
+        print(json.dumps(r, indent=2))
+        return 0
+    info = _core.machine_info(str(out))
+    rows = [[name, f"{c:.1f}", r["level_sizes"][i] and human_bytes(int(r["level_sizes"][i])) or "as CPUID"] for i, (name, _b, _w, c) in enumerate(info["cache"]["levels"])]
+    rows.append(["memory", f"{r['dram_cycles']:.1f}", ""])
+    print(table(rows, ["level", "cycles", "size seen"]))
+    print(f"clock {r['clock_ghz']} GHz; {len(fps(largest)) * 2} points")
+    walk = {(fp, pg): ns for fp, pg, ns in r["points"]}
+    big = max(fp for fp, _ in walk)
+    if (big, "4k") in walk:
+        print(f"a 4KB-page chase over {human_bytes(big)} takes {walk[(big, '4k')]:.1f} ns a step, {walk[(big, '2m')]:.1f} on 2MB pages")
+    print(f"wrote {out}")
+    return 0
+
+
+def default_calibration_path() -> Path:
+    import os
+    if os.environ.get("SUPERPAGER_CALIBRATION"):
+        return Path(os.environ["SUPERPAGER_CALIBRATION"])
+    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return base / "superpager" / "host.toml"
+
+
+def add_parsers(sub, raw) -> None:
+    p = sub.add_parser("predict", help="predicted run time and speedup of policies for a program, from its trace",
+                       formatter_class=raw, epilog=PREDICT_EPILOG)
+    p.add_argument("trace")
+    p.add_argument("--machine", default="host", help="machine (default: host, this CPU with its data caches)")
+    p.add_argument("--policies", default="base,fixed:2MiB", help="comma-separated policies; speedups are over the first (default: base,fixed:2MiB)")
+    p.add_argument("--dependence", type=float, metavar="F",
+                   help="fraction of the program's misses on a chain of dependent loads (1 for a pointer chase; default: the machine's, 0)")
+    p.add_argument("--memory", default="64GiB", help="simulated physical memory (default: 64GiB)")
+    p.add_argument("--linear", action="store_true", help="also show the old linear model's prediction (MACHINE+nocache)")
+    p.add_argument("--json", action="store_true", help="print a JSON list, one object per policy")
+    p.set_defaults(fn=cmd_predict)
+
+    c = sub.add_parser("calibrate", help="measure this machine's cache and memory latencies for the runtime model",
+                       formatter_class=raw, epilog=CALIBRATE_EPILOG)
+    c.add_argument("--out", help="machine TOML to write (default: $SUPERPAGER_CALIBRATION, else ~/.config/superpager/host.toml, which host reads)")
+    c.add_argument("--largest", default="1GiB", help="largest chase footprint (default: 1GiB; memory's latency is taken there)")
+    c.add_argument("--steps", type=int, default=2_000_000, help="chase steps per point (default: 2000000)")
+    c.add_argument("--repeats", type=int, default=3, help="runs per point; the median is kept (default: 3)")
+    c.add_argument("--json", action="store_true", help="print the measurements as JSON")
+    c.set_defaults(fn=cmd_calibrate)

@@ -1,0 +1,130 @@
+"""`superpager calibrate`: measure the latencies the runtime model needs on this machine.
+
+Method (docs/RUNTIME_MODEL.md): a dependent pointer chase (chase.c) over a random cycle of
+64-byte lines, at footprints from 16KiB up, on 2MB pages (so the TLB stays out of the way)
+and, for the report, on 4KB pages. Each point is the median of `repeats` runs. A level's
+latency is the chase's time at a footprint well inside it and beyond the level above (a
+quarter of its size, at least four times the level above); memory's is the time at the
+largest footprint. A level whose chase slows to memory's latency before its CPUID size (a
+virtual machine's share of a shared last-level cache) is given the size it was seen to hold.
+Times become cycles at the clock /proc/cpuinfo reports.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import statistics
+import subprocess
+from pathlib import Path
+
+from .. import _core
+from ..cbuild import compiled
+
+
+class CalibrateError(Exception):
+    pass
+
+
+def chase_binary() -> Path:
+    return compiled(Path(__file__).with_name("chase.c"), "model", ["-O2"])
+
+
+def chase(binary: Path, footprint: int, pages: str, steps: int, seed: int) -> tuple[float, int]:
+    """ns per step and the 2MB-page bytes the chase ran on."""
+    r = subprocess.run([str(binary), str(footprint), pages, str(steps), str(seed)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise CalibrateError(f"the chase at {footprint} bytes on {pages} pages failed: {r.stderr.strip() or r.returncode}")
+    f = dict(kv.split("=") for kv in r.stdout.split())
+    return float(f["ns_per_step"]), int(f["huge_bytes"])
+
+
+def clock_ghz() -> float:
+    """The clock /proc/cpuinfo reports (cpu MHz of the first CPU), else 2.5 (ESTIMATE)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu MHz"):
+                return round(float(line.split(":")[1]) / 1000.0, 3)
+    except OSError:
+        pass
+    return 2.5
+
+
+def footprints(largest: int) -> list[int]:
+    out, f = [], 16 << 10
+    while f <= largest:
+        out.append(f)
+        f *= 2
+    return out
+
+
+def measure(largest: int = 1 << 30, steps: int = 2_000_000, repeats: int = 3, pages=("2m", "4k"), progress=None) -> list[tuple[int, str, float]]:
+    """(footprint, pages, median ns per step) for every footprint and page size."""
+    b = chase_binary()
+    pts = []
+    fps = footprints(largest)
+    total = len(fps) * len(pages)
+    done = 0
+    for pg in pages:
+        for fp in fps:
+            ns = statistics.median(chase(b, fp, pg, steps, seed)[0] for seed in range(1, repeats + 1))
+            pts.append((fp, pg, ns))
+            done += 1
+            if progress:
+                progress(done, total, f"{pg} pages, {fp >> 10} KiB: {ns:.1f} ns")
+    return pts
+
+
+def fit(points: list[tuple[int, str, float]], levels: list[tuple[str, int, int, float]], clock: float, line: int = 64) -> dict:
+    """Latencies (cycles) per level and memory, and the sizes the chase saw, from the 2MB
+    points. `levels`: (name, bytes, ways, cycles) of the host's `[cache]`."""
+    huge = sorted((fp, ns) for fp, pg, ns in points if pg == "2m")
+    if not huge:
+        raise CalibrateError("no 2MB-page points measured")
+    dram = huge[-1][1]
+    lat, sizes = [], []
+    prev = 0
+    for _name, size, ways, _ in levels:
+        inside = [ns for fp, ns in huge if fp <= size // 4 and fp >= 4 * prev] or [ns for fp, ns in huge if fp <= size // 2 and fp > prev]
+        if not inside:
+            inside = [min(ns for fp, ns in huge if fp > prev)] if any(fp > prev for fp, _ in huge) else [dram]
+        ns = min(inside)
+        lat.append(ns)
+        # The largest footprint this level still serves at well under memory's latency.
+        seen = [fp for fp, t in huge if fp > prev and t < (ns + dram) / 2]
+        eff = max(seen) if seen else size
+        if eff < size // 2:
+            sets = max(1, eff // line // ways)
+            sizes.append(str(sets * ways * line))
+        else:
+            sizes.append("")
+        prev = size if eff >= size // 2 else eff
+    cyc = [round(x * clock, 2) for x in lat]
+    for i in range(1, len(cyc)):  # a level is never faster than the one above it
+        cyc[i] = max(cyc[i], cyc[i - 1])
+    return {"level_cycles": cyc, "level_sizes": sizes, "dram_cycles": max(round(dram * clock, 2), cyc[-1])}
+
+
+def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats: int = 3, progress=None) -> dict:
+    """Measure, fit, and write the calibrated host machine to `out`. Returns what was written."""
+    levels = [(name, size, ways, 0.0) for name, size, ways in _core.host_cache_levels()]
+    if not levels:
+        raise CalibrateError("the host machine has no data caches (CPUID and sysfs gave none), so there is nothing to calibrate")
+    clock = clock_ghz()
+    pts = measure(largest, steps, repeats, progress=progress)
+    f = fit(pts, levels, clock)
+    inp = {
+        "cpu": "",  # this CPU's model name, filled in by the core
+        "date": datetime.date.today().isoformat(),
+        "method": "dependent pointer chase over a random cycle of 64-byte lines (model/chase.c), 2MB pages, "
+                  f"median of {repeats}, {steps} steps per point; clock from /proc/cpuinfo ({clock} GHz)",
+        "clock_ghz": clock,
+        "points": [[fp, pg, ns] for fp, pg, ns in pts],
+        **f,
+    }
+    text = _core.calibrated_host_toml(json.dumps(inp))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(out)
+    return inp

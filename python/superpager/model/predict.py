@@ -1,0 +1,56 @@
+"""`superpager predict`: the run time of a program under each policy, from a trace, with the
+runtime model of docs/RUNTIME_MODEL.md (data caches, page-walk references through them, and
+the overlap of independent misses), and the speedup of each policy over the first.
+
+The time is the simulated cycles at the machine's clock. When the trace carries a phase mark
+(a zero-length madvise, as the workloads issue between set-up and their access phase), the
+prediction is of what follows the mark, which is what `superpager run` and the workloads time.
+"""
+
+from __future__ import annotations
+
+from .. import api
+
+#: The breakdown columns: (column, the cycles.* keys it sums). Daemon work (background copies
+#: and zeroing) runs on another core and is reported in `daemon_copy_mib`, not charged.
+PARTS = (
+    ("work", ("cycles.access",)),
+    ("data", ("cycles.data",)),
+    ("walk", ("cycles.walk", "cycles.tlb")),
+    ("faults", ("cycles.fault", "cycles.io")),
+    ("zeroing", ("cycles.zero",)),
+    ("copying", ("cycles.copy", "cycles.pte")),
+    ("other", ("cycles.bookkeeping", "cycles.hash")),
+)
+
+
+def prediction(r: api.Result, clock_ghz: float) -> dict:
+    """One policy's predicted time and breakdown (seconds), from its results."""
+    src = r.phase if r.phase else r.counters
+    total = src["cycles.total"]
+    row = {
+        "policy": r.policy,
+        "machine": r.machine,
+        "scope": "phase" if r.phase else "whole run",
+        "cycles": total,
+        "seconds": total / (clock_ghz * 1e9),
+        "accesses": src.get("accesses", r.counters["accesses"]),
+        "walks": src.get("walks", sum(v for k, v in r.counters.items() if k.startswith("walks."))),
+        "daemon_copy_mib": r.counters.get("copy.bytes_background", 0) / 2**20,
+    }
+    for col, keys in PARTS:
+        row[col] = sum(src.get(k, 0) for k in keys) / (clock_ghz * 1e9)
+    return row
+
+
+def predict(trace: str, machine: str, policies: list[str], memory: str = "64GiB", progress: bool | None = None) -> list[dict]:
+    """Predicted time of each policy on `machine`, with `speedup` over the first policy."""
+    from .. import _core
+
+    clock = _core.machine_info(machine)["clock_ghz"]
+    rs = api.compare(trace, [machine], policies, memory=memory, progress=progress)
+    rows = [prediction(r, clock) for r in rs]
+    first = rows[0]["seconds"]
+    for row in rows:
+        row["speedup"] = first / row["seconds"] if row["seconds"] > 0 else float("nan")
+    return rows
