@@ -415,6 +415,9 @@ def _bench(a) -> int:
         from . import bench_capture
 
         return bench_capture.main(a)
+    if a.model:
+        from . import bench_model
+        return bench_model.main(a)
     if a.live:
         from . import bench_live
 
@@ -712,6 +715,9 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="measure throughput against pycachesim (writes a markdown report)")
     b.add_argument("--os", action="store_true", help="instead: the OS model at scale (64GiB prelude time, 384GiB host RSS)")
     b.add_argument("--capture", action="store_true", help="instead: capture speed (vs native and lackey) and trace bytes per access")
+    b.add_argument("--model", action="store_true", help="instead: the runtime model's predicted 2MB-page speedups against measured ones on this machine (root; docs/RUNTIME_MODEL.md)")
+    b.add_argument("--model-sizes", metavar="MIB,...", help="with --model: table sizes in MiB (default 64,256,1024)")
+    b.add_argument("--model-programs", metavar="NAME,...", help="with --model: programs of model_access.c (default rand,gups,chase,bsearch,btree,hashjoin,stream)")
     b.add_argument("--live", action="store_true", help="instead: real programs' access-phase speedup under the live policies on this machine (root; docs/LIVE.md)")
     b.add_argument("--live-sizes", metavar="MIB,...", help="with --live: table sizes in MiB (default 128,512,1024,4096, plus gups with holes at 1024 and a long gups at 4096)")
     b.add_argument("--live-programs", metavar="NAME,...", help="with --live: programs (default gups,chase,bsearch)")

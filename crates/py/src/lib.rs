@@ -83,6 +83,33 @@ fn calibrated_host_toml(input_json: &str) -> PyResult<String> {
     host::calibrated_toml(&r.machine_toml(template), &c).map_err(|e| UsageError::new_err(format!("calibration: {e}")))
 }
 
+/// Run physical addresses through a cache hierarchy of `levels` [(bytes, ways)] with `line`-byte
+/// lines (mmu/cache.rs): per level (then memory), the references it served. For checking the
+/// cache model against an independent simulator.
+#[pyfunction]
+fn cache_served(levels: Vec<(u64, u32)>, line: u32, addrs: Vec<u64>) -> PyResult<Vec<u64>> {
+    use superpager_core::mmu::cache::{CacheLevelSpec, CacheSpec, Caches, Requester};
+    if !line.is_power_of_two() || levels.iter().any(|&(b, w)| w == 0 || b < line as u64 || !(b / line as u64).is_multiple_of(w as u64)) {
+        return Err(UsageError::new_err("cache_served: each level's lines must divide into its ways, and line be a power of two"));
+    }
+    let spec = CacheSpec {
+        line_bytes: line,
+        levels: levels.iter().enumerate().map(|(i, &(bytes, ways))| CacheLevelSpec { name: format!("L{}", i + 1), bytes, ways, cycles: 0.0 }).collect(),
+        dram_cycles: 0.0,
+        mlp: 1.0,
+        walkers: 1.0,
+        rob: 1.0,
+        instructions_per_access: 1.0,
+        ipc: 1.0,
+        dependence: 0.0,
+    };
+    let mut c = Caches::new(&spec);
+    for a in addrs {
+        c.access(a, Requester::Data);
+    }
+    Ok(c.served(Requester::Data))
+}
+
 /// The data-cache levels of this CPU as CPUID or sysfs give them (no calibration):
 /// [(name, bytes, ways)].
 #[pyfunction]
@@ -917,6 +944,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(preset_toml, m)?)?;
     m.add_function(wrap_pyfunction!(calibrated_host_toml, m)?)?;
     m.add_function(wrap_pyfunction!(host_cache_levels, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_served, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(check_policy, m)?)?;
     m.add_function(wrap_pyfunction!(check_output, m)?)?;

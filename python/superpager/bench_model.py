@@ -1,0 +1,114 @@
+"""`superpager bench --model`: the runtime model against this machine (issue 24,
+docs/RUNTIME_MODEL.md). For each program of workloads/model_access.c and each size: the measured
+access-phase speedup of 2MB pages (`superpager run --policy thp`) over 4KB pages (`base`),
+medians of alternating runs, beside the speedup `predict` gives from a capture of the same
+program (its phase mark starts the costed part), with the runtime model (host) and with the old
+linear model (host+nocache).
+
+Which programs chase dependent loads is marked here from their code, not fitted: a pointer chase,
+a binary search and a B-tree descent issue each load from the one before (dependence 1); random
+reads, GUPS, a hash join's probes and a sweep issue independent loads (dependence 0)."""
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import sys
+import tempfile
+
+START = "<!-- bench --model: start -->"
+END = "<!-- bench --model: end -->"
+PROGRAMS = ["rand", "gups", "chase", "bsearch", "btree", "hashjoin", "stream"]
+DEPENDENCE = {"rand": 0.0, "gups": 0.0, "chase": 1.0, "bsearch": 1.0, "btree": 1.0, "hashjoin": 0.0, "stream": 0.0}
+SIZES_MIB = [64, 256, 1024]
+TOLERANCE = 0.15
+
+
+def measure(exe: str, program: str, mib: int, policy: str) -> float:
+    from . import live
+    with tempfile.TemporaryFile("w+") as out:
+        rep = live.run([exe, program, str(mib)], policy, quiet=True, stdout=out)
+        out.seek(0)
+        text = out.read()
+    if rep.exit_status != 0:
+        raise RuntimeError(f"bench --model: {program} {mib}MiB under {policy} exited with {rep.exit_status}: {text.strip()[-200:]}")
+    return float(dict(re.findall(r"(\w+)=(\S+)", text))["access_s"])
+
+
+def predicted(trace: str, program: str) -> tuple[float, float, float]:
+    """(model speedup, linear speedup, model base seconds) of fixed:2MiB over base."""
+    from .model.predict import predict
+    dep = DEPENDENCE[program]
+    m = predict(trace, f"host+dependence={dep}", ["base", "fixed:2MiB"])
+    lin = predict(trace, "host+nocache", ["base", "fixed:2MiB"])
+    if m[0]["scope"] != "phase":
+        raise RuntimeError(f"bench --model: the capture of {program} has no phase mark")
+    return m[1]["speedup"], lin[1]["speedup"], m[0]["seconds"]
+
+
+def main(a) -> int:
+    from . import workloads
+    from .live.run import thp_mode
+
+    def say(m: str) -> None:
+        print(f"bench --model: {m}", file=sys.stderr, flush=True)
+
+    if thp_mode() in (None, "never"):
+        print("superpager: error: bench --model needs transparent huge pages", file=sys.stderr)
+        return 2
+    exe = str(workloads.build("model_access"))
+    sizes = [int(s) for s in a.model_sizes.split(",")] if a.model_sizes else SIZES_MIB
+    programs = a.model_programs.split(",") if a.model_programs else PROGRAMS
+    bad = [p for p in programs if p not in PROGRAMS]
+    if bad:
+        print(f"superpager: error: bench --model: unknown program(s) {', '.join(bad)} (one of {', '.join(PROGRAMS)})", file=sys.stderr)
+        return 2
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="superpager-model-") as tmp:
+        for program in programs:
+            for mib in sizes:
+                base: list[float] = []
+                thp: list[float] = []
+                for rnd in range(a.repeats):
+                    order = ["base", "thp"] if rnd % 2 == 0 else ["thp", "base"]
+                    for pol in order:
+                        (base if pol == "base" else thp).append(measure(exe, program, mib, pol))
+                trace = os.path.join(tmp, f"{program}-{mib}.spt")
+                _capture(exe, program, mib, trace)
+                ms, ls, base_pred = predicted(trace, program)
+                os.unlink(trace)
+                speed = [b / t for b, t in zip(base, thp)]
+                rows.append((program, mib, statistics.median(base), statistics.median(thp), statistics.median(speed), min(speed), max(speed), ms, ls, base_pred))
+                say(f"{program} {mib}MiB: measured {rows[-1][4]:.3f}x, model {ms:.3f}x, linear {ls:.3f}x")
+    report = render(rows, a.repeats)
+    if a.out:
+        from .bench_capture import write_section
+        write_section(a.out, report, START, END)
+        say(f"wrote {a.out}")
+    print(report)
+    return 0
+
+
+def _capture(exe: str, program: str, mib: int, trace: str) -> None:
+    import subprocess
+    from .capture import capture
+    capture([exe, program, str(mib)], trace, stdout=subprocess.DEVNULL)
+
+
+def render(rows, repeats: int) -> str:
+    from .bench_live import cpu_model
+    out = [f"Measured on {cpu_model()}; access-phase speedup of 2MB pages (thp) over 4KB pages (base), median of {repeats} "
+           "alternating pairs, with the range of the pairs' ratios; predictions from one capture each (`superpager predict "
+           "--policies base,fixed:2MiB`), the runtime model on the calibrated `host` and the linear model on `host+nocache`. "
+           f"Error = prediction / measurement - 1; within ±{TOLERANCE:.0%} is marked ok.", "",
+           "| program | size | base s | thp s | measured | range | model | error | linear | error | model base s |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    ok = 0
+    for program, mib, b, t, s, lo, hi, ms, ls, bp in rows:
+        e, le = ms / s - 1, ls / s - 1
+        ok += abs(e) <= TOLERANCE
+        mark = "ok" if abs(e) <= TOLERANCE else "**miss**"
+        out.append(f"| {program} | {mib}MiB | {b:.3f} | {t:.3f} | {s:.3f}x | {lo:.2f}–{hi:.2f} | {ms:.3f}x | {e:+.1%} {mark} | {ls:.2f}x | {le:+.0%} | {bp:.3f} |")
+    out += ["", f"Within ±{TOLERANCE:.0%}: {ok} of {len(rows)} (model); linear model: "
+            f"{sum(abs(r[8] / r[4] - 1) <= TOLERANCE for r in rows)} of {len(rows)}."]
+    return "\n".join(out)

@@ -1,0 +1,155 @@
+"""The runtime model (issue 24, docs/RUNTIME_MODEL.md): data caches in the machine model, phase
+marks, predict and calibrate. The cache model's exactness is in test_cache_vs_pycachesim.py and
+the overlap model's hand-worked example in mmu/cache.rs's unit tests."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import superpager as sp
+from superpager import _core
+from superpager.model.calibrate import fit
+
+
+def text_trace(tmp_path, body: str, name="t") -> str:
+    src = tmp_path / f"{name}.txt"
+    src.write_text("ctx 1 1\n" + body.strip() + "\nexit 0\n")
+    out = str(tmp_path / f"{name}.spt")
+    sp.trace_import(str(src), "text", out, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def gups(tmp_path_factory):
+    p = str(tmp_path_factory.mktemp("rm") / "gups.spt")
+    sp.gen("gups", p, size="256MiB", accesses=200_000)
+    return p
+
+
+def test_machines_without_caches_report_what_they_did_before(gups):
+    r = sp.simulate(gups, machine="skylake", policy="base")
+    assert not any(k.startswith("cache.") for k in r.counters)
+    assert "cycles.data" not in r.counters
+    n = sp.simulate(gups, machine="host+nocache", policy="base")
+    assert "cycles.data" not in n.counters and not any(k.startswith("cache.") for k in n.counters)
+    # The linear model: every walk reference costs ref_cycles.
+    info = _core.machine_info("host+nocache")
+    assert n["cycles.walk"] == round(n["walk.refs"] * info["walk_ref_cycles"])
+
+
+def test_host_sends_data_and_walk_references_through_its_caches(gups):
+    r = sp.simulate(gups, machine="host", policy="base")
+    levels = [name for name, *_ in _core.machine_info("host")["cache"]["levels"]]
+    walk = sum(r[f"cache.{lv}.walk.hits"] for lv in levels) + r["cache.dram.walk"]
+    assert walk == r["walk.refs"], "every walk reference went through the caches"
+    data = sum(r[f"cache.{lv}.data.hits"] for lv in levels) + r["cache.dram.data"]
+    assert data == r["accesses"], "every data access did (no collapsed runs in a generated trace)"
+    assert r["cycles.data"] > 0
+    # A level only sees what the one above missed.
+    for up, down in zip(levels, levels[1:]):
+        assert r[f"cache.{up}.data.misses"] == r[f"cache.{down}.data.hits"] + r[f"cache.{down}.data.misses"]
+    # 2MB pages: far fewer walk references, the same data references.
+    h = sp.simulate(gups, machine="host", policy="fixed:2MiB")
+    assert h["walk.refs"] < r["walk.refs"] / 20
+    assert sum(h[f"cache.{lv}.data.hits"] for lv in levels) + h["cache.dram.data"] == h["accesses"]
+
+
+def test_dependence_serializes_misses(gups):
+    free = sp.simulate(gups, machine="host+dependence=0", policy="base")
+    chain = sp.simulate(gups, machine="host+dependence=1", policy="base")
+    assert chain["cycles.data"] > 3 * free["cycles.data"]
+    assert chain["cache.dram.data"] == free["cache.dram.data"], "dependence changes cost, not what the caches did"
+
+
+@pytest.mark.parametrize("spec,want", [
+    ("skylake+dependence=0.5", "[cache]"),
+    ("host+dependence=2", "fraction"),
+    ("skylake+nocache", "no [cache]"),
+])
+def test_modifier_errors_name_the_spec(spec, want):
+    with pytest.raises(_core.SuperpagerError) as e:
+        _core.machine_info(spec)
+    assert want in str(e.value) and spec in str(e.value) and "\n" not in str(e.value)
+
+
+def test_bad_cache_sections_name_the_key(tmp_path):
+    src = _core.preset_toml("skylake")
+    good = src + '\n[cache]\nlevels = [{ name = "L1d", size = "32KiB", ways = 8, cycles = 4 }]\ndram_cycles = 200\nmlp = 10\nwalkers = 2\nrob = 224\n'
+    p = tmp_path / "m.toml"
+    p.write_text(good)
+    assert _core.machine_info(str(p))["cache"]["levels"][0][1] == 32768
+    for bad, key in [
+        (good.replace('"32KiB", ways = 8', '"32KiB", ways = 7'), "cache.levels[0].ways"),
+        (good.replace("dram_cycles = 200", "dram_cycles = 2"), "cache.dram_cycles"),
+        (good.replace("mlp = 10", "mlp = 0"), "cache.mlp"),
+        (good.replace('size = "32KiB"', 'size = "32Q"'), "cache.levels[0].size"),
+    ]:
+        p.write_text(bad)
+        with pytest.raises(_core.SuperpagerError) as e:
+            _core.machine_info(str(p))
+        assert key in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_a_phase_mark_costs_what_follows_it(tmp_path):
+    body = "mmap 0x7f0000000000 0x4000000 rw- private|anonymous -1 0x0\n"
+    body += "".join(f"S 0x{0x7f0000000000 + i * 4096:x} 8\n" for i in range(2000))
+    body += "madvise 0x7f0000000000 0x0 0\n"
+    body += "".join(f"L 0x{0x7f0000000000 + (i * 7919 % 2000) * 4096:x} 8\n" for i in range(3000))
+    t = text_trace(tmp_path, body)
+    r = sp.simulate(t, machine="host", policy="base")
+    assert r.phase["accesses"] == 3000
+    assert r.phase["faults"] == 0, "the faults were all before the mark"
+    assert 0 < r.phase["cycles.total"] < r["cycles.total"]
+    assert r.phase["cycles.fault"] == 0
+    # Without a mark: no phase.
+    u = sp.simulate(text_trace(tmp_path, body.replace("madvise 0x7f0000000000 0x0 0\n", ""), "u"), machine="host", policy="base")
+    assert u.phase == {} and "phase" not in u.to_dict()
+
+
+def test_predict_prints_speedups_and_the_linear_model(gups, cli):
+    code, out, err = cli("predict", gups, "--policies", "base,fixed:2MiB", "--linear", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [r["policy"] for r in rows] == ["base", "fixed:2MiB"]
+    assert rows[0]["speedup"] == 1.0
+    assert 1.0 < rows[1]["speedup"] < rows[1]["linear_speedup"], rows
+    assert rows[0]["seconds"] == pytest.approx(sum(rows[0][c] for c in ("work", "data", "walk", "faults", "zeroing", "copying", "other")), rel=1e-6)
+    code, out, err = cli("predict", gups, "--machine", "skylake", "--linear")
+    assert code == 2 and "already the linear one" in err and "Traceback" not in err
+
+
+def test_calibrate_fit_reads_latencies_and_the_size_a_level_holds():
+    # A machine whose L3 (32MiB by CPUID) is seen to hold only 4MiB: beyond it, memory's time.
+    levels = [("L1d", 32 << 10, 8, 0.0), ("L2", 1 << 20, 16, 0.0), ("L3", 32 << 20, 16, 0.0)]
+    pts = []
+    for fp in [16 << 10 << k for k in range(17)]:
+        ns = 2.0 if fp <= 16 << 10 else 6.0 if fp <= 512 << 10 else 30.0 if fp <= 4 << 20 else 100.0
+        pts += [(fp, "2m", ns), (fp, "4k", ns * 1.3)]
+    f = fit(pts, levels, clock=2.0)
+    assert f["level_cycles"] == [4.0, 12.0, 60.0]
+    assert f["dram_cycles"] == 200.0
+    assert f["level_sizes"][:2] == ["", ""]
+    assert int(f["level_sizes"][2]) == 4 << 20
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="needs Linux /proc")
+def test_calibrate_writes_a_machine_host_then_reads(tmp_path):
+    if not _core.host_cache_levels():
+        pytest.skip("CPUID and sysfs give no data caches here")
+    out = tmp_path / "host.toml"
+    env = dict(os.environ, SUPERPAGER_CALIBRATION=str(out))
+    p = subprocess.run([sys.executable, "-m", "superpager.cli", "calibrate", "--largest", "16MiB", "--steps", "20000", "--repeats", "1"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert str(out) in p.stdout
+    info = _core.machine_info(str(out))
+    cyc = [c for *_, c in info["cache"]["levels"]]
+    assert all(c > 0 for c in cyc) and cyc == sorted(cyc)
+    assert info["cache"]["dram_cycles"] >= cyc[-1]
+    p = subprocess.run([sys.executable, "-m", "superpager.cli", "machines", "host", "--explain", "--json"], capture_output=True, text=True, env=env)
+    items = json.loads(p.stdout)["items"]
+    lat = [i for i in items if i["item"].endswith("latency")]
+    assert lat and all("measured by superpager calibrate" in i["source"] for i in lat), lat
