@@ -266,6 +266,13 @@ def cmd_machines(a) -> int:
                      + (f", nested (2D), host pages {info['nested']}" if info["nested"] else ""))
         print(f"  walker: {walk}; page-walk caches (level, sets, ways): {info['page_walk_caches'] or 'none'}")
         print(f"  coalescing: {info['coalescing']}")
+        c = info["cache"]
+        if c is None:
+            print("  data caches: none (the linear cost model; docs/RUNTIME_MODEL.md)")
+        else:
+            lv = ", ".join(f"{n} {human_bytes(b)} {w}-way {cyc:g} cyc" for n, b, w, cyc in c["levels"])
+            print(f"  data caches: {lv}; memory {c['dram_cycles']:g} cyc; {c['mlp']:g} misses and {c['walkers']:g} walks in flight, "
+                  f"ROB {c['rob']:g}, dependence {c['dependence']:g}; clock {info['clock_ghz']:g} GHz")
         return 0
     ms = _core.machines()
     if a.json:
@@ -716,8 +723,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--os", action="store_true", help="instead: the OS model at scale (64GiB prelude time, 384GiB host RSS)")
     b.add_argument("--capture", action="store_true", help="instead: capture speed (vs native and lackey) and trace bytes per access")
     b.add_argument("--model", action="store_true", help="instead: the runtime model's predicted 2MB-page speedups against measured ones on this machine (root; docs/RUNTIME_MODEL.md)")
-    b.add_argument("--model-sizes", metavar="MIB,...", help="with --model: table sizes in MiB (default 64,256,1024)")
-    b.add_argument("--model-programs", metavar="NAME,...", help="with --model: programs of model_access.c (default rand,gups,chase,bsearch,btree,hashjoin,stream)")
+    b.add_argument("--model-sizes", metavar="MIB,...", help="with --model: table sizes in MiB (default 64,256,1024,4096; python3-dict stops at 1024)")
+    b.add_argument("--model-programs", metavar="NAME,...", help="with --model: programs (default rand,gups,chase,bsearch,btree,hashjoin,stream of model_access.c, and python3-dict, Debian's python3 on model_dict.py)")
     b.add_argument("--live", action="store_true", help="instead: real programs' access-phase speedup under the live policies on this machine (root; docs/LIVE.md)")
     b.add_argument("--live-sizes", metavar="MIB,...", help="with --live: table sizes in MiB (default 128,512,1024,4096, plus gups with holes at 1024 and a long gups at 4096)")
     b.add_argument("--live-programs", metavar="NAME,...", help="with --live: programs (default gups,chase,bsearch)")
