@@ -12,14 +12,7 @@ import pytest
 import superpager as sp
 from superpager import _core
 from superpager.model.calibrate import fit
-
-
-def text_trace(tmp_path, body: str, name="t") -> str:
-    src = tmp_path / f"{name}.txt"
-    src.write_text("ctx 1 1\n" + body.strip() + "\nexit 0\n")
-    out = str(tmp_path / f"{name}.spt")
-    sp.trace_import(str(src), "text", out, progress=False)
-    return out
+from test_hardening import text_trace  # one text-trace helper for the tests
 
 
 @pytest.fixture(scope="module")

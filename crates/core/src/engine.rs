@@ -311,7 +311,13 @@ impl Engine {
             return unsafe { self.run_accesses_wide(acc) };
         }
         // SAFETY: WIDE = false takes no AVX2 path.
-        unsafe { self.run_accesses_body::<false>(acc) }
+        unsafe {
+            if self.mmu.caches.is_some() {
+                self.run_accesses_body::<false, true>(acc)
+            } else {
+                self.run_accesses_body::<false, false>(acc)
+            }
+        }
     }
 
     /// The same loop compiled for AVX2, so the TLBs' wide set operations inline into it.
@@ -319,13 +325,21 @@ impl Engine {
     #[target_feature(enable = "avx2")]
     unsafe fn run_accesses_wide(&mut self, acc: &[Access]) -> Result<()> {
         // SAFETY: this function is compiled with AVX2 and entered only when the CPU has it.
-        unsafe { self.run_accesses_body::<true>(acc) }
+        unsafe {
+            if self.mmu.caches.is_some() {
+                self.run_accesses_body::<true, true>(acc)
+            } else {
+                self.run_accesses_body::<true, false>(acc)
+            }
+        }
     }
 
     /// # Safety
     /// With WIDE, as for `Tlb::access_in`.
     #[inline(always)]
-    unsafe fn run_accesses_body<const WIDE: bool>(&mut self, acc: &[Access]) -> Result<()> {
+    /// CACHED: the machine has data caches (`Mmu::caches`); compiled apart so that machines
+    /// without them run exactly the loop they ran before caches existed.
+    unsafe fn run_accesses_body<const WIDE: bool, const CACHED: bool>(&mut self, acc: &[Access]) -> Result<()> {
         if !self.cur_live {
             let dropped: u64 = acc.iter().map(|a| a.count as u64).sum();
             self.os.counters.accesses_dropped += dropped;
@@ -342,7 +356,7 @@ impl Engine {
                 a
             };
             let fetch = a.kind.is_fetch();
-            let walk_refs = self.mmu.walk.refs;
+            let walk_refs = if CACHED { self.mmu.walk.refs } else { 0 };
             self.accesses += a.count as u64;
             self.by_kind[a.kind as usize] += a.count as u64;
             // The size of the page that served the access (None: the access killed its process).
@@ -379,7 +393,7 @@ impl Engine {
             if let Some(t) = &mut self.touched {
                 t.touch(self.cur_pi, a.addr);
             }
-            if self.mmu.caches.is_some() {
+            if CACHED {
                 self.cache_refs(a, self.mmu.walk.refs != walk_refs);
             }
             if self.cur_cow && a.kind.writes() {

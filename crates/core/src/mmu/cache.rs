@@ -81,14 +81,16 @@ impl CacheLevel {
         CacheLevel { name: spec.name.clone(), sets, ways, set_mask, tags: vec![EMPTY; sets * ways], hits: [0; 2], misses: [0; 2] }
     }
 
-    /// The set `line` maps to: its low bits, or the line number modulo the sets when they are
-    /// not a power of two (a last-level cache of 260MiB in 20 ways has 212,992 sets).
+    /// The set `line` maps to: its low bits, or, when the sets are not a power of two (a
+    /// last-level cache of 260MiB in 20 ways has 212,992 sets), a multiplicative hash of the line
+    /// scaled to the set count (no division on the hot path; last-level caches hash addresses
+    /// to slices anyway).
     #[inline(always)]
     fn set_of(&self, line: u64) -> usize {
         if self.set_mask != 0 || self.sets == 1 {
             (line & self.set_mask) as usize
         } else {
-            (line % self.sets as u64) as usize
+            ((line.wrapping_mul(0x9E37_79B9_7F4A_7C15) as u128 * self.sets as u128) >> 64) as usize
         }
     }
 
@@ -97,6 +99,9 @@ impl CacheLevel {
     fn probe(&mut self, line: u64) -> bool {
         let base = self.set_of(line) * self.ways;
         let set = &mut self.tags[base..base + self.ways];
+        if set[0] == line {
+            return true; // already the most recent: nothing moves
+        }
         match set.iter().position(|&t| t == line) {
             Some(p) => {
                 set[..=p].rotate_right(1);

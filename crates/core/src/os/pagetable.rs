@@ -240,6 +240,18 @@ impl PageTable {
             return 0;
         }
         let shift = self.base.shift();
+        if first == 1 && leaf == 1 {
+            // The common walk (the page-walk caches gave the upper levels): one entry, whose
+            // table the region cache usually knows.
+            if let Some(node) = self.cached_last_level(va) {
+                let f = self.node_frame[node];
+                if f == NO_FRAME {
+                    return 0;
+                }
+                out[0] = (f << shift) + self.index(va, 1) as u64 * 8;
+                return 1;
+            }
+        }
         let (mut node, mut level, mut n) = (0usize, self.levels, 0usize);
         loop {
             let idx = self.index(va, level);
