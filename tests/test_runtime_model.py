@@ -114,6 +114,13 @@ def test_predict_prints_speedups_and_the_linear_model(gups, cli):
     assert code == 2 and "already the linear one" in err and "Traceback" not in err
 
 
+def test_calibrate_refuses_bad_flags_in_one_line(cli, tmp_path):
+    for args, want in [(["--largest", "12QB"], "not a size"), (["--largest", "64KiB"], "below 1MiB"), (["--repeats", "0"], "positive")]:
+        code, _, err = cli("calibrate", "--out", tmp_path / "x.toml", *args)
+        assert code == 2 and want in err and "Traceback" not in err, err
+    assert not (tmp_path / "x.toml").exists()
+
+
 def test_calibrate_fit_reads_latencies_and_the_size_a_level_holds():
     # A machine whose L3 (32MiB by CPUID) is seen to hold only 4MiB: beyond it, memory's time.
     levels = [("L1d", 32 << 10, 8, 0.0), ("L2", 1 << 20, 16, 0.0), ("L3", 32 << 20, 16, 0.0)]

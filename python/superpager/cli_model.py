@@ -84,9 +84,8 @@ def cmd_calibrate(a) -> int:
     from .model.calibrate import CalibrateError, calibrate
     from .model.calibrate import footprints as fps
     from .fmt import human_bytes
-    from .workloads import parse_size
     out = Path(a.out) if a.out else default_calibration_path()
-    largest = parse_size(a.largest)
+    largest = a.largest
 
     def progress(done, total, what):
         if sys.stderr.isatty():
@@ -114,6 +113,31 @@ def cmd_calibrate(a) -> int:
     return 0
 
 
+def footprint(s: str) -> int:
+    """--largest: a size of at least 1MiB (the chase needs footprints beyond the first levels)."""
+    import argparse
+    from .capture import CaptureError
+    from .workloads import parse_size
+    try:
+        n = parse_size(s)
+    except CaptureError:
+        raise argparse.ArgumentTypeError(f"'{s}' is not a size (e.g. 1GiB, 256MiB)") from None
+    if n < 1 << 20:
+        raise argparse.ArgumentTypeError(f"'{s}' is below 1MiB: the chase needs footprints beyond the first cache levels")
+    return n
+
+
+def _positive(s: str) -> int:
+    import argparse
+    try:
+        n = int(s)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"'{s}' is not a positive whole number")
+    return n
+
+
 def default_calibration_path() -> Path:
     import os
     if os.environ.get("SUPERPAGER_CALIBRATION"):
@@ -138,8 +162,8 @@ def add_parsers(sub, raw) -> None:
     c = sub.add_parser("calibrate", help="measure this machine's cache and memory latencies for the runtime model",
                        formatter_class=raw, epilog=CALIBRATE_EPILOG)
     c.add_argument("--out", help="machine TOML to write (default: $SUPERPAGER_CALIBRATION, else ~/.config/superpager/host.toml, which host reads)")
-    c.add_argument("--largest", default="1GiB", help="largest chase footprint (default: 1GiB; memory's latency is taken there)")
-    c.add_argument("--steps", type=int, default=2_000_000, help="chase steps per point (default: 2000000)")
-    c.add_argument("--repeats", type=int, default=3, help="runs per point; the median is kept (default: 3)")
+    c.add_argument("--largest", default="1GiB", type=footprint, help="largest chase footprint (default: 1GiB; memory's latency is taken there)")
+    c.add_argument("--steps", type=_positive, default=2_000_000, help="chase steps per point (default: 2000000)")
+    c.add_argument("--repeats", type=_positive, default=3, help="runs per point; the median is kept (default: 3)")
     c.add_argument("--json", action="store_true", help="print the measurements as JSON")
     c.set_defaults(fn=cmd_calibrate)
