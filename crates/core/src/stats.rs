@@ -207,9 +207,8 @@ fn cycle_parts(e: &Snapshot) -> [(&'static str, f64); 11] {
 /// `walker.ref_cycles` each.
 pub fn cost_parts(m: &crate::mmu::machine::Machine, i: &CostInputs) -> [(&'static str, f64); 11] {
     let stalls = m.cache.as_ref().map(|spec| {
-        let lat: Vec<f64> = spec.levels.iter().map(|l| l.cycles).chain(std::iter::once(spec.dram_cycles)).collect();
         let data_accesses: u64 = i.cache_data.iter().sum();
-        let (d, w) = crate::mmu::cache::stall_cycles(spec, &i.cache_data, &i.cache_walk, &lat, data_accesses, i.instructions, i.walks);
+        let (d, w) = crate::mmu::cache::stall_cycles(spec, &i.cache_data, &i.cache_walk, data_accesses, i.instructions, i.walks);
         (d, w, i.cache_walk.iter().sum::<u64>())
     });
     let access = match &m.cache {

@@ -116,7 +116,7 @@ fn cache_served(levels: Vec<(u64, u32)>, line: u32, addrs: Vec<u64>) -> PyResult
 fn host_cache_levels() -> Vec<(String, u64, u32)> {
     use superpager_core::mmu::host;
     let r = host::detect(&host::NativeCpuid, std::path::Path::new("/sys/devices/system/cpu/cpu0/cache"));
-    r.data_caches().iter().map(|g| (format!("L{}{}", g.level, if g.level == 1 { "d" } else { "" }), g.bytes, g.ways)).collect()
+    r.data_caches().iter().map(|g| (g.model_name(), g.bytes, g.ways)).collect()
 }
 
 /// The `host` machine as read from this CPU: ([(item, value, source)], notes).

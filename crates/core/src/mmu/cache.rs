@@ -60,6 +60,13 @@ pub struct CacheSpec {
     pub dependence: f64,
 }
 
+impl CacheSpec {
+    /// Latency of each level (then memory), in cycles.
+    pub fn latencies(&self) -> Vec<f64> {
+        self.levels.iter().map(|l| l.cycles).chain(std::iter::once(self.dram_cycles)).collect()
+    }
+}
+
 pub struct CacheLevel {
     pub name: String,
     sets: usize,
@@ -178,16 +185,11 @@ impl Caches {
         let r = who as usize;
         self.levels.iter().map(|l| l.hits[r]).chain(std::iter::once(self.dram[r])).collect()
     }
-
-    /// Latency of each level (then memory).
-    pub fn latencies(&self) -> Vec<f64> {
-        self.spec.levels.iter().map(|l| l.cycles).chain(std::iter::once(self.spec.dram_cycles)).collect()
-    }
 }
 
 /// Stall cycles the caches add, from what each level served (the overlap model of
 /// docs/RUNTIME_MODEL.md). `data[i]`/`walk[i]`: references served by level i (the last entry:
-/// memory); `lat[i]`: their latencies. `accesses`, `instructions`: of the run (instructions 0:
+/// memory), `lat[i]` = `spec.latencies()[i]` their latencies. `accesses`, `instructions`: of the run (instructions 0:
 /// unknown). Returns (data stall, walk stall).
 ///
 /// - A data reference that hits the first level costs nothing beyond `cycles_per_access` (the
@@ -197,18 +199,19 @@ impl Caches {
 ///   in `rob` instructions times the fraction of them that miss, at least 1 and at most `mlp`
 ///   (walks: at most `walkers`). A fraction `dependence` of misses is on a dependent chain and
 ///   overlaps with nothing.
-pub fn stall_cycles(spec: &CacheSpec, data: &[u64], walk: &[u64], lat: &[f64], accesses: u64, instructions: u64, walks: u64) -> (f64, f64) {
+pub fn stall_cycles(spec: &CacheSpec, data: &[u64], walk: &[u64], accesses: u64, instructions: u64, walks: u64) -> (f64, f64) {
     if accesses == 0 {
         return (0.0, 0.0);
     }
+    let lat = spec.latencies();
     let ipa = if instructions > 0 { instructions as f64 / accesses as f64 } else { spec.instructions_per_access };
     let window = spec.rob / ipa.max(1e-9); // accesses the window holds
     let data_misses: u64 = data[1..].iter().sum();
     let in_flight = |events: f64, cap: f64| (window * events / accesses as f64).clamp(1.0, cap.max(1.0));
     let d = spec.dependence.clamp(0.0, 1.0);
     let share = |overlap: f64| d + (1.0 - d) / overlap;
-    let data_raw: f64 = data.iter().zip(lat).skip(1).map(|(&n, &l)| n as f64 * (l - lat[0]).max(0.0)).sum();
-    let walk_raw: f64 = walk.iter().zip(lat).map(|(&n, &l)| n as f64 * l).sum();
+    let data_raw: f64 = data.iter().zip(&lat).skip(1).map(|(&n, &l)| n as f64 * (l - lat[0]).max(0.0)).sum();
+    let walk_raw: f64 = walk.iter().zip(&lat).map(|(&n, &l)| n as f64 * l).sum();
     (data_raw * share(in_flight(data_misses as f64, spec.mlp)), walk_raw * share(in_flight(walks as f64, spec.walkers)))
 }
 
@@ -261,21 +264,21 @@ mod tests {
     #[test]
     fn stall_overlaps_independent_misses_up_to_the_window_and_mlp() {
         let s = spec(&[(1 << 15, 8), (1 << 20, 16)]);
-        let lat = [4.0, 14.0, 200.0];
+        assert_eq!(s.latencies(), vec![4.0, 14.0, 200.0]);
         // 1000 accesses, 4000 instructions: the 200-instruction window holds 50 accesses.
         // 100 of them went to memory (10% miss): 5 in flight, so each costs (200-4)/5.
-        let (d, w) = stall_cycles(&s, &[900, 0, 100], &[0, 0, 0], &lat, 1000, 4000, 0);
+        let (d, w) = stall_cycles(&s, &[900, 0, 100], &[0, 0, 0], 1000, 4000, 0);
         assert!((d - 100.0 * 196.0 / 5.0).abs() < 1e-9, "{d}");
         assert_eq!(w, 0.0);
         // Every access misses: 50 in flight, capped at mlp = 10.
-        let (d, _) = stall_cycles(&s, &[0, 0, 1000], &[0, 0, 0], &lat, 1000, 4000, 0);
+        let (d, _) = stall_cycles(&s, &[0, 0, 1000], &[0, 0, 0], 1000, 4000, 0);
         assert!((d - 1000.0 * 196.0 / 10.0).abs() < 1e-9, "{d}");
         // A pointer chase: nothing overlaps.
         let chase = CacheSpec { dependence: 1.0, ..s.clone() };
-        let (d, _) = stall_cycles(&chase, &[0, 0, 1000], &[0, 0, 0], &lat, 1000, 4000, 0);
+        let (d, _) = stall_cycles(&chase, &[0, 0, 1000], &[0, 0, 0], 1000, 4000, 0);
         assert!((d - 1000.0 * 196.0).abs() < 1e-9, "{d}");
         // Walks: 1000 walks of one reference served by L2 (14 cycles each), 2 walkers.
-        let (_, w) = stall_cycles(&s, &[1000, 0, 0], &[0, 1000, 0], &lat, 1000, 4000, 1000);
+        let (_, w) = stall_cycles(&s, &[1000, 0, 0], &[0, 1000, 0], 1000, 4000, 1000);
         assert!((w - 1000.0 * 14.0 / 2.0).abs() < 1e-9, "{w}");
     }
 }

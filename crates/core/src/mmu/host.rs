@@ -62,6 +62,13 @@ pub struct CacheGeometry {
     pub source: String,
 }
 
+impl CacheGeometry {
+    /// The name a `[cache]` level of the host machine gets: L1d, L2, L3.
+    pub fn model_name(&self) -> String {
+        format!("L{}{}", self.level, if self.level == 1 { "d" } else { "" })
+    }
+}
+
 /// What was found, and the machine TOML built from it.
 pub struct HostReport {
     pub vendor: String,
@@ -484,6 +491,28 @@ impl HostReport {
         v
     }
 
+    /// The calibration, when it describes as many levels as CPUID gives (else every latency
+    /// is an ESTIMATE).
+    fn usable_calibration(&self) -> Option<&Calibration> {
+        let n = self.data_caches().len();
+        self.calibration.as_ref().filter(|c| c.level_cycles.len() == n)
+    }
+
+    /// The latency of data-cache level `i` (memory when `i` is the number of levels), in
+    /// cycles, and where it came from.
+    pub fn latency(&self, i: usize) -> (f64, String) {
+        let n = self.data_caches().len();
+        match self.usable_calibration() {
+            Some(k) => (if i < n { k.level_cycles[i] } else { k.dram_cycles }, format!("measured by superpager calibrate on {} ({})", k.date, k.path)),
+            None => (ESTIMATED_LATENCY[if i < n { i.min(2) } else { 3 }], "ESTIMATE (run superpager calibrate)".to_string()),
+        }
+    }
+
+    /// The size calibrate saw data-cache level `i` hold, when it saw less than CPUID says.
+    fn seen_size(&self, i: usize) -> Option<&String> {
+        self.usable_calibration().and_then(|c| c.level_sizes.get(i)).filter(|s| !s.is_empty())
+    }
+
     /// The `[cache]` section: geometry from CPUID/sysfs, latencies calibrated or estimated,
     /// out-of-order resources from `core_resources`. None when no data cache was found.
     pub fn cache_toml(&self) -> Option<toml::Value> {
@@ -491,23 +520,21 @@ impl HostReport {
         if caches.is_empty() {
             return None;
         }
-        let cal = self.calibration.as_ref().filter(|c| c.level_cycles.len() == caches.len());
         let mut levels = Vec::new();
         for (i, g) in caches.iter().enumerate() {
-            let cycles = cal.map_or(ESTIMATED_LATENCY[i.min(2)], |c| c.level_cycles[i]);
             let mut e = toml::map::Map::new();
-            e.insert("name".into(), toml::Value::String(format!("L{}{}", g.level, if g.level == 1 { "d" } else { "" })));
-            let size = cal.and_then(|c| c.level_sizes.get(i)).filter(|s| !s.is_empty()).cloned().unwrap_or_else(|| Bytes(g.bytes).to_string());
+            e.insert("name".into(), toml::Value::String(g.model_name()));
+            let size = self.seen_size(i).cloned().unwrap_or_else(|| Bytes(g.bytes).to_string());
             e.insert("size".into(), toml::Value::String(size));
             e.insert("ways".into(), toml::Value::Integer(g.ways as i64));
-            e.insert("cycles".into(), toml::Value::Float(cycles));
+            e.insert("cycles".into(), toml::Value::Float(self.latency(i).0));
             levels.push(toml::Value::Table(e));
         }
         let r = core_resources(&self.vendor, self.family, self.model);
         let mut t = toml::map::Map::new();
         t.insert("line_bytes".into(), toml::Value::Integer(caches[0].line as i64));
         t.insert("levels".into(), toml::Value::Array(levels));
-        t.insert("dram_cycles".into(), toml::Value::Float(cal.map_or(ESTIMATED_LATENCY[3], |c| c.dram_cycles)));
+        t.insert("dram_cycles".into(), toml::Value::Float(self.latency(caches.len()).0));
         t.insert("mlp".into(), toml::Value::Integer(r.mlp as i64));
         t.insert("walkers".into(), toml::Value::Integer(r.walkers as i64));
         t.insert("rob".into(), toml::Value::Integer(r.rob as i64));
@@ -572,24 +599,17 @@ impl HostReport {
             ));
         }
         let n = self.data_caches().len();
-        let cal = self.calibration.as_ref().filter(|c| c.level_cycles.len() == n);
         for (i, c) in self.data_caches().iter().enumerate() {
-            let (v, src) = match cal {
-                Some(k) => (k.level_cycles[i], format!("measured by superpager calibrate on {} ({})", k.date, k.path)),
-                None => (ESTIMATED_LATENCY[i.min(2)], "ESTIMATE (run superpager calibrate)".to_string()),
-            };
+            let (v, src) = self.latency(i);
             out.push((format!("L{} latency", c.level), format!("{v:.1} cycles"), src.clone()));
-            if let Some(sz) = cal.and_then(|k| k.level_sizes.get(i)).filter(|s| !s.is_empty() && **s != Bytes(c.bytes).to_string()) {
+            if let Some(sz) = self.seen_size(i).filter(|s| **s != Bytes(c.bytes).to_string()) {
                 out.push((format!("L{} size seen", c.level), sz.clone(), format!("{src}: the chase slows beyond it (CPUID says {})", Bytes(c.bytes))));
             }
         }
         if n > 0 {
-            let (v, src) = match cal {
-                Some(k) => (k.dram_cycles, format!("measured by superpager calibrate on {} ({})", k.date, k.path)),
-                None => (ESTIMATED_LATENCY[3], "ESTIMATE (run superpager calibrate)".to_string()),
-            };
+            let (v, src) = self.latency(n);
             out.push(("memory latency".to_string(), format!("{v:.1} cycles"), src));
-            if let Some(k) = cal {
+            if let Some(k) = self.usable_calibration() {
                 out.push(("clock".to_string(), format!("{:.2} GHz", k.clock_ghz), format!("as calibrate converted its timings ({})", k.path)));
             }
             let r = core_resources(&self.vendor, self.family, self.model);
