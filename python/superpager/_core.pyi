@@ -86,6 +86,8 @@ class Simulation:
         replacement: str = "clock",
         progress: Callable[[str, float], None] | None = None,
         bloat: bool = False,
+        map_every: int = 0,
+        map_region: str | None = None,
     ) -> None:
         """Open the trace and set up every run. `progress(label, fraction)` hears about work done
         before the first chunk can run (Romer et al.'s OFFLINE planning passes)."""
@@ -105,6 +107,8 @@ class ScenarioRun:
         validate: bool = False,
         progress: Callable[[str, float], None] | None = None,
         bloat: bool = False,
+        map_every: int = 0,
+        map_region: str | None = None,
     ) -> None: ...
     def step(self, chunks: int = 4) -> bool: ...
     def progress(self) -> float: ...

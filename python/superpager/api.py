@@ -33,6 +33,9 @@ class Result:
     #: After a phase mark (a zero-length madvise in the trace): cycles.* of what followed it,
     #: with accesses, instructions, walks and faults (empty without a mark).
     phase: dict[str, int] = field(default_factory=dict, repr=False)
+    #: With map_every: the physical-memory map, {region_bytes, legend, frames: [{accesses, cells}]},
+    #: a character per cell ('0' + the legend's index; os/physmap.rs). Empty otherwise.
+    map: dict = field(default_factory=dict, repr=False)
     trace: str = ""
     #: The trace was cut short (its writer stopped, or it is marked truncated): the run covers
     #: only the part present (read with allow_truncated).
@@ -41,6 +44,11 @@ class Result:
     @classmethod
     def from_json(cls, text: str, trace: str = "", trace_truncated: bool = False) -> Result:
         d = json.loads(text)
+        # A result's own JSON (to_json) carries its trace; the arguments win when given.
+        trace = trace or d.pop("trace", "")
+        trace_truncated = trace_truncated or d.pop("trace_truncated", False)
+        d.pop("trace", None)
+        d.pop("trace_truncated", None)
         return cls(trace=trace, trace_truncated=trace_truncated, **d)
 
     def __getitem__(self, key: str) -> int:
@@ -58,6 +66,7 @@ class Result:
             "derived": self.derived,
             "killed": self.killed,
             **({"phase": self.phase} if self.phase else {}),
+            **({"map": self.map} if self.map else {}),
             "series": self.series,
         }
 
@@ -139,9 +148,13 @@ def run(
     swap: str = "0",
     replacement: str = "clock",
     bloat: bool = False,
+    map_every: int | None = None,
+    map_region: str | None = None,
 ) -> ResultSet:
     """Simulate `trace` once for every (machine, policy) pair, decoding it once. `bloat`
-    records touched pages to report `bloat.<size>` (a lookup per access)."""
+    records touched pages to report `bloat.<size>` (a lookup per access); `map_every` keeps a
+    frame of the physical-memory map every so many accesses (`Result.map`), with cells of
+    `map_region` bytes (default: the machine's largest page size)."""
     trace = os.fspath(trace)
     if not os.path.exists(trace):
         raise _core.FileAccessError(f"{trace}: no such file")
@@ -153,7 +166,7 @@ def run(
 
     try:
         sim = _core.Simulation(trace, list(runs), memory, sample_every, allow_truncated, validate, swap, replacement, planning,
-                               bloat=bloat)
+                               bloat=bloat, map_every=map_every or 0, map_region=map_region)
     finally:
         plan.close()
     bar = Progress(label, enabled=progress)
@@ -180,6 +193,8 @@ def simulate(
     swap: str = "0",
     replacement: str = "clock",
     bloat: bool = False,
+    map_every: int | None = None,
+    map_region: str | None = None,
 ) -> Result:
     """Simulate one trace on one machine under one policy; or, with `scenario=FILE.toml`, a
     scenario (its memory, prelude and processes; `machine`/`policy` override its own).
@@ -194,12 +209,13 @@ def simulate(
         if trace is not None:
             raise _core.UsageError("give a trace or a scenario, not both")
         return simulate_scenario(scenario, machine=machine_spec(machine, tlb) if (machine or tlb) else None,
-                                 policy=policy, sample_every=sample_every, validate=validate, progress=progress, bloat=bloat)
+                                 policy=policy, sample_every=sample_every, validate=validate, progress=progress, bloat=bloat,
+                                 map_every=map_every, map_region=map_region)
     if trace is None:
         raise _core.UsageError("simulate needs a trace (or scenario=FILE.toml)")
     return run(trace, [(machine_spec(machine, tlb), policy or "base")], memory,
                (1 << 20) if sample_every is None else sample_every, allow_truncated, validate, progress,
-               swap=swap, replacement=replacement, bloat=bloat)[0]
+               swap=swap, replacement=replacement, bloat=bloat, map_every=map_every, map_region=map_region)[0]
 
 
 SCENARIO_DIR = os.path.join(os.path.dirname(__file__), "scenarios")
@@ -237,6 +253,8 @@ def simulate_scenario(
     validate: bool = False,
     progress: bool | None = None,
     bloat: bool = False,
+    map_every: int | None = None,
+    map_region: str | None = None,
 ) -> Result:
     """Run a scenario file (docs/SCENARIOS.md): prelude, then its processes, interleaved."""
     scenario = scenario_path(scenario)
@@ -245,7 +263,8 @@ def simulate_scenario(
         bar.label = label
         bar.update(f)
     try:
-        run_ = _core.ScenarioRun(scenario, machine, policy, sample_every, validate, report, bloat=bloat)
+        run_ = _core.ScenarioRun(scenario, machine, policy, sample_every, validate, report, bloat=bloat,
+                                 map_every=map_every or 0, map_region=map_region)
         bar.label = f"simulating {os.path.basename(scenario)}"
         while run_.step(4):
             bar.update(run_.progress())
@@ -263,10 +282,13 @@ def compare(
     allow_truncated: bool = False,
     progress: bool | None = None,
     bloat: bool = False,
+    map_every: int | None = None,
+    map_region: str | None = None,
 ) -> ResultSet:
     """Every machine x every policy, side by side, in one pass over the trace."""
     runs = [(m, p) for m in machines for p in policies]
-    return run(trace, runs, memory, sample_every, allow_truncated, False, progress, label="comparing", bloat=bloat)
+    return run(trace, runs, memory, sample_every, allow_truncated, False, progress, label="comparing", bloat=bloat,
+               map_every=map_every, map_region=map_region)
 
 
 def gen(kind: str, out: str, size: str = "64MiB", accesses: int = 0, seed: int = 1, stride: str = "4KiB",

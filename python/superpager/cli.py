@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -17,6 +18,7 @@ from . import _core
 from . import api
 from . import cli_live
 from . import cli_model
+from . import cli_results
 from .fmt import compare_table, human, human_bytes, mix_str, table
 from .progress import Progress
 
@@ -154,14 +156,36 @@ def _simulate(a) -> int:
         for flag, v in (("--memory", a.memory), ("--swap", a.swap), ("--replacement", a.replacement)):
             if v is not None:
                 raise _core.UsageError(f"{flag} does not apply to a scenario: its file sets it (docs/SCENARIOS.md)")
-        r = api.simulate(scenario=a.scenario, machine=a.machine, policy=a.policy, tlb=a.tlb,
-                         sample_every=a.sample_every, validate=a.validate, bloat=a.bloat)
+        run = lambda: api.simulate(scenario=a.scenario, machine=a.machine, policy=a.policy, tlb=a.tlb,  # noqa: E731
+                                   sample_every=a.sample_every, validate=a.validate, bloat=a.bloat,
+                                   map_every=a.map_every, map_region=a.map_region)
+        spec = None
+        if a.db:
+            from .sweep import RunSpec
+            from .store import scenario_sha256
+
+            spec = RunSpec(trace=a.scenario, machine=api.machine_spec(a.machine, a.tlb) if (a.machine or a.tlb) else "(scenario's)",
+                           policy=a.policy or "(scenario's)", memory="(scenario's)", sample_every=a.sample_every or 0,
+                           bloat=a.bloat, map_every=a.map_every, map_region=a.map_region,
+                           trace_sha256=scenario_sha256(api.scenario_path(a.scenario)))
     else:
         if not a.trace:
             raise _core.UsageError("simulate needs a trace file or --scenario FILE.toml (see superpager simulate --help)")
-        r = api.simulate(a.trace, machine=a.machine or "skylake", policy=a.policy or "base", memory=a.memory or "64GiB",
-                         tlb=a.tlb, sample_every=a.sample_every, allow_truncated=a.allow_truncated, validate=a.validate,
-                         swap=a.swap or "0", replacement=a.replacement or "clock", bloat=a.bloat)
+        run = lambda: api.simulate(a.trace, machine=a.machine or "skylake", policy=a.policy or "base", memory=a.memory or "64GiB",  # noqa: E731
+                                   tlb=a.tlb, sample_every=a.sample_every, allow_truncated=a.allow_truncated, validate=a.validate,
+                                   swap=a.swap or "0", replacement=a.replacement or "clock", bloat=a.bloat,
+                                   map_every=a.map_every, map_region=a.map_region)
+        spec = None
+        if a.db:
+            from .sweep import RunSpec
+
+            if not os.path.exists(a.trace):
+                raise _core.FileAccessError(f"{a.trace}: no such file")
+            spec = RunSpec(trace=a.trace, machine=api.machine_spec(a.machine or "skylake", a.tlb), policy=a.policy or "base",
+                           memory=a.memory or "64GiB", sample_every=(1 << 20) if a.sample_every is None else a.sample_every,
+                           swap=a.swap or "0", replacement=a.replacement or "clock", bloat=a.bloat, map_every=a.map_every,
+                           map_region=a.map_region)
+    r = stored_or_run(a, spec, run)
     if a.out:
         api.write_results([r], a.out)
     if a.json:
@@ -171,6 +195,59 @@ def _simulate(a) -> int:
         if a.out:
             print(f"\nwrote {a.out}/results.json, counters.parquet, series.parquet")
     return 0
+
+
+def stored_or_run(a, spec, run) -> api.Result:
+    """With --db: the stored run of the same inputs (unless --force), else run and store it."""
+    if spec is None:
+        return run()
+    import time
+
+    from . import store as st
+
+    with st.Store(a.db) as db:
+        if not spec.trace_sha256:
+            spec = dataclasses.replace(spec, trace_sha256=db.trace_sha256(spec.trace))
+        key = spec.key()
+        if not a.force:
+            r = db.get(key)
+            if r is not None:
+                print(f"superpager: run {key.run_id} is in {a.db} already: showing it (--force runs it again)", file=sys.stderr)
+                return r
+        t0 = time.perf_counter()
+        r = run()
+        db.put(key, r, time.perf_counter() - t0)
+    return r
+
+
+def _compare_stored(a, machines: list[str], policies: list[str], every: int) -> api.ResultSet:
+    """compare --db: runs already stored are taken from the store; the others run in one pass
+    over the trace and are stored."""
+    import time
+
+    from . import store as st
+    from .sweep import RunSpec
+
+    if not os.path.exists(a.trace):
+        raise _core.FileAccessError(f"{a.trace}: no such file")
+    with st.Store(a.db) as db:
+        h = db.trace_sha256(a.trace)
+        specs = [RunSpec(trace=a.trace, machine=m, policy=p, memory=a.memory or "64GiB", sample_every=every, bloat=a.bloat,
+                         map_every=a.map_every, map_region=a.map_region, trace_sha256=h) for m in machines for p in policies]
+        got = {} if a.force else {i: db.get(s.key()) for i, s in enumerate(specs)}
+        todo = [i for i, s in enumerate(specs) if got.get(i) is None]
+        if len(todo) < len(specs):
+            print(f"superpager: {len(specs) - len(todo)} of {len(specs)} runs are in {a.db} already (--force runs them again)", file=sys.stderr)
+        if todo:
+            t0 = time.perf_counter()
+            fresh = api.run(a.trace, [(specs[i].machine, specs[i].policy) for i in todo], a.memory or "64GiB", every,
+                            a.allow_truncated, False, None, label="comparing", bloat=a.bloat, map_every=a.map_every,
+                            map_region=a.map_region)
+            wall = (time.perf_counter() - t0) / len(todo)
+            for i, r in zip(todo, fresh):
+                db.put(specs[i].key(), r, wall)
+                got[i] = r
+    return api.ResultSet(got[i] for i in range(len(specs)))
 
 
 def with_nested(machine: str, host: str) -> str:
@@ -225,8 +302,12 @@ def _compare(a) -> int:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise _core.UsageError(f"{what} names {', '.join(dup)} more than once")
-    rs = api.compare(a.trace, machines, policies, memory=a.memory or "64GiB", sample_every=(1 << 20) if a.sample_every is None else a.sample_every,
-                     allow_truncated=a.allow_truncated, bloat=a.bloat)
+    every = (1 << 20) if a.sample_every is None else a.sample_every
+    if a.db:
+        rs = _compare_stored(a, machines, policies, every)
+    else:
+        rs = api.compare(a.trace, machines, policies, memory=a.memory or "64GiB", sample_every=every,
+                         allow_truncated=a.allow_truncated, bloat=a.bloat, map_every=a.map_every, map_region=a.map_region)
     if a.out:
         api.write_results(rs, a.out)
     if a.json:
@@ -780,6 +861,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_live.add_parsers(sub, raw)
     cli_model.add_parsers(sub, raw)
+    cli_results.add_parsers(sub, raw)
 
     ca = sub.add_parser("cache", help="show or clean what superpager keeps between runs (captured traces, built workloads)")
     ca.add_argument("action", nargs="?", choices=["show", "clean"], default="show")
@@ -876,6 +958,12 @@ GEN_KINDS = _core.gen_kinds()  # (name, description), defined once in the Rust c
 def add_run_options(s) -> None:
     s.add_argument("--memory", default=None, help="simulated physical memory (default 64GiB)")
     s.add_argument("--out", help="directory for results.json, counters.parquet, series.parquet")
+    s.add_argument("--db", metavar="FILE", help="also store the runs in this results store (DuckDB, e.g. results.duckdb; docs/RESULTS.md); "
+                                                "a run already there with the same inputs is shown, not run again")
+    s.add_argument("--force", action="store_true", help="with --db: run again even if the store holds the run")
+    s.add_argument("--map-every", type=count, default=None, metavar="N",
+                   help="keep a frame of the physical-memory map every N accesses (for `superpager report`'s animated map)")
+    s.add_argument("--map-region", metavar="SIZE", help="the map's cell size (default: the machine's largest page size)")
     s.add_argument("--sample-every", type=count, default=None, help="time-series sample every N accesses (default 1048576, or the scenario's)")
     s.add_argument("--allow-truncated", action="store_true", help="read a cut-short trace up to its last complete chunk")
     s.add_argument("--bloat", action="store_true",

@@ -38,6 +38,10 @@ pub struct EngineConfig {
     /// Record which base pages are touched, to report bloat (`bloat.<size>`; bloat.rs). Costs a
     /// lookup per access, so off by default.
     pub bloat: bool,
+    /// Keep a frame of the physical-memory map (os/physmap.rs) every this many accesses (0:
+    /// none), with cells of `1 << map_region_shift` bytes (None: the largest page size).
+    pub map_every: u64,
+    pub map_region_shift: Option<u32>,
 }
 
 impl Default for EngineConfig {
@@ -50,6 +54,8 @@ impl Default for EngineConfig {
             swap: Bytes(0),
             replacement: "clock".into(),
             bloat: false,
+            map_every: 0,
+            map_region_shift: None,
         }
     }
 }
@@ -76,7 +82,12 @@ pub struct Engine {
     pub series: Vec<Sample>,
     /// Times the series was thinned to stay within MAX_SAMPLES (the interval doubling each).
     pub series_decimations: u64,
+    /// The next access count at which a sample or a map frame is due (the smaller of the two).
     next_sample: u64,
+    next_series: u64,
+    next_map: u64,
+    /// Physical-memory map frames (`EngineConfig::map_every`).
+    pub maps: Vec<crate::stats::MapFrame>,
     started: bool,
     /// The policy maps only base pages: use the MMU's single-size fast path (left for the
     /// general one once a coalesced entry exists, which that path does not probe).
@@ -123,7 +134,9 @@ impl Engine {
         let mut os = Os::new(&mmu, cfg.memory, cfg.swap, &cfg.replacement)?;
         os.configure(f.os, mmu.machine.seed);
         // No periodic samples when sample_every is 0: the first sample point is never reached.
-        let next_sample = if cfg.sample_every == 0 { u64::MAX } else { cfg.sample_every };
+        let next_series = if cfg.sample_every == 0 { u64::MAX } else { cfg.sample_every };
+        let next_map = if cfg.map_every == 0 { u64::MAX } else { cfg.map_every };
+        let next_sample = next_series.min(next_map);
         let touched = cfg.bloat.then(|| Touched::new(mmu.machine.base_page.shift()));
         let mut e = Engine {
             mmu,
@@ -144,6 +157,9 @@ impl Engine {
             series: Vec::new(),
             series_decimations: 0,
             next_sample,
+            next_series,
+            next_map,
+            maps: Vec::new(),
             started: false,
             base_only,
             coalescing,
@@ -459,10 +475,42 @@ impl Engine {
 
     #[inline(never)]
     fn sample_due(&mut self) {
-        self.sample();
-        while self.next_sample <= self.accesses {
-            self.next_sample += self.cfg.sample_every;
+        if self.next_series <= self.accesses {
+            self.sample();
+            while self.next_series <= self.accesses {
+                self.next_series += self.cfg.sample_every;
+            }
         }
+        if self.next_map <= self.accesses {
+            self.map_frame();
+            while self.next_map <= self.accesses {
+                self.next_map += self.cfg.map_every;
+            }
+        }
+        self.next_sample = self.next_series.min(self.next_map);
+    }
+
+    /// The most map frames a run keeps; past it every other goes and the interval doubles.
+    pub const MAX_MAP_FRAMES: usize = 1024;
+
+    /// Record a frame of the physical-memory map (os/physmap.rs).
+    pub fn map_frame(&mut self) {
+        let shift = self.map_region_shift();
+        let cells = self.os.phys_map(shift);
+        self.maps.push(crate::stats::MapFrame { accesses: self.accesses, cells });
+        if self.maps.len() > Self::MAX_MAP_FRAMES && self.cfg.map_every > 0 {
+            let mut i = 0;
+            self.maps.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+            self.cfg.map_every = self.cfg.map_every.saturating_mul(2);
+            self.next_map = self.accesses.saturating_add(self.cfg.map_every);
+        }
+    }
+
+    pub fn map_region_shift(&self) -> u32 {
+        self.cfg.map_region_shift.unwrap_or_else(|| self.mmu.machine.largest_page().shift())
     }
 
     /// The rest of a same-page run hits in the first structure that holds the page's size.
@@ -865,7 +913,8 @@ impl Engine {
                 i % 2 == 1
             });
             self.cfg.sample_every = self.cfg.sample_every.saturating_mul(2);
-            self.next_sample = self.accesses.saturating_add(self.cfg.sample_every);
+            self.next_series = self.accesses.saturating_add(self.cfg.sample_every);
+            self.next_sample = self.next_series.min(self.next_map);
             self.series_decimations += 1;
         }
     }
@@ -880,7 +929,17 @@ impl Engine {
         if self.series.last().is_none_or(|s| s.accesses != self.accesses) {
             self.sample();
         }
+        if self.cfg.map_every > 0 && self.maps.last().is_none_or(|m| m.accesses != self.accesses) {
+            self.map_frame();
+        }
         let mut r = Results::collect(&self.snapshot());
+        if self.cfg.map_every > 0 {
+            r.map = Some(crate::stats::PhysMap {
+                region_bytes: 1u64 << self.map_region_shift(),
+                legend: self.os.map_legend(),
+                frames: std::mem::take(&mut self.maps),
+            });
+        }
         if let Some(mark) = &self.phase_mark {
             let d = crate::stats::CostInputs::of(&self.snapshot()).since(mark);
             let mut phase = crate::stats::cycle_map(&self.mmu.machine, &crate::stats::cost_parts(&self.mmu.machine, &d));

@@ -273,6 +273,24 @@ pub struct Results {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub phase: BTreeMap<String, u64>,
     pub series: Vec<Sample>,
+    /// Frames of the physical-memory map, when the run asked for them (`map_every`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub map: Option<PhysMap>,
+}
+
+/// One frame of the physical-memory map (os/physmap.rs): a character per cell.
+#[derive(Clone, Debug, Serialize)]
+pub struct MapFrame {
+    pub accesses: u64,
+    pub cells: String,
+}
+
+/// A run's physical-memory map: cell size, what each code means, and the frames.
+#[derive(Clone, Debug, Serialize)]
+pub struct PhysMap {
+    pub region_bytes: u64,
+    pub legend: Vec<String>,
+    pub frames: Vec<MapFrame>,
 }
 
 impl Results {
@@ -468,6 +486,7 @@ impl Results {
             killed,
             phase: BTreeMap::new(),
             series: e.series.to_vec(),
+            map: None,
         }
     }
 

@@ -204,6 +204,16 @@ fn check_policy(policy: &str, machine: &str) -> PyResult<String> {
     Ok(p.name())
 }
 
+/// `--map-region SIZE`: the map's cell size as a shift (a power of two, at least 4KiB).
+fn map_region_shift(size: Option<&str>) -> PyResult<Option<u32>> {
+    let Some(s) = size else { return Ok(None) };
+    let b = parse_bytes(s, "--map-region")?.0;
+    if !b.is_power_of_two() || b < 4096 {
+        return Err(usage(format!("--map-region {s}: a power of two of at least 4KiB")));
+    }
+    Ok(Some(b.trailing_zeros()))
+}
+
 /// A simulation of one trace under one or more (machine, policy) runs, stepped from Python so
 /// it can show progress; each step releases the GIL.
 #[pyclass(unsendable)]
@@ -214,7 +224,7 @@ struct Simulation {
 #[pymethods]
 impl Simulation {
     #[new]
-    #[pyo3(signature = (trace, runs, memory="64GiB", sample_every=1<<20, allow_truncated=false, validate=false, swap="0", replacement="clock", progress=None, bloat=false))]
+    #[pyo3(signature = (trace, runs, memory="64GiB", sample_every=1<<20, allow_truncated=false, validate=false, swap="0", replacement="clock", progress=None, bloat=false, map_every=0, map_region=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -228,6 +238,8 @@ impl Simulation {
         replacement: &str,
         progress: Option<PyObject>,
         bloat: bool,
+        map_every: u64,
+        map_region: Option<&str>,
     ) -> PyResult<Self> {
         let mut rs = Vec::new();
         for (m, p) in runs {
@@ -240,6 +252,8 @@ impl Simulation {
             swap: parse_bytes(swap, "--swap")?,
             replacement: replacement.to_string(),
             bloat,
+            map_every,
+            map_region_shift: map_region_shift(map_region)?,
             ..EngineConfig::default()
         };
         // `progress(label, fraction)` hears about work before the first chunk (OFFLINE's planning).
@@ -286,7 +300,7 @@ impl ScenarioRun {
     /// `machine` / `policy` override the scenario's (None: the scenario's, else skylake / base).
     /// `progress(label, fraction)` hears about trace generation and the prelude.
     #[new]
-    #[pyo3(signature = (scenario, machine=None, policy=None, sample_every=None, validate=false, progress=None, bloat=false))]
+    #[pyo3(signature = (scenario, machine=None, policy=None, sample_every=None, validate=false, progress=None, bloat=false, map_every=0, map_region=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -297,6 +311,8 @@ impl ScenarioRun {
         validate: bool,
         progress: Option<PyObject>,
         bloat: bool,
+        map_every: u64,
+        map_region: Option<&str>,
     ) -> PyResult<Self> {
         let mut sc = core::scenario::Scenario::load(scenario).map_err(err)?;
         // The command line's sampling interval wins over the scenario's.
@@ -309,7 +325,16 @@ impl ScenarioRun {
         let mut cb_err: Option<PyErr> = None;
         let mut report = |label: &str, f: f64| forward_progress(py, &progress, &mut cb_err, |cb| cb.call1(py, (label, f)));
         core::scenario::ensure_traces(&sc, &mut report).map_err(err)?;
-        let cfg = EngineConfig { memory: sc.memory, validate, swap: sc.swap, replacement: sc.replacement.clone(), bloat, ..EngineConfig::default() };
+        let cfg = EngineConfig {
+            memory: sc.memory,
+            validate,
+            swap: sc.swap,
+            replacement: sc.replacement.clone(),
+            bloat,
+            map_every,
+            map_region_shift: map_region_shift(map_region)?,
+            ..EngineConfig::default()
+        };
         let inner = core::sim::ScenarioRun::open(&sc, m, &policy, cfg, &mut report);
         if let Some(e) = cb_err {
             return Err(e);

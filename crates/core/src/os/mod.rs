@@ -40,6 +40,7 @@ pub mod frames;
 pub mod pagecache;
 pub mod pagedaemon;
 pub mod pagetable;
+pub mod physmap;
 pub mod placement;
 pub mod prelude;
 pub mod promote;

@@ -1,0 +1,388 @@
+"""Sweeps: a grid of traces x machines x policies x parameters x memory sizes, run on a local
+process pool (every core by default) or on a Ray cluster, every run stored in the results store.
+
+A grid file (docs/RESULTS.md has the full reference):
+
+    name = "thp-vs-navarro"
+    machines = ["skylake", "zen3"]
+    policies = ["base", "linux-thp", "navarro"]
+    memory = ["8GiB", "64GiB"]
+
+    [[trace]]                 # trace files; globs and paths relative to this file
+    path = "traces/*.spt"
+
+    [[gen]]                   # synthetic traces, made on first use (any key may be a list)
+    kind = "gups"
+    size = ["64MiB", "256MiB"]
+    accesses = "1M"
+
+    [[workload]]              # suite workloads, captured on first use (qemu-user)
+    name = "btree"
+    size = "256MiB"
+
+    [params.linux-thp]        # every combination becomes a policy variant
+    max_ptes_none = [0, 511]
+
+Runs already in the store (same trace content, machine, policy, memory, options, version) are
+skipped, so a sweep that was killed resumes where it stopped; `force` runs them again.
+One run's failure is reported at the end and does not stop the others.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import sys
+import time
+import tomllib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+
+from . import _core, api
+from . import store as st
+
+GRID_KEYS = {"name", "description", "machines", "policies", "memory", "sample_every", "swap", "replacement", "bloat", "map_every", "map_region",
+             "trace", "gen", "workload", "params"}
+GEN_KEYS = {"kind", "size", "accesses", "seed", "stride", "elem", "alpha", "passes"}
+WORKLOAD_KEYS = {"name", "size", "args"}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a sweep: everything a worker needs (plain data, so it pickles and ships)."""
+
+    trace: str
+    machine: str
+    policy: str
+    memory: str = "64GiB"
+    sample_every: int = 1 << 20
+    swap: str = "0"
+    replacement: str = "clock"
+    bloat: bool = False
+    map_every: int | None = None
+    map_region: str | None = None
+    trace_sha256: str = ""
+
+    def options(self) -> dict:
+        """The options that change the numbers, as the store keys them (defaults left out so that a
+        sweep run and the same `simulate --db` run share a key)."""
+        o: dict = {"sample_every": self.sample_every}
+        if self.swap != "0":
+            o["swap"] = self.swap
+        if self.replacement != "clock":
+            o["replacement"] = self.replacement
+        if self.bloat:
+            o["bloat"] = True
+        if self.map_every:
+            o["map_every"] = self.map_every
+        if self.map_region:
+            o["map_region"] = self.map_region
+        return o
+
+    def key(self) -> st.RunKey:
+        return st.run_key(self.trace, self.machine, self.policy, self.memory, trace_sha256=self.trace_sha256, **self.options())
+
+    def label(self) -> str:
+        return f"{os.path.basename(self.trace)} {self.machine} {self.policy} {self.memory}"
+
+
+def execute(spec: RunSpec, trace_path: str | None = None) -> tuple[bool, str, float]:
+    """Run one spec (in a worker): (ok, the result's JSON or a one-line error, wall seconds)."""
+    t0 = time.perf_counter()
+    try:
+        r = api.simulate(trace_path or spec.trace, machine=spec.machine, policy=spec.policy, memory=spec.memory,
+                         sample_every=spec.sample_every, swap=spec.swap, replacement=spec.replacement, bloat=spec.bloat,
+                         map_every=spec.map_every, map_region=spec.map_region, progress=False)
+        r.trace = spec.trace
+        return True, r.to_json(), time.perf_counter() - t0
+    except Exception as e:  # a failed run is reported, never fatal to the sweep
+        return False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", time.perf_counter() - t0
+
+
+# --- grid files ------------------------------------------------------------------------------------
+
+
+def _as_list(v) -> list:
+    return v if isinstance(v, list) else [v]
+
+
+def _product(table: dict) -> list[dict]:
+    """Every combination of a table whose values may be lists."""
+    keys = sorted(table)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(_as_list(table[k]) for k in keys))]
+
+
+@dataclass
+class Grid:
+    path: str
+    name: str
+    traces: list[str] = field(default_factory=list)
+    gens: list[dict] = field(default_factory=list)
+    workloads: list[dict] = field(default_factory=list)
+    machines: list[str] = field(default_factory=list)
+    policies: list[str] = field(default_factory=list)
+    memory: list[str] = field(default_factory=list)
+    options: dict = field(default_factory=dict)
+
+    def size(self) -> int:
+        return (len(self.traces) + len(self.gens) + len(self.workloads)) * len(self.machines) * len(self.policies) * len(self.memory)
+
+
+def load_grid(path: str) -> Grid:
+    """Parse and check a grid file; errors name the file and key."""
+    import glob
+
+    def bad(key: str, why: str) -> _core.ConfigError:
+        return _core.ConfigError(f"{path}: {key}: {why}")
+
+    try:
+        with open(path, "rb") as f:
+            d = tomllib.load(f)
+    except FileNotFoundError:
+        raise _core.FileAccessError(f"{path}: no such grid file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise _core.ConfigError(f"{path}: not valid TOML: {e}") from None
+    for k in d:
+        if k not in GRID_KEYS:
+            raise bad(k, f"unknown key (known: {', '.join(sorted(GRID_KEYS))})")
+    here = os.path.dirname(os.path.abspath(path))
+    g = Grid(path=path, name=str(d.get("name", os.path.splitext(os.path.basename(path))[0])))
+    for i, t in enumerate(_as_list(d.get("trace", []))):
+        if not isinstance(t, dict) or set(t) != {"path"}:
+            raise bad(f"trace[{i}]", "give path = \"FILE.spt\" (a glob may match several)")
+        pat = os.path.join(here, os.path.expanduser(str(t["path"])))
+        hits = sorted(glob.glob(pat)) if any(ch in pat for ch in "*?[") else [pat]
+        if not hits or not all(os.path.isfile(h) for h in hits):
+            raise bad(f"trace[{i}].path", f"{t['path']}: no such trace file")
+        g.traces += [os.path.normpath(h) for h in hits]
+    for i, gsec in enumerate(_as_list(d.get("gen", []))):
+        if not isinstance(gsec, dict) or "kind" not in gsec:
+            raise bad(f"gen[{i}]", "needs kind = \"gups\" (see superpager gen --help)")
+        for k in gsec:
+            if k not in GEN_KEYS:
+                raise bad(f"gen[{i}].{k}", f"unknown key (known: {', '.join(sorted(GEN_KEYS))})")
+        kinds = {k for k, _ in _core.gen_kinds()}
+        for combo in _product(gsec):
+            if combo["kind"] not in kinds:
+                raise bad(f"gen[{i}].kind", f"unknown kind {combo['kind']!r} (known: {', '.join(sorted(kinds))})")
+            g.gens.append(combo)
+    for i, w in enumerate(_as_list(d.get("workload", []))):
+        if not isinstance(w, dict) or "name" not in w:
+            raise bad(f"workload[{i}]", "needs name = \"btree\" (see superpager workloads list)")
+        for k in w:
+            if k not in WORKLOAD_KEYS:
+                raise bad(f"workload[{i}].{k}", f"unknown key (known: {', '.join(sorted(WORKLOAD_KEYS))})")
+        g.workloads += _product({k: v for k, v in w.items() if k != "args"} | ({"args": [w["args"]]} if "args" in w else {}))
+    for key, default in (("machines", ["skylake"]), ("policies", ["base"]), ("memory", ["64GiB"])):
+        v = d.get(key, default)
+        if not isinstance(v, list) or not v or not all(isinstance(x, str) and x.strip() for x in v):
+            raise bad(key, "a non-empty list of strings")
+        setattr(g, key, list(v))
+    params = d.get("params", {})
+    if not isinstance(params, dict):
+        raise bad("params", "a table of policy name -> {parameter = [values]}")
+    policies = []
+    for p in g.policies:
+        name = p.split(":", 1)[0]
+        if name in params:
+            if not isinstance(params[name], dict) or not params[name]:
+                raise bad(f"params.{name}", "a table of parameter = value or [values]")
+            for combo in _product(params[name]):
+                extra = ",".join(f"{k}={_tomlval(v)}" for k, v in combo.items())
+                policies.append(f"{p},{extra}" if ":" in p else f"{p}:{extra}")
+        else:
+            policies.append(p)
+    for name in params:
+        if not any(p.split(":", 1)[0] == name for p in g.policies):
+            raise bad(f"params.{name}", f"no policy {name!r} in policies")
+    g.policies = list(dict.fromkeys(policies))
+    for m in g.machines:
+        for p in g.policies:
+            try:
+                _core.check_policy(p, m)
+            except _core.SuperpagerError as e:
+                raise bad("policies", f"{p} on {m}: {e}") from None
+    for k in ("sample_every", "swap", "replacement", "bloat", "map_every", "map_region"):
+        if k in d:
+            g.options[k] = d[k]
+    if not (g.traces or g.gens or g.workloads):
+        raise bad("trace", "the grid has no traces: give [[trace]], [[gen]] or [[workload]] sections")
+    return g
+
+
+def _tomlval(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def gen_trace(spec: dict, progress: Callable[[str], None]) -> str:
+    """A [[gen]] combination's trace, made once into the cache (same keys, same file)."""
+    from .capture import cache_dir
+
+    d = cache_dir() / "sweeps"
+    d.mkdir(parents=True, exist_ok=True)
+    tag = hashlib.sha256(json.dumps([spec, _core.__version__], sort_keys=True).encode()).hexdigest()[:12]
+    path = d / f"gen-{spec['kind']}-{spec.get('size', '64MiB')}-{tag}.spt"
+    if not path.exists():
+        progress(f"generating {spec['kind']} {spec.get('size', '')}")
+        from .cli import count
+
+        tmp = str(path) + f".partial-{os.getpid()}"
+        acc = spec.get("accesses", 0)
+        api.gen(spec["kind"], tmp, size=str(spec.get("size", "64MiB")), accesses=count(str(acc)) if isinstance(acc, str) else int(acc),
+                seed=int(spec.get("seed", 1)), stride=str(spec.get("stride", "4KiB")), elem=int(spec.get("elem", 8)),
+                alpha=float(spec.get("alpha", 0.99)), passes=int(spec.get("passes", 1)), progress=False)
+        os.replace(tmp, path)
+    return str(path)
+
+
+def expand(g: Grid, db: st.Store, progress: Callable[[str], None] = lambda m: None) -> list[RunSpec]:
+    """The grid's runs, in a fixed order, with traces made and hashed."""
+    from .reproduce import trace_for
+
+    traces = list(g.traces)
+    traces += [gen_trace(s, progress) for s in g.gens]
+    traces += [trace_for(w["name"], str(w.get("size", "256MiB")), progress, tuple(str(a) for a in _as_list(w.get("args", []))))
+               for w in g.workloads]
+    opts = {k: v for k, v in g.options.items()}
+    out = []
+    for t in traces:
+        h = db.trace_sha256(t)
+        for m, p, mem in itertools.product(g.machines, g.policies, g.memory):
+            out.append(RunSpec(trace=t, machine=m, policy=p, memory=mem, trace_sha256=h, **opts))
+    return out
+
+
+# --- engines ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    done: int = 0
+    reused: int = 0
+    failed: list[tuple[RunSpec, str]] = field(default_factory=list)
+    wall_s: float = 0.0
+    interrupted: bool = False
+
+
+def _local(specs: list[RunSpec], jobs: int) -> Iterator[tuple[RunSpec, tuple[bool, str, float]]]:
+    """Runs on a process pool of `jobs` workers, yielding as each finishes."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    if jobs <= 1:
+        for s in specs:
+            yield s, execute(s)
+        return
+    # forkserver: workers start from a clean interpreter, not a copy of a parent holding a DuckDB
+    # connection and its threads.
+    with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("forkserver")) as pool:
+        futs = {pool.submit(execute, s): s for s in specs}
+        try:
+            for f in cf.as_completed(futs):
+                yield futs[f], f.result()
+        finally:
+            for f in futs:
+                f.cancel()
+
+
+def _ray_materialize(spec: RunSpec, blob) -> str:
+    """On a Ray worker: the trace's path, written from the shipped bytes when the worker does not
+    share the file system (or holds another file under that name)."""
+    import tempfile
+
+    if blob is None:
+        return spec.trace
+    path = os.path.join(tempfile.gettempdir(), f"superpager-ray-{spec.trace_sha256[:16]}.spt")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}"
+        with open(tmp, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+    return path
+
+
+def _ray_task(spec: RunSpec, blob) -> tuple[bool, str, float]:
+    return execute(spec, _ray_materialize(spec, blob))
+
+
+def _ray(specs: list[RunSpec], address: str | None, ship: bool) -> Iterator[tuple[RunSpec, tuple[bool, str, float]]]:
+    try:
+        import ray
+    except ImportError:
+        raise _core.UsageError("--engine ray needs the ray package: pip install 'ray[default]' (make setup installs it)") from None
+    ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, logging_level="ERROR")
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=0)(_ray_task)
+        blobs: dict[str, object] = {}
+        if ship:
+            for s in specs:
+                if s.trace_sha256 not in blobs:
+                    with open(s.trace, "rb") as f:
+                        blobs[s.trace_sha256] = ray.put(f.read())
+        refs = {remote.remote(s, blobs.get(s.trace_sha256)): s for s in specs}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for r in ready:
+                try:
+                    out = ray.get(r)
+                except Exception as e:  # the worker died: a failed run, not a failed sweep
+                    out = (False, f"ray: {str(e).splitlines()[0]}", 0.0)
+                yield refs[r], out
+    finally:
+        ray.shutdown()
+
+
+def run(specs: list[RunSpec], db: st.Store, engine: str = "local", jobs: int | None = None, address: str | None = None,
+        ship: bool = False, force: bool = False, sweep: str | None = None,
+        on_run: Callable[[RunSpec, bool, str, float], None] | None = None,
+        progress: Callable[[int, int, int, float], None] | None = None) -> Outcome:
+    """Run `specs` (skipping those already stored unless `force`), storing each as it finishes."""
+    out = Outcome()
+    t0 = time.perf_counter()
+    have = set() if force else db.done_ids()
+    todo = []
+    seen = set()
+    for s in specs:
+        rid = s.key().run_id
+        if rid in have:
+            out.reused += 1
+        elif rid not in seen:
+            seen.add(rid)
+            todo.append(s)
+    if engine == "local":
+        it: Iterable = _local(todo, jobs or os.cpu_count() or 1)
+    elif engine == "ray":
+        it = _ray(todo, address, ship)
+    else:
+        raise _core.UsageError(f"--engine {engine}: unknown engine (local or ray)")
+    if progress:
+        progress(0, 0, len(todo), 0.0)
+    try:
+        for s, (ok, payload, wall) in it:
+            if ok:
+                r = api.Result.from_json(payload, trace=s.trace)
+                db.put(s.key(), r, wall, sweep=sweep)
+                out.done += 1
+            else:
+                out.failed.append((s, payload))
+            if on_run:
+                on_run(s, ok, payload if not ok else "", wall)
+            if progress:
+                progress(out.done, len(out.failed), len(todo), time.perf_counter() - t0)
+    except KeyboardInterrupt:
+        out.interrupted = True
+    out.wall_s = time.perf_counter() - t0
+    return out
+
+
+def spec_dict(s: RunSpec) -> dict:
+    return asdict(s)
+
+
+def print_failures(out: Outcome, file=sys.stderr) -> None:
+    for s, why in out.failed:
+        print(f"superpager: sweep: run failed: {s.label()}: {why}", file=file)
