@@ -31,6 +31,8 @@ from .api import (
     trace_info,
     write_results,
 )
+from .store import query as results_query
+from .store import results
 
 __all__ = [
     "SuperpagerError",
@@ -58,4 +60,6 @@ __all__ = [
     "trace_import",
     "trace_info",
     "write_results",
+    "results",
+    "results_query",
 ]

@@ -470,7 +470,23 @@ def _improvement(r, base) -> float:
 PAST_VMA = "romer:approx-online,past_vma=true"
 
 
+def pool():
+    """The runner reproduce's simulations go through (main sets it from --jobs and --db; serial
+    when a function is called on its own)."""
+    global RUNNER
+    if RUNNER is None:
+        from .sweep import Runner
+
+        RUNNER = Runner(jobs=1)
+    return RUNNER
+
+
+RUNNER = None
+
+
 def romer_runs(quick: bool, progress: Callable[[str], None]) -> list:
+    """Table 4-6's runs: every trace made first (captures run one at a time), then every
+    (trace, policy) run submitted to the pool; the rows hold the pending results."""
     rows: list[tuple] = []
     specs = [p for _, p in ROMER_POLICIES] + [PAST_VMA]
     for name, size, qsize, args, qargs, paper, kind in ROMER_SUITE:
@@ -483,10 +499,19 @@ def romer_runs(quick: bool, progress: Callable[[str], None]) -> list:
                 rows.append((name, paper, kind, None, why, None))
                 continue
             t = trace_for(name, sz, progress, ar)
-        progress(f"simulating {name} ({paper}) under {len(specs)} policies (OFFLINE plans first)")
-        rs = api.run(t, [(ROMER_MACHINE, p) for p in specs], "4GiB", 0, False, False, False)
-        rows.append((name, paper, kind, dict(zip(specs, rs)), " ".join((sz,) + tuple(ar)), t))
+        rows.append((name, paper, kind, pool().submit(t, [(ROMER_MACHINE, p) for p in specs], "4GiB", 0), " ".join((sz,) + tuple(ar)), t))
     return rows
+
+
+def romer_gather(rows: list, progress: Callable[[str], None]) -> list:
+    specs = [p for _, p in ROMER_POLICIES] + [PAST_VMA]
+    out = []
+    for name, paper, kind, pending, info, t in rows:
+        if pending is not None:
+            progress(f"simulating {name} ({paper}) under {len(specs)} policies (OFFLINE plans first)")
+            pending = dict(zip(specs, pending.result()))
+        out.append((name, paper, kind, pending, info, t))
+    return out
 
 
 def romer_sweep_trace(size: str, passes: int, progress: Callable[[str], None]) -> str:
@@ -502,7 +527,12 @@ def romer_sweep_trace(size: str, passes: int, progress: Callable[[str], None]) -
 
 
 def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None) -> str:
-    rows = romer_runs(quick, progress)
+    pending = romer_runs(quick, progress)
+    # Everything else that only needs the traces goes to the pool before any result is awaited.
+    sweeps = {name: pool().submit(trace, [(ROMER_MACHINE, f"romer:approx-online,threshold={x}") for x in THRESHOLD_SWEEP], "4GiB", 0)
+              for name, _paper, kind, p, _info, trace in pending if p is not None and kind in ("sparse", "small")}
+    competitive = romer_competitive_submit(progress)
+    rows = romer_gather(pending, progress)
     labels = [l for l, _ in ROMER_POLICIES]
     specs = [p for _, p in ROMER_POLICIES]
     out = [f"## Romer et al. (ISCA 1995) on `{ROMER_MACHINE}`", "",
@@ -620,16 +650,16 @@ def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
         out.append(f"| {paper} | {name} | " + " | ".join(f"{a} / {b}" for a, b in zip(pp, mine)) + f" | {pt:,} / {total:,} |")
     out += ["", "### Threshold sweep (APPROX-ONLINE; the paper's 0.125R calibration)", "",
             "| ours | threshold (x R) | misses removed | TLBMCPI | memory overhead |", "|---|---:|---:|---:|---:|"]
-    for name, _paper, kind, rs, _info, trace in rows:
+    for name, _paper, kind, rs, _info, _trace in rows:
         if rs is None or kind not in ("sparse", "small"):
             continue
         progress(f"threshold sweep on {name}")
-        sweep = api.run(trace, [(ROMER_MACHINE, f"romer:approx-online,threshold={x}") for x in THRESHOLD_SWEEP], "4GiB", 0, False, False, False)
+        sweep = sweeps[name].result()
         b = rs[specs[0]]
         for x, r in zip(THRESHOLD_SWEEP, sweep):
             out.append(f"| {name} | {x} | {100 * (1 - r['walks'] / max(b['walks'], 1)):.2f}% | {r.derived.get('tlbmcpi', 0):.4f} | "
                        f"{100 * (r['footprint.bytes'] / max(b['footprint.bytes'], 1) - 1):.2f}% |")
-    comp, comp_checks = romer_competitive(progress)
+    comp, comp_checks = romer_competitive(progress, competitive)
     out += ["", comp]
     checks += comp_checks
     out += ["", "### The claims, checked", "", "| claim | holds | measured |", "|---|---|---|"]
@@ -669,7 +699,17 @@ def romer_adversary_trace(progress: Callable[[str], None], threshold_r: float, r
     return str(path)
 
 
-def romer_competitive(progress: Callable[[str], None]) -> tuple[str, list]:
+def romer_competitive_submit(progress: Callable[[str], None]) -> dict:
+    """The competitive check's runs, per threshold, submitted to the pool."""
+    out = {}
+    for t in (1.0, 0.125):
+        path = romer_adversary_trace(progress, t)
+        pols = [f"romer:approx-online,threshold={t}", f"romer:online,threshold={t}", "romer:offline"]
+        out[t] = (pols, pool().submit(path, [(ROMER_MACHINE, p) for p in pols], "4GiB", 0))
+    return out
+
+
+def romer_competitive(progress: Callable[[str], None], submitted: dict | None = None) -> tuple[str, list]:
     """The competitive bound (§4.3, Appendix B): with per-miss bookkeeping o, the online rule at
     threshold t costs at most max(1 + o/b + R/t, t/R + o t/C + 1) times the offline optimum, which
     is 2 + o/b at t = R. The adversary that touches a region just until the promotion and never
@@ -686,11 +726,11 @@ def romer_competitive(progress: Callable[[str], None]) -> tuple[str, list]:
              "|---:|---|---:|---:|---:|---:|---:|---|"]
     checks = []
     b = 30.0
+    submitted = submitted or romer_competitive_submit(progress)
     for t in (1.0, 0.125):
-        path = romer_adversary_trace(progress, t)
-        pols = [f"romer:approx-online,threshold={t}", f"romer:online,threshold={t}", "romer:offline"]
+        pols, pending = submitted[t]
         progress(f"competitive check at threshold {t}R")
-        rs = api.run(path, [(ROMER_MACHINE, p) for p in pols], "4GiB", 0, False, False, False)
+        rs = pending.result()
         off = _tlb_cycles(rs[2])
         for p, r, o in zip(pols[:2], rs[:2], (100.0, 2570.0)):
             # t in units of R; C/R = b, so o*t/C = (o/b) * t.
@@ -727,26 +767,51 @@ EXPERIMENTS = {"navarro": navarro_all, "romer": romer, "trident": trident, "inte
 
 
 def main(a) -> int:
-    if a.paper not in EXPERIMENTS:
-        print(f"superpager: error: no experiments for '{a.paper}' (available: {', '.join(EXPERIMENTS)})", file=sys.stderr)
+    global RUNNER
+    papers = list(EXPERIMENTS) if a.paper == "all" else [a.paper]
+    if a.paper != "all" and a.paper not in EXPERIMENTS:
+        print(f"superpager: error: no experiments for '{a.paper}' (available: {', '.join(EXPERIMENTS)}, all)", file=sys.stderr)
+        return 2
+    if a.jobs is not None and a.jobs < 1:
+        print("superpager: error: --jobs must be at least 1", file=sys.stderr)
         return 2
     t0 = time.monotonic()
 
     def say(m: str) -> None:
         print(f"[{time.monotonic() - t0:6.1f}s] {m}", file=sys.stderr, flush=True)
 
-    try:
-        text = EXPERIMENTS[a.paper](quick=a.quick, progress=say)
-    except cap.CaptureError as e:
-        print(f"superpager: error: {e}", file=sys.stderr)
-        return e.status
+    from . import store as st
+    from .sweep import Runner
+
+    texts = []
+    with st.maybe(a.db) as db:
+        RUNNER = Runner(jobs=a.jobs, db=db, label=f"reproduce {a.paper}")
+        try:
+            for paper in papers:
+                if len(papers) > 1:
+                    say(f"== {paper} ==")
+                texts.append(EXPERIMENTS[paper](quick=a.quick, progress=say))
+        except cap.CaptureError as e:
+            print(f"superpager: error: {e}", file=sys.stderr)
+            return e.status
+        finally:
+            RUNNER.close()
+            runner, RUNNER = RUNNER, None
     cmd = f"superpager reproduce {a.paper}" + (" --quick" if a.quick else "") + (f" --out {a.out}" if a.out else "")
-    text = f"Produced by `{cmd}` in {time.monotonic() - t0:.0f} s.\n\n" + text
+    pool_note = f" on {runner.jobs} worker{'s' if runner.jobs > 1 else ''}"
+    text = f"Produced by `{cmd}` in {time.monotonic() - t0:.0f} s{pool_note}.\n\n" + "\n".join(texts)
     print(text)
     if a.out:
         os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
         from .output import write_text
 
-        write_text(a.out, f"# Reproducing {a.paper}\n\n{text}\n")
+        title = "every paper" if a.paper == "all" else a.paper
+        write_text(a.out, f"# Reproducing {title}\n\n{text}\n")
         print(f"wrote {a.out}", file=sys.stderr)
+        if runner.results:
+            from . import report
+
+            rdir = os.path.splitext(a.out)[0] + "_report"
+            path = report.write(runner.results, rdir, title=f"superpager reproduce {a.paper}: the pooled runs")
+            print(f"wrote {path} ({len(runner.results)} runs)", file=sys.stderr)
     return 0

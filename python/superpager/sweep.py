@@ -386,3 +386,90 @@ def spec_dict(s: RunSpec) -> dict:
 def print_failures(out: Outcome, file=sys.stderr) -> None:
     for s, why in out.failed:
         print(f"superpager: sweep: run failed: {s.label()}: {why}", file=file)
+
+
+# --- a pool for code that runs many independent simulations (reproduce) ---------------------------
+
+
+class Pending:
+    """Runs submitted together: result() waits for them and gives a ResultSet in their order."""
+
+    def __init__(self, runner: Runner, items: list):
+        self.runner = runner
+        self.items = items  # per run: an api.Result (already known) or (spec, future)
+
+    def result(self) -> api.ResultSet:
+        out = api.ResultSet()
+        for i, it in enumerate(self.items):
+            if not isinstance(it, api.Result):
+                spec, fut = it
+                ok, payload, wall = fut.result() if fut is not None else execute(spec)
+                if not ok:
+                    raise _core.SimulationError(f"{spec.label()}: {payload}")
+                r = api.Result.from_json(payload, trace=spec.trace)
+                if self.runner.db is not None:
+                    self.runner.db.put(spec.key(), r, wall, sweep=self.runner.label)
+                self.runner.results.append((spec.key().run_id if self.runner.db is not None else f"run{len(self.runner.results) + 1}", r))
+                self.items[i] = it = r
+            out.append(it)
+        return out
+
+
+class Runner:
+    """Independent simulations on a process pool (`jobs` workers; 1: in this process), each
+    (machine, policy) run a task of its own so that the workers stay busy. With a results store,
+    runs it holds are taken from it and new ones are added. Results are the same whatever `jobs`.
+
+        with Runner(jobs=2) as pool:
+            a = pool.submit(trace, [("skylake", "base"), ("skylake", "navarro")], "4GiB", 0)
+            b = pool.submit(...)
+            base, nav = a.result()
+    """
+
+    def __init__(self, jobs: int | None = None, db: st.Store | None = None, label: str | None = None):
+        self.jobs = jobs or os.cpu_count() or 1
+        self.db = db
+        self.label = label
+        self._pool = None
+        self.submitted = 0
+        self.reused = 0
+        #: Every result this runner gave, (run id, Result), for reports.
+        self.results: list[tuple[str, api.Result]] = []
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def _executor(self):
+        if self._pool is None:
+            import concurrent.futures as cf
+            import multiprocessing as mp
+
+            self._pool = cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=mp.get_context("forkserver"))
+        return self._pool
+
+    def submit(self, trace: str, runs: list[tuple[str, str]], memory: str = "64GiB", sample_every: int = 0, **options) -> Pending:
+        h = self.db.trace_sha256(trace) if self.db is not None else ""
+        items: list = []
+        for m, p in runs:
+            spec = RunSpec(trace=str(trace), machine=m, policy=p, memory=memory, sample_every=sample_every, trace_sha256=h, **options)
+            if self.db is not None:
+                r = self.db.get(spec.key())
+                if r is not None:
+                    self.reused += 1
+                    self.results.append((spec.key().run_id, r))
+                    items.append(r)
+                    continue
+            self.submitted += 1
+            items.append((spec, self._executor().submit(execute, spec) if self.jobs > 1 else None))
+        return Pending(self, items)
+
+    def run(self, trace: str, runs: list[tuple[str, str]], memory: str = "64GiB", sample_every: int = 0, **options) -> api.ResultSet:
+        return self.submit(trace, runs, memory, sample_every, **options).result()

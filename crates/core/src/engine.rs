@@ -840,6 +840,10 @@ impl Engine {
                 *x += y;
             }
         }
+        if self.cfg.map_every > 0 && matches!(e, Event::Exit { .. }) && self.maps.last().is_none_or(|m| m.accesses != self.accesses) {
+            // The memory as the process leaves it: the frame a report ends on.
+            self.map_frame();
+        }
         self.os.apply(self.cur_pi, e, &mut self.mmu)?;
         if self.tells_unmaps || self.touched.is_some() {
             self.tell_unmap(e, old_brk);
@@ -929,6 +933,8 @@ impl Engine {
         if self.series.last().is_none_or(|s| s.accesses != self.accesses) {
             self.sample();
         }
+        // A last frame, unless one was taken at this point (at a periodic mark, or at the exit
+        // of the last process: the state worth showing, where this one would show memory freed).
         if self.cfg.map_every > 0 && self.maps.last().is_none_or(|m| m.accesses != self.accesses) {
             self.map_frame();
         }

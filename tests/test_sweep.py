@@ -1,0 +1,163 @@
+"""Sweeps (`superpager sweep`): a grid on a local process pool and on a Ray cluster, resumed after
+a kill, failures reported without losing the other runs."""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+import superpager as sp
+from superpager import sweep as sw
+
+pytest.importorskip("duckdb", reason="the results store needs duckdb (make setup installs it)")
+
+GRID = """
+name = "t"
+machines = ["skylake", "zen3"]
+policies = ["base", "linux-thp"]
+memory = ["1GiB", "2GiB"]
+sample_every = 20000
+
+[[gen]]
+kind = "gups"
+size = "32MiB"
+accesses = "20k"
+seed = [1, 2]
+
+[[trace]]
+path = "extra.spt"
+
+[params.linux-thp]
+max_ptes_none = [0, 511]
+"""
+
+
+@pytest.fixture
+def grid(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    sp.gen("seq", str(tmp_path / "extra.spt"), size="8MiB", progress=False)
+    (tmp_path / "grid.toml").write_text(GRID)
+    return tmp_path / "grid.toml"
+
+
+def counters(db: str) -> dict:
+    df = sp.results(db=db, sql="SELECT run_id, name, value FROM counters ORDER BY run_id, name")
+    out: dict = {}
+    for r in df.itertuples():
+        out.setdefault(r.run_id, {})[r.name] = int(r.value)
+    return out
+
+
+def test_a_grid_expands_to_every_combination(grid, tmp_path):
+    g = sw.load_grid(str(grid))
+    assert g.policies == ["base", "linux-thp:max_ptes_none=0", "linux-thp:max_ptes_none=511"]
+    assert len(g.gens) == 2 and len(g.traces) == 1
+    assert g.size() == 3 * 2 * 3 * 2
+
+
+def test_the_pool_and_one_process_store_the_same_counters(grid, tmp_path, cli):
+    env_cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    for db, jobs in (("a.duckdb", "2"), ("b.duckdb", "1")):
+        p = subprocess.run([sys.executable, "-m", "superpager.cli", "sweep", str(grid), "--db", db, "--jobs", jobs],
+                           capture_output=True, text=True, cwd=tmp_path, env=os.environ | env_cache, timeout=600)
+        assert p.returncode == 0, p.stderr
+        assert "36 runs stored, 0 reused, 0 failed" in p.stderr
+    a, b = counters(str(tmp_path / "a.duckdb")), counters(str(tmp_path / "b.duckdb"))
+    assert len(a) == 36 and a == b
+    # And the same as simulate gives for one of them.
+    r = sp.simulate(str(tmp_path / "extra.spt"), machine="zen3", policy="linux-thp:max_ptes_none=0", memory="2GiB",
+                    sample_every=20000, progress=False)
+    rid = sp.results(db=str(tmp_path / "a.duckdb"),
+                     where="trace LIKE '%extra.spt' AND machine = 'zen3' AND policy = 'linux-thp:max_ptes_none=0' AND memory = '2GiB'").run_id[0]
+    assert a[rid] == r.counters
+
+
+def test_a_killed_sweep_resumes_without_redoing_finished_runs(grid, tmp_path):
+    env = os.environ | {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    cmd = [sys.executable, "-m", "superpager.cli", "sweep", str(grid), "--db", "k.duckdb", "-v", "--jobs", "2"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=tmp_path, env=env, start_new_session=True)
+    done = []
+    for line in p.stdout:
+        if line.startswith("done"):
+            done.append(line.split()[1])
+        if len(done) == 12:
+            os.killpg(p.pid, signal.SIGKILL)
+            break
+    p.wait()
+    assert len(done) == 12
+    q = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert q.returncode == 0, q.stderr
+    stored_before = int(q.stderr.split(" already in ")[0].rsplit(", ", 1)[1])
+    assert stored_before >= 12
+    again = [l.split()[1] for l in q.stdout.splitlines() if l.startswith("done")]
+    assert not set(again) & set(done), "a finished run was run again"
+    assert len(again) == 36 - stored_before
+    assert len(counters(str(tmp_path / "k.duckdb"))) == 36
+
+
+def test_one_failed_run_is_reported_and_the_others_are_stored(grid, tmp_path):
+    bad = grid.read_text().replace('memory = ["1GiB", "2GiB"]', 'memory = ["1GiB", "16MiB"]')
+    grid.write_text(bad)
+    p = subprocess.run([sys.executable, "-m", "superpager.cli", "sweep", str(grid), "--db", "f.duckdb", "--jobs", "2"],
+                       capture_output=True, text=True, cwd=tmp_path, env=os.environ | {"XDG_CACHE_HOME": str(tmp_path / "cache")}, timeout=600)
+    assert p.returncode == 1
+    assert "18 runs stored, 0 reused, 18 failed" in p.stderr
+    assert "run failed: " in p.stderr and "too small" in p.stderr
+    assert len(counters(str(tmp_path / "f.duckdb"))) == 18
+
+
+@pytest.mark.parametrize("text, msg", [
+    ("bogus = 1\n[[trace]]\npath = 'extra.spt'\n", "grid.toml: bogus: unknown key"),
+    ("[[trace]]\npath = 'nope.spt'\n", "grid.toml: trace[0].path: nope.spt: no such trace file"),
+    ("[[gen]]\nkind = 'nosuch'\n", "grid.toml: gen[0].kind: unknown kind 'nosuch'"),
+    ("policies = ['linux-thp:bogus=1']\n[[trace]]\npath = 'extra.spt'\n", "grid.toml: policies: linux-thp:bogus=1 on skylake"),
+    ("[params.navarro]\nx = [1]\n[[trace]]\npath = 'extra.spt'\n", "grid.toml: params.navarro: no policy 'navarro' in policies"),
+    ("machines = 'skylake'\n[[trace]]\npath = 'extra.spt'\n", "grid.toml: machines: a non-empty list of strings"),
+    ("name = 'x'\n", "grid.toml: trace: the grid has no traces"),
+    ("[[trace]\n", "grid.toml: not valid TOML"),
+])
+def test_bad_grid_files_give_one_line_errors(grid, cli, text, msg):
+    grid.write_text(text)
+    s, out, err = cli("sweep", str(grid), "--db", "x.duckdb")
+    assert s == 2 and msg in err and err.count("\n") == 1, err
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_ray_cluster_stores_the_same_counters_as_the_local_pool(grid, tmp_path):
+    pytest.importorskip("ray", reason="ray is not installed (make setup installs it)")
+    ray_bin = shutil.which("ray", path=os.path.dirname(sys.executable)) or shutil.which("ray")
+    if not ray_bin:
+        pytest.skip("no ray command")
+    env = os.environ | {"XDG_CACHE_HOME": str(tmp_path / "cache"), "RAY_USAGE_STATS_ENABLED": "0"}
+    port = _free_port()
+    # Ray's sockets live under its temp dir, whose path must stay short (AF_UNIX: 107 bytes).
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="spray-", dir="/tmp")
+    start = subprocess.run([ray_bin, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+                            "--disable-usage-stats", f"--temp-dir={tmp}"], capture_output=True, text=True, env=env, timeout=300)
+    assert start.returncode == 0, start.stderr[-2000:]
+    try:
+        for db, extra in (("ray.duckdb", []), ("ship.duckdb", ["--ship"])):
+            p = subprocess.run([sys.executable, "-m", "superpager.cli", "sweep", str(grid), "--db", db, "--engine", "ray",
+                                "--address", f"127.0.0.1:{port}", *extra], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+            assert p.returncode == 0, p.stderr[-3000:]
+            assert "36 runs stored" in p.stderr
+        local = subprocess.run([sys.executable, "-m", "superpager.cli", "sweep", str(grid), "--db", "local.duckdb"],
+                               capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+        assert local.returncode == 0, local.stderr
+        c = counters(str(tmp_path / "local.duckdb"))
+        assert len(c) == 36
+        assert counters(str(tmp_path / "ray.duckdb")) == c
+        assert counters(str(tmp_path / "ship.duckdb")) == c
+    finally:
+        subprocess.run([ray_bin, "stop", "--force"], capture_output=True, env=env, timeout=120)
+        shutil.rmtree(tmp, ignore_errors=True)
