@@ -22,6 +22,7 @@ command -v gzip >/dev/null 2>&1 || need_apt+=(gzip)             # real programs 
 command -v bzip2 >/dev/null 2>&1 || need_apt+=(bzip2)
 command -v sqlite3 >/dev/null 2>&1 || need_apt+=(sqlite3)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)     # reports are checked in headless Chromium
 # Python headers: pycachesim (the test peer) compiles a C extension.
 python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null \
   || need_apt+=(python3-dev)
@@ -45,7 +46,7 @@ fi
 import importlib.util, subprocess, sys
 want = {"maturin": "maturin>=1.5,<2", "pyarrow": "pyarrow>=12", "pandas": "pandas>=1.5",
         "pytest": "pytest>=7", "cachesim": "pycachesim>=0.3", "ruff": "ruff>=0.5",
-        "mypy": "mypy>=1.8", "matplotlib": "matplotlib>=3.6"}
+        "mypy": "mypy>=1.8", "matplotlib": "matplotlib>=3.6", "duckdb": "duckdb>=1.0", "ray": "ray>=2.9"}
 missing = [spec for mod, spec in want.items() if importlib.util.find_spec(mod) is None]
 if missing:
     print("setup: installing Python packages:", " ".join(missing), flush=True)

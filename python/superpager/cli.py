@@ -164,10 +164,13 @@ def _simulate(a) -> int:
             from .sweep import RunSpec
             from .store import scenario_sha256
 
-            spec = RunSpec(trace=a.scenario, machine=api.machine_spec(a.machine, a.tlb) if (a.machine or a.tlb) else "(scenario's)",
-                           policy=a.policy or "(scenario's)", memory="(scenario's)", sample_every=a.sample_every or 0,
+            path = api.scenario_path(a.scenario)
+            own = _scenario_keys(path)
+            spec = RunSpec(trace=path, machine=api.machine_spec(a.machine, a.tlb) if (a.machine or a.tlb) else str(own.get("machine", "skylake")),
+                           policy=a.policy or str(own.get("policy", "base")), memory=str(own.get("memory", "?")),
+                           sample_every=a.sample_every or 0,
                            bloat=a.bloat, map_every=a.map_every, map_region=a.map_region,
-                           trace_sha256=scenario_sha256(api.scenario_path(a.scenario)))
+                           trace_sha256=scenario_sha256(path))
     else:
         if not a.trace:
             raise _core.UsageError("simulate needs a trace file or --scenario FILE.toml (see superpager simulate --help)")
@@ -257,14 +260,19 @@ def with_nested(machine: str, host: str) -> str:
     return f"{machine}+nested" + ("" if host == "guest" else f"={host}")
 
 
-def _scenario_machine(scenario: str) -> str:
+def _scenario_keys(path: str) -> dict:
+    """A scenario file's top-level keys ({} if it cannot be read: the scenario's own loader then
+    reports the problem with its key and line)."""
     import tomllib
-    path = api.scenario_path(scenario)
     try:
         with open(path, "rb") as f:
-            return str(tomllib.load(f).get("machine", "skylake"))
+            return tomllib.load(f)
     except (OSError, tomllib.TOMLDecodeError):
-        return "skylake"  # the scenario's own loader reports the problem with its key and line
+        return {}
+
+
+def _scenario_machine(scenario: str) -> str:
+    return str(_scenario_keys(api.scenario_path(scenario)).get("machine", "skylake"))
 
 
 def split_policies(s: str) -> list[str]:

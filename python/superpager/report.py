@@ -143,22 +143,23 @@ def _figures(runs, out: str) -> list[tuple[str, str, str]]:
             ax.axis("off")
         save(fig, "page_size_mix", "Page-size mix over time", f"Resident memory by page size as the run goes{more}.")
         # Fragmentation over time: the unusable free space index of each superpage size.
-        fig, ax = plt.subplots(figsize=(7, 3.2))
-        for rid, r in with_series:
-            xs = [s["accesses"] for s in r.series]
-            ui = r.series[-1].get("unusable_index", {})
-            z = max(ui, key=_bytes) if ui else None
-            if z:
-                ax.plot(xs, [s.get("unusable_index", {}).get(z, 0) for s in r.series], label=f"{_name(rid, r, runs)} ({z})")
-        ax.set_xlabel("accesses")
-        ax.set_ylabel("unusable free space index")
-        ax.set_ylim(0, 1.02)
-        ax.legend(fontsize=7)
-        save(fig, "fragmentation", "Fragmentation over time",
-             "Gorman's unusable free space index for the largest superpage size: the share of free memory not in free blocks "
-             f"of that size (0: all of it usable; 1: none){more}.")
+        zs = sorted({z for _, r in with_series for z in r.series[-1].get("unusable_index", {})}, key=_bytes)
+        if zs:
+            fig, axes = plt.subplots(1, len(zs), figsize=(4.2 * len(zs), 3.2), squeeze=False)
+            for ax, z in zip(axes.flat, zs):
+                for rid, r in with_series:
+                    xs = [s["accesses"] for s in r.series]
+                    ax.plot(xs, [s.get("unusable_index", {}).get(z, 0) for s in r.series], label=_name(rid, r, runs))
+                ax.set_title(f"{z} blocks", fontsize=8)
+                ax.set_xlabel("accesses")
+                ax.set_ylabel("unusable free space index")
+                ax.set_ylim(-0.02, 1.02)
+            axes.flat[0].legend(fontsize=7)
+            save(fig, "fragmentation", "Fragmentation over time",
+                 "Gorman's unusable free space index for each superpage size: the share of free memory not in free blocks "
+                 f"of that size (0: all of it usable; 1: none){more}.")
     # Why not promoted.
-    why = {g: {} for g in labels}
+    why: dict[str, dict[str, int]] = {g: {} for g in labels}
     for g in labels:
         for r in groups[g]:
             for k, v in why_not(r.counters).items():
@@ -330,8 +331,7 @@ def write(runs: Sequence[tuple[str, api.Result]], out: str, title: str = "superp
     if maps:
         parts.append("<h2>Physical memory over time</h2>")
     for rid, r in maps:
-        cells = len(r.map["frames"][0]["cells"])
-        cols = _map_cols(cells)
+        cols = _map_cols(len(r.map["frames"][0]["cells"]))
         data = {"cols": cols, "scale": max(2, min(24, 640 // cols)), "colours": _colours(r.map["legend"]), "frames": r.map["frames"]}
         legend = "".join(f"<span><i style='background:{c}'></i>{e(n)}</span>" for n, c in zip(r.map["legend"], _colours(r.map["legend"])))
         blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")

@@ -82,7 +82,11 @@ def scenario_file(d: str, name: str, memory: str, trace: str | None, fragmented:
 
 
 def run_scenario(path: str, policy: str, machine: str = MACHINE, bloat: bool = False) -> api.Result:
-    return api.simulate(scenario=path, policy=policy, machine=machine, progress=False, bloat=bloat)
+    """A scenario run, started on reproduce's pool: it is awaited where its result is first read,
+    so the runs of a table go side by side."""
+    from .reproduce import pool
+
+    return pool().submit_scenario(path, policy=policy, machine=machine, bloat=bloat)  # type: ignore[return-value]
 
 
 def gib(b: float) -> str:
@@ -278,15 +282,23 @@ def walk_cycles(quick: bool, progress: Callable[[str], None]) -> list[str]:
            "| workload | machine | " + " | ".join(l for l, _ in WALK_POLICIES) + " | 4KB > THP > Trident |",
            "|---|---|" + "---:|" * len(WALK_POLICIES) + "---|"]
     verdicts = []
+    from .reproduce import pool
+
+    submitted = {}
     for name, size, qsize, args in WALK_WORKLOADS:
+        if W.available(W.get(name)):
+            continue
+        sz = (qsize if quick else size) or (sizes[name][1] if quick else sizes[name][0])
+        t = trace_for(name, sz, progress, args)
+        submitted[name] = (sz, pool().submit(t, [(m, p) for m in machines for _l, p in WALK_POLICIES], MEMORY[quick], 0))
+    for name, _size, _qsize, _args in WALK_WORKLOADS:
         why = W.available(W.get(name))
         if why:
             out.append(f"| {name} | - | not run: {why} |" + " |" * len(WALK_POLICIES))
             continue
-        sz = (qsize if quick else size) or (sizes[name][1] if quick else sizes[name][0])
-        t = trace_for(name, sz, progress, args)
+        sz, pending = submitted[name]
         progress(f"walk cycles: {name} at {sz}, {len(machines) * len(WALK_POLICIES)} runs")
-        rs = api.run(t, [(m, p) for m in machines for _l, p in WALK_POLICIES], MEMORY[quick], 0, False, False, False)
+        rs = pending.result()
         for mi, m in enumerate(machines):
             w = {l: rs[mi * len(WALK_POLICIES) + k]["cycles.walk"] for k, (l, _p) in enumerate(WALK_POLICIES)}
             order = w["4KB"] > w["THP"] > w["Trident"]
@@ -313,7 +325,9 @@ def trident_pv(quick: bool, progress: Callable[[str], None]) -> list[str]:
     base = "trident:fault_1g=false,max_cpu=10,cap_floor_ms=1,scan_sleep_ms=200,alloc_sleep_ms=10"
     pols = [("copy (Trident)", base), ("exchange (Trident-pv)", base + ",pv=true")]
     progress("Trident-pv: promotion by copy and by exchange")
-    rs = api.run(t, [(m, p) for _l, p in pols], MEMORY[quick], 1 << 20, False, False, False)
+    from .reproduce import pool
+
+    rs = pool().run(t, [(m, p) for _l, p in pols], MEMORY[quick], 1 << 20)
     out = ["### Trident-pv: promoting to 1GB by exchanging mappings (Figure 16)", "",
            "Paper: a guest promoting 2MB pages to a 1GB page asks the hypervisor to exchange guest-physical "
            "mappings, 512 per hypercall (~300 ns), instead of copying 1GB; with the guest's khugepaged capped at "

@@ -56,13 +56,17 @@ class RunSpec:
     machine: str
     policy: str
     memory: str = "64GiB"
-    sample_every: int = 1 << 20
+    #: None: a scenario's own interval.
+    sample_every: int | None = 1 << 20
     swap: str = "0"
     replacement: str = "clock"
     bloat: bool = False
     map_every: int | None = None
     map_region: str | None = None
     trace_sha256: str = ""
+    #: `trace` is a scenario file (its memory, prelude and processes); machine and policy, when
+    #: not empty, override the scenario's own.
+    scenario: bool = False
 
     def options(self) -> dict:
         """The options that change the numbers, as the store keys them (defaults left out so that a
@@ -91,6 +95,11 @@ def execute(spec: RunSpec, trace_path: str | None = None) -> tuple[bool, str, fl
     """Run one spec (in a worker): (ok, the result's JSON or a one-line error, wall seconds)."""
     t0 = time.perf_counter()
     try:
+        if spec.scenario:
+            r = api.simulate(scenario=trace_path or spec.trace, machine=spec.machine or None, policy=spec.policy or None,
+                             sample_every=spec.sample_every, bloat=spec.bloat, map_every=spec.map_every, map_region=spec.map_region,
+                             progress=False)
+            return True, r.to_json(), time.perf_counter() - t0
         r = api.simulate(trace_path or spec.trace, machine=spec.machine, policy=spec.policy, memory=spec.memory,
                          sample_every=spec.sample_every, swap=spec.swap, replacement=spec.replacement, bloat=spec.bloat,
                          map_every=spec.map_every, map_region=spec.map_region, progress=False)
@@ -313,7 +322,9 @@ def _ray(specs: list[RunSpec], address: str | None, ship: bool) -> Iterator[tupl
         import ray
     except ImportError:
         raise _core.UsageError("--engine ray needs the ray package: pip install 'ray[default]' (make setup installs it)") from None
-    ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, logging_level="ERROR")
+    import logging
+
+    ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, logging_level=logging.ERROR)
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(_ray_task)
         blobs: dict[str, object] = {}
@@ -471,5 +482,42 @@ class Runner:
             items.append((spec, self._executor().submit(execute, spec) if self.jobs > 1 else None))
         return Pending(self, items)
 
+    def submit_scenario(self, path: str, policy: str | None = None, machine: str | None = None, sample_every: int | None = None,
+                        **options) -> LazyResult:
+        """A scenario run, started now; its result is awaited when first looked at."""
+        spec = RunSpec(trace=str(path), machine=machine or "", policy=policy or "", memory="(scenario)", sample_every=sample_every,
+                       scenario=True, trace_sha256=st.scenario_sha256(str(path)) if self.db is not None else "", **options)
+        return LazyResult(self._submit_spec(spec))
+
+    def _submit_spec(self, spec: RunSpec) -> Pending:
+        if self.db is not None:
+            r = self.db.get(spec.key())
+            if r is not None:
+                self.reused += 1
+                self.results.append((spec.key().run_id, r))
+                return Pending(self, [r])
+        self.submitted += 1
+        return Pending(self, [(spec, self._executor().submit(execute, spec) if self.jobs > 1 else None)])
+
     def run(self, trace: str, runs: list[tuple[str, str]], memory: str = "64GiB", sample_every: int = 0, **options) -> api.ResultSet:
         return self.submit(trace, runs, memory, sample_every, **options).result()
+
+
+class LazyResult:
+    """An api.Result still being computed on the pool: any use of it waits for it, so code that
+    submits many runs and reads them afterwards runs them side by side unchanged."""
+
+    def __init__(self, pending: Pending):
+        self._pending = pending
+        self._r: api.Result | None = None
+
+    def resolve(self) -> api.Result:
+        if self._r is None:
+            self._r = self._pending.result()[0]
+        return self._r
+
+    def __getattr__(self, name: str):
+        return getattr(self.resolve(), name)
+
+    def __getitem__(self, key: str) -> int:
+        return self.resolve()[key]
