@@ -161,3 +161,34 @@ def test_a_ray_cluster_stores_the_same_counters_as_the_local_pool(grid, tmp_path
     finally:
         subprocess.run([ray_bin, "stop", "--force"], capture_output=True, env=env, timeout=120)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_the_runner_gives_the_same_results_on_a_pool_and_in_order(tmp_path):
+    t = str(tmp_path / "g.spt")
+    sp.gen("gups", t, size="64MiB", accesses=30_000, progress=False)
+    runs = [("skylake", "base"), ("zen3", "linux-thp"), ("skylake", "navarro")]
+    with sw.Runner(jobs=2) as pool:
+        a = [pool.submit(t, runs, "1GiB", 0), pool.submit(t, runs[::-1], "2GiB", 0)]
+        got = [p.result() for p in a]
+        assert pool.submitted == 6
+    with sw.Runner(jobs=1) as serial:
+        want = [serial.run(t, runs, "1GiB", 0), serial.run(t, runs[::-1], "2GiB", 0)]
+    assert [[r.to_dict() for r in rs] for rs in got] == [[r.to_dict() for r in rs] for rs in want]
+    # One pass over the trace for every pair gives the same as a run each.
+    together = sp.run(t, runs, "1GiB", 0, progress=False)
+    assert [r.to_dict() for r in together] == [r.to_dict() for r in want[0]]
+
+
+def test_the_runner_reuses_what_the_store_holds(tmp_path):
+    from superpager import store as st
+
+    t = str(tmp_path / "g.spt")
+    sp.gen("gups", t, size="64MiB", accesses=30_000, progress=False)
+    with st.Store(str(tmp_path / "r.duckdb")) as db:
+        with sw.Runner(jobs=2, db=db) as pool:
+            first = pool.run(t, [("skylake", "base"), ("skylake", "fixed:2MiB")], "1GiB", 0)
+            assert (pool.submitted, pool.reused) == (2, 0)
+        with sw.Runner(jobs=2, db=db) as pool:
+            again = pool.run(t, [("skylake", "base"), ("skylake", "fixed:2MiB")], "1GiB", 0)
+            assert (pool.submitted, pool.reused) == (0, 2)
+    assert [r.to_dict() for r in first] == [r.to_dict() for r in again]

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from . import api
 from . import workloads as W
-from .reproduce import trace_for
+from .reproduce import pool, trace_for
 from .reproduce_trident import verdict_lines
 
 MACHINE = "zen3"
@@ -105,11 +105,13 @@ def coalescible(quick: bool, d: str, progress: Callable[[str], None]) -> list[st
         t = trace_for(name, sz, progress)
         for aged in (False, True):
             sc = scenario(d, name, t, aged)
+            # Every allocator's run starts now; each is awaited below, in order.
+            pending = {pol: pool().submit_scenario(sc, policy=pol, machine=LEVEL64_MACHINE if "64KiB" in pol else MACHINE)
+                       for _label, pol in ALLOCATORS}
             got = {}
             for label, pol in ALLOCATORS:
                 progress(f"coalescing opportunity: {name} at {sz}, {'aged' if aged else 'fresh'}, {pol}")
-                machine = LEVEL64_MACHINE if "64KiB" in pol else MACHINE
-                r = api.simulate(scenario=sc, policy=pol, machine=machine, progress=False)
+                r = pending[pol].resolve()
                 got[pol] = r
                 out.append(f"| {name} ({sz}) | {'aged' if aged else 'fresh'} | {label} | {r['contiguity.base_pages']:,} | "
                            + " | ".join(f"{share(r, g):.1%}" for g in GROUPS) + f" | {contiguous_share(r):.1%} |")
@@ -144,7 +146,7 @@ def coalescing_misses(quick: bool, progress: Callable[[str], None]) -> list[str]
         t = trace_for(name, sz, progress)
         progress(f"coalescing on and off: {name} at {sz}")
         pols = ["base", MTHP, "navarro", NO_PROMOTION]
-        rs = api.run(t, [(m, p) for p in pols for m in (f"{MACHINE}+nocoalesce", MACHINE)], MEMORY, 0, False, False, False)
+        rs = pool().run(t, [(m, p) for p in pols for m in (f"{MACHINE}+nocoalesce", MACHINE)], MEMORY, 0)
         for i, p in enumerate(pols):
             off, on = rs[2 * i], rs[2 * i + 1]
             hits = sum(v for k, v in on.counters.items() if k.startswith("tlb.") and k.endswith(".hits") and k.count(".") == 2)
@@ -197,7 +199,7 @@ def arm_sizes(progress: Callable[[str], None]) -> list[str]:
             continue
         t = trace_for(name, size, progress, fetches=True)
         progress(f"{ARM}: {name}, base pages / 2MB only / 64KB + 2MB")
-        rs = api.run(t, [(ARM, p) for _, p in ARM_CONFIGS], ARM_MEMORY, 0, False, False, False)
+        rs = pool().run(t, [(ARM, p) for _, p in ARM_CONFIGS], ARM_MEMORY, 0)
         out += [f"**{name}** ({size}; thesis: {thesis} for 64KB + 2MB)", "",
                 "| pages | L1 iTLB misses | L1 dTLB misses | L2 TLB misses | faults | cycles | speed-up |",
                 "|---|---:|---:|---:|---:|---:|---:|"]
@@ -226,7 +228,7 @@ def promote_at_sweep(progress: Callable[[str], None]) -> list[str]:
         t = trace_for(name, size, progress, fetches=True)
         progress(f"{ARM}: {name}, promote_at sweep")
         pols = ["base"] + [f"navarro:sizes=64KiB+2MiB,{FREEBSD},promote_at={k}" for k in PROMOTE_AT]
-        rs = api.run(t, [(ARM, p) for p in pols], ARM_MEMORY, 0, False, False, False, bloat=True)
+        rs = pool().run(t, [(ARM, p) for p in pols], ARM_MEMORY, 0, bloat=True)
         out += [f"**{name}** ({size}" + (f"; thesis: {aggressive} with the more aggressive policy" if aggressive else "") + ")", "",
                 "| promote_at | L1 iTLB misses | L1 dTLB misses | L2 TLB misses | faults | cycles | speed-up | bloat |",
                 "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -260,7 +262,7 @@ def demotions(progress: Callable[[str], None]) -> list[str]:
     seen = set()
     for mem, swap in [(ARM_MEMORY, "0"), ("64MiB", "1GiB")]:
         progress(f"{ARM}: {name} demotions, {mem}")
-        r = api.run(t, [(ARM, pol)], mem, 0, False, False, False, swap=swap)[0]
+        r = pool().run(t, [(ARM, pol)], mem, 0, swap=swap)[0]
         for sz in ("64KiB", "2MiB"):
             got = [r.counters.get(f"demote.{why}.{sz}", 0) for why in DEMOTE_REASONS]
             seen |= {why for why, n in zip(DEMOTE_REASONS, got) if n and sz == "64KiB"}

@@ -132,7 +132,7 @@ impl Engine {
         let mut mmu = Mmu::new(machine);
         mmu.track_evictions = f.wants_tlb_misses;
         let mut os = Os::new(&mmu, cfg.memory, cfg.swap, &cfg.replacement)?;
-        os.configure(f.os, mmu.machine.seed);
+        os.configure(f.os, mmu.machine.seed)?;
         // No periodic samples when sample_every is 0: the first sample point is never reached.
         let next_series = if cfg.sample_every == 0 { u64::MAX } else { cfg.sample_every };
         let next_map = if cfg.map_every == 0 { u64::MAX } else { cfg.map_every };

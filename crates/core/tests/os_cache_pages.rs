@@ -175,7 +175,7 @@ fn clustered_wired_pages_pin_few_extents() {
     let mut scattered = engine(false);
     wired.apply(&mut scattered.os, 7, &mut |_| {}).unwrap();
     let mut clustered = engine(false);
-    clustered.os.configure(OsFeatures { wired_clustering: true, ..OsFeatures::default() }, 1);
+    clustered.os.configure(OsFeatures { wired_clustering: true, ..OsFeatures::default() }, 1).unwrap();
     wired.apply(&mut clustered.os, 7, &mut |_| {}).unwrap();
     assert_eq!(clustered.os.wired.frames.len(), 600);
     assert_eq!(extents_with_wired(&clustered), 2, "600 frames in two 2MB pools");

@@ -279,6 +279,11 @@ pub struct OsFeatures {
     /// (counted as a `cow` demotion), as FreeBSD's pmap demotes a read-only superpage at a
     /// write fault; otherwise it is copied whole at its size (Linux before 5.8).
     pub cow_splits: bool,
+    /// Pageblocks (the unit of migrate-type grouping and of compaction's scanners) of this
+    /// order instead of one last-level table's span. Trident's kernel fixes pageblock_order at
+    /// 18, a 1GB pageblock (notes D1 §1.1: "pageblock_order is fixed at 18"), so unmovable
+    /// allocations gather in whole 1GB regions and compaction skips those regions whole.
+    pub pageblock_order: Option<u8>,
 }
 
 pub struct Os {
@@ -399,11 +404,20 @@ impl Os {
 
     /// Turn on the mechanisms the policy asks for (`Policy::features`), before the run;
     /// `seed` drives speculative demotion's draws.
-    pub fn configure(&mut self, f: OsFeatures, seed: u64) {
+    pub fn configure(&mut self, f: OsFeatures, seed: u64) -> Result<()> {
+        if let Some(o) = f.pageblock_order {
+            let o = o.min(self.phys.max_order());
+            if o != self.phys.pageblock_order() {
+                // Before anything is allocated: the frame table is built again with them.
+                assert_eq!(self.phys.free_frames(), self.phys.total_frames(), "pageblocks change only on an empty machine");
+                self.phys = PhysMem::new(self.phys.total_frames(), self.phys.max_order(), o).map_err(Error::usage)?;
+            }
+        }
         self.features = f;
         self.files.cache.to_cache = f.cache_pages_in_buddy;
         self.spec.rng = crate::trace::gen::Rng::new(seed ^ 0x5045_4344);
         self.replacement.report_cleared(f.speculative_demotion > 0.0);
+        Ok(())
     }
 
     /// Every part's counters, for the results to collect (each names its own keys).

@@ -796,6 +796,7 @@ impl Policy for Navarro {
                 file_size_mask: self.levels[1..].iter().fold(0, |m, &si| m | 1 << si),
                 file_readahead: self.readahead,
                 cow_splits: self.cow == CowBreak::Split,
+                pageblock_order: None,
             },
             ..Features::default()
         }

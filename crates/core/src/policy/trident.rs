@@ -33,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::mmu::machine::HostPage;
 use crate::os::compact::{CollapseLimits, CollapseResult, Exchange};
 use crate::os::smart_compact::{SmartLimits, SmartResult};
-use crate::os::Vma;
+use crate::os::{OsFeatures, Vma};
 use crate::spec::SysfsFlag;
 use crate::units::PageSize;
 
@@ -47,7 +47,8 @@ max_ptes_none=N (511); max_ptes_swap=N (64, 2MB only: any swapped page refuses 1
 pv=true|false (Trident-pv: a 1GB promotion exchanges 2MB mappings with the hypervisor by hypercall instead of copying; needs MACHINE+nested); \
 hypercall_ns=NS (300, the paper's estimate of one hypercall); \
 prezero=true|false (a daemon zeroes free 1GB blocks ahead of need, so a 1GB fault skips the zero-fill; default false, the authors' async_zeroing branch); \
-prezero_cpu=PCT (share of one otherwise idle CPU the zeroing daemon may use, 100)";
+prezero_cpu=PCT (share of one otherwise idle CPU the zeroing daemon may use, 100); \
+pageblock_1g=true|false (1GB pageblocks, as Trident's kernel sets pageblock_order = 18, default true; false: Linux's 2MB)";
 
 /// trident's parameters (`PARAMS`); the defaults are the authors' kernel and artifact settings.
 #[derive(serde::Deserialize)]
@@ -75,6 +76,7 @@ struct TridentParams {
     hypercall_ns: f64,
     prezero: bool,
     prezero_cpu: u64,
+    pageblock_1g: bool,
 }
 
 impl Default for TridentParams {
@@ -113,6 +115,9 @@ impl Default for TridentParams {
             // one whole CPU beside the program).
             prezero: false,
             prezero_cpu: 100,
+            // Trident's include/linux/pageblock-flags.h: pageblock_order is 18 (1GB), so
+            // migrate-type grouping and compaction work in 1GB regions.
+            pageblock_1g: true,
         }
     }
 }
@@ -401,7 +406,10 @@ impl Policy for Trident {
     }
 
     fn features(&self) -> Features {
-        Features { wants_tick: true, needs_nested: self.p.pv, ..Features::default() }
+        // 1GB pageblocks only where 1GB pages are in use (sizes=2MiB keeps Linux's grouping).
+        // 18: 1GB in 4KB frames (Trident is an x86-64 kernel).
+        let pageblock_order = (self.p.pageblock_1g && self.pud_si.is_some()).then_some(18);
+        Features { wants_tick: true, needs_nested: self.p.pv, os: OsFeatures { pageblock_order, ..OsFeatures::default() }, ..Features::default() }
     }
 
     fn tick(&mut self, sys: &mut Sys) {
