@@ -499,8 +499,13 @@ def romer_runs(quick: bool, progress: Callable[[str], None]) -> list:
                 rows.append((name, paper, kind, None, why, None))
                 continue
             t = trace_for(name, sz, progress, ar)
-        rows.append((name, paper, kind, pool().submit(t, [(ROMER_MACHINE, p) for p in specs], "4GiB", 0), " ".join((sz,) + tuple(ar)), t))
-    return rows
+        rows.append((name, paper, kind, None, " ".join((sz,) + tuple(ar)), t))
+    # The longest runs first (the largest traces), so that no long run is left for the end with
+    # the other workers idle.
+    pending = {}
+    for i in sorted((i for i, r in enumerate(rows) if r[5]), key=lambda i: -os.path.getsize(rows[i][5])):
+        pending[i] = pool().submit(rows[i][5], [(ROMER_MACHINE, p) for p in specs], "4GiB", 0)
+    return [(*r[:3], pending.get(i), *r[4:]) for i, r in enumerate(rows)]
 
 
 def romer_gather(rows: list, progress: Callable[[str], None]) -> list:

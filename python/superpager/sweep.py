@@ -287,7 +287,7 @@ def _local(specs: list[RunSpec], jobs: int) -> Iterator[tuple[RunSpec, tuple[boo
         return
     # forkserver: workers start from a clean interpreter, not a copy of a parent holding a DuckDB
     # connection and its threads.
-    with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("forkserver")) as pool:
+    with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("forkserver"), initializer=_one_thread) as pool:
         futs = {pool.submit(execute, s): s for s in specs}
         try:
             for f in cf.as_completed(futs):
@@ -402,19 +402,43 @@ def print_failures(out: Outcome, file=sys.stderr) -> None:
 # --- a pool for code that runs many independent simulations (reproduce) ---------------------------
 
 
+def execute_group(specs: list[RunSpec]) -> list[tuple[bool, str, float]]:
+    """Several runs of one trace in one pass over it (one decode; the engines on one thread, as
+    a pool worker's share of the cores): per run (ok, JSON or error, wall seconds, the pass's
+    time split evenly). A failure fails the group's runs alike."""
+    if len(specs) == 1 or specs[0].scenario:
+        return [execute(s) for s in specs]
+    s0 = specs[0]
+    t0 = time.perf_counter()
+    try:
+        rs = api.run(s0.trace, [(s.machine, s.policy) for s in specs], s0.memory, s0.sample_every if s0.sample_every is not None else 0,
+                     False, False, False, swap=s0.swap, replacement=s0.replacement, bloat=s0.bloat, map_every=s0.map_every,
+                     map_region=s0.map_region)
+    except Exception as e:
+        why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        return [(False, why, time.perf_counter() - t0)] * len(specs)
+    wall = (time.perf_counter() - t0) / len(specs)
+    return [(True, r.to_json(), wall) for r in rs]
+
+
+def _one_thread() -> None:
+    """A pool worker's initializer: its runs use one thread (the pool fills the cores)."""
+    os.environ["SUPERPAGER_THREADS"] = "1"
+
+
 class Pending:
     """Runs submitted together: result() waits for them and gives a ResultSet in their order."""
 
     def __init__(self, runner: Runner, items: list):
         self.runner = runner
-        self.items = items  # per run: an api.Result (already known) or (spec, future)
+        self.items = items  # per run: an api.Result (already known) or (spec, future, index in its group)
 
     def result(self) -> api.ResultSet:
         out = api.ResultSet()
         for i, it in enumerate(self.items):
             if not isinstance(it, api.Result):
-                spec, fut = it
-                ok, payload, wall = fut.result() if fut is not None else execute(spec)
+                spec, fut, k = it
+                ok, payload, wall = fut.result()[k]
                 if not ok:
                     raise _core.SimulationError(f"{spec.label()}: {payload}")
                 r = api.Result.from_json(payload, trace=spec.trace)
@@ -439,6 +463,9 @@ class Runner:
 
     def __init__(self, jobs: int | None = None, db: st.Store | None = None, label: str | None = None):
         self.jobs = jobs or os.cpu_count() or 1
+        if self.jobs == 1:
+            # Serial means serial: the runs in this process use one thread for their engines.
+            _one_thread()
         self.db = db
         self.label = label
         self._pool = None
@@ -463,12 +490,26 @@ class Runner:
             import concurrent.futures as cf
             import multiprocessing as mp
 
-            self._pool = cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=mp.get_context("forkserver"))
+            self._pool = cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=mp.get_context("forkserver"), initializer=_one_thread)
         return self._pool
 
+    def _start(self, specs: list[RunSpec]):
+        """A future of execute_group(specs): on the pool, or run now in this process."""
+        if self.jobs > 1:
+            return self._executor().submit(execute_group, specs)
+        import concurrent.futures as cf
+
+        f: cf.Future = cf.Future()
+        f.set_result(execute_group(specs))
+        return f
+
     def submit(self, trace: str, runs: list[tuple[str, str]], memory: str = "64GiB", sample_every: int = 0, **options) -> Pending:
+        """Start `runs` over `trace`. The runs the store lacks go out in `jobs` groups (at most),
+        each one pass over the trace: fewer decodes than a task per run, and still every worker
+        busy. Groups run in submission order, so submit the longest work first."""
         h = self.db.trace_sha256(trace) if self.db is not None else ""
         items: list = []
+        todo = []
         for m, p in runs:
             spec = RunSpec(trace=str(trace), machine=m, policy=p, memory=memory, sample_every=sample_every, trace_sha256=h, **options)
             if self.db is not None:
@@ -479,7 +520,14 @@ class Runner:
                     items.append(r)
                     continue
             self.submitted += 1
-            items.append((spec, self._executor().submit(execute, spec) if self.jobs > 1 else None))
+            todo.append(len(items))
+            items.append(spec)
+        groups = min(self.jobs, len(todo))
+        for g in range(groups):
+            idx = todo[g::groups]
+            fut = self._start([items[i] for i in idx])
+            for k, i in enumerate(idx):
+                items[i] = (items[i], fut, k)
         return Pending(self, items)
 
     def submit_scenario(self, path: str, policy: str | None = None, machine: str | None = None, sample_every: int | None = None,
@@ -497,7 +545,7 @@ class Runner:
                 self.results.append((spec.key().run_id, r))
                 return Pending(self, [r])
         self.submitted += 1
-        return Pending(self, [(spec, self._executor().submit(execute, spec) if self.jobs > 1 else None)])
+        return Pending(self, [(spec, self._start([spec]), 0)])
 
     def run(self, trace: str, runs: list[tuple[str, str]], memory: str = "64GiB", sample_every: int = 0, **options) -> api.ResultSet:
         return self.submit(trace, runs, memory, sample_every, **options).result()

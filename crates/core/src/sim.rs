@@ -217,7 +217,10 @@ impl Simulation {
 /// so results do not depend on it. The error reported is the first engine's, in run order.
 fn run_engines(engines: &mut [Engine], c: &crate::trace::Chunk) -> Result<()> {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    // SUPERPAGER_THREADS=1 keeps a run on one thread (a pool's workers already fill the cores).
+    let cores = *CORES.get_or_init(|| {
+        std::env::var("SUPERPAGER_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    });
     if engines.len() < 2 || cores < 2 {
         return engines.iter_mut().try_for_each(|e| e.run_chunk(c));
     }

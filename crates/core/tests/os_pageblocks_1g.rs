@@ -39,9 +39,9 @@ const DAEMON: &str = "scan_sleep_ms=10,alloc_sleep_ms=10";
 
 #[test]
 fn linux_compaction_frees_1gb_regions_only_with_1gb_pageblocks_and_smart_compaction_copies_less() {
-    let normal = run(&format!("trident:smart=false,{DAEMON}"));
+    let normal = run(&format!("trident:smart=false,pageblock_1g=true,{DAEMON}"));
     let normal_2m = run(&format!("trident:smart=false,pageblock_1g=false,{DAEMON}"));
-    let smart = run(&format!("trident:{DAEMON}"));
+    let smart = run(&format!("trident:pageblock_1g=true,{DAEMON}"));
     let promoted = |r: &Results| r.counters.get("policy.khugepaged.scan_1g.succeed").copied().unwrap_or(0);
     let copied = |r: &Results| r.counters["compact.bytes_migrated"];
     // Fault-time 1GB allocations failed in every run: the 1GB pages came from the scanner.

@@ -48,7 +48,7 @@ pv=true|false (Trident-pv: a 1GB promotion exchanges 2MB mappings with the hyper
 hypercall_ns=NS (300, the paper's estimate of one hypercall); \
 prezero=true|false (a daemon zeroes free 1GB blocks ahead of need, so a 1GB fault skips the zero-fill; default false, the authors' async_zeroing branch); \
 prezero_cpu=PCT (share of one otherwise idle CPU the zeroing daemon may use, 100); \
-pageblock_1g=true|false (1GB pageblocks, as Trident's kernel sets pageblock_order = 18, default true; false: Linux's 2MB)";
+pageblock_1g=true|false (1GB pageblocks, as Trident's kernel sets pageblock_order = 18; default false: Linux's 2MB)";
 
 /// trident's parameters (`PARAMS`); the defaults are the authors' kernel and artifact settings.
 #[derive(serde::Deserialize)]
@@ -115,9 +115,10 @@ impl Default for TridentParams {
             // one whole CPU beside the program).
             prezero: false,
             prezero_cpu: 100,
-            // Trident's include/linux/pageblock-flags.h: pageblock_order is 18 (1GB), so
-            // migrate-type grouping and compaction work in 1GB regions.
-            pageblock_1g: true,
+            // Trident's kernel sets pageblock_order to 18 (1GB), so migrate-type grouping and
+            // compaction work in 1GB regions (notes D1 §1.1). Off by default until the full
+            // Table 3 has been run with it (docs/TRIDENT.md, "1GB pageblocks").
+            pageblock_1g: false,
         }
     }
 }
