@@ -504,9 +504,10 @@ class Runner:
         return f
 
     def submit(self, trace: str, runs: list[tuple[str, str]], memory: str = "64GiB", sample_every: int = 0, **options) -> Pending:
-        """Start `runs` over `trace`. The runs the store lacks go out in `jobs` groups (at most),
-        each one pass over the trace: fewer decodes than a task per run, and still every worker
-        busy. Groups run in submission order, so submit the longest work first."""
+        """Start `runs` over `trace`, a task per run the store lacks. Tasks run in submission
+        order, so submit the longest work first. (One pass over the trace for several runs
+        decodes it once, but measured slower here: nine engines fed on one thread share the
+        caches. docs/RESULTS.md, "reproduce romer, serial against the pool".)"""
         h = self.db.trace_sha256(trace) if self.db is not None else ""
         items: list = []
         todo = []
@@ -522,7 +523,7 @@ class Runner:
             self.submitted += 1
             todo.append(len(items))
             items.append(spec)
-        groups = min(self.jobs, len(todo))
+        groups = len(todo)
         for g in range(groups):
             idx = todo[g::groups]
             fut = self._start([items[i] for i in idx])
