@@ -54,6 +54,10 @@ class Result:
     def __getitem__(self, key: str) -> int:
         return self.counters[key]
 
+    def tlb_misses(self) -> int:
+        """Misses summed over the machine's TLB structures (`tlb.<structure>.misses`)."""
+        return sum(v for k, v in self.counters.items() if k.startswith("tlb.") and k.endswith(".misses") and k.count(".") == 2)
+
     def to_dict(self) -> dict:
         return {
             "trace": self.trace,

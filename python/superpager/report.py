@@ -79,10 +79,6 @@ def _name(rid: str, r: api.Result, runs: Sequence[tuple[str, api.Result]]) -> st
     return " ".join(parts) or r.policy
 
 
-def _tlb_misses(r: api.Result) -> int:
-    return sum(v for k, v in r.counters.items() if k.startswith("tlb.") and k.endswith(".misses") and k.count(".") == 2)
-
-
 def _figures(runs, out: str) -> list[tuple[str, str, str]]:
     """Draw every figure; (file stem, title, caption) of each."""
     import matplotlib
@@ -109,7 +105,7 @@ def _figures(runs, out: str) -> list[tuple[str, str, str]]:
         groups.setdefault(r.policy + (f" @ {r.machine}" if len(machines) > 1 else ""), []).append(r)
     labels = list(groups)
     for stem, title, value in (
-        ("tlb_misses", "TLB misses per policy", _tlb_misses),
+        ("tlb_misses", "TLB misses per policy", lambda r: r.tlb_misses()),
         ("walks", "Page walks per policy", lambda r: r.counters.get("walks", 0)),
         ("cycles", "Estimated cycles per policy", lambda r: r.counters.get("cycles.total", 0)),
     ):
@@ -311,7 +307,7 @@ def write(runs: Sequence[tuple[str, api.Result]], out: str, title: str = "superp
         c = r.counters
         acc = max(c.get("accesses", 0), 1)
         cells = [e(rid), e(os.path.basename(r.trace)), e(r.machine), e(r.policy), e(r.memory)]
-        nums = [human(c.get("accesses", 0)), human(_tlb_misses(r)), human(c.get("walks", 0)), f"{1000 * c.get('walks', 0) / acc:.2f}",
+        nums = [human(c.get("accesses", 0)), human(r.tlb_misses()), human(c.get("walks", 0)), f"{1000 * c.get('walks', 0) / acc:.2f}",
                 human(c.get("cycles.total", 0)), f"{c.get('cycles.total', 0) / acc:.2f}", human(c.get("faults", 0))]
         parts.append("<tr>" + "".join(f"<td>{x}</td>" for x in cells) + "".join(f"<td class=n>{x}</td>" for x in nums)
                      + f"<td>{e(mix_str(r.page_size_mix))}</td></tr>")

@@ -247,7 +247,6 @@ class Store:
         if "map" in d:
             d["map"] = dict(d["map"])
             frames = d["map"].pop("frames")
-        tlb_misses = sum(v for k, v in c.items() if k.startswith("tlb.") and k.endswith(".misses") and k.count(".") == 2)
         counters = pa.table({"run_id": [rid] * len(c), "name": list(c), "value": pa.array(list(c.values()), pa.uint64())})
         mk, mn, mv = [], [], []
         for kind, m in (("mix", result.page_size_mix), ("derived", result.derived), ("phase", result.phase)):
@@ -280,7 +279,7 @@ class Store:
                 f"INSERT INTO runs VALUES ({', '.join('?' * (14 + len(RUN_COLUMNS)))})",
                 [rid, key.trace, key.trace_sha256, result.trace_truncated, key.machine, key.policy, key.memory, key.options,
                  key.version, sweep, datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), wall_s,
-                 *[c.get(n) for n in RUN_COLUMNS.values()], tlb_misses, json.dumps(d, sort_keys=True)])
+                 *[c.get(n) for n in RUN_COLUMNS.values()], result.tlb_misses(), json.dumps(d, sort_keys=True)])
             for name, tbl in (("counters", counters), ("metrics", metrics), ("series", series), ("maps", mp)):
                 if tbl.num_rows:
                     con.register("_incoming", tbl)

@@ -37,7 +37,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from . import _core, api
 from . import store as st
@@ -152,9 +152,12 @@ def load_grid(path: str) -> Grid:
         raise _core.FileAccessError(f"{path}: no such grid file") from None
     except tomllib.TOMLDecodeError as e:
         raise _core.ConfigError(f"{path}: not valid TOML: {e}") from None
-    for k in d:
-        if k not in GRID_KEYS:
-            raise bad(k, f"unknown key (known: {', '.join(sorted(GRID_KEYS))})")
+    def known(table: dict, keys: set[str], where: str = "") -> None:
+        for k in table:
+            if k not in keys:
+                raise bad(f"{where}{k}", f"unknown key (known: {', '.join(sorted(keys))})")
+
+    known(d, GRID_KEYS)
     here = os.path.dirname(os.path.abspath(path))
     g = Grid(path=path, name=str(d.get("name", os.path.splitext(os.path.basename(path))[0])))
     for i, t in enumerate(_as_list(d.get("trace", []))):
@@ -168,9 +171,7 @@ def load_grid(path: str) -> Grid:
     for i, gsec in enumerate(_as_list(d.get("gen", []))):
         if not isinstance(gsec, dict) or "kind" not in gsec:
             raise bad(f"gen[{i}]", "needs kind = \"gups\" (see superpager gen --help)")
-        for k in gsec:
-            if k not in GEN_KEYS:
-                raise bad(f"gen[{i}].{k}", f"unknown key (known: {', '.join(sorted(GEN_KEYS))})")
+        known(gsec, GEN_KEYS, f"gen[{i}].")
         kinds = {k for k, _ in _core.gen_kinds()}
         for combo in _product(gsec):
             if combo["kind"] not in kinds:
@@ -179,9 +180,7 @@ def load_grid(path: str) -> Grid:
     for i, w in enumerate(_as_list(d.get("workload", []))):
         if not isinstance(w, dict) or "name" not in w:
             raise bad(f"workload[{i}]", "needs name = \"btree\" (see superpager workloads list)")
-        for k in w:
-            if k not in WORKLOAD_KEYS:
-                raise bad(f"workload[{i}].{k}", f"unknown key (known: {', '.join(sorted(WORKLOAD_KEYS))})")
+        known(w, WORKLOAD_KEYS, f"workload[{i}].")
         g.workloads += _product({k: v for k, v in w.items() if k != "args"} | ({"args": [w["args"]]} if "args" in w else {}))
     for key, default in (("machines", ["skylake"]), ("policies", ["base"]), ("memory", ["64GiB"])):
         v = d.get(key, default)
@@ -255,12 +254,11 @@ def expand(g: Grid, db: st.Store, progress: Callable[[str], None] = lambda m: No
     traces += [gen_trace(s, progress) for s in g.gens]
     traces += [trace_for(w["name"], str(w.get("size", "256MiB")), progress, tuple(str(a) for a in _as_list(w.get("args", []))))
                for w in g.workloads]
-    opts = {k: v for k, v in g.options.items()}
     out = []
     for t in traces:
         h = db.trace_sha256(t)
         for m, p, mem in itertools.product(g.machines, g.policies, g.memory):
-            out.append(RunSpec(trace=t, machine=m, policy=p, memory=mem, trace_sha256=h, **opts))
+            out.append(RunSpec(trace=t, machine=m, policy=p, memory=mem, trace_sha256=h, **g.options))
     return out
 
 
@@ -272,7 +270,6 @@ class Outcome:
     done: int = 0
     reused: int = 0
     failed: list[tuple[RunSpec, str]] = field(default_factory=list)
-    wall_s: float = 0.0
     interrupted: bool = False
 
 
@@ -386,12 +383,7 @@ def run(specs: list[RunSpec], db: st.Store, engine: str = "local", jobs: int | N
                 progress(out.done, len(out.failed), len(todo), time.perf_counter() - t0)
     except KeyboardInterrupt:
         out.interrupted = True
-    out.wall_s = time.perf_counter() - t0
     return out
-
-
-def spec_dict(s: RunSpec) -> dict:
-    return asdict(s)
 
 
 def print_failures(out: Outcome, file=sys.stderr) -> None:
@@ -400,25 +392,6 @@ def print_failures(out: Outcome, file=sys.stderr) -> None:
 
 
 # --- a pool for code that runs many independent simulations (reproduce) ---------------------------
-
-
-def execute_group(specs: list[RunSpec]) -> list[tuple[bool, str, float]]:
-    """Several runs of one trace in one pass over it (one decode; the engines on one thread, as
-    a pool worker's share of the cores): per run (ok, JSON or error, wall seconds, the pass's
-    time split evenly). A failure fails the group's runs alike."""
-    if len(specs) == 1 or specs[0].scenario:
-        return [execute(s) for s in specs]
-    s0 = specs[0]
-    t0 = time.perf_counter()
-    try:
-        rs = api.run(s0.trace, [(s.machine, s.policy) for s in specs], s0.memory, s0.sample_every if s0.sample_every is not None else 0,
-                     False, False, False, swap=s0.swap, replacement=s0.replacement, bloat=s0.bloat, map_every=s0.map_every,
-                     map_region=s0.map_region)
-    except Exception as e:
-        why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-        return [(False, why, time.perf_counter() - t0)] * len(specs)
-    wall = (time.perf_counter() - t0) / len(specs)
-    return [(True, r.to_json(), wall) for r in rs]
 
 
 def _one_thread() -> None:
@@ -431,14 +404,14 @@ class Pending:
 
     def __init__(self, runner: Runner, items: list):
         self.runner = runner
-        self.items = items  # per run: an api.Result (already known) or (spec, future, index in its group)
+        self.items = items  # per run: an api.Result (already known) or (spec, future)
 
     def result(self) -> api.ResultSet:
         out = api.ResultSet()
         for i, it in enumerate(self.items):
             if not isinstance(it, api.Result):
-                spec, fut, k = it
-                ok, payload, wall = fut.result()[k]
+                spec, fut = it
+                ok, payload, wall = fut.result()
                 if not ok:
                     raise _core.SimulationError(f"{spec.label()}: {payload}")
                 r = api.Result.from_json(payload, trace=spec.trace)
@@ -493,14 +466,14 @@ class Runner:
             self._pool = cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=mp.get_context("forkserver"), initializer=_one_thread)
         return self._pool
 
-    def _start(self, specs: list[RunSpec]):
-        """A future of execute_group(specs): on the pool, or run now in this process."""
+    def _start(self, spec: RunSpec):
+        """A future of execute(spec): on the pool, or run now in this process."""
         if self.jobs > 1:
-            return self._executor().submit(execute_group, specs)
+            return self._executor().submit(execute, spec)
         import concurrent.futures as cf
 
         f: cf.Future = cf.Future()
-        f.set_result(execute_group(specs))
+        f.set_result(execute(spec))
         return f
 
     def submit(self, trace: str, runs: list[tuple[str, str]], memory: str = "64GiB", sample_every: int = 0, **options) -> Pending:
@@ -509,26 +482,8 @@ class Runner:
         decodes it once, but measured slower here: nine engines fed on one thread share the
         caches. docs/RESULTS.md, "reproduce romer, serial against the pool".)"""
         h = self.db.trace_sha256(trace) if self.db is not None else ""
-        items: list = []
-        todo = []
-        for m, p in runs:
-            spec = RunSpec(trace=str(trace), machine=m, policy=p, memory=memory, sample_every=sample_every, trace_sha256=h, **options)
-            if self.db is not None:
-                r = self.db.get(spec.key())
-                if r is not None:
-                    self.reused += 1
-                    self.results.append((spec.key().run_id, r))
-                    items.append(r)
-                    continue
-            self.submitted += 1
-            todo.append(len(items))
-            items.append(spec)
-        groups = len(todo)
-        for g in range(groups):
-            idx = todo[g::groups]
-            fut = self._start([items[i] for i in idx])
-            for k, i in enumerate(idx):
-                items[i] = (items[i], fut, k)
+        items = [self._item(RunSpec(trace=str(trace), machine=m, policy=p, memory=memory, sample_every=sample_every, trace_sha256=h,
+                                    **options)) for m, p in runs]
         return Pending(self, items)
 
     def submit_scenario(self, path: str, policy: str | None = None, machine: str | None = None, sample_every: int | None = None,
@@ -536,17 +491,18 @@ class Runner:
         """A scenario run, started now; its result is awaited when first looked at."""
         spec = RunSpec(trace=str(path), machine=machine or "", policy=policy or "", memory="(scenario)", sample_every=sample_every,
                        scenario=True, trace_sha256=st.scenario_sha256(str(path)) if self.db is not None else "", **options)
-        return LazyResult(self._submit_spec(spec))
+        return LazyResult(Pending(self, [self._item(spec)]))
 
-    def _submit_spec(self, spec: RunSpec) -> Pending:
+    def _item(self, spec: RunSpec):
+        """The stored Result of `spec`, or (spec, its future) once started."""
         if self.db is not None:
             r = self.db.get(spec.key())
             if r is not None:
                 self.reused += 1
                 self.results.append((spec.key().run_id, r))
-                return Pending(self, [r])
+                return r
         self.submitted += 1
-        return Pending(self, [(spec, self._start([spec]), 0)])
+        return (spec, self._start(spec))
 
     def run(self, trace: str, runs: list[tuple[str, str]], memory: str = "64GiB", sample_every: int = 0, **options) -> api.ResultSet:
         return self.submit(trace, runs, memory, sample_every, **options).result()
