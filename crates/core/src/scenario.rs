@@ -376,7 +376,11 @@ pub fn ensure_traces(sc: &Scenario, progress: &mut dyn FnMut(&str, f64)) -> Resu
             continue;
         }
         let out = p.trace.to_string_lossy().to_string();
-        let tmp = format!("{out}.partial.{}", std::process::id());
+        // Unique per call, not only per process: two threads (parallel tests, or runs) making the
+        // same trace must not write one temporary file and rename it from under each other.
+        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = format!("{out}.partial.{}.{n}", std::process::id());
         let mut prov = crate::trace::Provenance::new();
         prov.insert("format".into(), "superpager .spt v2".into());
         prov.insert("producer".into(), format!("superpager {}", env!("CARGO_PKG_VERSION")).into());
