@@ -103,3 +103,15 @@ pub fn run_records(e: &mut superpager_core::engine::Engine, recs: &[Result<Acces
     }
     e.run_chunk(&c).unwrap();
 }
+
+/// Run a scenario given as TOML text (`name` in its errors) on `machine` under `policy`.
+#[allow(dead_code)]
+pub fn run_scenario(text: &str, name: &str, machine: &str, policy: &str, cfg: superpager_core::engine::EngineConfig) -> superpager_core::stats::Results {
+    use superpager_core::scenario::{ensure_traces, Scenario};
+    let sc = Scenario::parse(text, name).unwrap();
+    ensure_traces(&sc, &mut |_, _| {}).unwrap();
+    let m = superpager_core::mmu::machine::Machine::load(machine).unwrap();
+    let mut r = superpager_core::sim::ScenarioRun::open(&sc, m, policy, cfg, &mut |_, _| {}).unwrap();
+    while r.step(8).unwrap() {}
+    r.results()
+}

@@ -1,9 +1,7 @@
 //! The physical-memory map (os/physmap.rs): a cell per aligned region, each with one state,
 //! kept every `map_every` accesses for reports.
+mod common;
 use superpager_core::engine::EngineConfig;
-use superpager_core::mmu::machine::Machine;
-use superpager_core::scenario::{ensure_traces, Scenario};
-use superpager_core::sim::ScenarioRun;
 use superpager_core::stats::Results;
 
 const SCENARIO: &str = r#"
@@ -18,12 +16,13 @@ accesses = "100K"
 "#;
 
 fn run(policy: &str, map_every: u64, region: Option<u32>) -> Results {
-    let sc = Scenario::parse(SCENARIO, "physmap.toml").unwrap();
-    ensure_traces(&sc, &mut |_, _| {}).unwrap();
-    let cfg = EngineConfig { validate: true, map_every, map_region_shift: region, ..Default::default() };
-    let mut r = ScenarioRun::open(&sc, Machine::load("skylake").unwrap(), policy, cfg, &mut |_, _| {}).unwrap();
-    while r.step(8).unwrap() {}
-    r.results()
+    common::run_scenario(
+        SCENARIO,
+        "physmap.toml",
+        "skylake",
+        policy,
+        EngineConfig { validate: true, map_every, map_region_shift: region, ..Default::default() },
+    )
 }
 
 fn count(cells: &str, code: u8) -> usize {

@@ -3,10 +3,8 @@
 //! compaction can free 1GB regions on fragmented memory (Trident's Table 3, "normal
 //! compaction"). With Linux's 2MB pageblocks, page tables land in the regions the program's
 //! memory occupies and the migrate scanner empties regions that can never become free.
+mod common;
 use superpager_core::engine::EngineConfig;
-use superpager_core::mmu::machine::Machine;
-use superpager_core::scenario::{ensure_traces, Scenario};
-use superpager_core::sim::ScenarioRun;
 use superpager_core::stats::Results;
 
 /// Memory fragmented by Trident's recipe (page cache scattered over every 1GB region), then a
@@ -27,12 +25,13 @@ accesses = "1M"
 "#;
 
 fn run(policy: &str) -> Results {
-    let sc = Scenario::parse(SCENARIO, "pageblocks.toml").unwrap();
-    ensure_traces(&sc, &mut |_, _| {}).unwrap();
-    let cfg = EngineConfig { validate: false, sample_every: 0, map_every: 1 << 40, map_region_shift: Some(30), ..Default::default() };
-    let mut r = ScenarioRun::open(&sc, Machine::load("skylake").unwrap(), policy, cfg, &mut |_, _| {}).unwrap();
-    while r.step(8).unwrap() {}
-    r.results()
+    common::run_scenario(
+        SCENARIO,
+        "pageblocks.toml",
+        "skylake",
+        policy,
+        EngineConfig { validate: false, sample_every: 0, map_every: 1 << 40, map_region_shift: Some(30), ..Default::default() },
+    )
 }
 
 const DAEMON: &str = "scan_sleep_ms=10,alloc_sleep_ms=10";

@@ -1,10 +1,8 @@
 //! Asynchronous pre-zeroing (Trident's `async_zeroing` branch): a daemon zeroes free 1GB
 //! blocks while the machine is idle, and a 1GB fault that gets one skips the zero-fill.
+mod common;
 use superpager_core::engine::EngineConfig;
-use superpager_core::mmu::machine::Machine;
 use superpager_core::os::frames::{FrameKind, PhysMem};
-use superpager_core::scenario::{ensure_traces, Scenario};
-use superpager_core::sim::ScenarioRun;
 use superpager_core::stats::Results;
 use superpager_core::units::{Order, Pfn};
 
@@ -22,12 +20,7 @@ start = "200ms"
 "#;
 
 fn run(policy: &str) -> Results {
-    let sc = Scenario::parse(SCENARIO, "prezero.toml").unwrap();
-    ensure_traces(&sc, &mut |_, _| {}).unwrap();
-    let cfg = EngineConfig { validate: true, ..Default::default() };
-    let mut r = ScenarioRun::open(&sc, Machine::load("skylake").unwrap(), policy, cfg, &mut |_, _| {}).unwrap();
-    while r.step(8).unwrap() {}
-    r.results()
+    common::run_scenario(SCENARIO, "prezero.toml", "skylake", policy, EngineConfig { validate: true, ..Default::default() })
 }
 
 #[test]
