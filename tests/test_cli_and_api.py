@@ -93,6 +93,21 @@ def test_info_and_dump_roundtrip_through_text(cli, tmp_path, gups):
     assert len(body(few)) == 5
 
 
+def test_trace_totals_read_from_the_index_match_a_full_read(gups, tmp_path):
+    from superpager import _core
+
+    info = sp.trace_info(gups)
+    records, accesses = _core.trace_totals(str(gups))
+    assert accesses == info["accesses"]
+    assert records >= info["records"]  # the index counts event records too
+    cut = tmp_path / "cut.spt"
+    cut.write_bytes(open(gups, "rb").read()[:-40])  # the index gone: no totals without reading
+    assert _core.trace_totals(str(cut)) is None
+    (tmp_path / "not.spt").write_bytes(b"not a trace")
+    with pytest.raises(sp.SuperpagerError, match="not.spt"):
+        _core.trace_totals(str(tmp_path / "not.spt"))
+
+
 def champsim_record(ip, loads=(), stores=()):
     src = list(loads) + [0] * (4 - len(loads))
     dst = list(stores) + [0] * (2 - len(stores))

@@ -701,6 +701,14 @@ impl<'a, S: RecordSink> RecordSink for FetchFilter<'a, S> {
     }
 }
 
+/// Records and accesses of a trace from its index alone (no chunk is read): a run's cost
+/// estimate for scheduling; None for a trace cut short (no index).
+#[pyfunction]
+fn trace_totals(path: &str) -> PyResult<Option<(u64, u64)>> {
+    let (meta, _) = core::trace::spt::open_meta(path).map_err(err)?;
+    Ok(meta.index.map(|ix| ix.iter().fold((0, 0), |(r, a), c| (r + c.n_records as u64, a + c.n_accesses))))
+}
+
 /// Summary of a trace: header, record counts, accesses by kind, footprint per page size, VMAs.
 #[pyfunction]
 #[pyo3(signature = (path, page_sizes=vec!["4KiB".to_string(), "2MiB".to_string(), "1GiB".to_string()], allow_truncated=false, progress=None))]
@@ -980,6 +988,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_merge, m)?)?;
     m.add_function(wrap_pyfunction!(replacements, m)?)?;
     m.add_function(wrap_pyfunction!(trace_info, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_totals, m)?)?;
     m.add_function(wrap_pyfunction!(mrc, m)?)?;
     m.add_function(wrap_pyfunction!(read_addresses, m)?)?;
     m.add_function(wrap_pyfunction!(tlb_only, m)?)?;
