@@ -98,6 +98,8 @@ pub struct Engine {
     ticks: bool,
     /// The policy watches TLB misses (`Policy::on_tlb_miss`).
     tlb_miss_hook: bool,
+    /// The miss hook reads no time (`Features::untimed_tlb_misses`).
+    untimed_misses: bool,
     /// The policy serves anonymous faults itself (`Policy::serve_fault`).
     serves_faults: bool,
     /// The policy hears about unmapped ranges (`Policy::on_unmap`).
@@ -165,6 +167,7 @@ impl Engine {
             coalescing,
             ticks: f.wants_tick,
             tlb_miss_hook: f.wants_tlb_misses,
+            untimed_misses: f.untimed_tlb_misses,
             serves_faults: f.serves_faults,
             tells_unmaps: f.wants_unmaps,
             pid_base: 0,
@@ -615,7 +618,7 @@ impl Engine {
         if self.tlb_miss_hook {
             // The miss handler runs before the translation is loaded, so a promotion it makes
             // is what gets loaded.
-            let now = Cycles(self.now());
+            let now = if self.untimed_misses { Cycles::UNTIMED } else { Cycles(self.now()) };
             let mut sys = Sys { os: &mut self.os, mmu: &mut self.mmu, now };
             self.policy.on_tlb_miss(&mut sys, pi, a.addr, si, fetch);
             self.cur_cow = self.os.procs[pi].cow_pages > 0;

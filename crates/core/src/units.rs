@@ -132,6 +132,11 @@ pub struct Order(pub u8);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Cycles(pub u64);
 
+impl Cycles {
+    /// The time handed to a hook that declared it never reads it (`Features::untimed_tlb_misses`).
+    pub const UNTIMED: Cycles = Cycles(u64::MAX);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

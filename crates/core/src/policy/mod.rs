@@ -89,6 +89,10 @@ pub struct Features {
     /// `on_tlb_miss` runs at every miss of the last-level TLBs, and the MMU keeps the
     /// translations that leave them for it (`Mmu::evictions`).
     pub wants_tlb_misses: bool,
+    /// `on_tlb_miss` never reads `sys.now`: the engine then skips costing the run so far at
+    /// each miss (the cost model over the run's totals, most of a miss's time otherwise) and
+    /// passes `Cycles::UNTIMED`.
+    pub untimed_tlb_misses: bool,
     /// `tick` runs between chunks (daemons).
     pub wants_tick: bool,
     /// Every page is mapped with this one size index and no mapping ever changes size (the

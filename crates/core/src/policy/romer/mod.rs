@@ -1193,7 +1193,14 @@ impl Policy for Romer {
     }
 
     fn features(&self) -> Features {
-        Features { wants_tlb_misses: true, wants_unmaps: true, planning_passes: if self.planning { self.planning_passes } else { 0 }, ..Features::default() }
+        // on_tlb_miss reads no time: its costs are counted (bookkeeping, copies), not scheduled.
+        Features {
+            wants_tlb_misses: true,
+            untimed_tlb_misses: true,
+            wants_unmaps: true,
+            planning_passes: if self.planning { self.planning_passes } else { 0 },
+            ..Features::default()
+        }
     }
 
     fn end_planning_pass(&mut self, pass: u32) -> bool {
