@@ -284,6 +284,10 @@ pub struct OsFeatures {
     /// 18, a 1GB pageblock (notes D1 §1.1: "pageblock_order is fixed at 18"), so unmovable
     /// allocations gather in whole 1GB regions and compaction skips those regions whole.
     pub pageblock_order: Option<u8>,
+    /// A fallback steal that does not relabel its pageblock still moves the pageblock's free
+    /// blocks to the requester's lists, as Linux 4.x's `steal_suitable_fallback` did (Trident's
+    /// kernel is 4.17); os/frames/mod.rs.
+    pub steal_moves_free_blocks: bool,
 }
 
 pub struct Os {
@@ -413,6 +417,7 @@ impl Os {
                 self.phys = PhysMem::new(self.phys.total_frames(), self.phys.max_order(), o).map_err(Error::usage)?;
             }
         }
+        self.phys.steal_moves_free_blocks = f.steal_moves_free_blocks;
         self.features = f;
         self.files.cache.to_cache = f.cache_pages_in_buddy;
         self.spec.rng = crate::trace::gen::Rng::new(seed ^ 0x5045_4344);

@@ -797,6 +797,7 @@ impl Policy for Navarro {
                 file_readahead: self.readahead,
                 cow_splits: self.cow == CowBreak::Split,
                 pageblock_order: None,
+                steal_moves_free_blocks: false,
             },
             ..Features::default()
         }

@@ -48,7 +48,7 @@ pv=true|false (Trident-pv: a 1GB promotion exchanges 2MB mappings with the hyper
 hypercall_ns=NS (300, the paper's estimate of one hypercall); \
 prezero=true|false (a daemon zeroes free 1GB blocks ahead of need, so a 1GB fault skips the zero-fill; default false, the authors' async_zeroing branch); \
 prezero_cpu=PCT (share of one otherwise idle CPU the zeroing daemon may use, 100); \
-pageblock_1g=true|false (1GB pageblocks, as Trident's kernel sets pageblock_order = 18; default false: Linux's 2MB)";
+pageblock_1g=true|false (Trident's kernel's buddy: 1GB pageblocks, pageblock_order = 18, and Linux 4.17's fallback steal; default false: Linux's 2MB pageblocks)";
 
 /// trident's parameters (`PARAMS`); the defaults are the authors' kernel and artifact settings.
 #[derive(serde::Deserialize)]
@@ -409,8 +409,10 @@ impl Policy for Trident {
     fn features(&self) -> Features {
         // 1GB pageblocks only where 1GB pages are in use (sizes=2MiB keeps Linux's grouping).
         // 18: 1GB in 4KB frames (Trident is an x86-64 kernel).
+        // With them, the buddy's fallback steal is Linux 4.17's, the kernel Trident is built on.
         let pageblock_order = (self.p.pageblock_1g && self.pud_si.is_some()).then_some(18);
-        Features { wants_tick: true, needs_nested: self.p.pv, os: OsFeatures { pageblock_order, ..OsFeatures::default() }, ..Features::default() }
+        let os = OsFeatures { pageblock_order, steal_moves_free_blocks: pageblock_order.is_some(), ..OsFeatures::default() };
+        Features { wants_tick: true, needs_nested: self.p.pv, os, ..Features::default() }
     }
 
     fn tick(&mut self, sys: &mut Sys) {

@@ -43,6 +43,14 @@
 //! or reclaimable; an allocation takes from its own type's lists first and otherwise steals the
 //! largest free block of a fallback type, claiming the whole pageblock when the block is at
 //! least half a pageblock or the request is not movable (`can_steal_fallback`).
+//!
+//! Invariant: a free block is on the list of its pageblock's type, except under
+//! `steal_moves_free_blocks` (Linux 4.x, Trident's kernel): there a steal that may claim (an
+//! unmovable or reclaimable request, or a block of half a pageblock) but does not relabel the
+//! pageblock still moves the pageblock's free blocks to the requester's lists (`steal_suitable_fallback` calls `move_freepages_block` before deciding),
+//! so a free block may sit on another type's list until it is allocated, or freed and merged
+//! (a freed block goes to its pageblock's list). A split leaves its remainders on the list the
+//! block came from (`expand`).
 
 pub mod reserv;
 
@@ -173,6 +181,9 @@ crate::counters! {
         pub fallbacks: u64 = "buddy.fallbacks",
         /// Pageblocks relabelled by a fallback steal.
         pub pageblocks_claimed: u64 = "buddy.pageblocks_claimed",
+        /// Pageblocks whose free blocks a steal moved to its own lists without relabelling
+        /// them (`steal_moves_free_blocks`, Linux 4.x).
+        pub pageblocks_raided: u64 = "buddy.pageblocks_raided",
         pub splits: u64 = "buddy.splits",
         pub merges: u64 = "buddy.merges",
         /// Page-cache pages whose frames went to the buddy lists with their contents (cache pages).
@@ -197,6 +208,8 @@ pub struct PhysMem {
     frames: u64,
     max_order: u8,
     pageblock_order: u8,
+    /// Linux 4.x's fallback steal (see the header); off: Linux's own lists stay by pageblock.
+    pub steal_moves_free_blocks: bool,
     kind: ZeroedBuf<u8>,
     order: ZeroedBuf<u8>,
     next: ZeroedBuf<u32>,
@@ -242,6 +255,7 @@ impl PhysMem {
             frames,
             max_order,
             pageblock_order: pbo,
+            steal_moves_free_blocks: false,
             kind: ZeroedBuf::new(n)?,
             order: ZeroedBuf::new(n)?,
             next: ZeroedBuf::new(n)?,
@@ -425,7 +439,11 @@ impl PhysMem {
 
     #[inline]
     fn list_push(&mut self, pfn: u64, o: u8) {
-        let mt = self.pb_type[self.pb_of(pfn)] as usize;
+        self.list_push_as(pfn, o, self.pb_type[self.pb_of(pfn)] as usize);
+    }
+
+    /// Push a free block on the lists of type `mt` (its pageblock's, but for a moved block).
+    fn list_push_as(&mut self, pfn: u64, o: u8, mt: usize) {
         let p = pfn as u32;
         let h = self.heads[mt][o as usize];
         self.next[p as usize] = h;
@@ -604,6 +622,8 @@ impl PhysMem {
     /// returning the pieces above `want` to the lists (Linux's `expand`).
     #[inline]
     fn take_and_split(&mut self, pfn: u64, o: u8, want: u8) {
+        // The remainders go on the list the block came from (Linux's `expand`).
+        let mt = ((self.kind[pfn as usize] >> 4) & 3) as usize;
         self.list_remove(pfn);
         self.add_free_counts(pfn, o, -1);
         let mut cur = o;
@@ -612,7 +632,8 @@ impl PhysMem {
             self.counters.splits += 1;
             let upper = pfn + (1 << cur);
             self.kind[upper as usize] = FrameKind::Free as u8;
-            self.add_free_block(upper, cur);
+            self.add_free_counts(upper, cur, 1);
+            self.list_push_as(upper, cur, mt);
         }
     }
 
@@ -677,6 +698,9 @@ impl PhysMem {
                 }
                 if o >= self.pageblock_order / 2 || mt != MigrateType::Movable {
                     self.claim_pageblocks(h, o, mt);
+                    if self.steal_moves_free_blocks && self.pb_type[self.pb_of(h)] != mt as u8 {
+                        self.move_free_blocks(self.pb_of(h), mt);
+                    }
                 }
                 self.take_and_split(h, o, want);
                 self.mark_allocated(h, want, kind);
@@ -705,13 +729,15 @@ impl PhysMem {
         }
     }
 
-    /// Change a pageblock's migrate type and re-list the free blocks that start inside it.
-    pub fn set_pageblock_type(&mut self, pb: usize, mt: MigrateType) {
-        if self.pb_type[pb] == mt as u8 {
-            return;
-        }
-        self.pb_type[pb] = mt as u8;
-        self.counters.pageblocks_claimed += 1;
+    /// Linux 4.x's `move_freepages_block` without the relabel: the free blocks that start in
+    /// pageblock `pb` go to `mt`'s lists, its label stays (`steal_moves_free_blocks`).
+    fn move_free_blocks(&mut self, pb: usize, mt: MigrateType) {
+        self.counters.pageblocks_raided += 1;
+        self.relist_free_blocks(pb, mt);
+    }
+
+    /// Move the free blocks that start in pageblock `pb` to `mt`'s lists.
+    fn relist_free_blocks(&mut self, pb: usize, mt: MigrateType) {
         let start = (pb as u64) << self.pageblock_order;
         let end = (start + (1 << self.pageblock_order)).min(self.frames);
         let mut f = start;
@@ -720,13 +746,23 @@ impl PhysMem {
                 let o = self.order[f as usize];
                 if self.kind_of(f) == FrameKind::Free {
                     self.list_remove(f);
-                    self.list_push(f, o);
+                    self.list_push_as(f, o, mt as usize);
                 }
                 f += 1 << o;
             } else {
                 f += 1;
             }
         }
+    }
+
+    /// Change a pageblock's migrate type and re-list the free blocks that start inside it.
+    pub fn set_pageblock_type(&mut self, pb: usize, mt: MigrateType) {
+        if self.pb_type[pb] == mt as u8 {
+            return;
+        }
+        self.pb_type[pb] = mt as u8;
+        self.counters.pageblocks_claimed += 1;
+        self.relist_free_blocks(pb, mt);
     }
 
     /// Allocate the specific free frames [pfn, pfn + 2^order) (they must all be free). Used to
@@ -1038,7 +1074,7 @@ impl PhysMem {
                 free += n;
                 region_free[self.region_of(f)] += n as u32;
                 let mt = ((self.kind[f as usize] >> 4) & 3) as usize;
-                if mt != self.pb_type[self.pb_of(f)] as usize {
+                if mt != self.pb_type[self.pb_of(f)] as usize && !self.steal_moves_free_blocks {
                     return Err(format!(
                         "free block {f:#x} is on the {} list but its pageblock is {}",
                         MigrateType::ALL[mt].name(),
@@ -1176,6 +1212,32 @@ mod tests {
         assert_eq!(m.counters.fallbacks, 1);
         assert_eq!(q.0 >> 9, p.0 >> 9);
         m.validate().unwrap();
+    }
+
+    /// Memory full of movable frames but for every 4th frame of pageblocks 1 and 2 (16 each),
+    /// then unmovable allocations: no pageblock is half free, so no steal relabels one.
+    fn unmovable_steals_from_full_memory(linux4: bool) -> (PhysMem, Vec<u64>) {
+        let mut m = PhysMem::new(2048, 10, 9).unwrap();
+        m.steal_moves_free_blocks = linux4;
+        let all: Vec<Pfn> = (0..2048).map(|_| m.alloc(Order(0), FrameKind::Anon).unwrap()).collect();
+        for p in all.iter().filter(|p| (512..1536).contains(&p.0) && p.0 % 32 == 0) {
+            m.free(*p, Order(0));
+        }
+        let got = (0..8).map(|_| m.alloc(Order(0), FrameKind::PageTable).unwrap().0).collect();
+        m.validate().unwrap();
+        (m, got)
+    }
+
+    #[test]
+    fn a_linux4_steal_moves_the_pageblocks_free_blocks_to_the_requesters_lists() {
+        let (m, got) = unmovable_steals_from_full_memory(true);
+        assert_eq!(m.counters.pageblocks_claimed, 0, "less than half free: no relabel");
+        assert_eq!(m.counters.fallbacks, 1, "one steal, then the moved blocks serve the rest");
+        assert_eq!(m.counters.pageblocks_raided, 1);
+        assert!(got.iter().all(|&p| p >> 9 == got[0] >> 9), "every page table in one pageblock: {got:?}");
+        let (m, _) = unmovable_steals_from_full_memory(false);
+        assert_eq!(m.counters.fallbacks, 8, "without it every page table steals again");
+        assert_eq!(m.counters.pageblocks_raided, 0);
     }
 
     #[test]
