@@ -49,8 +49,8 @@
 //! unmovable or reclaimable request, or a block of half a pageblock) but does not relabel the
 //! pageblock still moves the pageblock's free blocks to the requester's lists (`steal_suitable_fallback` calls `move_freepages_block` before deciding),
 //! so a free block may sit on another type's list until it is allocated, or freed and merged
-//! (a freed block goes to its pageblock's list). A split leaves its remainders on the list the
-//! block came from (`expand`).
+//! (a freed block goes to its pageblock's list); there a split leaves its remainders on the
+//! list the block came from (`expand`).
 
 pub mod reserv;
 
@@ -622,8 +622,10 @@ impl PhysMem {
     /// returning the pieces above `want` to the lists (Linux's `expand`).
     #[inline]
     fn take_and_split(&mut self, pfn: u64, o: u8, want: u8) {
-        // The remainders go on the list the block came from (Linux's `expand`).
-        let mt = ((self.kind[pfn as usize] >> 4) & 3) as usize;
+        // Under Linux 4.x's steal the remainders go on the list the block came from (its
+        // `expand`), which may be another type's; otherwise on their own pageblock's list (a
+        // block larger than a pageblock may span pageblocks of different types).
+        let came_from = ((self.kind[pfn as usize] >> 4) & 3) as usize;
         self.list_remove(pfn);
         self.add_free_counts(pfn, o, -1);
         let mut cur = o;
@@ -632,8 +634,12 @@ impl PhysMem {
             self.counters.splits += 1;
             let upper = pfn + (1 << cur);
             self.kind[upper as usize] = FrameKind::Free as u8;
-            self.add_free_counts(upper, cur, 1);
-            self.list_push_as(upper, cur, mt);
+            if self.steal_moves_free_blocks {
+                self.add_free_counts(upper, cur, 1);
+                self.list_push_as(upper, cur, came_from);
+            } else {
+                self.add_free_block(upper, cur);
+            }
         }
     }
 
