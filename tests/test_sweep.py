@@ -163,6 +163,20 @@ def test_a_ray_cluster_stores_the_same_counters_as_the_local_pool(grid, tmp_path
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def test_the_pool_starts_the_traces_with_the_most_records_first(tmp_path):
+    # A sequential sweep compresses far better than random updates: by file size the short
+    # trace would come first, by records (what a run's time follows) the long one does.
+    short, long_ = str(tmp_path / "short.spt"), str(tmp_path / "long.spt")
+    sp.gen("gups", short, size="64MiB", accesses=20_000, seed=1, progress=False)
+    sp.gen("seq", long_, size="1MiB", passes=400, progress=False)
+    assert sw.trace_cost(long_) > sw.trace_cost(short) and os.path.getsize(long_) < os.path.getsize(short)
+    specs = [sw.RunSpec(short, "skylake", "base"), sw.RunSpec(str(tmp_path / "s.toml"), "", "", scenario=True),
+             sw.RunSpec(long_, "skylake", "base"), sw.RunSpec(short, "skylake", "linux-thp")]
+    order = sw.longest_first(specs)
+    assert [(os.path.basename(s.trace), s.policy) for s in order] == [
+        ("long.spt", "base"), ("short.spt", "base"), ("short.spt", "linux-thp"), ("s.toml", "")]
+
+
 def test_the_runner_gives_the_same_results_on_a_pool_and_in_order(tmp_path):
     t = str(tmp_path / "g.spt")
     sp.gen("gups", t, size="64MiB", accesses=30_000, progress=False)

@@ -503,6 +503,8 @@ def romer_runs(quick: bool, progress: Callable[[str], None]) -> list:
     # The longest runs first, so that no long run is left for the end with the other workers idle.
     # A run's time follows the trace's records, not its file size: fft's 785M records compress
     # to 29MB, gzip's 155M to 198MB.
+    from .sweep import trace_cost
+
     pending = {}
     for i in sorted((i for i, r in enumerate(rows) if r[5]), key=lambda i: -trace_cost(rows[i][5])):
         pending[i] = pool().submit(rows[i][5], [(ROMER_MACHINE, p) for p in specs], "4GiB", 0)
@@ -518,14 +520,6 @@ def romer_gather(rows: list, progress: Callable[[str], None]) -> list:
             pending = dict(zip(specs, pending.result()))
         out.append((name, paper, kind, pending, info, t))
     return out
-
-
-def trace_cost(path: str) -> int:
-    """The records a run over the trace reads (its index's count; the file size without one)."""
-    from . import _core
-
-    totals = _core.trace_totals(os.fspath(path))
-    return totals[0] if totals else os.path.getsize(path)
 
 
 def romer_sweep_trace(size: str, passes: int, progress: Callable[[str], None]) -> str:
