@@ -706,7 +706,7 @@ impl<'a, S: RecordSink> RecordSink for FetchFilter<'a, S> {
 #[pyfunction]
 fn trace_totals(path: &str) -> PyResult<Option<(u64, u64)>> {
     let (meta, _) = core::trace::spt::open_meta(path).map_err(err)?;
-    Ok(meta.index.map(|ix| ix.iter().fold((0, 0), |(r, a), c| (r + c.n_records as u64, a + c.n_accesses))))
+    Ok(meta.totals())
 }
 
 /// Summary of a trace: header, record counts, accesses by kind, footprint per page size, VMAs.

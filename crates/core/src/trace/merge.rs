@@ -108,7 +108,7 @@ pub fn merge(inputs: &[&str], out: &str, how: Interleave, provenance: &Provenanc
         if r.meta.truncated() {
             return Err(Error::usage(format!("{path}: trace merge: the trace is truncated (cut short); its last process never ends")));
         }
-        total += r.meta.index.as_ref().map_or(0, |ix| ix.iter().map(|c| c.n_accesses).sum());
+        total += r.meta.totals().map_or(0, |(_, accesses)| accesses);
         ins.push(Input { r, chunk: Chunk::default(), at: 0, ev: 0, done: false, clock: 0, accesses: 0, insns: 0, saw_insns: false, ctx: (1, 1) });
     }
     let mut w = SptWriter::create(out, provenance)?;

@@ -463,6 +463,11 @@ impl TraceMeta {
     pub fn truncated(&self) -> bool {
         self.index.is_none() || self.flags & FLAG_TRUNCATED != 0
     }
+
+    /// (records, accesses) summed over the index, no chunk read; None without an index.
+    pub fn totals(&self) -> Option<(u64, u64)> {
+        self.index.as_ref().map(|ix| ix.iter().fold((0, 0), |(r, a), c| (r + c.n_records as u64, a + c.n_accesses)))
+    }
 }
 
 fn read_exact_at<R: Read>(r: &mut R, buf: &mut [u8], path: &str, off: u64, what: &str) -> Result<()> {

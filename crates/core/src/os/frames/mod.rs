@@ -47,10 +47,11 @@
 //! Invariant: a free block is on the list of its pageblock's type, except under
 //! `steal_moves_free_blocks` (Linux 4.x, Trident's kernel): there a steal that may claim (an
 //! unmovable or reclaimable request, or a block of half a pageblock) but does not relabel the
-//! pageblock still moves the pageblock's free blocks to the requester's lists (`steal_suitable_fallback` calls `move_freepages_block` before deciding),
-//! so a free block may sit on another type's list until it is allocated, or freed and merged
-//! (a freed block goes to its pageblock's list); there a split leaves its remainders on the
-//! list the block came from (`expand`).
+//! pageblock still moves the pageblock's free blocks to the requester's lists
+//! (`steal_suitable_fallback` calls `move_freepages_block` before deciding), so a free block
+//! may sit on another type's list until it is allocated, or freed and merged (a freed block
+//! goes to its pageblock's list); there a split leaves its remainders on the list the block
+//! came from (`expand`).
 
 pub mod reserv;
 
@@ -634,12 +635,9 @@ impl PhysMem {
             self.counters.splits += 1;
             let upper = pfn + (1 << cur);
             self.kind[upper as usize] = FrameKind::Free as u8;
-            if self.steal_moves_free_blocks {
-                self.add_free_counts(upper, cur, 1);
-                self.list_push_as(upper, cur, came_from);
-            } else {
-                self.add_free_block(upper, cur);
-            }
+            let mt = if self.steal_moves_free_blocks { came_from } else { self.pb_type[self.pb_of(upper)] as usize };
+            self.add_free_counts(upper, cur, 1);
+            self.list_push_as(upper, cur, mt);
         }
     }
 
