@@ -206,3 +206,26 @@ def test_the_runner_reuses_what_the_store_holds(tmp_path):
             again = pool.run(t, [("skylake", "base"), ("skylake", "fixed:2MiB")], "1GiB", 0)
             assert (pool.submitted, pool.reused) == (0, 2)
     assert [r.to_dict() for r in first] == [r.to_dict() for r in again]
+
+
+def test_the_runner_cuts_a_submission_into_one_pass_per_worker(tmp_path):
+    t = str(tmp_path / "g.spt")
+    sp.gen("gups", t, size="64MiB", accesses=30_000, progress=False)
+    runs = [("skylake", "base"), ("zen3", "linux-thp"), ("skylake", "navarro"), ("skylake", "fixed:2MiB"), ("zen3", "base")]
+    with sw.Runner(jobs=2) as pool:
+        p = pool.submit(t, runs, "1GiB", 0)
+        assert len({id(fut) for _spec, fut, _k in p.items}) == 2
+        got = p.result()
+    assert [(r.machine, r.policy) for r in got] == runs
+    assert [r.to_dict() for r in got] == [sp.simulate(t, machine=m, policy=pol, memory="1GiB", sample_every=0).to_dict() for m, pol in runs]
+
+
+def test_a_failing_run_in_a_shared_pass_fails_alone(tmp_path):
+    t = str(tmp_path / "g.spt")
+    sp.gen("gups", t, size="64MiB", accesses=30_000, progress=False)
+    specs = [sw.RunSpec(trace=t, machine="skylake", policy=p, memory="1GiB", sample_every=0) for p in ("base", "no-such-policy", "linux-thp")]
+    out = sw.execute_group(specs)
+    assert [ok for ok, _payload, _wall in out] == [True, False, True]
+    assert "no-such-policy" in out[1][1]
+    alone = sp.simulate(t, machine="skylake", policy="linux-thp", memory="1GiB", sample_every=0)
+    assert sp.Result.from_json(out[2][1]).counters == alone.counters

@@ -117,6 +117,10 @@ class Result:
 class ResultSet(list):
     """Several runs over one trace (what `compare` returns)."""
 
+    #: From a pass over a trace: the seconds each run's engine spent on it (decoding, shared by
+    #: the runs, is not in it). Empty otherwise.
+    busy_s: list[float] = []
+
     def to_pandas(self):
         import pandas as pd
 
@@ -180,7 +184,9 @@ def run(
     finally:
         bar.close()
     cut = sim.truncated()
-    return ResultSet(Result.from_json(j, trace=trace, trace_truncated=cut) for j in sim.results_json())
+    out = ResultSet(Result.from_json(j, trace=trace, trace_truncated=cut) for j in sim.results_json())
+    out.busy_s = sim.busy_seconds()
+    return out
 
 
 def simulate(

@@ -35,6 +35,7 @@ import json
 import os
 import sys
 import time
+import threading
 import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -107,6 +108,26 @@ def execute(spec: RunSpec, trace_path: str | None = None) -> tuple[bool, str, fl
         return True, r.to_json(), time.perf_counter() - t0
     except Exception as e:  # a failed run is reported, never fatal to the sweep
         return False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", time.perf_counter() - t0
+
+
+def execute_group(specs: list[RunSpec]) -> list[tuple[bool, str, float]]:
+    """Runs over one trace with the same memory and options (in a worker), in one pass that
+    decodes the trace once for all of them (api.run): per run, what execute gives, its time being
+    its engine's own. If the pass fails, each run is tried alone, so that one failing run is
+    reported with its own error and the others still finish."""
+    if len(specs) == 1:
+        return [execute(specs[0])]
+    s = specs[0]
+    try:
+        rs = api.run(s.trace, [(x.machine, x.policy) for x in specs], s.memory, (1 << 20) if s.sample_every is None else s.sample_every,
+                     swap=s.swap, replacement=s.replacement, bloat=s.bloat, map_every=s.map_every, map_region=s.map_region, progress=False)
+    except Exception:
+        return [execute(x) for x in specs]
+    out = []
+    for x, r, busy in zip(specs, rs, rs.busy_s):
+        r.trace = x.trace
+        out.append((True, r.to_json(), busy))
+    return out
 
 
 # --- grid files ------------------------------------------------------------------------------------
@@ -427,20 +448,23 @@ class Pending:
 
     def __init__(self, runner: Runner, items: list):
         self.runner = runner
-        self.items = items  # per run: an api.Result (already known) or (spec, future)
+        # Per run: an api.Result (already known), or (spec, the future of its group's task, its
+        # place in the group).
+        self.items = items
 
     def result(self) -> api.ResultSet:
         out = api.ResultSet()
         for i, it in enumerate(self.items):
             if not isinstance(it, api.Result):
-                spec, fut = it
-                ok, payload, wall = fut.result()
+                spec, fut, k = it
+                ok, payload, wall = fut.result()[k]
                 if not ok:
                     raise _core.SimulationError(f"{spec.label()}: {payload}")
                 r = api.Result.from_json(payload, trace=spec.trace)
-                if self.runner.db is not None:
-                    self.runner.db.put(spec.key(), r, wall, sweep=self.runner.label)
-                self.runner.results.append((spec.key().run_id if self.runner.db is not None else f"run{len(self.runner.results) + 1}", r))
+                with self.runner.lock:
+                    if self.runner.db is not None:
+                        self.runner.db.put(spec.key(), r, wall, sweep=self.runner.label)
+                    self.runner.results.append((spec.key().run_id if self.runner.db is not None else f"run{len(self.runner.results) + 1}", r))
                 self.items[i] = it = r
             out.append(it)
         return out
@@ -465,6 +489,9 @@ class Runner:
         self.db = db
         self.label = label
         self._pool = None
+        #: Held around the store and the pool: several threads may submit (papers run side by
+        #: side in `reproduce all`), and a store connection is not safe to share between threads.
+        self.lock = threading.RLock()
         self.submitted = 0
         self.reused = 0
         #: Every result this runner gave, (run id, Result), for reports.
@@ -477,11 +504,16 @@ class Runner:
         self.close()
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        with self.lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+                self._pool = None
 
     def _executor(self):
+        with self.lock:
+            return self._open_pool()
+
+    def _open_pool(self):
         if self._pool is None:
             import concurrent.futures as cf
             import multiprocessing as mp
@@ -489,24 +521,34 @@ class Runner:
             self._pool = cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=mp.get_context("forkserver"), initializer=_one_thread)
         return self._pool
 
-    def _start(self, spec: RunSpec):
-        """A future of execute(spec): on the pool, or run now in this process."""
+    def _start(self, fn, arg):
+        """A future of fn(arg): on the pool, or run now in this process."""
         if self.jobs > 1:
-            return self._executor().submit(execute, spec)
+            return self._executor().submit(fn, arg)
         import concurrent.futures as cf
 
         f: cf.Future = cf.Future()
-        f.set_result(execute(spec))
+        f.set_result(fn(arg))
         return f
 
     def submit(self, trace: str, runs: list[tuple[str, str]], memory: str = "64GiB", sample_every: int = 0, **options) -> Pending:
-        """Start `runs` over `trace`, a task per run the store lacks. Tasks run in submission
-        order, so submit the longest work first. (One pass over the trace for several runs
-        decodes it once, but measured slower here: nine engines fed on one thread share the
-        caches. docs/RESULTS.md, "reproduce romer, serial against the pool".)"""
-        h = self.db.trace_sha256(trace) if self.db is not None else ""
-        items = [self._item(RunSpec(trace=str(trace), machine=m, policy=p, memory=memory, sample_every=sample_every, trace_sha256=h,
-                                    **options)) for m, p in runs]
+        """Start the `runs` over `trace` that the store lacks. They are cut into as many tasks as
+        there are workers (one serially), each a single pass over the trace for its runs: the
+        trace is decoded once per task instead of once per run, and every worker has a share.
+        Tasks run in submission order, so submit the longest work first."""
+        with self.lock:
+            h = self.db.trace_sha256(trace) if self.db is not None else ""
+            specs = [RunSpec(trace=str(trace), machine=m, policy=p, memory=memory, sample_every=sample_every, trace_sha256=h, **options)
+                     for m, p in runs]
+            items: list = [self._stored(s) for s in specs]
+        todo = [i for i, it in enumerate(items) if it is None]
+        for g in range(min(self.jobs, len(todo))):
+            group = todo[g::self.jobs]
+            fut = self._start(execute_group, [specs[i] for i in group])
+            for k, i in enumerate(group):
+                items[i] = (specs[i], fut, k)
+        with self.lock:
+            self.submitted += len(todo)
         return Pending(self, items)
 
     def submit_scenario(self, path: str, policy: str | None = None, machine: str | None = None, sample_every: int | None = None,
@@ -514,18 +556,23 @@ class Runner:
         """A scenario run, started now; its result is awaited when first looked at."""
         spec = RunSpec(trace=str(path), machine=machine or "", policy=policy or "", memory="(scenario)", sample_every=sample_every,
                        scenario=True, trace_sha256=st.scenario_sha256(str(path)) if self.db is not None else "", **options)
-        return LazyResult(Pending(self, [self._item(spec)]))
+        with self.lock:
+            item = self._stored(spec)
+        if item is None:
+            with self.lock:
+                self.submitted += 1
+            item = (spec, self._start(execute_group, [spec]), 0)
+        return LazyResult(Pending(self, [item]))
 
-    def _item(self, spec: RunSpec):
-        """The stored Result of `spec`, or (spec, its future) once started."""
+    def _stored(self, spec: RunSpec) -> api.Result | None:
+        """The stored Result of `spec` (counted as reused), or None."""
         if self.db is not None:
             r = self.db.get(spec.key())
             if r is not None:
                 self.reused += 1
                 self.results.append((spec.key().run_id, r))
                 return r
-        self.submitted += 1
-        return (spec, self._start(spec))
+        return None
 
     def run(self, trace: str, runs: list[tuple[str, str]], memory: str = "64GiB", sample_every: int = 0, **options) -> api.ResultSet:
         return self.submit(trace, runs, memory, sample_every, **options).result()

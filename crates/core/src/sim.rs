@@ -9,13 +9,27 @@ use crate::policy::{self, Policy};
 use crate::scenario::Scenario;
 use crate::stats::Results;
 use crate::trace::spt::{PrefetchReader, TraceMeta};
+use crate::trace::Chunk;
+use std::time::{Duration, Instant};
 
 pub struct Simulation {
     reader: PrefetchReader,
     pub engines: Vec<Engine>,
     done: bool,
     pos: u64,
+    /// The chunks of the window being run (empty between steps).
+    held: Vec<Chunk>,
+    /// Time each engine spent running chunks (its share of a pass shared with others).
+    busy: Vec<Duration>,
 }
+
+/// Chunks each engine runs in a row when several engines share one pass over a trace. Taking
+/// the engines in turn at every chunk (64Ki records) evicts each one's state from the caches as
+/// often: nine romer engines fed that way took 12% longer than nine runs of their own, each
+/// decoding the trace again (docs/RESULTS.md, "reproduce romer, serial against the pool").
+/// Sixteen chunks (1Mi records, about 16MiB decoded) make the reload rare; the reader decodes
+/// the next window meanwhile.
+pub const ENGINE_WINDOW: usize = 16;
 
 /// One process of a scenario: its trace, where its pids start, when it starts.
 struct Source {
@@ -167,34 +181,49 @@ impl Simulation {
             }
             engines.push(Engine::new(m, pol, cfg.clone())?);
         }
-        let reader = PrefetchReader::open(trace, allow_truncated)?;
+        let window = if engines.len() > 1 { ENGINE_WINDOW } else { 1 };
+        let reader = PrefetchReader::open_ahead(trace, allow_truncated, window + 1)?;
         let pos = reader.meta.data_offset;
-        Ok(Simulation { reader, engines, done: false, pos })
+        let busy = vec![Duration::ZERO; engines.len()];
+        Ok(Simulation { reader, engines, done: false, pos, held: Vec::with_capacity(window), busy })
     }
 
     pub fn meta(&self) -> &TraceMeta {
         &self.reader.meta
     }
 
-    /// Process up to `max_chunks` chunks. Returns false when the trace is finished.
+    /// Process at least `max_chunks` chunks (a whole window when several engines share the
+    /// pass). Returns false when the trace is finished.
     pub fn step(&mut self, max_chunks: usize) -> Result<bool> {
-        for _ in 0..max_chunks {
-            if self.done {
-                return Ok(false);
+        let window = if self.engines.len() > 1 { ENGINE_WINDOW } else { 1 };
+        let mut ran = 0;
+        while ran < max_chunks.max(1) && !self.done {
+            while self.held.len() < window {
+                match self.reader.next()? {
+                    Some(c) => self.held.push(c),
+                    None => {
+                        self.done = true;
+                        break;
+                    }
+                }
             }
-            match self.reader.next()? {
-                Some(c) => {
-                    run_engines(&mut self.engines, &c)?;
-                    self.pos = c.end_offset;
-                    self.reader.give_back(c);
-                }
-                None => {
-                    self.done = true;
-                    return Ok(false);
-                }
+            if self.held.is_empty() {
+                break;
+            }
+            run_engines(&mut self.engines, &self.held, &mut self.busy)?;
+            self.pos = self.held.last().map_or(self.pos, |c| c.end_offset);
+            ran += self.held.len();
+            for c in self.held.drain(..) {
+                self.reader.give_back(c);
             }
         }
         Ok(!self.done)
+    }
+
+    /// Seconds each engine has spent running chunks: a run's own time when several share a
+    /// pass (the decoding, shared, is not in it).
+    pub fn busy_seconds(&self) -> Vec<f64> {
+        self.busy.iter().map(|d| d.as_secs_f64()).collect()
     }
 
     /// Fraction of the file consumed.
@@ -211,23 +240,34 @@ impl Simulation {
     }
 }
 
-/// Run one chunk through every engine. Engines share nothing, so with several of them and a
-/// second core the later half runs on a scoped thread while this one runs the first half (the
-/// reader decodes ahead on its own thread); every engine sees the same chunks in the same order,
-/// so results do not depend on it. The error reported is the first engine's, in run order.
-fn run_engines(engines: &mut [Engine], c: &crate::trace::Chunk) -> Result<()> {
+/// Run a window of chunks through every engine, each engine the whole window in a row (see
+/// ENGINE_WINDOW). Engines share nothing, so with several of them and a second core the later
+/// half runs on a scoped thread while this one runs the first half (the reader decodes ahead on
+/// its own thread); every engine sees the same chunks in the same order, so results do not
+/// depend on it. The error reported is the first failing engine's, in run order.
+fn run_engines(engines: &mut [Engine], chunks: &[Chunk], busy: &mut [Duration]) -> Result<()> {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     // SUPERPAGER_THREADS=1 keeps a run on one thread (a pool's workers already fill the cores).
     let cores = *CORES.get_or_init(|| {
         std::env::var("SUPERPAGER_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
     });
+    let run = |engines: &mut [Engine], busy: &mut [Duration]| -> Result<()> {
+        engines.iter_mut().zip(busy.iter_mut()).try_for_each(|(e, b)| {
+            let t = Instant::now();
+            let r = chunks.iter().try_for_each(|c| e.run_chunk(c));
+            *b += t.elapsed();
+            r
+        })
+    };
     if engines.len() < 2 || cores < 2 {
-        return engines.iter_mut().try_for_each(|e| e.run_chunk(c));
+        return run(engines, busy);
     }
-    let (first, second) = engines.split_at_mut(engines.len().div_ceil(2));
+    let mid = engines.len().div_ceil(2);
+    let (first, second) = engines.split_at_mut(mid);
+    let (busy_a, busy_b) = busy.split_at_mut(mid);
     let (a, b) = std::thread::scope(|s| {
-        let other = s.spawn(|| second.iter_mut().try_for_each(|e| e.run_chunk(c)));
-        let a = first.iter_mut().try_for_each(|e| e.run_chunk(c));
+        let other = s.spawn(|| run(second, busy_b));
+        let a = run(first, busy_a);
         (a, other.join())
     });
     a?;

@@ -198,8 +198,9 @@ fn fast_paths_change_no_result() {
 
 #[test]
 fn several_runs_in_one_pass_equal_each_run_alone() {
-    // One pass with several engines runs half of them on a second thread (sim.rs, run_engines);
-    // every counter must equal that of the same run on its own. Small chunks: many hand-offs.
+    // One pass with several engines runs each over a window of chunks in a row, and half of them
+    // on a second thread (sim.rs, run_engines); every counter must equal that of the same run on
+    // its own. Small chunks: about 49, so three whole windows and a partial one.
     let p = tmp("multi.spt");
     let mut w = SptWriter::create(&p, &Provenance::new()).unwrap();
     w.set_chunk_records(4096);
@@ -209,7 +210,13 @@ fn several_runs_in_one_pass_equal_each_run_alone() {
     let together = {
         let v = runs.iter().map(|(m, pol)| (Machine::load(m).unwrap(), pol.to_string())).collect();
         let mut s = Simulation::open(&p, v, EngineConfig::default(), false).unwrap();
+        assert!(s.step(3).unwrap());
+        // A step runs a whole window, though asked for 3 chunks.
+        assert!(s.progress() > 0.25, "{}", s.progress());
         while s.step(3).unwrap() {}
+        let busy = s.busy_seconds();
+        assert_eq!(busy.len(), runs.len());
+        assert!(busy.iter().all(|&b| b > 0.0), "{busy:?}");
         s.results()
     };
     for ((m, pol), t) in runs.iter().zip(&together) {

@@ -281,6 +281,11 @@ impl Simulation {
         self.inner.meta().truncated()
     }
 
+    /// Seconds each run's engine spent on the trace so far (its own share of the shared pass).
+    fn busy_seconds(&self) -> Vec<f64> {
+        self.inner.busy_seconds()
+    }
+
     /// Results of every run, as JSON strings.
     fn results_json(&mut self) -> Vec<String> {
         self.inner.results().iter().map(|r| r.to_json()).collect()

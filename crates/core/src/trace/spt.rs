@@ -863,11 +863,20 @@ pub struct PrefetchReader {
 
 impl PrefetchReader {
     pub fn open(path: &str, allow_truncated: bool) -> Result<PrefetchReader> {
+        Self::open_ahead(path, allow_truncated, 2)
+    }
+
+    /// As `open`, decoding up to `ahead` chunks in advance (a caller that holds a window of
+    /// several chunks at once needs the next window decoded while it works on this one).
+    pub fn open_ahead(path: &str, allow_truncated: bool, ahead: usize) -> Result<PrefetchReader> {
         let mut reader = SptReader::open(path)?;
         reader.allow_truncated(allow_truncated);
         let meta = reader.meta.clone();
-        let (tx, rx) = mpsc::sync_channel::<Result<Chunk>>(2);
-        let (recycle, back) = mpsc::sync_channel::<Chunk>(4);
+        let ahead = ahead.max(1);
+        let (tx, rx) = mpsc::sync_channel::<Result<Chunk>>(ahead);
+        // Room for every buffer that can be in flight (decoded ahead, held, being decoded), so
+        // buffers given back are always kept for reuse.
+        let (recycle, back) = mpsc::sync_channel::<Chunk>(2 * ahead + 2);
         let handle = std::thread::spawn(move || loop {
             let mut c = back.try_recv().unwrap_or_default();
             match reader.next_chunk(&mut c) {
