@@ -16,6 +16,7 @@ import hashlib
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 
@@ -59,18 +60,34 @@ def trace_for(name: str, size: str, progress: Callable[[str], None], args: tuple
         h.update(src.read_bytes())
     if w.kind == "runs":
         h.update(W.RUNS_VERSION.encode())
-    d = cap.cache_dir() / "traces"
-    d.mkdir(parents=True, exist_ok=True)
     tag = "-".join((size, *args)) + ("-fetches" if fetches else "")
-    path = d / f"{name}-{tag}-{h.hexdigest()[:12]}.spt"
-    if not path.exists():
-        progress(f"capturing {name} at {size}" + (" with instruction fetches" if fetches else ""))
-        tmp = str(path) + ".partial"
+    path = cap.cache_dir() / "traces" / f"{name}-{tag}-{h.hexdigest()[:12]}.spt"
+
+    def capture(tmp: str) -> None:
         r = W.capture(name, out=tmp, size=size, args=args, fetches=fetches)
         if r.status != 0 or r.truncated:
             raise cap.CaptureError(f"reproduce: capturing {name} failed (status {r.status}, truncated {r.truncated})")
-        os.replace(tmp, path)
-    return str(path)
+
+    return cached_trace(path, f"capturing {name} at {size}" + (" with instruction fetches" if fetches else ""), capture, progress)
+
+
+# Traces are made one at a time: papers run side by side (`reproduce all`) may want the same one,
+# and captures compete for the cores anyway.
+_MAKING = threading.Lock()
+
+
+def cached_trace(path, what: str, make: Callable[[str], Any], progress: Callable[[str], None]) -> str:
+    """`path` in the trace cache, made first if it is missing: make(tmp) writes it beside its
+    place, then it is renamed, so that an interrupted run leaves no half trace behind."""
+    path = str(path)
+    with _MAKING:
+        if not os.path.exists(path):
+            progress(what)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = path + ".partial"
+            make(tmp)
+            os.replace(tmp, path)
+    return path
 
 
 def _pct(new: float, old: float) -> str:
@@ -139,12 +156,8 @@ def navarro(quick: bool = False, progress: Callable[[str], None] = lambda m: Non
 
 def navarro_adversaries(progress: Callable[[str], None]) -> str:
     """The incremental-promotion adversary (§A.4.5): one touch per page, then nothing."""
-    d = cap.cache_dir() / "traces"
-    d.mkdir(parents=True, exist_ok=True)
-    t = str(d / "adversary-onebyte-256MiB.spt")
-    if not os.path.exists(t):
-        progress("generating the one-touch-per-page adversary")
-        api.gen("stride", t, size="256MiB", stride="8KiB", accesses=32768, seed=1, progress=False)
+    t = cached_trace(cap.cache_dir() / "traces" / "adversary-onebyte-256MiB.spt", "generating the one-touch-per-page adversary",
+                     lambda tmp: api.gen("stride", tmp, size="256MiB", stride="8KiB", accesses=32768, seed=1, progress=False), progress)
     pols = ["base", "navarro", "navarro:pte_replication=true"]
     b, n, r = api.run(t, [(NAVARRO_MACHINE, p) for p in pols], "64GiB", 0, False, False, False)
     promos = sum(v for k, v in n.counters.items() if k.startswith("policy.navarro.promote.") and "refused" not in k)
@@ -523,15 +536,8 @@ def romer_gather(rows: list, progress: Callable[[str], None]) -> list:
 
 
 def romer_sweep_trace(size: str, passes: int, progress: Callable[[str], None]) -> str:
-    d = cap.cache_dir() / "traces"
-    d.mkdir(parents=True, exist_ok=True)
-    path = d / f"sweep-{size}-{passes}.spt"
-    if not path.exists():
-        progress(f"generating a {size} sweep, {passes} passes")
-        tmp = str(path) + ".partial"
-        api.gen("seq", tmp, size=size, passes=passes, progress=False)
-        os.replace(tmp, path)
-    return str(path)
+    return cached_trace(cap.cache_dir() / "traces" / f"sweep-{size}-{passes}.spt", f"generating a {size} sweep, {passes} passes",
+                        lambda tmp: api.gen("seq", tmp, size=size, passes=passes, progress=False), progress)
 
 
 def romer(quick: bool = False, progress: Callable[[str], None] = lambda m: None) -> str:
@@ -682,29 +688,28 @@ def romer_adversary_trace(progress: Callable[[str], None], threshold_r: float, r
     misses as its smallest charged superpages need to reach `threshold_r` x R, and then never
     touched again: the promotion is paid for and gains nothing."""
     d = cap.cache_dir() / "traces"
-    d.mkdir(parents=True, exist_ok=True)
-    path = d / f"romer-adversary-{threshold_r}-{regions}.spt"
-    if path.exists():
-        return str(path)
-    progress(f"writing the competitive adversary for threshold {threshold_r}R")
-    # Sweeping 64 pages through 32 entries, every miss after the first finds part of the 256KB
-    # region resident and charges it (and, less often, its smaller pieces): the 256KB page
-    # reaches its threshold first, after ceil(25,600 t) charges, and is promoted one miss later
-    # (ONLINE promotes past the threshold: one more). Then the region is never touched again.
-    misses = math.ceil(25600 * threshold_r) + 2
-    txt = d / f"romer-adversary-{threshold_r}-{regions}.txt"
-    base = 0x10_0000_0000
-    with open(txt, "w") as f:
-        f.write("# superpager text trace v1\nctx 1 1\n")
-        f.write(f"mmap {base:#x} {regions * (8 << 20):#x} rw- private|anonymous -1 0\n")
-        for r in range(regions):
-            start = base + r * (8 << 20)
-            for i in range(misses):
-                f.write(f"L {start + (i % 64) * 4096:#x} 8\n")
-            f.write(f"insns {misses}\n")
-    api.trace_import(str(txt), "text", str(path))
-    txt.unlink()
-    return str(path)
+
+    def write(out: str) -> None:
+        # Sweeping 64 pages through 32 entries, every miss after the first finds part of the
+        # 256KB region resident and charges it (and, less often, its smaller pieces): the 256KB
+        # page reaches its threshold first, after ceil(25,600 t) charges, and is promoted one miss
+        # later (ONLINE promotes past the threshold: one more). Then the region is never touched again.
+        misses = math.ceil(25600 * threshold_r) + 2
+        txt = d / f"romer-adversary-{threshold_r}-{regions}.txt"
+        base = 0x10_0000_0000
+        with open(txt, "w") as f:
+            f.write("# superpager text trace v1\nctx 1 1\n")
+            f.write(f"mmap {base:#x} {regions * (8 << 20):#x} rw- private|anonymous -1 0\n")
+            for r in range(regions):
+                start = base + r * (8 << 20)
+                for i in range(misses):
+                    f.write(f"L {start + (i % 64) * 4096:#x} 8\n")
+                f.write(f"insns {misses}\n")
+        api.trace_import(str(txt), "text", out)
+        txt.unlink()
+
+    return cached_trace(d / f"romer-adversary-{threshold_r}-{regions}.spt", f"writing the competitive adversary for threshold {threshold_r}R",
+                        write, progress)
 
 
 def romer_competitive_submit(progress: Callable[[str], None]) -> dict:
@@ -774,6 +779,48 @@ def amsqm(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
 EXPERIMENTS = {"navarro": navarro_all, "romer": romer, "trident": trident, "intermediate": intermediate, "amsqm": amsqm}
 
 
+def run_papers(papers: list[str], quick: bool, jobs: int, say: Callable[[str], None]) -> list[str]:
+    """Each paper's markdown, in `papers` order. With several workers the papers run side by
+    side, each on a thread of this process submitting to the one pool, so that no worker idles
+    while a paper awaits its last runs or does work of its own (its captures, its serial runs).
+    Serially (one worker), one after another."""
+    if len(papers) == 1:
+        return [EXPERIMENTS[papers[0]](quick=quick, progress=say)]
+    if jobs <= 1:
+        texts = []
+        for paper in papers:
+            say(f"== {paper} ==")
+            texts.append(EXPERIMENTS[paper](quick=quick, progress=say))
+        return texts
+    import concurrent.futures as cf
+
+    global SIDE_BY_SIDE
+    SIDE_BY_SIDE = True
+    try:
+        with cf.ThreadPoolExecutor(max_workers=len(papers), thread_name_prefix="paper") as ex:
+            futs = {}
+            for paper in papers:
+                def tagged(m: str, paper: str = paper) -> None:
+                    say(f"{paper}: {m}")
+                futs[ex.submit(EXPERIMENTS[paper], quick=quick, progress=tagged)] = paper
+            try:
+                for f in cf.as_completed(futs):
+                    f.result()
+                    say(f"{futs[f]}: done")
+            except BaseException:
+                # Cancel the queued runs, so that the other papers stop waiting for them.
+                pool().close()
+                raise
+            return [f.result() for f in futs]
+    finally:
+        SIDE_BY_SIDE = False
+
+
+#: True while papers run side by side (`reproduce all` on several workers): what a paper times
+#: is then timed beside the others' work.
+SIDE_BY_SIDE = False
+
+
 def main(a) -> int:
     global RUNNER
     papers = list(EXPERIMENTS) if a.paper == "all" else [a.paper]
@@ -795,10 +842,7 @@ def main(a) -> int:
     with st.maybe(a.db) as db:
         RUNNER = Runner(jobs=a.jobs, db=db, label=f"reproduce {a.paper}")
         try:
-            for paper in papers:
-                if len(papers) > 1:
-                    say(f"== {paper} ==")
-                texts.append(EXPERIMENTS[paper](quick=a.quick, progress=say))
+            texts = run_papers(papers, a.quick, RUNNER.jobs, say)
         except cap.CaptureError as e:
             print(f"superpager: error: {e}", file=sys.stderr)
             return e.status

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from . import api
 from . import capture as cap
-from .reproduce import trace_for
+from .reproduce import cached_trace, trace_for
 from .reproduce_trident import verdict_lines
 
 MACHINE = "amsqm09+base=4KiB"
@@ -118,12 +118,8 @@ def program_trace(name: str, progress: Callable[[str], None]) -> str:
 def heavy_trace(n: int, progress: Callable[[str], None]) -> str:
     inputs = [program_trace(p, progress) for p in HEAVY[n]]
     key = hashlib.sha256("\n".join(os.path.basename(i) for i in inputs).encode()).hexdigest()[:12]
-    out = os.path.join(cap.cache_dir(), "traces", f"amsqm-heavy{n}-{key}.spt")
-    if not os.path.exists(out):
-        progress(f"merging heavy trace {n}: {' + '.join(HEAVY[n])}")
-        os.makedirs(os.path.dirname(out), exist_ok=True)
-        api.trace_merge(inputs, out, progress=False)
-    return out
+    return cached_trace(os.path.join(cap.cache_dir(), "traces", f"amsqm-heavy{n}-{key}.spt"), f"merging heavy trace {n}: {' + '.join(HEAVY[n])}",
+                        lambda tmp: api.trace_merge(inputs, tmp, progress=False), progress)
 
 
 def amsqm_spec(**kw: float) -> str:
@@ -349,7 +345,11 @@ def speed(runs: list[Run]) -> list[str]:
         label = CONFIGS[i % 3][0]
         out.append(f"| {label} | {r.accesses / 1e6:.1f}M | {r.seconds:.2f} | {r.accesses / r.seconds / 1e6:.1f}M | {r.major:,} |")
     slowest = min(r.accesses / r.seconds for r in runs) if runs else 0.0
-    return out + ["", f"Slowest in this run: {slowest / 1e6:.1f}M refs/s.", ""]
+    from . import reproduce
+
+    beside = (" These runs were timed while the other papers' runs shared the cores (`reproduce all`); run "
+              "`superpager reproduce amsqm` for timings of its own.") if reproduce.SIDE_BY_SIDE else ""
+    return out + ["", f"Slowest in this run: {slowest / 1e6:.1f}M refs/s.{beside}", ""]
 
 
 def amsqm(quick: bool = False, progress: Callable[[str], None] = lambda m: None) -> str:
