@@ -78,15 +78,19 @@ _MAKING = threading.Lock()
 
 def cached_trace(path, what: str, make: Callable[[str], Any], progress: Callable[[str], None]) -> str:
     """`path` in the trace cache, made first if it is missing: make(tmp) writes it beside its
-    place, then it is renamed, so that an interrupted run leaves no half trace behind."""
+    place, then renamed, so that a failed or interrupted run leaves no half trace behind."""
     path = str(path)
     with _MAKING:
         if not os.path.exists(path):
             progress(what)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = path + ".partial"
-            make(tmp)
-            os.replace(tmp, path)
+            try:
+                make(tmp)
+                os.replace(tmp, path)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
     return path
 
 
@@ -104,9 +108,9 @@ def navarro(quick: bool = False, progress: Callable[[str], None] = lambda m: Non
             rows.append((name, role, None, why))
             continue
         t = trace_for(name, qsize if quick else size, progress, args)
-        progress(f"simulating {name} under {len(policies)} policies")
-        rs = api.run(t, [(NAVARRO_MACHINE, p) for p in policies], "64GiB", 0, False, False, False)
-        rows.append((name, role, {p: r for p, r in zip(policies, rs)}, qsize if quick else size))
+        rows.append((name, role, pool().submit(t, [(NAVARRO_MACHINE, p) for p in policies], "64GiB", 0), qsize if quick else size))
+    progress(f"simulating {sum(1 for r in rows if r[2] is not None)} workloads under {len(policies)} policies")
+    rows = [(name, role, None if rs is None else dict(zip(policies, rs.result())), info) for name, role, rs, info in rows]
     out = ["## Navarro et al. (OSDI 2002) on `alpha21264`", ""]
     out += ["### Best case (Table 1): plenty of free, unfragmented memory", "",
             "Paper: data-TLB misses \"virtually eliminated\" in most cases; Web gains little (many "
@@ -159,7 +163,7 @@ def navarro_adversaries(progress: Callable[[str], None]) -> str:
     t = cached_trace(cap.cache_dir() / "traces" / "adversary-onebyte-256MiB.spt", "generating the one-touch-per-page adversary",
                      lambda tmp: api.gen("stride", tmp, size="256MiB", stride="8KiB", accesses=32768, seed=1, progress=False), progress)
     pols = ["base", "navarro", "navarro:pte_replication=true"]
-    b, n, r = api.run(t, [(NAVARRO_MACHINE, p) for p in pols], "64GiB", 0, False, False, False)
+    b, n, r = pool().run(t, [(NAVARRO_MACHINE, p) for p in pols], "64GiB", 0)
     promos = sum(v for k, v in n.counters.items() if k.startswith("policy.navarro.promote.") and "refused" not in k)
     cyc = lambda x: x["cycles.total"]
     return "\n".join([
@@ -280,12 +284,13 @@ def navarro_fragmentation(quick: bool, progress: Callable[[str], None]) -> str:
     if why:
         return f"### Fragmentation (Figures 4 and 5)\n\nNot run: {why}\n"
     t = trace_for(name, size, progress)
+    best_run = pool().submit(t, [(NAVARRO_MACHINE, "navarro")], "64GiB", 0)
     out = {}
     for label, pol in FRAG_SCHEMES:
         progress(f"fragmentation experiment under {pol}")
         out[label] = api.fragmentation(NAVARRO_MACHINE, pol, cfg["memory"], t, runs=cfg["runs"], seed=1, wired=cfg["wired"],
                                        web_files=cfg["web_files"], web_requests=cfg["web_requests"])
-    best = api.run(t, [(NAVARRO_MACHINE, "navarro")], "64GiB", 0, False, False, False)[0]
+    best = best_run.result()[0]
     largest = out["daemon"]["largest_size"]
     runs = [p for p in out["daemon"]["phases"] if p["label"].startswith("program run")]
     lines = [

@@ -557,11 +557,9 @@ class Runner:
         spec = RunSpec(trace=str(path), machine=machine or "", policy=policy or "", memory="(scenario)", sample_every=sample_every,
                        scenario=True, trace_sha256=st.scenario_sha256(str(path)) if self.db is not None else "", **options)
         with self.lock:
-            item = self._stored(spec)
-        if item is None:
-            with self.lock:
-                self.submitted += 1
-            item = (spec, self._start(execute_group, [spec]), 0)
+            stored = self._stored(spec)
+            self.submitted += stored is None
+        item = stored if stored is not None else (spec, self._start(execute_group, [spec]), 0)
         return LazyResult(Pending(self, [item]))
 
     def _stored(self, spec: RunSpec) -> api.Result | None:
