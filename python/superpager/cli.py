@@ -860,7 +860,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "Traces are captured on first use (qemu-user) and cached in ~/.cache/superpager/traces.")
     rp.add_argument("paper", help="navarro, romer, trident, intermediate (Solomon's intermediate page sizes), amsqm "
                                   "(superpage-aware replacement), or all (every one, into one report)")
-    rp.add_argument("--jobs", "-j", type=int, default=None, help="worker processes for the independent runs (default: every core; 1: serial)")
+    rp.add_argument("--jobs", "-j", type=int, default=None, help="worker processes for the independent runs (default: every core; 1: serial); "
+                                                              "with several, `all` runs the papers side by side")
     rp.add_argument("--db", metavar="FILE", help="also store the pooled runs in this results store (runs already there are reused)")
     rp.add_argument("--quick", action="store_true", help="smaller inputs (about 4x smaller): a first look in minutes (romer --quick about 4 on 2 cores)")
     rp.add_argument("--out", help="also write the report (markdown) here, and the pooled runs' HTML report in OUT's name + _report/")
