@@ -264,8 +264,10 @@ def compaction_work(runs: dict[str, Any], quick: bool, d: str, progress: Callabl
 
 
 # Walk cycles (Figures 12 and 14's direction, and Trident-1G-only's loss): GUPS- and B-tree-like
-# workloads, and Graph500 for the 1GB-unmappable hot region. (workload, size, quick size, args)
-WALK_WORKLOADS = [("gups", "4GiB", "2GiB", ("0.25",)), ("btree", "2GiB", "1GiB", ()), ("graph500", None, None, ())]
+# workloads, and Graph500 for the 1GB-unmappable hot region. (workload, size, quick size, args;
+# a size of None: Table 3's.) Quick: btree and graph500 at an eighth and a quarter, the quick
+# run's longest traces otherwise (842M and 790M records at 1GiB and 512MiB).
+WALK_WORKLOADS = [("gups", "4GiB", "2GiB", ("0.25",)), ("btree", "2GiB", "256MiB", ()), ("graph500", None, "128MiB", ())]
 WALK_POLICIES = [("4KB", "base"), ("THP", THP), ("Trident", f"trident:{TRIDENT_DAEMON}"),
                  ("Trident-1G-only", f"trident:sizes=1GiB,{TRIDENT_DAEMON}")]
 
