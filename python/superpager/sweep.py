@@ -101,13 +101,20 @@ def execute(spec: RunSpec, trace_path: str | None = None) -> tuple[bool, str, fl
                              sample_every=spec.sample_every, bloat=spec.bloat, map_every=spec.map_every, map_region=spec.map_region,
                              progress=False)
             return True, r.to_json(), time.perf_counter() - t0
-        r = api.simulate(trace_path or spec.trace, machine=spec.machine, policy=spec.policy, memory=spec.memory,
-                         sample_every=spec.sample_every, swap=spec.swap, replacement=spec.replacement, bloat=spec.bloat,
-                         map_every=spec.map_every, map_region=spec.map_region, progress=False)
+        r = one_pass([spec], trace_path)[0]
         r.trace = spec.trace
         return True, r.to_json(), time.perf_counter() - t0
     except Exception as e:  # a failed run is reported, never fatal to the sweep
         return False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", time.perf_counter() - t0
+
+
+def one_pass(specs: list[RunSpec], trace_path: str | None = None) -> api.ResultSet:
+    """The runs of `specs` (over one trace, with the same memory and options) in one pass over
+    the trace (api.run), each as api.simulate would run it alone."""
+    s = specs[0]
+    return api.run(trace_path or s.trace, [(api.machine_spec(x.machine, None), x.policy or "base") for x in specs], s.memory,
+                   (1 << 20) if s.sample_every is None else s.sample_every, swap=s.swap, replacement=s.replacement, bloat=s.bloat,
+                   map_every=s.map_every, map_region=s.map_region, progress=False)
 
 
 def execute_group(specs: list[RunSpec]) -> list[tuple[bool, str, float]]:
@@ -117,10 +124,8 @@ def execute_group(specs: list[RunSpec]) -> list[tuple[bool, str, float]]:
     reported with its own error and the others still finish."""
     if len(specs) == 1:
         return [execute(specs[0])]
-    s = specs[0]
     try:
-        rs = api.run(s.trace, [(x.machine, x.policy) for x in specs], s.memory, (1 << 20) if s.sample_every is None else s.sample_every,
-                     swap=s.swap, replacement=s.replacement, bloat=s.bloat, map_every=s.map_every, map_region=s.map_region, progress=False)
+        rs = one_pass(specs)
     except Exception:
         return [execute(x) for x in specs]
     out = []
@@ -511,15 +516,12 @@ class Runner:
 
     def _executor(self):
         with self.lock:
-            return self._open_pool()
+            if self._pool is None:
+                import concurrent.futures as cf
+                import multiprocessing as mp
 
-    def _open_pool(self):
-        if self._pool is None:
-            import concurrent.futures as cf
-            import multiprocessing as mp
-
-            self._pool = cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=mp.get_context("forkserver"), initializer=_one_thread)
-        return self._pool
+                self._pool = cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=mp.get_context("forkserver"), initializer=_one_thread)
+            return self._pool
 
     def _start(self, fn, arg):
         """A future of fn(arg): on the pool, or run now in this process."""

@@ -30,6 +30,15 @@ pub struct Simulation {
 /// each decoding the trace; docs/RESULTS.md, "reproduce romer, serial against the pool".)
 pub const ENGINE_WINDOW: usize = 16;
 
+/// Chunks a step takes at a time: a window when several engines share the pass, else one.
+fn window_for(engines: usize) -> usize {
+    if engines > 1 {
+        ENGINE_WINDOW
+    } else {
+        1
+    }
+}
+
 /// One process of a scenario: its trace, where its pids start, when it starts.
 struct Source {
     reader: PrefetchReader,
@@ -180,7 +189,7 @@ impl Simulation {
             }
             engines.push(Engine::new(m, pol, cfg.clone())?);
         }
-        let window = if engines.len() > 1 { ENGINE_WINDOW } else { 1 };
+        let window = window_for(engines.len());
         let reader = PrefetchReader::open_ahead(trace, allow_truncated, window + 1)?;
         let pos = reader.meta.data_offset;
         let busy = vec![Duration::ZERO; engines.len()];
@@ -194,7 +203,7 @@ impl Simulation {
     /// Process at least `max_chunks` chunks (a whole window when several engines share the
     /// pass). Returns false when the trace is finished.
     pub fn step(&mut self, max_chunks: usize) -> Result<bool> {
-        let window = if self.engines.len() > 1 { ENGINE_WINDOW } else { 1 };
+        let window = window_for(self.engines.len());
         let mut ran = 0;
         while ran < max_chunks.max(1) && !self.done {
             while self.held.len() < window {
