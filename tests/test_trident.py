@@ -52,3 +52,16 @@ def test_trident_pv_and_prezeroing_sections(small):
     assert "| exchange (Trident-pv) | 1 | 1 | 512 | 0 MiB |" in pv, pv
     z = "\n".join(T.prezeroing(True, lambda m: None, str(small)))
     assert "(shorter: holds)" in z, z
+
+
+def test_a_footprint_no_1gb_page_fits_in_is_not_testable_rather_than_failing():
+    # Graph500's Table 3 trace (0.35GiB) and quick btree (256MiB) hold no 1GB page: their
+    # 1GB claims say so instead of reporting a failure the workload cannot avoid.
+    small = {"footprint.bytes": 350 << 20, "compact.bytes_migrated": 300 << 20, "policy.khugepaged.scan_1g.succeed": 0}
+    big = dict(small, **{"footprint.bytes": 4 << 30})
+    assert T.holds_no_1g(small) and not T.holds_no_1g(big)
+    row = T.compaction_rows("graph500", small, small)
+    assert row.endswith("| not testable here |") and "no 1GB page fits" in row
+    assert T.compaction_rows("gups", big, big).endswith("| DOES NOT HOLD |")
+    assert T.verdict_lines([("c", None, "w"), ("d", True, "x"), ("e", False, "y")])[2:5] == [
+        "| c | w | not testable here |", "| d | x | holds |", "| e | y | DOES NOT HOLD |"]

@@ -222,6 +222,12 @@ fn run_full(seed: u64, machine: &str, pol: &str, steps: usize, swap: u64, replac
                 let order = (size.shift() - e.os.base.shift()) as u8;
                 e.os.compact(order, &mut e.mmu);
                 e.os.validate().unwrap_or_else(|m| panic!("seed {seed} {pol}: after compaction: {m}"));
+                if i % 21 == 0 && order < e.os.phys.max_order() {
+                    // A block twice that size: huge pages become sources, and one with no free
+                    // block of its size left is split and moved as base pages.
+                    e.os.compact(order + 1, &mut e.mmu);
+                    e.os.validate().unwrap_or_else(|m| panic!("seed {seed} {pol}: after compaction for order {}: {m}", order + 1));
+                }
             }
         }
     }

@@ -116,6 +116,9 @@ crate::counters! {
         pub pageblocks_scanned: u64 = "compact.pageblocks_scanned",
         /// Pageblocks the migrate scanner passed over because they are not movable.
         pub pageblocks_skipped: u64 = "compact.pageblocks_skipped",
+        /// Huge pages split into base pages because no free block of their size was left to
+        /// migrate them to (Linux's `thp_split` from migrate_pages).
+        pub splits: u64 = "compact.split",
         /// Collapses by outcome (CollapseResult index).
         pub collapse: [u64; CollapseResult::ALL.len()] = by_hand,
         /// Trident-pv's exchanges (`Exchange::Hypercall`): hypercalls made, 2MB mappings
@@ -179,13 +182,28 @@ impl Os {
                 f += 1u64 << o;
                 if batch.len() == COMPACT_CLUSTER_MAX || f >= end {
                     for &(src, so) in batch.iter() {
-                        let Some(dst) = self.take_target(&mut pool, so, m + pb) else {
-                            // No target left between the scanners.
+                        if let Some(dst) = self.take_target(&mut pool, so, m + pb) {
+                            self.migrate_block(src, so, dst, mmu);
+                            continue;
+                        }
+                        // No free block of the source's order between the scanners. A huge page
+                        // is split and its base pages migrated one by one, as Linux's
+                        // migrate_pages does when compaction_alloc has no folio of its order
+                        // (-ENOMEM: try_split_folio, counted as a THP split); with nothing left
+                        // even for base pages, the run ends.
+                        if so == 0 || pool.is_empty() || !self.split_for_compaction(src, mmu) {
                             batch.clear();
                             self.compaction.migrate_pfn = self.compaction.free_pfn;
                             continue 'outer;
-                        };
-                        self.migrate_block(src, so, dst, mmu);
+                        }
+                        for piece in src..src + (1u64 << so) {
+                            let Some(dst) = self.take_target(&mut pool, 0, m + pb) else {
+                                batch.clear();
+                                self.compaction.migrate_pfn = self.compaction.free_pfn;
+                                continue 'outer;
+                            };
+                            self.migrate_block(piece, 0, dst, mmu);
+                        }
                     }
                     batch.clear();
                     if self.phys.largest_free_order().is_some_and(|lo| lo >= order) {
@@ -195,6 +213,15 @@ impl Os {
             }
             self.compaction.migrate_pfn += pb;
         };
+        // Return the unused targets, and move the free scanner back up to the highest of them so
+        // that the next run scans their pageblock again (Linux's compact_zone: "Release free
+        // pages and update where the free scanner should restart, so we don't leave any
+        // returned pages behind"; it only goes back, never forward). Without this the free
+        // scanner would skip a pageblock's remaining free frames after every run: harmless with
+        // 2MB pageblocks, a whole 1GB of targets with Trident's 1GB ones.
+        if let Some(&(high, _)) = pool.iter().max_by_key(|&&(p, _)| p) {
+            self.compaction.free_pfn = self.compaction.free_pfn.max((high & !(pb - 1)) + pb);
+        }
         for (p, o) in pool {
             self.phys.free(Pfn(p), Order(o));
         }
@@ -217,6 +244,20 @@ impl Os {
             return self.phys.alloc(Order(order), FrameKind::Anon);
         }
         None
+    }
+
+    /// Split the huge page whose block starts at `src` into base pages mapped in place, so that
+    /// compaction can move them one at a time. Only a block mapped by one page of its own size
+    /// and one process (not shared) can be split; returns whether it was.
+    fn split_for_compaction(&mut self, src: u64, mmu: &mut Mmu) -> bool {
+        let Some((pi, vpn)) = self.phys.owner(src).as_anon() else { return false };
+        let va = vpn << self.base.shift();
+        if self.procs[pi].pt.lookup(va).is_none_or(|t| t.pfn.0 != src || t.size_idx == 0) {
+            return false;
+        }
+        let ok = self.demote(pi, va, 0, super::promote::DemoteReason::Compaction, mmu) == super::promote::DemoteResult::Demoted;
+        self.compaction.splits += ok as u64;
+        ok
     }
 
     /// Whether compaction may move the allocated block whose head is `f`: movable contents

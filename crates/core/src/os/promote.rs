@@ -47,6 +47,9 @@ outcome! {
         Cow => "cow",
         /// Navarro et al.'s speculative demotion under memory pressure.
         Speculative => "speculative",
+        /// Compaction found no free block of its size to move it to, and moves its base pages
+        /// instead (Linux's migrate_pages splits a large folio on -ENOMEM).
+        Compaction => "compaction",
     }
 }
 

@@ -116,8 +116,9 @@ impl Default for TridentParams {
             prezero: false,
             prezero_cpu: 100,
             // Trident's kernel sets pageblock_order to 18 (1GB), so migrate-type grouping and
-            // compaction work in 1GB regions (notes D1 §1.1). Off by default until the full
-            // Table 3 has been run with it (docs/TRIDENT.md, "1GB pageblocks").
+            // compaction work in 1GB regions (notes D1 §1.1). Off by default: on Table 3's
+            // fragmented memory, Linux 4.17's compaction then gets stuck (docs/TRIDENT.md, "1GB
+            // pageblocks").
             pageblock_1g: false,
         }
     }
