@@ -67,13 +67,16 @@ def scenario_file(d: str, name: str, memory: str, trace: str | None, fragmented:
     """A scenario TOML: `memory`, Trident's fragmentation recipe when `fragmented`, one process."""
     lines = [f'memory = "{memory}"', "seed = 1", f'machine = "{MACHINE}"', "sample_every = 0"]
     if fragmented:
-        # A sprinkle of unmovable kernel pages (64) in the lowest 2GiB, where the kernel's own
-        # allocations sit since boot: those two 1GB regions can never be freed. Then
         # fragment.py: two files of half of memory each read whole, then small random reads
-        # (one per 8 frames), leaving the page cache scattered over every 1GB region.
-        if wired:
-            lines += ["[[prelude]]", 'kind = "wired"', "count = 64", 'below = "2GiB"', ""]
+        # (one per 8 frames), leaving the page cache scattered over every 1GB region; and a
+        # sprinkle of unmovable kernel pages (64) in the lowest 2GiB, where the kernel's own
+        # allocations sit: those two 1GB regions can never be freed. The sprinkle comes after
+        # the page cache, in the frames it left free, as the kernel's allocations made while
+        # the files are read (inodes, page-cache tree nodes) do. (Placed first, before any page
+        # cache, it costs the incremental workloads their 1GB pages: docs/TRIDENT.md.)
         lines += ["[[prelude]]", 'kind = "trident"']
+        if wired:
+            lines += ["", "[[prelude]]", 'kind = "wired"', "count = 64", 'below = "2GiB"']
     lines += ["", "[[process]]", f'trace = "{trace}"' if trace else extra]
     p = os.path.join(d, f"{name}.toml")
     with open(p, "w") as f:
