@@ -45,6 +45,8 @@ def test_table3_and_its_verdicts(small):
     assert "| gups | 71% | 100% |" in t4
     cw = "\n".join(T.compaction_work(runs, True, str(small), lambda m: None))
     assert "| gups |" in cw and ("holds" in cw or "DOES NOT HOLD" in cw)
+    # Fragmented; without the sprinkle; without it and with Trident's 1GB pageblocks.
+    assert cw.count("| gups |") == 3 and "pageblock_1g=true" in cw
 
 
 def test_trident_pv_and_prezeroing_sections(small):
