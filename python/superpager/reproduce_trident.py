@@ -167,8 +167,7 @@ def table3(quick: bool, d: str, progress: Callable[[str], None]) -> tuple[list[s
     too_small = {n for n in pre + inc if holds_no_1g(runs[n][(False, "PF only")])}
 
     def small(n: str) -> str:
-        fp = runs[n][(False, "PF only")]["footprint.bytes"]
-        return f"footprint {gib(fp)} GiB: no 1GB page fits"
+        return no_1g_why(runs[n][(False, "PF only")])
 
     verdicts: list[tuple[str, bool | None, str]] = []
     for n in pre:
@@ -187,13 +186,13 @@ def table3(quick: bool, d: str, progress: Callable[[str], None]) -> tuple[list[s
         fpf = share(runs[n][(True, "PF only")], "1GiB")
         if f is not None:
             verdicts.append((f"fragmented, {n}: fault-time 1GB mostly fails (> 50% of attempts)", f > 50, f"{f:.0f}% failed"))
-        nf = share(runs[n][(True, "normal compaction")], "1GiB")
         if n in too_small:
             verdicts.append((f"fragmented, {n}: the scanner with compaction recovers most of the un-fragmented 1GB share; "
                              "smart compaction gives at least as many 1GB pages as normal", None, small(n)))
             continue
         verdicts.append((f"fragmented, {n}: the scanner with compaction recovers most of the un-fragmented 1GB share (≥ 50% of it)",
                          uf > 0 and fs >= 0.5 * uf and fs > fpf, f"{fpf:.1%} at fault → {fs:.1%} (un-fragmented {uf:.1%})"))
+        nf = share(runs[n][(True, "normal compaction")], "1GiB")
         verdicts.append((f"fragmented, {n}: smart compaction gives at least as many 1GB pages as normal", fs >= nf, f"{fs:.1%} against {nf:.1%}"))
     out += verdict_lines(verdicts)
     return out, runs
@@ -215,6 +214,11 @@ def holds_no_1g(r: api.Result) -> bool:
     """Whether a run's footprint is too small to hold a single 1GB page anywhere: then no
     claim about its share of 1GB pages can be tested."""
     return r["footprint.bytes"] < GiB
+
+
+def no_1g_why(r: api.Result) -> str:
+    """What a claim `holds_no_1g` makes untestable says instead of a figure."""
+    return f"footprint {gib(r['footprint.bytes'])} GiB: no 1GB page fits"
 
 
 def table4(runs: dict[str, Any]) -> list[str]:
@@ -244,7 +248,7 @@ def compaction_rows(name: str, n: api.Result, s: api.Result) -> str:
     pn, ps = per(nb, nr), per(sb, sr)
     ok: bool | None
     if holds_no_1g(n):
-        ratio, ok = f"footprint {gib(n['footprint.bytes'])} GiB: no 1GB page fits", None
+        ratio, ok = no_1g_why(n), None
     elif pn == 0 and ps == 0:
         ratio, ok = "- (neither copied)", sr >= nr
     elif pn == float("inf"):
@@ -349,7 +353,7 @@ def walk_cycles(quick: bool, progress: Callable[[str], None]) -> list[str]:
                 small = holds_no_1g(tr)
                 verdicts.append((f"{name}, {m}: walk cycles 4KB > THP > Trident", None if small else order,
                                  f"{w['4KB']:,} > {w['THP']:,} > {w['Trident']:,}"
-                                 + (f" (footprint {gib(tr['footprint.bytes'])} GiB: no 1GB page fits)" if small else "")))
+                                 + (f" ({no_1g_why(tr)})" if small else "")))
             if name == "graph500":
                 verdicts.append((f"graph500, {m}: Trident-1G-only spends more walk cycles than THP", w["Trident-1G-only"] > w["THP"],
                                  f"{w['Trident-1G-only']:,} against {w['THP']:,}"))

@@ -13,6 +13,7 @@
 //! scanners' positions persist between runs, and restart once they have met.
 
 use super::frames::{FrameKind, MigrateType, Owner};
+use super::promote::{DemoteReason, DemoteResult};
 use super::Os;
 use crate::mmu::Mmu;
 use crate::units::{Order, Pfn};
@@ -182,27 +183,11 @@ impl Os {
                 f += 1u64 << o;
                 if batch.len() == COMPACT_CLUSTER_MAX || f >= end {
                     for &(src, so) in batch.iter() {
-                        if let Some(dst) = self.take_target(&mut pool, so, m + pb) {
-                            self.migrate_block(src, so, dst, mmu);
-                            continue;
-                        }
-                        // No free block of the source's order between the scanners. A huge page
-                        // is split and its base pages migrated one by one, as Linux's
-                        // migrate_pages does when compaction_alloc has no folio of its order
-                        // (-ENOMEM: try_split_folio, counted as a THP split); with nothing left
-                        // even for base pages, the run ends.
-                        if so == 0 || pool.is_empty() || !self.split_for_compaction(src, mmu) {
+                        if !self.move_or_split(&mut pool, src, so, m + pb, mmu) {
+                            // No target left between the scanners.
                             batch.clear();
                             self.compaction.migrate_pfn = self.compaction.free_pfn;
                             continue 'outer;
-                        }
-                        for piece in src..src + (1u64 << so) {
-                            let Some(dst) = self.take_target(&mut pool, 0, m + pb) else {
-                                batch.clear();
-                                self.compaction.migrate_pfn = self.compaction.free_pfn;
-                                continue 'outer;
-                            };
-                            self.migrate_block(piece, 0, dst, mmu);
                         }
                     }
                     batch.clear();
@@ -246,6 +231,25 @@ impl Os {
         None
     }
 
+    /// Move the block at `src` (order `so`) to a target above `floor`. When no free block of
+    /// its order is left, a huge page is split and its base pages moved one by one, as Linux's
+    /// migrate_pages does when compaction_alloc has no folio of its order (-ENOMEM:
+    /// try_split_folio, counted as a THP split). Returns false when the targets ran out.
+    fn move_or_split(&mut self, pool: &mut Vec<(u64, u8)>, src: u64, so: u8, floor: u64, mmu: &mut Mmu) -> bool {
+        if let Some(dst) = self.take_target(pool, so, floor) {
+            self.migrate_block(src, so, dst, mmu);
+            return true;
+        }
+        if so == 0 || pool.is_empty() || !self.split_for_compaction(src, mmu) {
+            return false;
+        }
+        for piece in src..src + (1u64 << so) {
+            let Some(dst) = self.take_target(pool, 0, floor) else { return false };
+            self.migrate_block(piece, 0, dst, mmu);
+        }
+        true
+    }
+
     /// Split the huge page whose block starts at `src` into base pages mapped in place, so that
     /// compaction can move them one at a time. Only a block mapped by one page of its own size
     /// and one process (not shared) can be split; returns whether it was.
@@ -255,7 +259,7 @@ impl Os {
         if self.procs[pi].pt.lookup(va).is_none_or(|t| t.pfn.0 != src || t.size_idx == 0) {
             return false;
         }
-        let ok = self.demote(pi, va, 0, super::promote::DemoteReason::Compaction, mmu) == super::promote::DemoteResult::Demoted;
+        let ok = self.demote(pi, va, 0, DemoteReason::Compaction, mmu) == DemoteResult::Demoted;
         self.compaction.splits += ok as u64;
         ok
     }
