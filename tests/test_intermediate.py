@@ -8,10 +8,10 @@ import pytest
 import superpager as sp
 from superpager import api
 from superpager import workloads as W
+from superpager.reproduce_intermediate import FREEBSD  # the thesis's system: FreeBSD
 
 need_qemu = pytest.mark.skipif(shutil.which("qemu-x86_64") is None, reason="qemu-user is not installed (make setup installs it)")
 need_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
-FREEBSD = "readahead=15,cow=split"
 
 
 def test_join_makes_each_input_new_processes(cli, tmp_path):

@@ -35,6 +35,11 @@ WORKLOADS = [
 # The allocators: Linux's buddy allocator behind base pages, the same with THP and mTHP off,
 # and reservations (FreeBSD's, as Navarro et al. built them).
 NO_PROMOTION = "navarro:promote=false"
+# FreeBSD reserves past the end of an anonymous object, speculating that it grows
+# (vm_reserv_alloc_page, sys/vm/vm_reserv.c), where the paper caps the extent at the object's
+# size: small heaps and mappings get reservations only this way.
+SPECULATE = "navarro:speculate=true"
+SPECULATE_NO_PROMOTION = "navarro:speculate=true,promote=false"
 MTHP = "linux-thp:enabled=never,hugepages-16kB=always,hugepages-32kB=always,hugepages-64kB=always"
 # FreeBSD's later arm64 reservations have a 64KB level inside the 2MB one (VM_NRESERVLEVEL == 2,
 # sys/arm64/include/vmparam.h), so small mappings, which a 2MB reservation cannot cover, are
@@ -47,6 +52,8 @@ ALLOCATORS = [("buddy (`base`)", "base"), ("buddy (`linux-thp:enabled=never`)", 
               ("buddy, mTHP folios of 64/32/16KB (`linux-thp`, mTHP on)", MTHP),
               ("reservations (`navarro`)", "navarro"),
               ("reservations, no promotion (`navarro:promote=false`)", NO_PROMOTION),
+              (f"reservations past the object's end, as FreeBSD makes them (`{SPECULATE}`)", SPECULATE),
+              (f"reservations past the object's end, no promotion (`{SPECULATE_NO_PROMOTION}`)", SPECULATE_NO_PROMOTION),
               ("reservations with a 64KB level (`navarro:sizes=64KiB+2MiB`, on `neoverse-n1`)", "navarro:sizes=64KiB+2MiB"),
               (f"reservations with a 64KB level, no promotion (`{LEVEL64}`, on `neoverse-n1`)", LEVEL64)]
 GROUPS = ["16KiB", "32KiB", "64KiB"]
@@ -90,8 +97,11 @@ def coalescible(quick: bool, d: str, progress: Callable[[str], None]) -> list[st
            "web-server prelude (aged). The contiguity reservations create is measured with promotion off "
            "(`navarro:promote=false`: pages are placed at their offsets in reservations and stay 4KB, as on a machine "
            "that relies on coalescing); under `navarro` itself, what stays 4KB is what reservations did not turn into "
-           "2MB pages: stacks, small mappings, partly touched reservations. A 2MB reservation covers only mappings of "
-           "2MB or more, so small programs, whose mappings are smaller, get none; FreeBSD's arm64 reservations have a "
+           "2MB pages: stacks, small mappings, partly touched reservations. Navarro's preferred size caps a reservation "
+           "at the object's size, so a 2MB reservation covers only mappings of 2MB or more and small programs, whose "
+           "mappings are smaller, get none. FreeBSD drops that cap for anonymous memory, speculating that the object "
+           f"grows (`{SPECULATE}`: the whole aligned 2MB extent around the fault is reserved, and its free frames are "
+           "preempted under pressure like any reservation's). FreeBSD's arm64 reservations also have a "
            "64KB level inside the 2MB one, measured here on `neoverse-n1` (the contiguity read from the page tables "
            "does not depend on the TLBs). The last column counts what promotion made too: of the resident memory, "
            "the share in contiguous units of 64KB or more (groups of 16 base pages, or superpages).", "",
@@ -118,12 +128,15 @@ def coalescible(quick: bool, d: str, progress: Callable[[str], None]) -> list[st
                            + " | ".join(f"{share(r, g):.1%}" for g in GROUPS) + f" | {contiguous_share(r):.1%} |")
             when = "aged" if aged else "fresh"
             b = share(got["base"], "64KiB")
-            for pol, what in ((NO_PROMOTION, "reservations (2MB level, no promotion)"), (LEVEL64, "reservations with a 64KB level (no promotion)")):
+            for pol, what in ((NO_PROMOTION, "reservations (2MB level, no promotion)"),
+                              (SPECULATE_NO_PROMOTION, "reservations past the object's end (FreeBSD, no promotion)"),
+                              (LEVEL64, "reservations with a 64KB level (no promotion)")):
                 n = share(got[pol], "64KiB")
                 verdicts.append((f"{name}, {when}: {what} put more base pages in 64KB groups than the buddy allocator",
                                  n > b, f"{n:.1%} against {b:.1%}"))
             bc = contiguous_share(got["base"])
-            for pol, what in (("navarro", "`navarro`"), ("navarro:sizes=64KiB+2MiB", "`navarro` with a 64KB level")):
+            for pol, what in (("navarro", "`navarro`"), (SPECULATE, f"`{SPECULATE}`"),
+                              ("navarro:sizes=64KiB+2MiB", "`navarro` with a 64KB level")):
                 n = contiguous_share(got[pol])
                 verdicts.append((f"{name}, {when}: {what} puts more resident memory in ≥ 64KB contiguous units than the buddy allocator",
                                  n > bc, f"{n:.1%} against {bc:.1%}"))
@@ -135,7 +148,8 @@ def coalescing_misses(quick: bool, progress: Callable[[str], None]) -> list[str]
     out = [f"### `{MACHINE}`: TLB misses with PTE coalescing on and off", "",
            "Ours: L2 data TLB misses (`tlb.L2d.misses`) and walks on `zen3` and `zen3+nocoalesce`, fresh memory, "
            "under the buddy allocator (`base`), with mTHP folios (`linux-thp` with every mTHP size up to 64KB "
-           "`always` and the PMD size `never`) and reservations (`navarro`, and with promotion off); and the share of all TLB hits that "
+           "`always` and the PMD size `never`) and reservations (`navarro`, and with promotion off, within the object and, as "
+           f"FreeBSD reserves, past its end: `{SPECULATE_NO_PROMOTION}`); and the share of all TLB hits that "
            "coalesced entries served (`coalesce.hits`).", "",
            "| workload | allocator | L2 misses, off | L2 misses, on | fewer | walks, off | walks, on | hits served by coalesced entries |",
            "|---|---|---:|---:|---:|---:|---:|---:|"]
@@ -146,14 +160,16 @@ def coalescing_misses(quick: bool, progress: Callable[[str], None]) -> list[str]
             continue
         t = trace_for(name, sz, progress)
         progress(f"coalescing on and off: {name} at {sz}")
-        pols = ["base", MTHP, "navarro", NO_PROMOTION]
+        pols = ["base", MTHP, "navarro", NO_PROMOTION, SPECULATE_NO_PROMOTION]
+        labels = {MTHP: "mTHP 64/32/16KB", NO_PROMOTION: "navarro, no promotion",
+                  SPECULATE_NO_PROMOTION: "navarro past the object's end, no promotion"}
         rs = pool().run(t, [(m, p) for p in pols for m in (f"{MACHINE}+nocoalesce", MACHINE)], MEMORY, 0)
         for i, p in enumerate(pols):
             off, on = rs[2 * i], rs[2 * i + 1]
             hits = sum(v for k, v in on.counters.items() if k.startswith("tlb.") and k.endswith(".hits") and k.count(".") == 2)
             lo, ln = off["tlb.L2d.misses"], on["tlb.L2d.misses"]
             fewer = f"{1 - ln / lo:.1%}" if lo else "-"
-            out.append(f"| {name} ({sz}) | {'mTHP 64/32/16KB' if p == MTHP else 'navarro, no promotion' if p == NO_PROMOTION else p} | {lo:,} | {ln:,} | {fewer} | {off['walks']:,} | {on['walks']:,} | "
+            out.append(f"| {name} ({sz}) | {labels.get(p, p)} | {lo:,} | {ln:,} | {fewer} | {off['walks']:,} | {on['walks']:,} | "
                        f"{on['coalesce.hits'] / hits if hits else 0:.2%} |")
     return out + [""]
 
@@ -162,8 +178,9 @@ ARM = "neoverse-n1"
 ARM_MEMORY = "4GiB"
 # The thesis's system is FreeBSD: a fault that reads a file page from disk reads ahead
 # (VM_FAULT_READ_AHEAD_INIT = 15 pages, sys/vm/vm_map.h), and a write to a copy-on-write
-# superpage demotes the writer's mapping (pmap).
-FREEBSD = "readahead=15,cow=split"
+# superpage demotes the writer's mapping (pmap); anonymous memory is reserved past the object's
+# end (SPECULATE above).
+FREEBSD = "readahead=15,cow=split,speculate=true"
 ARM_CONFIGS = [("base pages", "base"), ("2MB only", f"navarro:sizes=2MiB,{FREEBSD}"),
                ("64KB + 2MB", f"navarro:sizes=64KiB+2MiB,{FREEBSD}")]
 # The thesis's workloads of many short processes, captured with instruction fetches:

@@ -477,3 +477,26 @@ fn promote_false_keeps_the_reservations_contiguity_in_base_pages() {
         }
     }
 }
+
+#[test]
+fn speculate_reserves_past_a_small_anonymous_mapping() {
+    // A 64KB anonymous mapping in the middle of a 2MB region, touched in a scattered order. The
+    // paper's preferred size is capped by the object, so no reservation covers it and the buddy
+    // allocator places its pages; speculate=true reserves the 2MB extent around it (FreeBSD's
+    // "speculate that the object may grow"), so its 16 pages sit at their offsets in it: all in
+    // coalescible groups, and counted as one speculative reservation.
+    let start = BASE + (1 << 20);
+    for (pol, reserved, grouped) in [("navarro:promote=false", 0, [0, 0, 0]), ("navarro:promote=false,speculate=true", 1, [16, 16, 16])] {
+        let mut e = engine("zen3", pol, 256 << 20);
+        let map = Event::Mmap { addr: start, len: 64 << 10, prot: 3, flags: MAP_PRIVATE | MAP_ANONYMOUS, fd: -1, offset: 0 };
+        run(&mut e, vec![Event::Context { pid: 1, tid: 1 }, map], (0..16u64).map(|i| start + (i * 7 % 16) * 4096));
+        let pi = e.os.proc_index(1);
+        let c = e.os.contiguity_of(pi);
+        assert_eq!(c.base_pages, 16, "{pol}");
+        assert_eq!(counter(&mut e, "policy.navarro.reserve.2MiB"), reserved, "{pol}");
+        if reserved > 0 {
+            assert_eq!(counter(&mut e, "policy.navarro.reserve_speculative"), 1, "{pol}");
+        }
+        assert_eq!(c.grouped, grouped, "{pol}");
+    }
+}

@@ -62,6 +62,9 @@ demote_p=P (probability of demoting a superpage whose reference bit the page dae
 dirty=demote|whole|hash (a write to a clean file superpage demotes it so dirty state stays per base page, the paper's choice; or dirties all of it; or keeps it, with page digests so the flush writes only changed pages; default demote); \
 pte_replication=true (charge a PTE write per base page for every promotion and demotion step, as FreeBSD on Alpha pays; cycles.pte); \
 readahead=N (at a fault that reads a file mapping's page from disk, also read the N pages after it, as FreeBSD's vm_fault does with VM_FAULT_READ_AHEAD_INIT = 15, sys/vm/vm_map.h; default 0, how the model ran before this knob: Navarro's results were measured so); \
+speculate=true (reserve the whole aligned extent, up to 2MB, around a fault in anonymous memory even where it reaches past the mapping, \
+as FreeBSD's vm_reserv_alloc_page does for objects that are not vnodes (\"Speculate that the object may grow\", sys/vm/vm_reserv.c), \
+so small heaps and mappings get contiguity too; counted navarro.reserve_speculative; default false: the paper's preferred size, capped by the object's size); \
 promote=false (reserve and place pages, but never promote anonymous memory: the contiguity reservations alone create, \
 which AMD coalescing can use; counted navarro.promote_skipped.promotion_off); \
 cow=copy|split (a write to a superpage shared copy-on-write after fork: copy it whole, the default, or break the writer's mapping into base pages as FreeBSD does, counted as demote.cow.<size>); \
@@ -88,6 +91,11 @@ pub enum CowBreak {
     /// Break the writer's mapping into base pages, a `cow` demotion (FreeBSD's pmap).
     Split,
 }
+
+/// The largest extent `speculate=true` reserves past a mapping's ends: FreeBSD's one
+/// reservation size on amd64 and arm64 with 4KB pages (VM_LEVEL_0_ORDER = 9,
+/// sys/amd64/include/vmparam.h, sys/arm64/include/vmparam.h); larger extents keep the cap.
+const SPECULATIVE_MAX: u64 = 2 << 20;
 
 /// Most levels a population map has (one per page size used).
 const MAX_LEVELS: usize = crate::mmu::MAX_SIZES;
@@ -196,6 +204,8 @@ struct Counters {
     prefetch_refused_swapped: u64,
     /// Faults after which promotion was not tried because `promote=false`.
     promotion_off: u64,
+    /// Reservations made under `speculate=true` whose extent reaches past the mapping.
+    reserved_speculative: u64,
 }
 
 pub struct Navarro {
@@ -221,6 +231,8 @@ pub struct Navarro {
     cow: CowBreak,
     /// Promote anonymous regions at all (`promote=`); off, reservations only place pages.
     promote_on: bool,
+    /// Reserve past an anonymous mapping's ends (`speculate=`, FreeBSD's rule).
+    speculate: bool,
     /// Speculative demotion's probability (the paper's p; 1 as recalled, UNVERIFIED: notes §A.4.6).
     demote_p: f64,
     /// A write to a clean file superpage: demote it (the paper's choice) or dirty it whole.
@@ -260,6 +272,7 @@ struct NavarroParams {
     readahead: u32,
     cow: CowBreak,
     promote: bool,
+    speculate: bool,
 }
 
 impl Default for NavarroParams {
@@ -277,6 +290,7 @@ impl Default for NavarroParams {
             readahead: 0,
             cow: CowBreak::Copy,
             promote: true,
+            speculate: false,
         }
     }
 }
@@ -300,6 +314,7 @@ impl Navarro {
             readahead,
             cow,
             promote,
+            speculate,
         } = crate::spec::from_params("policy", "navarro", params)?;
         let levels = super::parse_sizes("navarro", params, sizes)?;
         let shifts: Vec<u32> = levels.iter().map(|&si| sizes[si as usize].shift()).collect();
@@ -329,6 +344,7 @@ impl Navarro {
             readahead,
             cow,
             promote_on: promote,
+            speculate,
             demote_p,
             dirty,
             failed: BTreeSet::new(),
@@ -461,6 +477,9 @@ impl Navarro {
             let size = 1u64 << self.shifts[l];
             let start = va & !(size - 1);
             let fits = match vma.kind {
+                // FreeBSD reserves for anonymous objects past their ends, speculating that they
+                // grow (vm_reserv_alloc_page); the frames stay free for others until preempted.
+                _ if self.speculate && size <= SPECULATIVE_MAX => true,
                 // Growing objects may reach past their growing end, capped at their size.
                 VmaKind::Heap => start >= vma.start && size <= len,
                 VmaKind::Stack => start + size <= vma.end && size <= len,
@@ -618,6 +637,11 @@ impl Navarro {
         for l in tries {
             match self.reserve(sys, pi, va, l) {
                 Reserved::Made(r) => {
+                    let size = 1u64 << self.shifts[l];
+                    let start = va & !(size - 1);
+                    if start < vma.start || start + size > vma.end {
+                        self.c.reserved_speculative += 1;
+                    }
                     self.set_population(pi, page, true);
                     let idx = self.idx(l, va);
                     self.register(pi, l, idx, r, Some(self.clock));
@@ -911,6 +935,9 @@ impl Policy for Navarro {
         }
         v.push(("navarro.unpromoted.pages_populated".to_string(), pages));
         v.push(("navarro.unpromoted.pages_reserved".to_string(), frames));
+        if self.speculate {
+            v.push(("navarro.reserve_speculative".to_string(), self.c.reserved_speculative));
+        }
         for (i, n) in self.c.promote_refused.iter().enumerate().filter(|(_, &n)| n > 0) {
             v.push((format!("navarro.promote_refused.{}", PromoteResult::ALL.get(i).map_or("other", |r| r.name())), *n));
         }
