@@ -108,6 +108,9 @@ def coalescible(quick: bool, d: str, progress: Callable[[str], None]) -> list[st
            "| workload | memory | allocator | base pages | in 16KB groups | in 32KB groups | in 64KB groups | resident memory in ≥ 64KB contiguous units |",
            "|---|---|---|---:|---:|---:|---:|---:|"]
     verdicts = []
+    # Every run is queued before any is awaited: the pool takes them in order, beside the other
+    # papers' runs in `reproduce all`.
+    submitted = []
     for name, size, qsize in WORKLOADS:
         why = W.available(W.get(name))
         sz = (qsize or size) if quick else size
@@ -116,35 +119,51 @@ def coalescible(quick: bool, d: str, progress: Callable[[str], None]) -> list[st
         t = trace_for(name, sz, progress)
         for aged in (False, True):
             sc = scenario(d, name, t, aged)
-            # Every allocator's run starts now; each is awaited below, in order.
-            pending = {pol: pool().submit_scenario(sc, policy=pol, machine=LEVEL64_MACHINE if "64KiB" in pol else MACHINE)
-                       for _label, pol in ALLOCATORS}
-            got = {}
-            for label, pol in ALLOCATORS:
-                progress(f"coalescing opportunity: {name} at {sz}, {'aged' if aged else 'fresh'}, {pol}")
-                r = pending[pol].resolve()
-                got[pol] = r
-                out.append(f"| {name} ({sz}) | {'aged' if aged else 'fresh'} | {label} | {r['contiguity.base_pages']:,} | "
-                           + " | ".join(f"{share(r, g):.1%}" for g in GROUPS) + f" | {contiguous_share(r):.1%} |")
-            when = "aged" if aged else "fresh"
-            b = share(got["base"], "64KiB")
-            for pol, what in ((NO_PROMOTION, "reservations (2MB level, no promotion)"),
-                              (SPECULATE_NO_PROMOTION, "reservations past the object's end (FreeBSD, no promotion)"),
-                              (LEVEL64, "reservations with a 64KB level (no promotion)")):
-                n = share(got[pol], "64KiB")
-                verdicts.append((f"{name}, {when}: {what} put more base pages in 64KB groups than the buddy allocator",
-                                 n > b, f"{n:.1%} against {b:.1%}"))
-            bc = contiguous_share(got["base"])
-            for pol, what in (("navarro", "`navarro`"), (SPECULATE, f"`{SPECULATE}`"),
-                              ("navarro:sizes=64KiB+2MiB", "`navarro` with a 64KB level")):
-                n = contiguous_share(got[pol])
-                verdicts.append((f"{name}, {when}: {what} puts more resident memory in ≥ 64KB contiguous units than the buddy allocator",
-                                 n > bc, f"{n:.1%} against {bc:.1%}"))
+            submitted.append((name, sz, aged, {pol: pool().submit_scenario(sc, policy=pol, machine=LEVEL64_MACHINE if "64KiB" in pol else MACHINE)
+                                               for _label, pol in ALLOCATORS}))
+    for name, sz, aged, pending in submitted:
+        got = {}
+        for label, pol in ALLOCATORS:
+            progress(f"coalescing opportunity: {name} at {sz}, {'aged' if aged else 'fresh'}, {pol}")
+            r = pending[pol].resolve()
+            got[pol] = r
+            out.append(f"| {name} ({sz}) | {'aged' if aged else 'fresh'} | {label} | {r['contiguity.base_pages']:,} | "
+                       + " | ".join(f"{share(r, g):.1%}" for g in GROUPS) + f" | {contiguous_share(r):.1%} |")
+        when = "aged" if aged else "fresh"
+        b = share(got["base"], "64KiB")
+        for pol, what in ((NO_PROMOTION, "reservations (2MB level, no promotion)"),
+                          (SPECULATE_NO_PROMOTION, "reservations past the object's end (FreeBSD, no promotion)"),
+                          (LEVEL64, "reservations with a 64KB level (no promotion)")):
+            n = share(got[pol], "64KiB")
+            verdicts.append((f"{name}, {when}: {what} put more base pages in 64KB groups than the buddy allocator",
+                             n > b, f"{n:.1%} against {b:.1%}"))
+        bc = contiguous_share(got["base"])
+        for pol, what in (("navarro", "`navarro`"), (SPECULATE, f"`{SPECULATE}`"),
+                          ("navarro:sizes=64KiB+2MiB", "`navarro` with a 64KB level")):
+            n = contiguous_share(got[pol])
+            verdicts.append((f"{name}, {when}: {what} puts more resident memory in ≥ 64KB contiguous units than the buddy allocator",
+                             n > bc, f"{n:.1%} against {bc:.1%}"))
     out.append("")
     return out + verdict_lines(verdicts)
 
 
-def coalescing_misses(quick: bool, progress: Callable[[str], None]) -> list[str]:
+MISS_POLICIES = ["base", MTHP, "navarro", NO_PROMOTION, SPECULATE_NO_PROMOTION]
+
+
+def coalescing_submit(quick: bool, progress: Callable[[str], None]) -> list[tuple[str, str, Any]]:
+    """The coalescing-on-and-off runs, queued on the pool: (workload, size, pending results)."""
+    out = []
+    for name, size, qsize in WORKLOADS:
+        why = W.available(W.get(name))
+        sz = (qsize or size) if quick else size
+        if why or (quick and qsize is None):
+            continue
+        t = trace_for(name, sz, progress)
+        out.append((name, sz, pool().submit(t, [(m, p) for p in MISS_POLICIES for m in (f"{MACHINE}+nocoalesce", MACHINE)], MEMORY, 0)))
+    return out
+
+
+def coalescing_misses(submitted: list[tuple[str, str, Any]], progress: Callable[[str], None]) -> list[str]:
     out = [f"### `{MACHINE}`: TLB misses with PTE coalescing on and off", "",
            "Ours: L2 data TLB misses (`tlb.L2d.misses`) and walks on `zen3` and `zen3+nocoalesce`, fresh memory, "
            "under the buddy allocator (`base`), with mTHP folios (`linux-thp` with every mTHP size up to 64KB "
@@ -153,18 +172,12 @@ def coalescing_misses(quick: bool, progress: Callable[[str], None]) -> list[str]
            "coalesced entries served (`coalesce.hits`).", "",
            "| workload | allocator | L2 misses, off | L2 misses, on | fewer | walks, off | walks, on | hits served by coalesced entries |",
            "|---|---|---:|---:|---:|---:|---:|---:|"]
-    for name, size, qsize in WORKLOADS:
-        why = W.available(W.get(name))
-        sz = (qsize or size) if quick else size
-        if why or (quick and qsize is None):
-            continue
-        t = trace_for(name, sz, progress)
+    labels = {MTHP: "mTHP 64/32/16KB", NO_PROMOTION: "navarro, no promotion",
+              SPECULATE_NO_PROMOTION: "navarro past the object's end, no promotion"}
+    for name, sz, pending in submitted:
         progress(f"coalescing on and off: {name} at {sz}")
-        pols = ["base", MTHP, "navarro", NO_PROMOTION, SPECULATE_NO_PROMOTION]
-        labels = {MTHP: "mTHP 64/32/16KB", NO_PROMOTION: "navarro, no promotion",
-                  SPECULATE_NO_PROMOTION: "navarro past the object's end, no promotion"}
-        rs = pool().run(t, [(m, p) for p in pols for m in (f"{MACHINE}+nocoalesce", MACHINE)], MEMORY, 0)
-        for i, p in enumerate(pols):
+        rs = pending.result()
+        for i, p in enumerate(MISS_POLICIES):
             off, on = rs[2 * i], rs[2 * i + 1]
             hits = sum(v for k, v in on.counters.items() if k.startswith("tlb.") and k.endswith(".hits") and k.count(".") == 2)
             lo, ln = off["tlb.L2d.misses"], on["tlb.L2d.misses"]
@@ -294,9 +307,10 @@ def demotions(progress: Callable[[str], None]) -> list[str]:
     t = trace_for(name, size, progress)
     pol = f"navarro:sizes=64KiB+2MiB,{FREEBSD}"
     seen = set()
-    for mem, swap in [(ARM_MEMORY, "0"), ("64MiB", "1GiB")]:
+    runs = [(mem, swap, pool().submit(t, [(ARM, pol)], mem, 0, swap=swap)) for mem, swap in [(ARM_MEMORY, "0"), ("64MiB", "1GiB")]]
+    for mem, swap, pending in runs:
         progress(f"{ARM}: {name} demotions, {mem}")
-        r = pool().run(t, [(ARM, pol)], mem, 0, swap=swap)[0]
+        r = pending.result()[0]
         for sz in ("64KiB", "2MiB"):
             got = [r.counters.get(f"demote.{why}.{sz}", 0) for why in DEMOTE_REASONS]
             seen |= {why for why, n in zip(DEMOTE_REASONS, got) if n and sz == "64KiB"}
@@ -309,10 +323,13 @@ def demotions(progress: Callable[[str], None]) -> list[str]:
 
 def intermediate(quick: bool = False, progress: Callable[[str], None] = lambda m: None) -> str:
     out = ["## Solomon, intermediate page sizes (thesis abstract)", "", (__doc__ or "").split("\n\n", 1)[1].strip(), ""]
+    # Everything is queued before anything is awaited, the longest runs (Phase 2's `cc`) first,
+    # so the pool never waits on this paper's order.
+    phase2 = arm_submit(quick, progress)
+    misses = coalescing_submit(quick, progress)
     with tempfile.TemporaryDirectory(prefix="superpager-intermediate-") as d:
         out += coalescible(quick, d, progress)
-    out += coalescing_misses(quick, progress)
-    phase2 = arm_submit(quick, progress)
+    out += coalescing_misses(misses, progress)
     out += arm_sizes(quick, progress, phase2)
     out += promote_at_sweep(quick, progress, phase2)
     out += demotions(progress)
