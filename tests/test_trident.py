@@ -29,7 +29,8 @@ def small(tmp_path_factory):
 
 
 def test_table3_and_its_verdicts(small):
-    out, runs = T.table3(True, str(small), lambda m: None)
+    lines, runs = T.table3(True, str(small), lambda m: None)
+    out = lines()
     text = "\n".join(out)
     r = runs["gups"]
     uf = r[(False, "PF only")]
@@ -43,16 +44,16 @@ def test_table3_and_its_verdicts(small):
     assert f["policy.fault.1g_alloc"] == 0 and T.fault_fail(f) == 100
     t4 = "\n".join(T.table4(runs))
     assert "| gups | 71% | 100% |" in t4
-    cw = "\n".join(T.compaction_work(runs, True, str(small), lambda m: None))
+    cw = "\n".join(T.compaction_work(runs, True, str(small), lambda m: None)())
     assert "| gups |" in cw and ("holds" in cw or "DOES NOT HOLD" in cw)
     # Fragmented; without the sprinkle; without it and with Trident's 1GB pageblocks.
     assert cw.count("| gups |") == 3 and "pageblock_1g=true" in cw
 
 
 def test_trident_pv_and_prezeroing_sections(small):
-    pv = "\n".join(T.trident_pv(True, lambda m: None))
+    pv = "\n".join(T.trident_pv(True, lambda m: None)())
     assert "| exchange (Trident-pv) | 1 | 1 | 512 | 0 MiB |" in pv, pv
-    z = "\n".join(T.prezeroing(True, lambda m: None, str(small)))
+    z = "\n".join(T.prezeroing(True, lambda m: None, str(small))())
     assert "(shorter: holds)" in z, z
 
 

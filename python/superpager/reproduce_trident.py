@@ -47,7 +47,9 @@ MODES = [
 WORKLOADS = [
     ("xsbench", "20GiB", "10GiB", (), "XSBench (117GB)", "pre-allocating"),
     ("gups", "16GiB", "8GiB", ("0.25",), "GUPS (32GB)", "pre-allocating"),
-    ("graph500", "512MiB", "512MiB", (), "Graph500 (63.5GB)", "pre-allocating"),
+    # Quick: the walk cycles' 128MiB trace; at either size no 1GB page fits (its claims are
+    # not testable here), and the 512MiB runs were a sixth of `reproduce all --quick`'s work.
+    ("graph500", "512MiB", "128MiB", (), "Graph500 (63.5GB)", "pre-allocating"),
     ("kvstore", "4GiB", "2GiB", (), "Redis (43.6GB)", "incremental"),
     ("slabcache", "4GiB", "2GiB", (), "Memcached (79GB)", "incremental"),
 ]
@@ -119,7 +121,8 @@ def pct(x: float | None) -> str:
     return "NA" if x is None else f"{x:.0f}%"
 
 
-def table3(quick: bool, d: str, progress: Callable[[str], None]) -> tuple[list[str], dict[str, Any]]:
+def table3(quick: bool, d: str, progress: Callable[[str], None]) -> tuple[Callable[[], list[str]], dict[str, Any]]:
+    """Table 3's runs, queued; returns what formats them (awaiting them) and the runs."""
     memory = MEMORY[quick]
     runs: dict[str, Any] = {}
     for name, size, qsize, args, _row, _how in WORKLOADS:
@@ -135,6 +138,10 @@ def table3(quick: bool, d: str, progress: Callable[[str], None]) -> tuple[list[s
                 progress(f"{name}: {'fragmented' if frag else 'un-fragmented'}, {label}")
                 rs[(frag, label)] = run_scenario(sc, pol)
         runs[name] = rs
+    return lambda: table3_lines(memory, runs), runs
+
+
+def table3_lines(memory: str, runs: dict[str, Any]) -> list[str]:
     out = [f"### Table 3: footprint mapped by 1GB and 2MB pages (`{MACHINE}`, {memory} of memory)", "",
            "Paper: un-fragmented, the fault handler alone maps most of the pre-allocating workloads "
            "(XSBench, GUPS, Graph500) with 1GB pages (114 of 117GB, 31 of 32, 59 of 63.5); the incremental "
@@ -195,7 +202,7 @@ def table3(quick: bool, d: str, progress: Callable[[str], None]) -> tuple[list[s
         nf = share(runs[n][(True, "normal compaction")], "1GiB")
         verdicts.append((f"fragmented, {n}: smart compaction gives at least as many 1GB pages as normal", fs >= nf, f"{fs:.1%} against {nf:.1%}"))
     out += verdict_lines(verdicts)
-    return out, runs
+    return out
 
 
 def verdict(ok: bool | None) -> str:
@@ -269,7 +276,24 @@ COMPACTION_HEAD = ["| workload | normal: bytes copied | 1GB promotions | per pro
                    "|---|---:|---:|---:|---:|---:|---:|---|---|"]
 
 
-def compaction_work(runs: dict[str, Any], quick: bool, d: str, progress: Callable[[str], None]) -> list[str]:
+def compaction_work(runs: dict[str, Any], quick: bool, d: str, progress: Callable[[str], None]) -> Callable[[], list[str]]:
+    """Figure 9's runs without the unmovable sprinkle, queued; returns what formats the figure."""
+    # Without the sprinkle, with Linux's 2MB pageblocks and with Trident's 1GB ones (its kernel
+    # fixes pageblock_order at 18): all four runs per workload submitted before any is read.
+    pairs = []
+    for name, size, qsize, args, _row, _how in WORKLOADS:
+        if name not in ("gups", "xsbench") or not isinstance(runs.get(name), dict):
+            continue
+        t = trace_for(name, qsize if quick else size, progress, args)
+        sc = scenario_file(d, f"{name}-f-nowired", MEMORY[quick], t, True, wired=False)
+        # Quick leaves out XSBench with 1GB pageblocks: under Linux's compaction it copies 23GB,
+        # the longest run of `reproduce all --quick` (175 s of its 1,789 pooled seconds).
+        extras = ("",) if quick and name == "xsbench" else ("", PAGEBLOCK_1G)
+        pairs.append((name, [run_scenario(sc, MODES[k][1] + extra) for extra in extras for k in (1, 2)]))
+    return lambda: compaction_lines(runs, quick, pairs, progress)
+
+
+def compaction_lines(runs: dict[str, Any], quick: bool, pairs: list[tuple[str, list[Any]]], progress: Callable[[str], None]) -> list[str]:
     out = ["### Figure 9: compaction work, fragmented", "",
            "Paper: smart compaction copies fewer bytes than Linux's compaction, often less than half and up "
            "to 85% less; XSBench gains least, as it needs nearly all memory. Ours: bytes compaction copied "
@@ -284,19 +308,7 @@ def compaction_work(runs: dict[str, Any], quick: bool, d: str, progress: Callabl
     out += ["", "Linux's compaction starts its migrate scanner at the bottom of memory, where the kernel's unmovable "
             "pages keep the first two 1GB regions from ever being freed; it spends its free pages there. The same "
             "comparison without the unmovable sprinkle (page cache only):", ""]
-    # Without the sprinkle, with Linux's 2MB pageblocks and with Trident's 1GB ones (its kernel
-    # fixes pageblock_order at 18): all four runs per workload submitted before any is read.
-    pairs = []
-    for name, size, qsize, args, _row, _how in WORKLOADS:
-        if name not in ("gups", "xsbench") or not isinstance(runs.get(name), dict):
-            continue
-        t = trace_for(name, qsize if quick else size, progress, args)
-        sc = scenario_file(d, f"{name}-f-nowired", MEMORY[quick], t, True, wired=False)
-        progress(f"compaction work without unmovable pages: {name}")
-        # Quick leaves out XSBench with 1GB pageblocks: under Linux's compaction it copies 23GB,
-        # the longest run of `reproduce all --quick` (175 s of its 1,789 pooled seconds).
-        extras = ("",) if quick and name == "xsbench" else ("", PAGEBLOCK_1G)
-        pairs.append((name, [run_scenario(sc, MODES[k][1] + extra) for extra in extras for k in (1, 2)]))
+    progress("compaction work without unmovable pages")
     out += COMPACTION_HEAD
     out += [compaction_rows(name, rs[0], rs[1]) for name, rs in pairs]
     out += ["", "The same, with Trident's 1GB pageblocks (`trident:pageblock_1g=true`, its kernel's pageblock_order of "
@@ -319,7 +331,8 @@ WALK_POLICIES = [("4KB", "base"), ("THP", THP), ("Trident", f"trident:{TRIDENT_D
                  ("Trident-1G-only", f"trident:sizes=1GiB,{TRIDENT_DAEMON}")]
 
 
-def walk_cycles(quick: bool, progress: Callable[[str], None]) -> list[str]:
+def walk_cycles(quick: bool, progress: Callable[[str], None]) -> Callable[[], list[str]]:
+    """The walk-cycle runs, queued; returns what formats their table."""
     sizes = {n: (s, q) for n, s, q, _a, _r, _h in WORKLOADS}
     machines = [MACHINE, f"{MACHINE}+nested"]
     out = ["### Walk cycles: 4KB, THP, Trident and Trident-1G-only, natively and nested", "",
@@ -340,6 +353,11 @@ def walk_cycles(quick: bool, progress: Callable[[str], None]) -> list[str]:
         sz = (qsize if quick else size) or (sizes[name][1] if quick else sizes[name][0])
         t = trace_for(name, sz, progress, args)
         submitted[name] = (sz, pool().submit(t, [(m, p) for m in machines for _l, p in WALK_POLICIES], MEMORY[quick], 0))
+    return lambda: walk_lines(out, machines, submitted, verdicts, progress)
+
+
+def walk_lines(out: list[str], machines: list[str], submitted: dict[str, Any], verdicts: list[tuple[str, bool | None, str]],
+               progress: Callable[[str], None]) -> list[str]:
     for name, _size, _qsize, _args in WALK_WORKLOADS:
         why = W.available(W.get(name))
         if why:
@@ -365,8 +383,9 @@ def walk_cycles(quick: bool, progress: Callable[[str], None]) -> list[str]:
     return out + verdict_lines(verdicts)
 
 
-def trident_pv(quick: bool, progress: Callable[[str], None]) -> list[str]:
-    """Promotion by exchange against by copy, with the guest scanner capped at 10% of a CPU."""
+def trident_pv(quick: bool, progress: Callable[[str], None]) -> Callable[[], list[str]]:
+    """Promotion by exchange against by copy, with the guest scanner capped at 10% of a CPU: the
+    runs, queued; returns what formats the section."""
     name = "gups"
     # The walk-cycle table's GUPS: a 4GiB table is written well before the first pass.
     size, args = next((q if quick else s, a) for n, s, q, a in WALK_WORKLOADS if n == name)
@@ -376,10 +395,15 @@ def trident_pv(quick: bool, progress: Callable[[str], None]) -> list[str]:
     # The first pass after the table is written (at 200 ms) finds its 2MB pages populated.
     base = "trident:fault_1g=false,max_cpu=10,cap_floor_ms=1,scan_sleep_ms=200,alloc_sleep_ms=10"
     pols = [("copy (Trident)", base), ("exchange (Trident-pv)", base + ",pv=true")]
-    progress("Trident-pv: promotion by copy and by exchange")
     from .reproduce import pool
 
-    rs = pool().run(t, [(m, p) for _l, p in pols], MEMORY[quick], 1 << 20)
+    pending = pool().submit(t, [(m, p) for _l, p in pols], MEMORY[quick], 1 << 20)
+    return lambda: pv_lines(name, size, m, pols, pending, progress)
+
+
+def pv_lines(name: str, size: str, m: str, pols: list[tuple[str, str]], pending: Any, progress: Callable[[str], None]) -> list[str]:
+    progress("Trident-pv: promotion by copy and by exchange")
+    rs = pending.result()
     out = ["### Trident-pv: promoting to 1GB by exchanging mappings (Figure 16)", "",
            "Paper: a guest promoting 2MB pages to a 1GB page asks the hypervisor to exchange guest-physical "
            "mappings, 512 per hypercall (~300 ns), instead of copying 1GB; with the guest's khugepaged capped at "
@@ -412,13 +436,18 @@ def trident_pv(quick: bool, progress: Callable[[str], None]) -> list[str]:
     return out
 
 
-def prezeroing(quick: bool, progress: Callable[[str], None], d: str) -> list[str]:
-    """1GB fault latency with and without the asynchronous zeroing daemon."""
+def prezeroing(quick: bool, progress: Callable[[str], None], d: str) -> Callable[[], list[str]]:
+    """1GB fault latency with and without the asynchronous zeroing daemon: the runs, queued;
+    returns what formats the section."""
     size, idle = ("2GiB", 200) if quick else ("4GiB", 500)
     extra = f'gen = "gups"\nsize = "{size}"\naccesses = "2M"\nstart = "{idle}ms"'
     sc = scenario_file(d, "prezero", "8GiB", None, False, extra)
-    progress("pre-zeroing: 1GB faults with and without the daemon")
     rs = [(label, run_scenario(sc, f"trident:khugepaged=0{p}")) for label, p in (("zero at fault", ""), ("pre-zeroed", ",prezero=true"))]
+    return lambda: prezero_lines(size, idle, rs, progress)
+
+
+def prezero_lines(size: str, idle: int, rs: list[tuple[str, Any]], progress: Callable[[str], None]) -> list[str]:
+    progress("pre-zeroing: 1GB faults with and without the daemon")
     ghz = GHZ
     out = ["### Pre-zeroing: 1GB fault latency (the artifact's `async_zeroing` branch)", "",
            "Paper: zeroing a 1GB page at fault is slow, so Trident zeroes free 1GB blocks asynchronously; its "
@@ -441,21 +470,27 @@ def prezeroing(quick: bool, progress: Callable[[str], None], d: str) -> list[str
     return out
 
 
-def bloat(quick: bool, progress: Callable[[str], None], d: str, runs: dict[str, Any]) -> list[str]:
+def bloat(quick: bool, progress: Callable[[str], None], d: str, runs: dict[str, Any]) -> Callable[[], list[str]]:
+    """The bloat runs, queued; returns what formats the section."""
     memory = MEMORY[quick]
     out = ["### Bloat: resident memory never touched (§7)", "",
            "Paper: Trident adds 38GB (Memcached) and 13GB (Btree) of bloat over THP; the other workloads are "
            "unaffected. Ours: `bloat.total` (bytes of resident superpages no access touched), un-fragmented, "
            "under THP and Trident.", "", "| workload | footprint under Trident | bloat, THP | bloat, Trident | Trident adds |",
            "|---|---:|---:|---:|---:|"]
+    pairs = []
     for name, size, qsize, args, _row, _how in WORKLOADS:
         if not isinstance(runs.get(name), dict):
             continue
         t = trace_for(name, qsize if quick else size, progress, args)
         sc = scenario_file(d, f"{name}-bloat", memory, t, False)
+        pairs.append((name, run_scenario(sc, THP, bloat=True), run_scenario(sc, f"trident:{TRIDENT_DAEMON}", bloat=True)))
+    return lambda: bloat_lines(out, pairs, progress)
+
+
+def bloat_lines(out: list[str], pairs: list[tuple[str, Any, Any]], progress: Callable[[str], None]) -> list[str]:
+    for name, th, tr in pairs:
         progress(f"bloat: {name}")
-        th = run_scenario(sc, THP, bloat=True)
-        tr = run_scenario(sc, f"trident:{TRIDENT_DAEMON}", bloat=True)
         out.append(f"| {name} | {gib(tr['footprint.bytes'])} GiB | {gib(th['bloat.total'])} GiB | {gib(tr['bloat.total'])} GiB | "
                    f"{gib(tr['bloat.total'] - th['bloat.total'])} GiB |")
     return out + [""]
@@ -464,12 +499,11 @@ def bloat(quick: bool, progress: Callable[[str], None], d: str, runs: dict[str, 
 def trident(quick: bool = False, progress: Callable[[str], None] = lambda m: None) -> str:
     out = [f"## Ram, Panwar and Basu, Trident (MICRO 2021) on `{MACHINE}`", "", (__doc__ or "").split("\n\n", 1)[1].strip(), ""]
     with tempfile.TemporaryDirectory(prefix="superpager-trident-") as d:
+        # Every section's runs are queued before any is awaited, so the pool never waits on
+        # this paper's order; each section is then formatted in turn.
         t3, runs = table3(quick, d, progress)
-        out += t3
-        out += table4(runs)
-        out += compaction_work(runs, quick, d, progress)
-        out += walk_cycles(quick, progress)
-        out += trident_pv(quick, progress)
-        out += prezeroing(quick, progress, d)
-        out += bloat(quick, progress, d, runs)
+        sections = [t3, lambda: table4(runs), compaction_work(runs, quick, d, progress), walk_cycles(quick, progress),
+                    trident_pv(quick, progress), prezeroing(quick, progress, d), bloat(quick, progress, d, runs)]
+        for lines in sections:
+            out += lines()
     return "\n".join(out)
