@@ -483,7 +483,7 @@ impl Navarro {
                 // Growing objects may reach past their growing end, capped at their size.
                 VmaKind::Heap => start >= vma.start && size <= len,
                 VmaKind::Stack => start + size <= vma.end && size <= len,
-                _ => start >= vma.start && start + size <= vma.end,
+                _ => vma.holds_aligned(va, size),
             };
             if fits {
                 want = l;
@@ -637,9 +637,7 @@ impl Navarro {
         for l in tries {
             match self.reserve(sys, pi, va, l) {
                 Reserved::Made(r) => {
-                    let size = 1u64 << self.shifts[l];
-                    let start = va & !(size - 1);
-                    if start < vma.start || start + size > vma.end {
+                    if !vma.holds_aligned(va, 1u64 << self.shifts[l]) {
                         self.c.reserved_speculative += 1;
                     }
                     self.set_population(pi, page, true);
