@@ -127,3 +127,29 @@ def test_reproduce_amsqm_sweeps_report_flat_parameters(small_amsqm):
     assert "Our best values beside the seed's:" in text
     for p in ("beta", "alpha", "gamma"):
         assert f"Best {p}:" in text or f"Every value of {p} gives the same run" in text
+
+
+def test_reproduce_amsqm_runs_both_views_of_references(small_amsqm, monkeypatch):
+    R = small_amsqm
+    monkeypatch.setattr(R, "SEEING_TRACES", [8])
+    assert R.seeing(True, lambda m: None)[-2] == "Not run with `--quick`."
+    text = "\n".join(R.seeing(False, lambda m: None))
+    rows = [line for line in text.splitlines() if line.startswith("| 8 |")]
+    assert [r.split(" | ")[2] for r in rows] == ["walks", "every"]
+    clock, arc = (int(x.replace(",", "")) for x in rows[1].split(" | ")[3:5])
+    ok = "holds" if arc < clock else "DOES NOT HOLD"
+    assert f"| trace 8, sees=every: ARC faults less than CLOCK | {arc:,} against {clock:,} | {ok} |" in text
+
+
+def test_every_replacement_takes_sees(tmp_path):
+    t = tmp_path / "z.spt"
+    api.gen("zipf", str(t), size="256MiB", accesses=200_000, seed=3, progress=False)
+    walks = sp.simulate(t, machine="skylake", policy="base", memory="160MiB", swap="1GiB", replacement="arc")
+    every = sp.simulate(t, machine="skylake", policy="base", memory="160MiB", swap="1GiB", replacement="arc:sees=every", validate=True)
+    # TLB hits are requests too: more hits in T1 and T2 than the walks alone gave.
+    hits = lambda r: r["replacement.arc.hits_t1"] + r["replacement.arc.hits_t2"]
+    assert hits(every) > hits(walks) > 0
+    for rep in ("clock", "lru", "amsqm"):
+        sp.simulate(t, machine="skylake", policy="base", memory="160MiB", swap="1GiB", replacement=f"{rep}:sees=every")
+    with pytest.raises(sp.UsageError, match="sees=all"):
+        sp.simulate(t, machine="skylake", policy="base", memory="160MiB", swap="1GiB", replacement="clock:sees=all")

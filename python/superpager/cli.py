@@ -694,7 +694,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--replacement", metavar="NAME[:k=v,...]",
                    help="which anonymous page to swap out: clock (default), lru, arc (Megiddo and Modha's adaptive "
                         "replacement), amsqm[:alpha=A,beta=B,gamma=G,threshold=T] (superpage-aware; with --policy "
-                        "navarro); parameters: superpager policies; docs/AMSQM.md")
+                        "navarro); each takes sees=every to hear of every reference, TLB hits included, as a trace-driven "
+                        "replacement study does (default sees=walks: faults and page walks); parameters: superpager policies; docs/AMSQM.md")
     s.add_argument("--validate", action="store_true", help="check the OS model's invariants after every event (slow; for debugging)")
     s.add_argument("--json", action="store_true", help="print one JSON object (counters, page_size_mix, series)")
     s.set_defaults(fn=cmd_simulate)

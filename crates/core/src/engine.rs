@@ -98,6 +98,9 @@ pub struct Engine {
     ticks: bool,
     /// The policy watches TLB misses (`Policy::on_tlb_miss`).
     tlb_miss_hook: bool,
+    /// The replacement policy hears of references the TLB serves too (`sees=every`; only
+    /// with swap, when it chooses victims).
+    hits_are_references: bool,
     /// The miss hook reads no time (`Features::untimed_tlb_misses`).
     untimed_misses: bool,
     /// The policy serves anonymous faults itself (`Policy::serve_fault`).
@@ -138,6 +141,7 @@ impl Engine {
         // No periodic samples when sample_every is 0: the first sample point is never reached.
         let next_series = if cfg.sample_every == 0 { u64::MAX } else { cfg.sample_every };
         let next_map = if cfg.map_every == 0 { u64::MAX } else { cfg.map_every };
+        let hits_are_references = os.swap.enabled() && os.replacement.sees_every_reference();
         let next_sample = next_series.min(next_map);
         let touched = cfg.bloat.then(|| Touched::new(mmu.machine.base_page.shift()));
         let mut e = Engine {
@@ -167,6 +171,7 @@ impl Engine {
             coalescing,
             ticks: f.wants_tick,
             tlb_miss_hook: f.wants_tlb_misses,
+            hits_are_references,
             untimed_misses: f.untimed_tlb_misses,
             serves_faults: f.serves_faults,
             tells_unmaps: f.wants_unmaps,
@@ -382,7 +387,12 @@ impl Engine {
             let served = if self.base_only {
                 // SAFETY: the caller's contract.
                 match unsafe { self.mmu.lookup_single_size::<WIDE>(a.addr, asid, fetch, 0) } {
-                    Some(_) => Some(0),
+                    Some(_) => {
+                        if self.hits_are_references {
+                            self.hit_is_a_reference(a.addr);
+                        }
+                        Some(0)
+                    }
                     None => match self.os.procs[self.cur_pi].pt.cached_present(a.addr) {
                         // The common miss: the page is mapped and its table is in the page
                         // table's region cache; count the walk here, without the call.
@@ -397,7 +407,12 @@ impl Engine {
                 }
             } else {
                 match self.mmu.lookup(a.addr, asid, fetch) {
-                    Some((_, si)) => Some(si),
+                    Some((_, si)) => {
+                        if self.hits_are_references {
+                            self.hit_is_a_reference(a.addr);
+                        }
+                        Some(si)
+                    }
                     None => self.miss(a)?,
                 }
             };
@@ -551,7 +566,8 @@ impl Engine {
         // SAFETY: no AVX2 path (this is the rare miss, compiled once).
         unsafe { self.mmu.walk_only::<false>(a.addr, self.cur_asid, 0) };
         if self.os.swap.enabled() && self.walk_is_a_reference(faults) {
-            self.os.referenced(pi, a.addr, &mut self.mmu);
+            // A base-pages-only policy makes no superpage to promote again.
+            let _ = self.os.referenced(pi, a.addr, &mut self.mmu);
         }
         if self.coalescing {
             let groups = self.mmu.coalesced.as_ref().map(|c| &c.groups[..]).unwrap_or(&[]);
@@ -607,6 +623,17 @@ impl Engine {
         self.os.counters.faults == faults || !self.os.replacement.fault_is_the_reference()
     }
 
+    /// `sees=every`: a reference the TLB served is a request to the replacement policy too, as
+    /// in a trace-driven replacement study (a record's repeats are the same request).
+    #[inline(never)]
+    fn hit_is_a_reference(&mut self, va: u64) {
+        let pi = self.cur_pi;
+        if let Some(t) = self.os.procs[pi].pt.lookup(va) {
+            let r = self.os.page_ref(pi, t.start, t.size_idx);
+            self.os.replacement.on_reference(r);
+        }
+    }
+
     /// A miss at every TLB level: resolve the translation (faulting if needed), fill the TLBs
     /// and count the walk. Returns the page size index, or None if the process was killed.
     #[inline(never)]
@@ -645,8 +672,12 @@ impl Engine {
                 self.mmu.fill_after_walk(a.addr, self.cur_asid, fetch, si);
             }
         }
-        if self.os.swap.enabled() && self.walk_is_a_reference(faults) {
-            self.os.referenced(pi, a.addr, &mut self.mmu);
+        if self.os.swap.enabled() && self.walk_is_a_reference(faults) && self.os.referenced(pi, a.addr, &mut self.mmu) {
+            // The reference promoted the page again (AMSQM after a write): load that.
+            si = self.os.procs[pi].pt.size_at(a.addr).expect("a promotion left the address mapped");
+            self.mmu.fill_after_walk(a.addr, self.cur_asid, fetch, si);
+            self.mmu.live_sizes |= 1 << si;
+            self.cur_cow = self.os.procs[pi].cow_pages > 0;
         }
         Ok(Some(si))
     }

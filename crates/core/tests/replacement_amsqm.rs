@@ -228,3 +228,36 @@ fn the_seeds_machine_takes_its_base_page_as_a_parameter() {
         assert!(e.contains(want), "{spec}: {e}");
     }
 }
+
+/// `repromote=true`: the next reference to a superpage that a write demoted promotes it again
+/// in place, clean (write-protected), as the seed's promotion check at every request would.
+#[test]
+fn repromote_promotes_a_write_demoted_superpage_at_its_next_reference() {
+    for (repromote, want) in [(false, (0, false)), (true, (5, true))] {
+        let m = Machine::load("amsqm09").unwrap();
+        let p = policy::build("navarro", &m.page_sizes).unwrap();
+        let spec = format!("amsqm:repromote={repromote}");
+        let cfg = EngineConfig { memory: Bytes(64 << 20), swap: Bytes(64 << 20), replacement: spec, validate: true, ..Default::default() };
+        let mut e = Engine::new(m, p, cfg).unwrap();
+        const B: u64 = 0x4000_0000; // 256KB-aligned
+        let page = 8192u64;
+        let mut c = Chunk::default();
+        c.events.push((0, Event::Context { pid: 1, tid: 1 }));
+        c.events.push((0, Event::Mmap { addr: B, len: 1 << 20, prot: 3, flags: 0x22, fd: -1, offset: 0 }));
+        for i in 0..17 {
+            c.accesses.push(Access::new(B + i * page, AccessKind::Load, 8));
+        }
+        // Write the 6th base page (demoted around it), then read the 20th (a walk: demotion
+        // took the TLB entries down).
+        c.accesses.push(Access::new(B + 5 * page, AccessKind::Store, 8));
+        c.accesses.push(Access::new(B + 20 * page, AccessKind::Load, 8));
+        e.run_chunk(&c).unwrap();
+        e.validate().unwrap();
+        let t = e.os.procs[0].pt.lookup(B + 20 * page).unwrap();
+        let sp = if t.size_idx == 5 { (5, t.cow) } else { (0, false) };
+        assert_eq!(sp, want, "repromote={repromote}: a 256KB page again, clean");
+        let r = e.results();
+        assert_eq!(r.counters["swap.write_repromotions"], repromote as u64);
+        assert_eq!(r.counters["swap.write_repromote_refused"], 0);
+    }
+}

@@ -173,12 +173,18 @@ impl Os {
             // A write to a clean superpage under AMSQM: demote it one size at a time around the
             // written page, so that only that base page becomes dirty; the other pieces stay
             // clean (write-protected) units of their sizes.
+            let (start, si) = (t.start, t.size_idx);
             let mut t = t;
             while t.size_idx > 0 && self.demote(pi, va, t.size_idx - 1, super::promote::DemoteReason::Dirty, mmu) == super::promote::DemoteResult::Demoted {
                 match self.procs[pi].pt.lookup(va) {
                     Some(n) => t = n,
                     None => return Ok(false),
                 }
+            }
+            if t.size_idx < si && self.replacement.repromote_after_write() {
+                // The seed checks for promotion at every request: the next reference to the
+                // region promotes it again (Os::referenced).
+                self.spec.regions.insert((self.procs[pi].pid, start), super::swap::Demoted::after_write(si));
             }
             if !t.cow {
                 return Ok(true);

@@ -47,6 +47,11 @@ crate::counters! {
         /// that could not be (a piece was evicted or unmapped meanwhile).
         pub repromotions: u64 = "swap.repromotions",
         pub repromote_refused: u64 = "swap.repromote_refused",
+        /// AMSQM with `repromote=true`: superpages demoted by a write and promoted again in
+        /// place at the next reference to them, and those that could not be (a piece evicted
+        /// or moved).
+        pub write_repromotions: u64 = "swap.write_repromotions",
+        pub write_repromote_refused: u64 = "swap.write_repromote_refused",
     }
 }
 
@@ -65,13 +70,26 @@ impl Default for SpeculativeDemotion {
     }
 }
 
-/// A region demoted speculatively, waiting for all of it to be referenced again.
+/// A demoted region waiting to be promoted again: speculatively demoted (Navarro et al.), it
+/// waits for all of it to be referenced again; demoted by a write under AMSQM with
+/// `repromote=true`, for the next reference to any of it (`seen` empty, `missing` 1).
 #[derive(Clone, Debug)]
 pub struct Demoted {
     pub si: u32,
     /// Base pages referenced since the demotion (bit per base page) and how many are not.
     pub seen: Vec<u64>,
     pub missing: u64,
+}
+
+impl Demoted {
+    /// A region demoted by a write, to be promoted at the next reference to any piece.
+    pub fn after_write(si: u32) -> Demoted {
+        Demoted { si, seen: Vec::new(), missing: 1 }
+    }
+
+    fn after_write_p(&self) -> bool {
+        self.seen.is_empty()
+    }
 }
 
 crate::counters! {
@@ -155,21 +173,24 @@ impl Os {
         PageRef { pid: self.procs[pi].pid, start, size_idx: si }
     }
 
-    /// The hardware set the accessed bit of the page mapping `va` (a walk resolved it).
-    pub fn referenced(&mut self, pi: usize, va: u64, mmu: &mut Mmu) {
+    /// The hardware set the accessed bit of the page mapping `va` (a walk resolved it). True if
+    /// the reference promoted its region again (the TLB entry just loaded is then stale).
+    pub fn referenced(&mut self, pi: usize, va: u64, mmu: &mut Mmu) -> bool {
         if let Some(t) = self.procs[pi].pt.lookup(va) {
             let r = self.page_ref(pi, t.start, t.size_idx);
             self.replacement.on_reference(r);
             if !self.spec.regions.is_empty() {
-                self.note_piece_referenced(pi, t.start, t.size_idx, mmu);
+                return self.note_piece_referenced(pi, t.start, t.size_idx, mmu);
             }
         }
+        false
     }
 
-    /// Repromotion (Navarro et al.): the piece [start, start + its size) of a speculatively
-    /// demoted region was referenced; once every piece has been, the region is promoted again
-    /// in place (its frames never moved).
-    fn note_piece_referenced(&mut self, pi: usize, start: u64, si: u32, mmu: &mut Mmu) {
+    /// Repromotion: the piece [start, start + its size) of a demoted region was referenced.
+    /// A speculatively demoted region (Navarro et al.) is promoted again in place (its frames
+    /// never moved) once every piece has been; one demoted by a write (AMSQM), at once. True if
+    /// it was.
+    fn note_piece_referenced(&mut self, pi: usize, start: u64, si: u32, mmu: &mut Mmu) -> bool {
         let pid = self.procs[pi].pid;
         let shift = self.base.shift();
         for big in (si as usize + 1)..self.sizes.len() {
@@ -179,23 +200,33 @@ impl Os {
             if d.si as usize != big {
                 continue;
             }
+            let after_write = d.after_write_p();
+            if after_write {
+                d.missing = 0;
+            }
             let first = (start - key.1) >> shift;
             for i in first..first + (self.sizes[si as usize].bytes() >> shift) {
-                let w = &mut d.seen[(i / 64) as usize];
+                let Some(w) = d.seen.get_mut((i / 64) as usize) else { break };
                 if *w >> (i % 64) & 1 == 0 {
                     *w |= 1 << (i % 64);
                     d.missing -= 1;
                 }
             }
-            if d.missing == 0 {
-                self.spec.regions.remove(&key);
-                match self.promote_in_place(pi, key.1, big as u32, mmu) {
-                    super::promote::PromoteResult::Promoted => self.swap.counters.repromotions += 1,
-                    _ => self.swap.counters.repromote_refused += 1,
-                }
+            if d.missing > 0 {
+                return false;
             }
-            return;
+            self.spec.regions.remove(&key);
+            let promoted = self.promote_in_place(pi, key.1, big as u32, mmu) == super::promote::PromoteResult::Promoted;
+            let c = &mut self.swap.counters;
+            match (after_write, promoted) {
+                (false, true) => c.repromotions += 1,
+                (false, false) => c.repromote_refused += 1,
+                (true, true) => c.write_repromotions += 1,
+                (true, false) => c.write_repromote_refused += 1,
+            }
+            return promoted;
         }
+        false
     }
 
     /// Speculative demotion (Navarro et al. §A.2.7): each superpage whose reference bit the

@@ -26,7 +26,7 @@
 //! lost, and how the OS's view of references shapes it, is in docs/AMSQM.md.
 
 use super::lists::Lists;
-use super::{PageRef, Part, Replacement, Victim};
+use super::{PageRef, Part, Replacement, Sees, Victim};
 use crate::error::{Error, Result};
 use crate::spec::Params;
 
@@ -45,7 +45,9 @@ gamma=G (a count reaching its bound is reset to G x bound; a ghost hit in B2 wit
 threshold=T (navarro promotes a reservation region once T of it is populated, prefetching the rest, 0..1; default 0.5); \
 grow=hot|always (the seed's count reset and s_i += 1 after a B2 ghost hit: only in the hot branch, our reading, or after either branch, as printed; default hot); \
 write_demote=true|false (a write to a superpage demotes it, one size at a time around the written page, into clean pieces that go to the fraction buffers; default true, the seed's); \
-new_to=t1|t2 (where a unit with no history enters while memory has room: T1, as ARC does, or T2, as the seed's Allocate prints it; default t1)";
+repromote=true|false (a superpage a write demoted is promoted again in place at the next reference to it, as the seed's promotion check at every request would, or stays demoted; default false: the write-and-promote-again cycle multiplies TLB misses, docs/AMSQM.md); \
+new_to=t1|t2 (where a unit with no history enters while memory has room: T1, as ARC does, or T2, as the seed's Allocate prints it; default t1); \
+sees=walks|every (which references it hears of: faults and page walks, as accessed bits show them, or every reference including TLB hits, as the seed's trace-driven simulator sees them; default walks)";
 
 /// When a B2 ghost hit grows its class's target (the seed's lost indentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
@@ -68,7 +70,9 @@ struct AmsqmParams {
     threshold: f64,
     grow: Grow,
     write_demote: bool,
+    repromote: bool,
     new_to: NewTo,
+    sees: Sees,
 }
 
 /// Where a unit with no history enters while memory has room (the seed's Allocate).
@@ -84,7 +88,17 @@ pub enum NewTo {
 impl Default for AmsqmParams {
     /// The seed's best values (§5: α = 0.5, β = 4, γ = 0.25, threshold = 0.5).
     fn default() -> Self {
-        AmsqmParams { alpha: 0.5, beta: 4.0, gamma: 0.25, threshold: 0.5, grow: Grow::Hot, write_demote: true, new_to: NewTo::T1 }
+        AmsqmParams {
+            alpha: 0.5,
+            beta: 4.0,
+            gamma: 0.25,
+            threshold: 0.5,
+            grow: Grow::Hot,
+            write_demote: true,
+            repromote: false,
+            new_to: NewTo::T1,
+            sees: Sees::Walks,
+        }
     }
 }
 
@@ -139,7 +153,9 @@ pub struct Amsqm {
     threshold: f64,
     grow: Grow,
     write_demote: bool,
+    repromote: bool,
     new_to: NewTo,
+    sees: Sees,
     /// Memory size C in base pages, learnt as ARC learns it.
     c: u64,
     /// Resident base pages (Σ c_i·size_i).
@@ -172,7 +188,9 @@ impl Amsqm {
             threshold: p.threshold,
             grow: p.grow,
             write_demote: p.write_demote,
+            repromote: p.repromote,
             new_to: p.new_to,
+            sees: p.sees,
             c: 0,
             resident: 0,
             demoting: None,
@@ -469,6 +487,9 @@ impl Replacement for Amsqm {
         (0..self.classes.len()).map(|i| self.units(i)).sum()
     }
 
+    fn sees_every_reference(&self) -> bool {
+        self.sees == Sees::Every
+    }
     fn fault_is_the_reference(&self) -> bool {
         true
     }
@@ -479,6 +500,10 @@ impl Replacement for Amsqm {
 
     fn demote_on_write(&self) -> bool {
         self.write_demote
+    }
+
+    fn repromote_after_write(&self) -> bool {
+        self.write_demote && self.repromote
     }
 
     fn counters(&self) -> Option<&dyn crate::counters::Counters> {

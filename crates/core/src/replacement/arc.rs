@@ -19,7 +19,7 @@
 //! - units are the OS's pages: a superpage is one entry, as a base page is.
 
 use super::lists::Lists;
-use super::{PageRef, Replacement, Victim};
+use super::{PageRef, Replacement, Sees, Victim};
 
 const T1: usize = 0;
 const T2: usize = 1;
@@ -58,11 +58,17 @@ pub struct Arc {
     /// The last victim and the list it left, for `restore`.
     last: Option<(PageRef, usize)>,
     counters: ArcCounters,
+    sees: Sees,
 }
 
 impl Arc {
     pub fn new() -> Arc {
-        Arc { lists: Lists::new(4), ..Default::default() }
+        Arc::seeing(Sees::Walks)
+    }
+
+    /// ARC hearing of the references `sees` names.
+    pub fn seeing(sees: Sees) -> Arc {
+        Arc { lists: Lists::new(4), sees, ..Default::default() }
     }
 
     fn resident(&self) -> usize {
@@ -174,6 +180,9 @@ impl Replacement for Arc {
         }
     }
 
+    fn sees_every_reference(&self) -> bool {
+        self.sees == Sees::Every
+    }
     fn len(&self) -> usize {
         self.resident()
     }

@@ -1,7 +1,7 @@
 //! CLOCK (second chance; Corbató 1968): pages sit on a ring in insertion order; the hand evicts
 //! the first page whose referenced bit is clear, clearing the bits it passes.
 
-use super::{PageRef, Replacement, Victim};
+use super::{PageRef, Replacement, Sees, Victim};
 use crate::fasthash::FastMap;
 use std::collections::VecDeque;
 
@@ -15,6 +15,14 @@ pub struct Clock {
     /// Pages whose bit the hand cleared, while `report` is on.
     cleared: Vec<PageRef>,
     report: bool,
+    sees: Sees,
+}
+
+impl Clock {
+    /// Clock hearing of the references `sees` names.
+    pub fn seeing(sees: Sees) -> Clock {
+        Clock { sees, ..Default::default() }
+    }
 }
 
 impl Replacement for Clock {
@@ -61,6 +69,9 @@ impl Replacement for Clock {
     }
     fn len(&self) -> usize {
         self.live.len()
+    }
+    fn sees_every_reference(&self) -> bool {
+        self.sees == Sees::Every
     }
     fn report_cleared(&mut self, on: bool) {
         self.report = on;

@@ -3,7 +3,7 @@
 //! resident); the victim is the least recently used. A doubly linked list threaded through a
 //! slab, found by a hash map: O(1) per operation.
 
-use super::{PageRef, Replacement, Victim};
+use super::{PageRef, Replacement, Sees, Victim};
 use crate::fasthash::FastMap;
 
 const NIL: u32 = u32::MAX;
@@ -15,9 +15,15 @@ pub struct Lru {
     at: FastMap<PageRef, u32>,
     head: Option<u32>, // most recent
     tail: Option<u32>, // least recent
+    sees: Sees,
 }
 
 impl Lru {
+    /// LRU hearing of the references `sees` names.
+    pub fn seeing(sees: Sees) -> Lru {
+        Lru { sees, ..Default::default() }
+    }
+
     fn unlink(&mut self, i: u32) {
         let (_, prev, next) = self.nodes[i as usize];
         if prev != NIL {
@@ -84,6 +90,9 @@ impl Replacement for Lru {
         let p = self.nodes[i as usize].0;
         self.on_remove(p);
         Some(Victim::whole(p))
+    }
+    fn sees_every_reference(&self) -> bool {
+        self.sees == Sees::Every
     }
     fn len(&self) -> usize {
         self.at.len()

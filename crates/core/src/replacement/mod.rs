@@ -87,6 +87,12 @@ pub trait Replacement: Send {
     fn fault_is_the_reference(&self) -> bool {
         false
     }
+    /// Whether the policy hears of every reference (`sees=every`), including those the TLB
+    /// serves, as a trace-driven replacement study sees the reference string; false (the
+    /// default, `sees=walks`): only faults and page walks, as an OS sees through accessed bits.
+    fn sees_every_reference(&self) -> bool {
+        false
+    }
     /// The machine's page sizes, in base pages (ascending, the base page first), and the base
     /// page's bytes: told once, before any page (AMSQM keeps lists per size).
     fn set_page_sizes(&mut self, _pages: &[u64], _base_bytes: u64) {}
@@ -102,6 +108,11 @@ pub trait Replacement: Send {
     fn demote_on_write(&self) -> bool {
         false
     }
+    /// Whether a superpage that a write demoted is promoted again in place at the next reference
+    /// to it (AMSQM's `repromote`: the seed checks for promotion at every request).
+    fn repromote_after_write(&self) -> bool {
+        false
+    }
     /// The policy's own counters, if it keeps any (under `replacement.<name>.`).
     fn counters(&self) -> Option<&dyn crate::counters::Counters> {
         None
@@ -114,23 +125,46 @@ pub trait Replacement: Send {
 
 pub const NAMES: [&str; 4] = ["clock", "lru", "arc", "amsqm"];
 
+/// Which references a replacement policy hears of (every policy's `sees=` parameter).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sees {
+    /// Faults and page walks: what an OS learns through accessed bits. A reference the TLB
+    /// serves leaves no trace, as on hardware.
+    #[default]
+    Walks,
+    /// Every reference, TLB hits included (one per trace record: a record's same-page repeats
+    /// are one request), as a trace-driven replacement simulator sees the reference string;
+    /// the AMSQM seed's model (docs/AMSQM.md).
+    Every,
+}
+
+/// `sees=walks|every` for the policies that take no other parameter.
+pub const SEES_PARAM: &str = "sees=walks|every (which references the policy hears of: faults and page walks, as accessed bits show them, or every reference including TLB hits, as a trace-driven replacement study sees them; default walks)";
+
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct SeesOnly {
+    sees: Sees,
+}
+
 /// Each replacement policy: name, one-line summary, parameters (`superpager policies`).
 pub const REGISTRY: [(&str, &str, &str); 4] = [
-    ("clock", "second chance over accessed bits (Corbató 1968); the default", "none"),
-    ("lru", "least recently used, by the references the OS sees (faults and page walks)", "none"),
-    ("arc", "Megiddo and Modha's Adaptive Replacement Cache: T1, T2 and ghost lists B1, B2 with an adaptive target (docs/AMSQM.md)", "none"),
+    ("clock", "second chance over accessed bits (Corbató 1968); the default", SEES_PARAM),
+    ("lru", "least recently used, by the references the OS sees (faults and page walks)", SEES_PARAM),
+    ("arc", "Megiddo and Modha's Adaptive Replacement Cache: T1, T2 and ghost lists B1, B2 with an adaptive target (docs/AMSQM.md)", SEES_PARAM),
     ("amsqm", "Itshak and Wiseman's AMSQM: ARC per superpage size class, fraction buffers for demoted pieces, rank-based choice of the class that gives up memory; drives navarro's promotion threshold and demotes on writes (docs/AMSQM.md)", amsqm::PARAMS),
 ];
 
 /// Build a replacement from `NAME[:key=value,...]`.
 pub fn build(spec: &str) -> Result<Box<dyn Replacement>> {
     let (name, params) = spec::parse("replacement", spec, &NAMES.join(", "))?;
-    // Neither takes parameters yet; one that does reads them into its own typed struct.
-    let none = || spec::from_params::<spec::NoParams>("replacement", &name, &params);
+    // CLOCK, LRU and ARC take only `sees`; AMSQM reads it with its own parameters.
+    let sees = || spec::from_params::<SeesOnly>("replacement", &name, &params).map(|p| p.sees);
     match name.as_str() {
-        "clock" => none().map(|_| Box::new(clock::Clock::default()) as Box<dyn Replacement>),
-        "lru" => none().map(|_| Box::new(lru::Lru::default()) as Box<dyn Replacement>),
-        "arc" => none().map(|_| Box::new(arc::Arc::new()) as Box<dyn Replacement>),
+        "clock" => sees().map(|s| Box::new(clock::Clock::seeing(s)) as Box<dyn Replacement>),
+        "lru" => sees().map(|s| Box::new(lru::Lru::seeing(s)) as Box<dyn Replacement>),
+        "arc" => sees().map(|s| Box::new(arc::Arc::seeing(s)) as Box<dyn Replacement>),
         "amsqm" => amsqm::Amsqm::build(&params).map(|a| Box::new(a) as Box<dyn Replacement>),
         o => Err(Error::usage(format!("unknown replacement '{o}'; available: {}", NAMES.join(", ")))),
     }
@@ -180,6 +214,12 @@ mod tests {
         assert_eq!(build("clock:").unwrap().name(), "clock");
         let e = build("lru:depth=4").err().unwrap().to_string();
         assert!(e.contains("replacement lru: unknown parameter 'depth'"), "{e}");
+        let e = build("arc:sees=all").err().unwrap().to_string();
+        assert!(e.contains("replacement arc: sees=all"), "{e}");
+        for name in NAMES {
+            assert!(!build(name).unwrap().sees_every_reference(), "{name}: walks by default");
+            assert!(build(&format!("{name}:sees=every")).unwrap().sees_every_reference(), "{name}");
+        }
         let e = build(":x=1").err().unwrap().to_string();
         assert!(e.contains("empty replacement name"), "{e}");
     }
