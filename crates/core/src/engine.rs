@@ -694,9 +694,9 @@ impl Engine {
             self.cur_live = false;
             return Ok(None);
         }
-        if !self.os.procs[pi].swapped.is_empty() && self.os.swapped_at(pi, va).is_some() {
+        if let Some((start, si)) = if self.os.procs[pi].swapped.is_empty() { None } else { self.os.swapped_at(pi, va) } {
             // A major fault: the page is in swap.
-            let si = match self.os.swap_in(pi, va, &mut self.mmu) {
+            let si = match self.os.swap_in_at(pi, va, start, si, &mut self.mmu) {
                 Some(si) => si,
                 None => return Err(self.os.oom(self.os.procs[pi].pid)),
             };

@@ -337,6 +337,11 @@ impl Os {
     /// mapping `va`, or None if memory ran out.
     pub fn swap_in(&mut self, pi: usize, va: u64, mmu: &mut Mmu) -> Option<u32> {
         let (start, si) = self.swapped_at(pi, va)?;
+        self.swap_in_at(pi, va, start, si, mmu)
+    }
+
+    /// `swap_in` of the swapped page (start, size index) that `swapped_at` found for `va`.
+    pub fn swap_in_at(&mut self, pi: usize, va: u64, start: u64, si: u32, mmu: &mut Mmu) -> Option<u32> {
         let entry = self.procs[pi].swapped.remove(&start).expect("swapped_at found it");
         let pages = 1u64 << self.order_of(si).0;
         let mut at = (start, si);

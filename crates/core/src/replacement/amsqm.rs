@@ -255,23 +255,25 @@ impl Amsqm {
         let k = self.classes.len();
         let mut dif = [0.0f64; MAX_CLASSES];
         let mut stamp = [u64::MAX; MAX_CLASSES];
+        let mut units = [0usize; MAX_CLASSES];
         let mut live = 0usize;
         for i in 0..k {
-            if self.units(i) == 0 {
+            units[i] = self.units(i);
+            if units[i] == 0 {
                 continue;
             }
             live += 1;
-            dif[i] = (self.classes[i].size as f64 * (self.units(i) as f64 - self.classes[i].s)).max(0.0);
+            dif[i] = (self.classes[i].size as f64 * (units[i] as f64 - self.classes[i].s)).max(0.0);
             // The age of the class's LRU unit: the oldest stamp among its resident lists.
             stamp[i] = [T1, T2, Q].iter().filter_map(|&l| self.lists.lru_stamp(self.li(i, l))).min().unwrap_or(u64::MAX);
         }
         let max_dif = dif[..k].iter().copied().fold(0.0, f64::max);
         let mut rank = [f64::NAN; MAX_CLASSES];
         for i in 0..k {
-            if self.units(i) == 0 {
+            if units[i] == 0 {
                 continue;
             }
-            let newer = (0..k).filter(|&j| self.units(j) > 0 && stamp[j] > stamp[i] && stamp[j] != u64::MAX).count();
+            let newer = (0..k).filter(|&j| units[j] > 0 && stamp[j] > stamp[i] && stamp[j] != u64::MAX).count();
             let rec = if live > 1 { newer as f64 / (live - 1) as f64 } else { 1.0 };
             let d = if max_dif > 0.0 { dif[i] / max_dif } else { 0.0 };
             rank[i] = self.alpha * d + (1.0 - self.alpha) * rec;
