@@ -153,3 +153,23 @@ def test_every_replacement_takes_sees(tmp_path):
         sp.simulate(t, machine="skylake", policy="base", memory="160MiB", swap="1GiB", replacement=f"{rep}:sees=every")
     with pytest.raises(sp.UsageError, match="sees=all"):
         sp.simulate(t, machine="skylake", policy="base", memory="160MiB", swap="1GiB", replacement="clock:sees=all")
+
+
+def test_reproduce_amsqm_sweeps_memory_pressure(small_amsqm, monkeypatch):
+    R = small_amsqm
+    monkeypatch.setattr(R, "PRESSURE_TRACES", [8])
+    monkeypatch.setattr(R, "PRESSURES", [0.5, 0.9])
+    assert R.pressures(True, lambda m: None)[-2] == "Not run with `--quick`."
+    rows = [line for line in R.pressures(False, lambda m: None) if line.startswith("| 8 |")]
+    assert [r.split(" | ")[2].split(" ")[1] for r in rows] == ["(50%)", "(90%)"]
+    # Less memory, more faults, under every configuration.
+    faults = [[int(x.replace(",", "")) for x in r.split(" | ")[3:6]] for r in rows]
+    assert all(lo > hi for lo, hi in zip(faults[0], faults[1])), faults
+
+
+def test_reproduce_amsqm_quick_leaves_the_slow_alternatives_out(small_amsqm):
+    R = small_amsqm
+    text = "\n".join(R.alternatives(True, lambda m: None))
+    assert "| 11 | write_demote=false" in text
+    assert "repromote=true" not in text.split("Not run")[0] and "sees=every" not in text.split("Not run")[0]
+    assert "Not run with `--quick`: `repromote`, `sees`." in text

@@ -95,10 +95,10 @@ def footprint(trace: str) -> int:
     return api.trace_info(trace, ["4KiB"])["footprint_pages"]["4KiB"]
 
 
-def memory_for(pages: int) -> str:
-    """PRESSURE of the footprint, rounded up to 256KiB."""
+def memory_for(pages: int, share: float | None = None) -> str:
+    """`share` (default PRESSURE) of the footprint, rounded up to 256KiB."""
     q = 256 << 10
-    b = max(4, -(-int(pages * 4096 * PRESSURE) // q)) * q
+    b = max(4, -(-int(pages * 4096 * (PRESSURE if share is None else share)) // q)) * q
     return f"{b >> 20}MiB" if b % (1 << 20) == 0 else f"{b >> 10}KiB"
 
 
@@ -316,9 +316,42 @@ ALTERNATIVES = [
     ("repromote=true: the next reference promotes a write-demoted superpage again, as the seed's check at every request would", {"repromote": "true"}),
     ("sees=every: every reference is a request, TLB hits included, as the seed's simulator sees them", {"sees": "every"}),
 ]
+# Alternatives left out of --quick (repromote=true alone costs a run three times as long; `reproduce
+# all --quick` runs AMSQM beside the pool within its 15 minutes).
+FULL_ONLY = {"repromote", "sees"}
 # The heavy traces on which ARC faulted more than CLOCK (the fft stand-in's): run again with every
 # policy hearing of every reference (`sees=every`), the seed's trace-driven view.
 SEEING_TRACES = [3, 6, 8]
+
+
+# Memory as a share of the footprint, for the pressure sweep on the traces where ARC lost to CLOCK.
+PRESSURES = [0.5, 0.6, 0.7, 0.75, 0.8, 0.9]
+PRESSURE_TRACES = [3, 6]
+
+
+def pressures(quick: bool, progress: Callable[[str], None]) -> list[str]:
+    """CLOCK, ARC and AMSQM at several memory sizes on the fft traces where ARC lost to CLOCK:
+    where the order between them changes."""
+    if quick:
+        return ["### Memory pressure", "", "Not run with `--quick`.", ""]
+    out = ["### Memory pressure", "",
+           f"Every comparison above gives each trace {PRESSURE:.0%} of its footprint. On the fft traces where ARC faulted "
+           "more than CLOCK, the same three configurations at other shares (faults, and ARC against CLOCK by the seed's "
+           "pf_ratio, positive when ARC faults less):", "",
+           "| trace | programs | memory (share of footprint) | CLOCK faults | ARC faults | AMSQM faults | ARC vs CLOCK: pf_ratio | AMSQM vs CLOCK: pf_ratio |",
+           "|---|---|---|---:|---:|---:|---:|---:|"]
+    for n in PRESSURE_TRACES:
+        t = heavy_trace(n, progress)
+        pages = footprint(t)
+        for share in PRESSURES:
+            mem = memory_for(pages, share)
+            rs = {}
+            for label, pol, rep in CONFIGS:
+                progress(f"heavy trace {n} at {share:.0%} of its footprint: {label}")
+                rs[label] = simulate(t, pol, rep, mem, pages)
+            c, a, m = rs["CLOCK"], rs["ARC"], rs["AMSQM"]
+            out.append(f"| {n} | {' + '.join(HEAVY[n])} | {mem} ({share:.0%}) | {c.pf:,} | {a.pf:,} | {m.pf:,} | {fmt(pf_ratio(a, c))} | {fmt(pf_ratio(m, c))} |")
+    return out + [""]
 
 
 def seeing(quick: bool, progress: Callable[[str], None]) -> list[str]:
@@ -361,10 +394,14 @@ def alternatives(quick: bool, progress: Callable[[str], None]) -> list[str]:
         mem = memory_for(pages)
         arc = simulate(t, "base", "arc", mem, pages)
         for label, kw in ALTERNATIVES:
+            if quick and kw.keys() & FULL_ONLY:
+                continue
             progress(f"alternatives, trace {n}: {label}")
             spec = "amsqm" + ("" if not kw else ":" + ",".join(f"{k}={v}" for k, v in kw.items()))
             m = simulate(t, "navarro", spec, mem, pages)
             out.append(f"| {n} | {label} | {m.tm:,} | {m.pf:,} | {m.major:,} | {fmt(tm_ratio(m, arc, True))} | {fmt(pf_ratio(m, arc))} |")
+    if quick:
+        out += ["", "Not run with `--quick`: " + ", ".join(sorted(f"`{k}`" for k in FULL_ONLY)) + "."]
     return out + [""]
 
 
@@ -401,6 +438,7 @@ def amsqm(quick: bool = False, progress: Callable[[str], None] = lambda m: None)
     out += sweeps(quick, progress)
     out += alternatives(quick, progress)
     out += seeing(quick, progress)
+    out += pressures(quick, progress)
     out += eight_kb(quick, progress)
     out += speed(runs)
     return "\n".join(out)
