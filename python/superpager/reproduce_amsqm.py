@@ -122,6 +122,13 @@ def heavy_trace(n: int, progress: Callable[[str], None]) -> str:
                         lambda tmp: api.trace_merge(inputs, tmp, progress=False), progress)
 
 
+def heavy_setup(n: int, progress: Callable[[str], None]) -> tuple[str, int, str]:
+    """Heavy trace n, its footprint in base pages and the memory it runs in (PRESSURE of it)."""
+    t = heavy_trace(n, progress)
+    pages = footprint(t)
+    return t, pages, memory_for(pages)
+
+
 def amsqm_spec(**kw: float) -> str:
     params = dict(SEED_PARAMS, **kw)
     return "amsqm:" + ",".join(f"{k}={v:g}" for k, v in params.items())
@@ -135,11 +142,13 @@ def mib(pages: int) -> str:
     return f"{pages * 4096 / (1 << 20):.1f} MiB"
 
 
-def trio(trace: str, memory: str, pages: int, progress: Callable[[str], None], what: str) -> dict[str, Run]:
+def trio(trace: str, memory: str, pages: int, progress: Callable[[str], None], what: str, rep_params: str = "") -> dict[str, Run]:
+    """CLOCK, ARC and AMSQM (CONFIGS) over one trace; `rep_params` (e.g. ":sees=every") is added to
+    each replacement's spec."""
     out = {}
     for label, pol, rep in CONFIGS:
         progress(f"{what}: {label}")
-        out[label] = simulate(trace, pol, rep, memory, pages)
+        out[label] = simulate(trace, pol, rep + rep_params, memory, pages)
     return out
 
 
@@ -198,9 +207,7 @@ def heavy(quick: bool, progress: Callable[[str], None]) -> tuple[list[str], list
     runs: list[Run] = []
     losses = []
     for n in QUICK_HEAVY if quick else HEAVY:
-        t = heavy_trace(n, progress)
-        pages = footprint(t)
-        mem = memory_for(pages)
+        t, pages, mem = heavy_setup(n, progress)
         rs = trio(t, mem, pages, progress, f"heavy trace {n}")
         c, a, m = rs["CLOCK"], rs["ARC"], rs["AMSQM"]
         runs += [c, a, m]
@@ -232,9 +239,7 @@ def heavy(quick: bool, progress: Callable[[str], None]) -> tuple[list[str], list
 
 def sweeps(quick: bool, progress: Callable[[str], None]) -> list[str]:
     n = 11
-    t = heavy_trace(n, progress)
-    pages = footprint(t)
-    mem = memory_for(pages)
+    t, pages, mem = heavy_setup(n, progress)
     progress("sweeps: ARC baseline")
     arc = simulate(t, "base", "arc", mem, pages)
     out = ["### Parameter sweeps (Figs. 3-6)", "",
@@ -292,9 +297,7 @@ def eight_kb(quick: bool, progress: Callable[[str], None]) -> list[str]:
            "|---|---:|---:|---:|---:|---:|---:|---:|"]
     verdicts = []
     for n in ([11] if quick else [1, 5, 11]):
-        t = heavy_trace(n, progress)
-        pages = footprint(t)
-        mem = memory_for(pages)
+        t, pages, mem = heavy_setup(n, progress)
         p8 = api.trace_info(t, ["8KiB"])["footprint_pages"]["8KiB"]
         rs = {}
         for label, pol, rep in CONFIGS:
@@ -345,10 +348,7 @@ def pressures(quick: bool, progress: Callable[[str], None]) -> list[str]:
         pages = footprint(t)
         for share in PRESSURES:
             mem = memory_for(pages, share)
-            rs = {}
-            for label, pol, rep in CONFIGS:
-                progress(f"heavy trace {n} at {share:.0%} of its footprint: {label}")
-                rs[label] = simulate(t, pol, rep, mem, pages)
+            rs = trio(t, mem, pages, progress, f"heavy trace {n} at {share:.0%} of its footprint")
             c, a, m = rs["CLOCK"], rs["ARC"], rs["AMSQM"]
             out.append(f"| {n} | {' + '.join(HEAVY[n])} | {mem} ({share:.0%}) | {c.pf:,} | {a.pf:,} | {m.pf:,} | {fmt(pf_ratio(a, c))} | {fmt(pf_ratio(m, c))} |")
     return out + [""]
@@ -368,14 +368,9 @@ def seeing(quick: bool, progress: Callable[[str], None]) -> list[str]:
            "|---|---|---|---:|---:|---:|---:|---:|"]
     verdicts = []
     for n in SEEING_TRACES:
-        t = heavy_trace(n, progress)
-        pages = footprint(t)
-        mem = memory_for(pages)
+        t, pages, mem = heavy_setup(n, progress)
         for sees in ("walks", "every"):
-            rs = {}
-            for label, pol, rep in CONFIGS:
-                progress(f"heavy trace {n}, sees={sees}: {label}")
-                rs[label] = simulate(t, pol, f"{rep}:sees={sees}", mem, pages)
+            rs = trio(t, mem, pages, progress, f"heavy trace {n}, sees={sees}", f":sees={sees}")
             c, a, m = rs["CLOCK"], rs["ARC"], rs["AMSQM"]
             out.append(f"| {n} | {' + '.join(HEAVY[n])} | {sees} | {c.pf:,} | {a.pf:,} | {m.pf:,} | {fmt(pf_ratio(a, c))} | {fmt(pf_ratio(m, a))} |")
             if sees == "every":
@@ -389,9 +384,7 @@ def alternatives(quick: bool, progress: Callable[[str], None]) -> list[str]:
            "(symmetric tm_ratio; the seed's pf_ratio).", "",
            "| trace | AMSQM variant | TLB misses | faults | swap-ins | tm_ratio | pf_ratio |", "|---|---|---:|---:|---:|---:|---:|"]
     for n in ([11] if quick else [1, 11]):
-        t = heavy_trace(n, progress)
-        pages = footprint(t)
-        mem = memory_for(pages)
+        t, pages, mem = heavy_setup(n, progress)
         arc = simulate(t, "base", "arc", mem, pages)
         for label, kw in ALTERNATIVES:
             if quick and kw.keys() & FULL_ONLY:

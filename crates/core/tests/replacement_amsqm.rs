@@ -171,23 +171,31 @@ fn bad_parameters_name_the_key() {
 
 /// A write to a clean superpage demotes it, one size at a time around the written page, into
 /// clean pieces in the fraction buffers; the written base page alone becomes dirty.
-#[test]
-fn a_write_to_a_superpage_demotes_it_into_clean_pieces() {
+/// A 256KB-aligned region at B, and the base page of `amsqm09` (8KB).
+const B: u64 = 0x4000_0000;
+const PAGE: u64 = 8192;
+
+/// An engine on `amsqm09` under navarro with `replacement`, after reading 17 of the 32 pages of a
+/// 256KB region at B: past the threshold (0.5), navarro has promoted it with the rest prefetched.
+fn promoted_region(replacement: &str) -> Engine {
     let m = Machine::load("amsqm09").unwrap();
     let p = policy::build("navarro", &m.page_sizes).unwrap();
-    let cfg = EngineConfig { memory: Bytes(64 << 20), swap: Bytes(64 << 20), replacement: "amsqm".into(), validate: true, ..Default::default() };
+    let cfg = EngineConfig { memory: Bytes(64 << 20), swap: Bytes(64 << 20), replacement: replacement.into(), validate: true, ..Default::default() };
     let mut e = Engine::new(m, p, cfg).unwrap();
-    const B: u64 = 0x4000_0000; // 256KB-aligned
-    let page = 8192u64;
     let mut c = Chunk::default();
     c.events.push((0, Event::Context { pid: 1, tid: 1 }));
     c.events.push((0, Event::Mmap { addr: B, len: 1 << 20, prot: 3, flags: 0x22, fd: -1, offset: 0 }));
-    // Read 17 of a 256KB region's 32 pages: past the threshold (0.5), navarro promotes it
-    // with the rest prefetched.
     for i in 0..17 {
-        c.accesses.push(Access::new(B + i * page, AccessKind::Load, 8));
+        c.accesses.push(Access::new(B + i * PAGE, AccessKind::Load, 8));
     }
     e.run_chunk(&c).unwrap();
+    e
+}
+
+#[test]
+fn a_write_to_a_superpage_demotes_it_into_clean_pieces() {
+    let mut e = promoted_region("amsqm");
+    let page = PAGE;
     let t = e.os.procs[0].pt.lookup(B).unwrap();
     assert_eq!((t.size_idx, t.cow), (5, true), "a clean (write-protected) 256KB page");
     // Write the 6th base page.
@@ -234,19 +242,9 @@ fn the_seeds_machine_takes_its_base_page_as_a_parameter() {
 #[test]
 fn repromote_promotes_a_write_demoted_superpage_at_its_next_reference() {
     for (repromote, want) in [(false, (0, false)), (true, (5, true))] {
-        let m = Machine::load("amsqm09").unwrap();
-        let p = policy::build("navarro", &m.page_sizes).unwrap();
-        let spec = format!("amsqm:repromote={repromote}");
-        let cfg = EngineConfig { memory: Bytes(64 << 20), swap: Bytes(64 << 20), replacement: spec, validate: true, ..Default::default() };
-        let mut e = Engine::new(m, p, cfg).unwrap();
-        const B: u64 = 0x4000_0000; // 256KB-aligned
-        let page = 8192u64;
+        let mut e = promoted_region(&format!("amsqm:repromote={repromote}"));
+        let page = PAGE;
         let mut c = Chunk::default();
-        c.events.push((0, Event::Context { pid: 1, tid: 1 }));
-        c.events.push((0, Event::Mmap { addr: B, len: 1 << 20, prot: 3, flags: 0x22, fd: -1, offset: 0 }));
-        for i in 0..17 {
-            c.accesses.push(Access::new(B + i * page, AccessKind::Load, 8));
-        }
         // Write the 6th base page (demoted around it), then read the 20th (a walk: demotion
         // took the TLB entries down).
         c.accesses.push(Access::new(B + 5 * page, AccessKind::Store, 8));
