@@ -673,7 +673,8 @@ impl Engine {
             }
         }
         if self.os.swap.enabled() && self.walk_is_a_reference(faults) && self.os.referenced(pi, a.addr, &mut self.mmu) {
-            // The reference promoted the page again (AMSQM after a write): load that.
+            // The reference promoted the page again (AMSQM after a write): load that, a second
+            // walk, the one the next access would otherwise make.
             si = self.os.procs[pi].pt.size_at(a.addr).expect("a promotion left the address mapped");
             self.mmu.fill_after_walk(a.addr, self.cur_asid, fetch, si);
             self.mmu.live_sizes |= 1 << si;
@@ -694,7 +695,7 @@ impl Engine {
             self.cur_live = false;
             return Ok(None);
         }
-        if let Some((start, si)) = if self.os.procs[pi].swapped.is_empty() { None } else { self.os.swapped_at(pi, va) } {
+        if let Some((start, si)) = self.os.swapped_at(pi, va) {
             // A major fault: the page is in swap.
             let si = match self.os.swap_in_at(pi, va, start, si, &mut self.mmu) {
                 Some(si) => si,

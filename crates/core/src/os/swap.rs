@@ -87,7 +87,8 @@ impl Demoted {
         Demoted { si, seen: Vec::new(), missing: 1 }
     }
 
-    fn after_write_p(&self) -> bool {
+    /// Demoted by a write: any reference completes it (it keeps no per-page bits).
+    fn waits_for_any_reference(&self) -> bool {
         self.seen.is_empty()
     }
 }
@@ -200,16 +201,17 @@ impl Os {
             if d.si as usize != big {
                 continue;
             }
-            let after_write = d.after_write_p();
+            let after_write = d.waits_for_any_reference();
             if after_write {
                 d.missing = 0;
-            }
-            let first = (start - key.1) >> shift;
-            for i in first..first + (self.sizes[si as usize].bytes() >> shift) {
-                let Some(w) = d.seen.get_mut((i / 64) as usize) else { break };
-                if *w >> (i % 64) & 1 == 0 {
-                    *w |= 1 << (i % 64);
-                    d.missing -= 1;
+            } else {
+                let first = (start - key.1) >> shift;
+                for i in first..first + (self.sizes[si as usize].bytes() >> shift) {
+                    let w = &mut d.seen[(i / 64) as usize];
+                    if *w >> (i % 64) & 1 == 0 {
+                        *w |= 1 << (i % 64);
+                        d.missing -= 1;
+                    }
                 }
             }
             if d.missing > 0 {
