@@ -229,3 +229,62 @@ def test_a_failing_run_in_a_shared_pass_fails_alone(tmp_path):
     assert "no-such-policy" in out[1][1]
     alone = sp.simulate(t, machine="skylake", policy="linux-thp", memory="1GiB", sample_every=0)
     assert sp.Result.from_json(out[2][1]).counters == alone.counters
+
+
+class _HeldPool:
+    """A stand-in for the process pool: records what it was handed and finishes a task only when
+    the test says so."""
+
+    def __init__(self):
+        import concurrent.futures as cf
+
+        self.cf = cf
+        self.started: list[tuple[str, object]] = []
+
+    def submit(self, fn, arg):
+        f = self.cf.Future()
+        f.set_running_or_notify_cancel()
+        self.started.append((arg, f))
+        return f
+
+    def finish(self, arg):
+        f = next(f for a, f in self.started if a == arg)
+        f.set_result(f"done {arg}")
+
+    def shutdown(self, **kw):
+        pass
+
+
+def test_a_freed_worker_takes_the_costliest_waiting_task_from_any_submission():
+    pool = sw.Runner(jobs=2)
+    held = _HeldPool()
+    pool._pool = held
+    futs = {name: pool._start(print, name, cost) for name, cost in (("a", 1), ("b", 5), ("c", 3), ("d", 10), ("e", 2))}
+    # Two workers: the first two tasks start as they come; the rest wait.
+    assert [a for a, _f in held.started] == ["a", "b"]
+    held.finish("a")
+    assert [a for a, _f in held.started] == ["a", "b", "d"]
+    held.finish("b")
+    held.finish("d")
+    assert [a for a, _f in held.started] == ["a", "b", "d", "c", "e"]
+    assert futs["d"].result(timeout=1) == "done d"
+    assert not futs["e"].done()
+    # Closing cancels what never started, so that nothing waits on it for ever; what runs ends.
+    late = pool._start(print, "f", 100)
+    pool.close()
+    assert late.cancelled()
+    held.finish("c")
+    assert futs["c"].result(timeout=1) == "done c"
+    assert [a for a, _f in held.started] == ["a", "b", "d", "c", "e"]
+
+
+def test_a_submission_is_cut_into_groups_of_equal_passes():
+    # romer:offline plans over the trace (9 passes by default): alone in one task, the eight
+    # runs of one pass each in the other.
+    assert sp._core.policy_passes("romer:offline", "romer95") == 9
+    assert sp._core.policy_passes("romer:offline,passes=2", "romer95") == 3
+    assert sp._core.policy_passes("navarro", "skylake") == 1
+    assert sw.balanced_groups(list("abcdefghi"), [1, 1, 1, 1, 1, 9, 1, 1, 1], 2) == [["f"], list("abcdeghi")]
+    # Equal weights: the runs dealt out in turn; never an empty group.
+    assert sw.balanced_groups(list("abcde"), [1] * 5, 2) == [["a", "c", "e"], ["b", "d"]]
+    assert sw.balanced_groups(list("ab"), [1, 1], 4) == [["a"], ["b"]]

@@ -30,6 +30,7 @@ One run's failure is reported at the end and does not stop the others.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import itertools
 import json
 import os
@@ -322,6 +323,21 @@ def longest_first(specs: list[RunSpec]) -> list[RunSpec]:
     return sorted(specs, key=lambda s: -cost(s))
 
 
+def balanced_groups(items: list, weights: list[int], n: int) -> list[list]:
+    """`items` cut into at most `n` groups of nearly equal total weight: the heaviest item goes
+    first, each to the group with the least weight so far (longest processing time first), and
+    each group keeps the items' order. `Runner.submit` cuts a trace's runs into one task per
+    worker with it, so that a run that plans over the trace first (romer:offline, 9 passes on
+    the default 8 planning passes) is not put beside half of the others (docs/RESULTS.md)."""
+    groups: list[list[int]] = [[] for _ in range(min(n, len(items)))]
+    totals = [0] * len(groups)
+    for k in sorted(range(len(items)), key=lambda k: -weights[k]):
+        g = totals.index(min(totals))
+        groups[g].append(k)
+        totals[g] += weights[k]
+    return [[items[k] for k in sorted(g)] for g in groups if g]
+
+
 def _local(specs: list[RunSpec], jobs: int) -> Iterator[tuple[RunSpec, tuple[bool, str, float]]]:
     """Runs on a process pool of `jobs` workers, yielding as each finishes."""
     import concurrent.futures as cf
@@ -499,6 +515,14 @@ class Runner:
         self.lock = threading.RLock()
         self.submitted = 0
         self.reused = 0
+        #: Tasks not yet handed to the pool, a heap of (-cost, order, fn, arg, future): the pool
+        #: is given at most `jobs` tasks at a time, and a freed worker takes the costliest task
+        #: waiting from any submission (see _dispatch).
+        self._waiting: list = []
+        self._running = 0
+        self._order = itertools.count()
+        self._costs: dict[str, int] = {}
+        self._weights: dict[tuple[str, str], int] = {}
         #: Every result this runner gave, (run id, Result), for reports.
         self.results: list[tuple[str, api.Result]] = []
 
@@ -510,9 +534,13 @@ class Runner:
 
     def close(self) -> None:
         with self.lock:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True, cancel_futures=True)
-                self._pool = None
+            # Tasks never started: cancelled, so that nothing waits on them for ever.
+            for *_, f in self._waiting:
+                f.cancel()
+            self._waiting.clear()
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _executor(self):
         with self.lock:
@@ -523,30 +551,90 @@ class Runner:
                 self._pool = cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=mp.get_context("forkserver"), initializer=_one_thread)
             return self._pool
 
-    def _start(self, fn, arg):
-        """A future of fn(arg): on the pool, or run now in this process."""
-        if self.jobs > 1:
-            return self._executor().submit(fn, arg)
+    def _start(self, fn, arg, cost: float):
+        """A future of fn(arg): queued for the pool (the costliest waiting task starts first), or
+        run now in this process."""
         import concurrent.futures as cf
 
         f: cf.Future = cf.Future()
-        f.set_result(fn(arg))
+        if self.jobs == 1:
+            f.set_result(fn(arg))
+            return f
+        with self.lock:
+            heapq.heappush(self._waiting, (-cost, next(self._order), fn, arg, f))
+            self._dispatch()
         return f
+
+    def _dispatch(self) -> None:
+        """Hands waiting tasks to the pool while a worker is free, costliest first, across every
+        submission. Submission order (the pool's own queue) left a long task submitted late to run
+        alone at the end: `reproduce romer`'s threshold sweeps after its Table 4-6 runs
+        (docs/RESULTS.md). Called with the lock held."""
+        while self._running < self.jobs and self._waiting:
+            *_, fn, arg, f = heapq.heappop(self._waiting)
+            if not f.set_running_or_notify_cancel():
+                continue
+            try:
+                task = self._executor().submit(fn, arg)
+            except Exception as e:  # a broken pool: the caller hears of it instead of waiting
+                f.set_exception(e)
+                continue
+            self._running += 1
+            task.add_done_callback(lambda done, f=f: self._finished(done, f))
+
+    def _finished(self, done, f) -> None:
+        """A pool task ended: its worker takes the next task, and its result goes to the caller."""
+        with self.lock:
+            self._running -= 1
+            if self._pool is not None:
+                self._dispatch()
+        if done.cancelled():
+            import concurrent.futures as cf
+
+            f.set_exception(cf.CancelledError())
+        elif done.exception() is not None:
+            f.set_exception(done.exception())
+        else:
+            f.set_result(done.result())
+
+    def _passes(self, spec: RunSpec) -> int:
+        """Passes over its trace a run makes at most (`_core.policy_passes`: OFFLINE's planning
+        passes count); 1 for a scenario or a policy that does not parse (its run reports that)."""
+        if spec.scenario:
+            return 1
+        key = (spec.policy, spec.machine)
+        if key not in self._weights:
+            try:
+                self._weights[key] = _core.policy_passes(spec.policy, spec.machine)
+            except _core.SuperpagerError:
+                self._weights[key] = 1
+        return self._weights[key]
+
+    def _cost(self, specs: list[RunSpec]) -> float:
+        """What a task costs, for _dispatch: its trace's records times its runs' passes (one
+        pass drives every engine, and the engines take most of the time). Scenarios, whose cost
+        their file does not tell, start before any trace task, in the order submitted."""
+        if any(s.scenario for s in specs):
+            return float("inf")
+        t = specs[0].trace
+        if t not in self._costs:
+            self._costs[t] = trace_cost(t)
+        return self._costs[t] * sum(self._passes(s) for s in specs)
 
     def submit(self, trace: str, runs: list[tuple[str, str]], memory: str = "64GiB", sample_every: int = 0, **options) -> Pending:
         """Start the `runs` over `trace` that the store lacks. They are cut into as many tasks as
         there are workers (one serially), each a single pass over the trace for its runs: the
         trace is decoded once per task instead of once per run, and every worker has a share.
-        Tasks run in submission order, so submit the longest work first."""
+        A freed worker takes the costliest task waiting (_dispatch), whatever its submission."""
         with self.lock:
             h = self.db.trace_sha256(trace) if self.db is not None else ""
             specs = [RunSpec(trace=str(trace), machine=m, policy=p, memory=memory, sample_every=sample_every, trace_sha256=h, **options)
                      for m, p in runs]
             items: list = [self._stored(s) for s in specs]
         todo = [i for i, it in enumerate(items) if it is None]
-        for g in range(min(self.jobs, len(todo))):
-            group = todo[g::self.jobs]
-            fut = self._start(execute_group, [specs[i] for i in group])
+        for group in balanced_groups(todo, [self._passes(specs[i]) for i in todo], self.jobs):
+            task = [specs[i] for i in group]
+            fut = self._start(execute_group, task, self._cost(task))
             for k, i in enumerate(group):
                 items[i] = (specs[i], fut, k)
         with self.lock:
@@ -561,7 +649,7 @@ class Runner:
         with self.lock:
             stored = self._stored(spec)
             self.submitted += stored is None
-        item = stored if stored is not None else (spec, self._start(execute_group, [spec]), 0)
+        item = stored if stored is not None else (spec, self._start(execute_group, [spec], self._cost([spec])), 0)
         return LazyResult(Pending(self, [item]))
 
     def _stored(self, spec: RunSpec) -> api.Result | None:

@@ -204,6 +204,15 @@ fn check_policy(policy: &str, machine: &str) -> PyResult<String> {
     Ok(p.name())
 }
 
+/// Passes over the trace a run of `policy` on `machine` makes at most: one, plus its planning
+/// passes (Romer et al.'s OFFLINE plans over the whole trace first). The pool weighs runs by it.
+#[pyfunction]
+fn policy_passes(policy: &str, machine: &str) -> PyResult<u32> {
+    let m = load_machine(machine)?;
+    let p = core::policy::build(policy, &m.page_sizes).map_err(err)?;
+    Ok(1 + p.features().planning_passes)
+}
+
 /// `--map-region SIZE`: the map's cell size as a shift (a power of two, at least 4KiB).
 fn map_region_shift(size: Option<&str>) -> PyResult<Option<u32>> {
     let Some(s) = size else { return Ok(None) };
@@ -985,6 +994,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache_served, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(check_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(policy_passes, m)?)?;
     m.add_function(wrap_pyfunction!(check_output, m)?)?;
     m.add_function(wrap_pyfunction!(gen, m)?)?;
     m.add_function(wrap_pyfunction!(gen_kinds, m)?)?;
