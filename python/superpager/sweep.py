@@ -567,9 +567,10 @@ class Runner:
 
     def _dispatch(self) -> None:
         """Hands waiting tasks to the pool while a worker is free, costliest first, across every
-        submission. Submission order (the pool's own queue) left a long task submitted late to run
-        alone at the end: `reproduce romer`'s threshold sweeps after its Table 4-6 runs
-        (docs/RESULTS.md). Called with the lock held."""
+        submission (longest processing time first), so that a costly task submitted late does
+        not run alone at the end. It helps only with costs that count what a run does: ordered
+        by records x runs, `reproduce romer` got slower (docs/RESULTS.md); `_cost` counts passes.
+        Called with the lock held."""
         while self._running < self.jobs and self._waiting:
             *_, fn, arg, f = heapq.heappop(self._waiting)
             if not f.set_running_or_notify_cancel():
