@@ -29,6 +29,9 @@ CASES = [
     ("GUPS 256MiB, alpha21264, navarro", "gups", "256MiB", "alpha21264", "navarro"),
     ("Zipf 256MiB, romer95, romer:online", "zipf", "256MiB", "romer95", "romer:online"),
     ("rbtree 8MiB, skylake, navarro", "rbtree", "8MiB", "skylake", "navarro"),
+    # The runtime model's data caches (issue 24), and the same machine without them.
+    ("Zipf 1GiB, host, base", "zipf", "1GiB", "host", "base"),
+    ("Zipf 1GiB, host+nocache, base", "zipf", "1GiB", "host+nocache", "base"),
 ]
 
 _CHILD = """

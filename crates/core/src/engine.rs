@@ -379,6 +379,12 @@ impl Engine {
             } else {
                 a
             };
+            if CACHED {
+                // The entry cache_refs will read PTE_AHEAD accesses from now.
+                if let Some(n) = acc.get(i + Self::PTE_AHEAD) {
+                    self.os.procs[self.cur_pi].pt.prefetch_entry(n.addr);
+                }
+            }
             let fetch = a.kind.is_fetch();
             let walk_refs = if CACHED { self.mmu.walk.refs } else { 0 };
             self.accesses += a.count as u64;
@@ -443,6 +449,11 @@ impl Engine {
         Ok(())
     }
 
+    /// How many accesses ahead the loop with data caches prefetches a page-table entry
+    /// (`PageTable::prefetch_entry`): far enough for a host memory read to arrive, near
+    /// enough that few mappings change in between (a changed one only wastes the hint).
+    const PTE_AHEAD: usize = 8;
+
     /// With data caches: the walk's table entries (when this access walked) and then the
     /// access itself go through them by physical address. Instruction fetches do not (they
     /// cost `cycles_per_access`, as without caches); a record's repeats (a same-page run the
@@ -457,14 +468,14 @@ impl Engine {
             let mut out = [0u64; 8];
             let n = pt.entry_addrs(a.addr, first, leaf, &mut out);
             for &pa in &out[..n] {
-                caches.access(pa, Requester::Walk);
+                caches.defer(pa, Requester::Walk);
             }
         }
         if a.kind.is_fetch() {
             return;
         }
         if let Some(pa) = pt.paddr(a.addr) {
-            caches.access(pa, Requester::Data);
+            caches.defer(pa, Requester::Data);
         }
         if a.count > 1 {
             caches.first_level_hits(a.count as u64 - 1);

@@ -15,6 +15,7 @@ pub mod error;
 pub mod experiment;
 pub mod fasthash;
 pub mod fuzz_targets;
+pub mod hostmem;
 pub mod mmu;
 pub mod mrc;
 pub mod os;

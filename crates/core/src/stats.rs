@@ -431,6 +431,7 @@ impl Results {
         }
         if let Some(caches) = &e.mmu.caches {
             // What each data-cache level served, by requester (mmu/cache.rs).
+            let caches = caches.settled();
             for l in &caches.levels {
                 for (who, r) in [("data", 0), ("walk", 1)] {
                     c.insert(format!("cache.{}.{who}.hits", l.name), l.hits[r]);

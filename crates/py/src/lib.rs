@@ -11,6 +11,10 @@ use superpager_core as core;
 use superpager_core::engine::EngineConfig;
 use superpager_core::mmu::machine::{self, Machine};
 use superpager_core::trace::spt::{SptReader, SptWriter};
+
+/// The model's large tables on huge pages where the host allows (core/src/hostmem.rs).
+#[global_allocator]
+static ALLOC: core::hostmem::HugeAlloc = core::hostmem::HugeAlloc;
 use superpager_core::trace::{self as tr, Chunk, Event, RecordSink};
 use superpager_core::units::{Bytes, PageSize};
 
@@ -104,8 +108,9 @@ fn cache_served(levels: Vec<(u64, u32)>, line: u32, addrs: Vec<u64>) -> PyResult
         dependence: 0.0,
     };
     let mut c = Caches::new(&spec);
+    // The engine's path: queued, applied in batches (what the comparison should check).
     for a in addrs {
-        c.access(a, Requester::Data);
+        c.defer(a, Requester::Data);
     }
     Ok(c.served(Requester::Data))
 }
