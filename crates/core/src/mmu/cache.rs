@@ -140,8 +140,9 @@ impl CacheLevel {
 /// one being replayed a queued reference's set rows are prefetched. The simulated caches' tag
 /// arrays are larger than the host's own caches (a 32MiB last level is 4MiB of tags), so a
 /// probe in program order waits on host memory each time; replaying a batch with its rows
-/// requested AHEAD references early lets those waits overlap. 64 and 8 measured best of
-/// {32, 64, 128} x {4, 8, 16} on the Zipf 1GiB trace (docs/PERFORMANCE.md).
+/// requested AHEAD references early lets those waits overlap. 64 and 8 are a first choice,
+/// not tuned: a batch of lines fits the host's L1, and 8 rows in flight is below the misses a
+/// core keeps outstanding (docs/RUNTIME_MODEL.md, "Speed").
 const BATCH: usize = 64;
 const AHEAD: usize = 8;
 
