@@ -60,8 +60,26 @@ def test_a_trace_two_papers_want_is_made_once(tmp_path):
         t.start()
     for t in threads:
         t.join()
-    assert made == [path + ".partial"]
+    assert made == [f"{path}.{os.getpid()}.partial"]
     assert os.listdir(tmp_path) == ["t.spt"]
+
+
+def test_another_process_making_the_same_trace_is_left_alone(tmp_path):
+    # Another reproduce command is writing the same trace: its partial file keeps its bytes,
+    # and ours is renamed into place whole.
+    path = str(tmp_path / "t.spt")
+    theirs = f"{path}.999999999.partial"
+    with open(theirs, "w") as f:
+        f.write("half")
+
+    def make(tmp):
+        assert tmp != theirs
+        with open(tmp, "w") as f:
+            f.write("whole")
+
+    R.cached_trace(path, "making", make, lambda m: None)
+    assert open(path).read() == "whole"
+    assert open(theirs).read() == "half"
 
 
 def test_a_failed_make_leaves_no_trace_behind(tmp_path):

@@ -78,13 +78,17 @@ _MAKING = threading.Lock()
 
 def cached_trace(path, what: str, make: Callable[[str], Any], progress: Callable[[str], None]) -> str:
     """`path` in the trace cache, made first if it is missing: make(tmp) writes it beside its
-    place, then renamed, so that a failed or interrupted run leaves no half trace behind."""
+    place, then renamed, so that a failed or interrupted run leaves no half trace behind. The
+    place is this process's own (`.PID.partial`): two reproduce commands sharing the cache may
+    both make a missing trace, and each renames only a file it finished (with one name for
+    both, one renamed the other's half-written file into the cache: seen 2026-11-27, a
+    corrupt xsbench trace)."""
     path = str(path)
     with _MAKING:
         if not os.path.exists(path):
             progress(what)
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = path + ".partial"
+            tmp = f"{path}.{os.getpid()}.partial"
             try:
                 make(tmp)
                 os.replace(tmp, path)
