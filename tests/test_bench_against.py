@@ -17,7 +17,10 @@ def test_a_build_against_itself_reports_every_case_with_a_ratio(cli, tmp_path):
     assert rc == 0, err
     report = (tmp_path / "r.md").read_text()
     rows = [line for line in report.splitlines() if line.startswith("| ") and "M |" in line]
-    assert len(rows) == 5, report
+    from superpager.bench_builds import CASES
+
+    assert len(rows) == len(CASES) == 7, report
+    assert any(r.startswith("| Zipf 1GiB, host, base |") for r in rows), "the data-cache case is timed"
     for row in rows:
         ratio = float(row.split("|")[5])
         assert 0.2 < ratio < 5, row  # the same build: a ratio near 1, whatever the noise

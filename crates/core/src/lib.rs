@@ -15,7 +15,6 @@ pub mod error;
 pub mod experiment;
 pub mod fasthash;
 pub mod fuzz_targets;
-pub mod hostmem;
 pub mod mmu;
 pub mod mrc;
 pub mod os;

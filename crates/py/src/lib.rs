@@ -11,10 +11,6 @@ use superpager_core as core;
 use superpager_core::engine::EngineConfig;
 use superpager_core::mmu::machine::{self, Machine};
 use superpager_core::trace::spt::{SptReader, SptWriter};
-
-/// The model's large tables on huge pages where the host allows (core/src/hostmem.rs).
-#[global_allocator]
-static ALLOC: core::hostmem::HugeAlloc = core::hostmem::HugeAlloc;
 use superpager_core::trace::{self as tr, Chunk, Event, RecordSink};
 use superpager_core::units::{Bytes, PageSize};
 
