@@ -15,6 +15,7 @@ pub mod error;
 pub mod experiment;
 pub mod fasthash;
 pub mod fuzz_targets;
+pub mod hint;
 pub mod mmu;
 pub mod mrc;
 pub mod os;

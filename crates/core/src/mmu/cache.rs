@@ -187,19 +187,12 @@ impl CacheState {
     /// Ask the host to bring `line`'s set row of every level past the first into its cache.
     #[inline(always)]
     fn prefetch(&self, line: u64) {
-        #[cfg(target_arch = "x86_64")]
         for l in &self.levels[1..] {
             let base = l.set_of(line) * l.ways;
-            // SAFETY: `base` is inside `tags` (set_of < sets); prefetching is only a hint and
-            // reads nothing. SSE, which has the instruction, is part of every x86-64 CPU.
-            unsafe {
-                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                let row = l.tags.as_ptr().add(base) as *const i8;
-                _mm_prefetch(row, _MM_HINT_T0);
-                if l.ways > 8 {
-                    // A row of more than 8 tags spans a second host line.
-                    _mm_prefetch(row.add(64), _MM_HINT_T0);
-                }
+            crate::hint::prefetch(&l.tags[base]);
+            if l.ways > 8 {
+                // A row of more than 8 tags spans a second host line.
+                crate::hint::prefetch(&l.tags[base + 8]);
             }
         }
     }

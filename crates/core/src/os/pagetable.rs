@@ -328,20 +328,11 @@ impl PageTable {
     /// A hint only: it changes nothing.
     #[inline(always)]
     pub fn prefetch_entry(&self, va: u64) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(node) = self.cached_last_level(va) {
-            let i = self.slot(node, self.index(va, 1));
-            if i < self.nodes.len() {
-                // SAFETY: `i` is inside `nodes`; a prefetch reads nothing. SSE is part of
-                // every x86-64 CPU.
-                unsafe {
-                    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                    _mm_prefetch(self.nodes.as_ptr().add(i) as *const i8, _MM_HINT_T0);
-                }
+            if let Some(e) = self.nodes.get(self.slot(node, self.index(va, 1))) {
+                crate::hint::prefetch(e);
             }
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = va;
     }
 
     /// The last-level table holding `va`'s entry, if the region cache knows it.
