@@ -91,6 +91,9 @@ PRESSURE = [
     ("tight", "300MiB", "0", "clock", ["skylake", "alpha21264"], ["base", "linux-thp:defrag=always", "navarro", "navarro:fragmentation=cache", "fixed:2MiB"]),
     ("swap-clock", "96MiB", "256MiB", "clock", ["skylake", "alpha21264"], ["base", "linux-thp", "navarro"]),
     ("swap-lru", "96MiB", "256MiB", "lru", ["skylake"], ["base", "linux-thp", "navarro"]),
+    ("swap-arc", "96MiB", "256MiB", "arc", ["skylake", "amsqm09"], ["base", "navarro"]),
+    ("swap-amsqm", "96MiB", "256MiB", "amsqm", ["skylake", "amsqm09"], ["navarro"]),
+    ("swap-amsqm-every", "96MiB", "256MiB", "amsqm:sees=every,repromote=true", ["amsqm09"], ["navarro"]),
 ]
 PRESSURE_TRACES = ["gups", "zipf", "seq"]
 

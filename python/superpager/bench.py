@@ -318,7 +318,7 @@ superpage policies take the general path, which probes and fills separately (sca
 These VMs are noisy: the same run can vary by +-30% from one minute to the next, so compare the
 ratios within one report.
 """
-    # Keep the sections of `bench --capture`, `--against` and `--pressure` that share the file.
+    # Keep the sections of `bench --capture`, `--against`, `--pressure` and `--pressure --against` that share the file.
     from . import bench_builds, bench_capture, bench_pressure
 
     kept = ""
@@ -326,7 +326,7 @@ ratios within one report.
         with open(a.out) as f:
             old = f.read()
         for start, end in ((bench_capture.START, bench_capture.END), (bench_builds.START, bench_builds.END),
-                           (bench_pressure.START, bench_pressure.END)):
+                           (bench_pressure.START, bench_pressure.END), (bench_pressure.AGAINST_START, bench_pressure.AGAINST_END)):
             if start in old and end in old:
                 kept += "\n" + old[old.index(start):old.index(end) + len(end)] + "\n"
     from .output import write_text

@@ -15,7 +15,39 @@ TRACES = list(HEAVY)
 TARGET = 10e6
 
 
+AGAINST_START = "<!-- bench --pressure --against: start -->"
+AGAINST_END = "<!-- bench --pressure --against: end -->"
+
+
+def main_against(a) -> int:
+    """`bench --pressure --against DIR`: the same cases under this build and another,
+    interleaved as `bench --against` does, each run in a fresh process."""
+    from . import bench_builds
+
+    builds = bench_builds.builds_from(a)
+    if builds is None:
+        return 2
+    runs = []
+    for n in TRACES:
+        t = heavy_trace(n, lambda m: print(f"bench: {m}", file=sys.stderr, flush=True))
+        mem = memory_for(footprint(t))
+        for label, pol, rep in CONFIGS:
+            runs.append((f"{n} ({' + '.join(HEAVY[n])}), {label}", t, MACHINE, pol, {"memory": mem, "swap": SWAP, "replacement": rep}))
+    times, refs, files, differ = bench_builds.interleave(builds, runs, a.repeats)
+    lines, geo = bench_builds.ratio_rows([r[0] for r in runs], times, refs)
+    slowest = min(refs[r[0]] / statistics.median(times[(r[0], "new")]) for r in runs)
+    intro = (f"Produced by `superpager bench --pressure --against DIR --repeats {a.repeats}`: the cases of `bench --pressure` "
+             f"(`{MACHINE}`, swap {SWAP}, memory at 75% of each trace's footprint), {a.repeats} rounds, each running every case "
+             "once under each build in alternating order, each run in a fresh process timing only the simulation.")
+    verdict = f"- at least 10M refs/s under pressure (new build): {'met' if slowest >= TARGET else 'NOT met'} (slowest median {slowest / 1e6:.1f}M refs/s)"
+    return bench_builds.write_report(a, AGAINST_START, AGAINST_END, "Replacement under memory pressure, this build against another (`bench --pressure --against`)",
+                                     intro, files, lines, geo, differ, ["", verdict])
+
+
 def main(a) -> int:
+    if a.against:
+        return main_against(a)
+
     def say(m: str) -> None:
         print(f"bench: {m}", file=sys.stderr, flush=True)
 

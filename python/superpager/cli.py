@@ -499,7 +499,7 @@ def cmd_bench(a) -> int:
 
 
 def _bench(a) -> int:
-    if a.against:
+    if a.against and not a.pressure:
         from . import bench_builds
 
         return bench_builds.main(a)
@@ -820,7 +820,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--live-programs", metavar="NAME,...", help="with --live: programs (default gups,chase,bsearch)")
     b.add_argument("--live-policy", action="append", metavar="SPEC", help="with --live: one more policy column, e.g. navarro-live:max_cpu=1 (repeatable)")
     b.add_argument("--pressure", action="store_true", help="instead: speed while memory is short and CLOCK, ARC or AMSQM choose victims (AMSQM's heavy traces)")
-    b.add_argument("--against", metavar="DIR", help="instead: this build's simulation speed beside another build's, interleaved (DIR holds that build's superpager package)")
+    b.add_argument("--against", metavar="DIR", help="instead: this build's simulation speed beside another build's, interleaved (DIR holds that build's superpager package); with --pressure, on the pressure cases")
     b.add_argument("--accesses", type=count, default=4_000_000, help="trace length (default 4M)")
     b.add_argument("--repeats", type=int_in(1, 1000), default=5, help="runs per measurement; the median is reported")
     b.add_argument("--out", help="write the markdown report here (e.g. docs/PERFORMANCE.md)")
@@ -910,7 +910,8 @@ EXAMPLES = {
               "superpager bench --pressure --out perf.md      # replacement under memory pressure",
               "superpager bench --live --out docs/LIVE.md     # live policies on real programs (root)",
               "superpager bench --os --out os-scale.md        # the OS model at scale",
-              "superpager bench --against /tmp/old             # this build beside another (DIR/superpager: its package)"],
+              "superpager bench --against /tmp/old             # this build beside another (DIR/superpager: its package)",
+              "superpager bench --pressure --against /tmp/old  # the same, on the memory-pressure cases"],
     "list": ["superpager workloads list"],
     "capture": ["superpager workloads capture pagerank --size 256MiB",
                 "superpager workloads capture all --size 16MiB --out traces/"],

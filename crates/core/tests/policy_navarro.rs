@@ -204,7 +204,7 @@ fn eviction_demotes_around_the_victim_instead_of_swapping_the_superpage_whole() 
     let out = counter(&mut e, "swap.out");
     let demotions = counter(&mut e, "swap.evict_demotions");
     assert!(out > 0 && demotions >= 3, "{out} swapped out, {demotions} demotion steps");
-    assert!(e.os.procs[pi].swapped.values().all(|s| s.si == 0), "only base pages went to swap");
+    assert!(e.os.procs[pi].swapped.entries().iter().all(|(_, s)| s.si == 0), "only base pages went to swap");
     let mut pages = Vec::new();
     e.os.procs[pi].pt.pages_in_range(BASE, 4 << 20, &mut pages);
     assert!(pages.iter().any(|t| t.size_idx >= 1), "the pieces not yet evicted stay superpages");

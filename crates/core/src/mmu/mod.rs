@@ -255,12 +255,13 @@ impl Mmu {
             if m & m.wrapping_sub(1) != 0 && tlbs[p.tlb].sets == 1 {
                 // Several live sizes in one fully associative structure: one pass for all.
                 let mut by_size: [u64; tlb::TAG_SIZES] = std::array::from_fn(tlb::no_tag);
+                let sought = m;
                 while m != 0 {
                     let si = m.trailing_zeros() as usize & (MAX_SIZES - 1);
                     m &= m - 1;
                     by_size[si] = make_tag(asid, va >> shifts[si], si as u32);
                 }
-                if let Some(si) = tlbs[p.tlb].probe_sizes(&by_size) {
+                if let Some(si) = tlbs[p.tlb].probe_sizes(&by_size, sought) {
                     counters[p.tlb].hits[si as usize & (MAX_SIZES - 1)] += 1;
                     found = Some((p.level, si));
                     break 'outer;

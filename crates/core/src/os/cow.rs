@@ -83,7 +83,9 @@ impl Os {
     /// Pages removed from process `pi`'s page table: drop their mappings, free the blocks no
     /// one maps any more, keep the counters.
     pub(crate) fn release(&mut self, pi: usize, removed: &[Translation]) {
-        let mut blocks = Vec::with_capacity(removed.len());
+        // A buffer kept between calls: a swap-out releases one page, many times a second.
+        let mut blocks = std::mem::take(&mut self.blocks_scratch);
+        blocks.clear();
         if self.pages_own_their_blocks() {
             // The frame table need not be read page by page (a large unmap).
             for t in removed {
@@ -93,6 +95,7 @@ impl Os {
             }
             self.counters.pages_freed += blocks.len() as u64;
             self.phys.free_many(&mut blocks);
+            self.blocks_scratch = blocks;
             return;
         }
         for t in removed {
@@ -119,6 +122,7 @@ impl Os {
         }
         self.counters.pages_freed += blocks.len() as u64;
         self.phys.free_many(&mut blocks);
+        self.blocks_scratch = blocks;
     }
 
     /// fork: the child `ci` gets the parent's VMAs and every page, both write-protected.

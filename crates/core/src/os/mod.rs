@@ -46,6 +46,7 @@ pub mod prelude;
 pub mod promote;
 pub mod smart_compact;
 pub mod swap;
+pub mod swapped;
 pub mod zeroed;
 
 use crate::error::{Error, Result};
@@ -152,7 +153,7 @@ pub struct Process {
     /// Mappings write-protected for copy-on-write.
     pub cow_pages: u64,
     /// Pages swapped out, by start address.
-    pub swapped: BTreeMap<u64, swap::SwapEntry>,
+    pub swapped: swapped::SwappedPages,
     /// Trace ranges the OS placed elsewhere (aligned placement of file mappings; os/placement.rs).
     pub relocs: placement::Relocations,
     /// Base pages only partly mapped at the trace's 4KB granularity (a trace from a 4KB-page
@@ -301,6 +302,8 @@ pub struct Os {
     bits: u8,
     next_asid: u16,
     scratch: Vec<Translation>,
+    /// `release`'s list of blocks to free, kept between calls.
+    blocks_scratch: Vec<(u64, u8)>,
     /// Resident bytes per size at the end of each process, summed (for page_size_mix).
     pub final_resident: [u64; MAX_SIZES],
     /// The coalescing opportunity of the processes that exited, measured at exit.
@@ -377,6 +380,7 @@ impl Os {
             bits: m.bits_per_level,
             next_asid: 1,
             scratch: Vec::new(),
+            blocks_scratch: Vec::new(),
             final_resident: [0; MAX_SIZES],
             final_contiguity: Default::default(),
             segv_log: Vec::new(),
@@ -495,7 +499,7 @@ impl Os {
             resident: [0; MAX_SIZES],
             fds: HashMap::new(),
             cow_pages: 0,
-            swapped: BTreeMap::new(),
+            swapped: Default::default(),
             relocs: Default::default(),
             partial_pages: HashMap::new(),
         });

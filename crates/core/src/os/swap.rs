@@ -11,6 +11,7 @@
 //! process; every entry names a live slot of `SwapSpace`, which counts its references; when swap is enabled the
 //! replacement policy tracks exactly the mapped pages.
 
+use super::frames::Owner;
 use super::{MapOutcome, Os};
 use crate::mmu::Mmu;
 use crate::replacement::{PageRef, Victim};
@@ -104,9 +105,10 @@ crate::counters! {
         /// Swap space (0: none; anonymous memory is never reclaimed).
         pub total: u64 = "swap.total_pages",
         pub used: u64 = "swap.used_pages",
-        /// Slot -> (references, size in base pages).
-        slots: std::collections::HashMap<u64, (u32, u64)> = not_a_counter,
-        next_slot: u64 = not_a_counter,
+        /// Slot -> (references, size in base pages); (0, 0) for a free slot. Slots are reused
+        /// (`free_slots`), so the table is as long as the most slots ever in use at once.
+        slots: Vec<(u32, u64)> = not_a_counter,
+        free_slots: Vec<u64> = not_a_counter,
         pub counters: SwapCounters = by_hand,
     }
 }
@@ -128,39 +130,53 @@ impl SwapSpace {
     /// A new swap slot of `pages` base pages referenced by `refs` entries.
     fn slot_new(&mut self, pages: u64, refs: u32) -> u64 {
         assert!(refs > 0 && pages > 0 && self.has_room(pages), "swap slot of {pages} pages, {refs} references, {} free", self.total - self.used);
-        self.next_slot += 1;
-        self.slots.insert(self.next_slot, (refs, pages));
+        let slot = match self.free_slots.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push((0, 0));
+                self.slots.len() as u64 - 1
+            }
+        };
+        self.slots[slot as usize] = (refs, pages);
         self.used += pages;
-        self.next_slot
+        slot
+    }
+
+    fn live_slot(&mut self, slot: u64) -> &mut (u32, u64) {
+        self.slots.get_mut(slot as usize).filter(|e| e.0 > 0).expect("swap entry without a slot")
     }
 
     /// One entry referencing `slot` is gone; the slot is freed with its last entry.
     pub(crate) fn slot_put(&mut self, slot: u64) {
-        let e = self.slots.get_mut(&slot).expect("swap entry without a slot");
+        let e = self.live_slot(slot);
         e.0 -= 1;
         if e.0 == 0 {
-            let pages = e.1;
-            self.slots.remove(&slot);
+            let pages = std::mem::take(&mut e.1);
+            self.free_slots.push(slot);
             self.used -= pages;
         }
     }
 
     /// Another entry now references `slot` (fork, mremap copies).
     pub(crate) fn slot_get(&mut self, slot: u64) {
-        self.slots.get_mut(&slot).expect("swap entry without a slot").0 += 1;
+        self.live_slot(slot).0 += 1;
     }
 
     /// Check the slots against the references the entries make (`refs`: slot -> entries).
     pub fn validate(&self, refs: &std::collections::HashMap<u64, u32>) -> Result<(), String> {
         let mut used = 0;
-        for (slot, &(r, pages)) in &self.slots {
-            if refs.get(slot).copied().unwrap_or(0) != r || pages == 0 {
-                return Err(format!("swap slot {slot}: {r} references counted, {} entries, {pages} pages", refs.get(slot).copied().unwrap_or(0)));
+        let mut live = 0;
+        for (slot, &(r, pages)) in self.slots.iter().enumerate() {
+            let slot = slot as u64;
+            let entries = refs.get(&slot).copied().unwrap_or(0);
+            if entries != r || (r > 0) != (pages > 0) {
+                return Err(format!("swap slot {slot}: {r} references counted, {entries} entries, {pages} pages"));
             }
+            live += (r > 0) as usize;
             used += pages;
         }
-        if refs.len() != self.slots.len() {
-            return Err("swap entries name slots that do not exist".into());
+        if refs.len() != live || self.free_slots.len() + live != self.slots.len() {
+            return Err("swap entries name slots that do not exist (or the free slots are miscounted)".into());
         }
         if used != self.used || used > self.total {
             return Err(format!("swap: {} pages counted in use, slots hold {used} (total {})", self.used, self.total));
@@ -297,7 +313,15 @@ impl Os {
             }
             // Every mapping of the block goes to swap (several after fork: they share the slot
             // and each reads back its own copy, as the model keeps no swap cache).
-            let mappers = self.mappers(t.pfn.0);
+            // The usual victim has one mapping: no list is built for it.
+            let owner = self.phys.owner(t.pfn.0);
+            let shared = if owner == Owner::SHARED { self.mappers(t.pfn.0) } else { Vec::new() };
+            let one = [owner];
+            let mappers: &[Owner] = match owner {
+                Owner::SHARED => &shared,
+                Owner::NONE => &[],
+                _ => &one,
+            };
             let pages = 1u64 << self.order_of(t.size_idx).0;
             if !self.swap.has_room(pages) {
                 self.swap.counters.full += 1;
@@ -309,15 +333,17 @@ impl Os {
             }
             let bytes = self.sizes[t.size_idx as usize].bytes();
             let slot = self.swap.slot_new(pages, mappers.len() as u32);
+            let mut gone = std::mem::take(&mut self.scratch);
             for m in mappers {
                 let (mpi, vpn) = m.as_anon().expect("anonymous mapping");
                 let start = vpn << self.base.shift();
-                let mut gone = Vec::new();
+                gone.clear();
                 self.procs[mpi].pt.unmap_range(start, bytes, &mut gone);
                 mmu.invalidate(start, self.procs[mpi].asid, t.size_idx);
                 self.release(mpi, &gone);
                 self.procs[mpi].swapped.insert(start, SwapEntry { si: t.size_idx, slot });
             }
+            self.scratch = gone;
             self.swap.counters.out_pages += 1;
             self.swap.counters.out_bytes += bytes;
             if !self.in_daemon {
@@ -330,9 +356,7 @@ impl Os {
 
     /// The swapped page of process `pi` that contains `va`, if any: (start, size index).
     pub fn swapped_at(&self, pi: usize, va: u64) -> Option<(u64, u32)> {
-        let p = &self.procs[pi];
-        let (&start, e) = p.swapped.range(..=va).next_back()?;
-        (va < start + self.sizes[e.si as usize].bytes()).then_some((start, e.si))
+        self.procs[pi].swapped.containing(va, &self.sizes).map(|(start, e)| (start, e.si))
     }
 
     /// A major fault: read the swapped page containing `va` back. Returns the size index now
@@ -344,7 +368,7 @@ impl Os {
 
     /// `swap_in` of the swapped page (start, size index) that `swapped_at` found for `va`.
     pub fn swap_in_at(&mut self, pi: usize, va: u64, start: u64, si: u32, mmu: &mut Mmu) -> Option<u32> {
-        let entry = self.procs[pi].swapped.remove(&start).expect("swapped_at found it");
+        let entry = self.procs[pi].swapped.remove(start).expect("swapped_at found it");
         let pages = 1u64 << self.order_of(si).0;
         let mut at = (start, si);
         if self.map_page(pi, start, si, Os::ANYWHERE, mmu) != MapOutcome::Mapped {
@@ -381,7 +405,9 @@ impl Os {
 
     /// Whether any swapped page of `pi` overlaps [start, end).
     pub fn swapped_overlaps(&self, pi: usize, start: u64, end: u64) -> bool {
-        self.swapped_at(pi, start).is_some() || self.procs[pi].swapped.range(start..end).next().is_some()
+        // A page starting at `start` contains it: the first test finds it, the second need not
+        // probe there (for a base page's range, the second probes nothing).
+        self.swapped_at(pi, start).is_some() || self.procs[pi].swapped.any_start_in(start.saturating_add(1), end, &self.sizes)
     }
 
     /// Drop swapped pages of `pi` that overlap [start, end) (munmap, exit).
@@ -397,8 +423,8 @@ impl Os {
             return Vec::new();
         }
         let first = self.swapped_at(pi, start).map_or(start, |(s, _)| s);
-        let out: Vec<(u64, SwapEntry)> = self.procs[pi].swapped.range(first..end).map(|(&k, &v)| (k, v)).collect();
-        for (k, _) in &out {
+        let out = self.procs[pi].swapped.starting_in(first, end, &self.sizes);
+        for &(k, _) in &out {
             self.procs[pi].swapped.remove(k);
         }
         out
@@ -407,7 +433,7 @@ impl Os {
     /// fork: the child's copies of the parent's swapped entries share their slots.
     pub(crate) fn fork_swapped(&mut self, pi: usize, ci: usize) {
         let sw = self.procs[pi].swapped.clone();
-        for e in sw.values() {
+        for (_, e) in sw.entries() {
             self.swap.slot_get(e.slot);
         }
         self.procs[ci].swapped = sw;
@@ -417,7 +443,8 @@ impl Os {
     pub(crate) fn validate_swap(&self) -> Result<(), String> {
         let mut refs: std::collections::HashMap<u64, u32> = std::collections::HashMap::new();
         for p in &self.procs {
-            for (&start, e) in &p.swapped {
+            p.swapped.check(&self.sizes).map_err(|e| format!("pid {}: {e}", p.pid))?;
+            for (start, e) in p.swapped.entries() {
                 let len = self.sizes[e.si as usize].bytes();
                 let mut v = Vec::new();
                 p.pt.pages_in_range(start, len, &mut v);

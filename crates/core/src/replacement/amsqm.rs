@@ -217,10 +217,19 @@ impl Amsqm {
     }
 
     /// A reference: count(x) + 1, or aged to γ·bound at the bound.
-    fn bump(&mut self, p: &PageRef, i: usize) {
-        if let Some(n) = self.lists.index_of(p) {
-            self.bump_at(n, i);
+    /// A reference to the unit at node `n`: a hit if it is resident (to T2's MRU end, counted
+    /// up), nothing for a ghost.
+    fn hit_at(&mut self, n: u32) {
+        let l = self.lists.list_at(n);
+        let i = l / PER_CLASS;
+        match l % PER_CLASS {
+            T1 => self.counters.hits_t1 += 1,
+            T2 => self.counters.hits_t2 += 1,
+            Q => self.counters.hits_q += 1,
+            _ => return,
         }
+        self.lists.move_to_mru(n, self.li(i, T2));
+        self.bump_at(n, i);
     }
 
     fn bump_at(&mut self, n: u32, i: usize) {
@@ -366,32 +375,37 @@ impl Replacement for Amsqm {
             self.demoting = None;
         }
         let (b1, b2) = (self.lists.len(self.li(i, B1)) as f64, self.lists.len(self.li(i, B2)) as f64);
-        match self.listed(&x) {
-            Some((_, T1 | T2 | Q)) => self.on_reference(x),
-            Some((j, B1)) if j == i => {
+        // One probe of the page index; the steps below work on the node it found.
+        let node = self.lists.index_of(&x);
+        match node.map(|n| (n, self.lists.list_at(n))).map(|(n, l)| (n, l / PER_CLASS, l % PER_CLASS)) {
+            Some((n, _, T1 | T2 | Q)) => {
+                self.fresh = None; // as `on_reference` of the page just marked fresh
+                self.hit_at(n)
+            }
+            Some((n, j, B1)) if j == i => {
                 self.counters.ghost_hits_b1 += 1;
                 let d = if b1 >= b2 { 1.0 } else { b2 / b1 };
                 let ci = (self.units(i) + 1) as f64;
                 self.classes[i].p = (self.classes[i].p + d).min(ci);
                 self.resident += size;
-                self.lists.push_mru(self.li(i, T2), x);
-                self.bump(&x, i);
+                self.lists.move_to_mru(n, self.li(i, T2));
+                self.bump_at(n, i);
             }
-            Some((j, B2)) if j == i => {
+            Some((n, j, B2)) if j == i => {
                 self.counters.ghost_hits_b2 += 1;
                 let d = if b2 >= b1 { 1.0 } else { b1 / b2 };
                 self.classes[i].p = (self.classes[i].p - d).max(0.0);
                 let bound = self.classes[i].bound as f64;
-                let hot = self.lists.aux(&x).unwrap_or(0) as f64 > 2.0 * self.gamma * bound;
+                let hot = self.lists.aux_at(n) as f64 > 2.0 * self.gamma * bound;
                 self.resident += size;
-                self.lists.push_mru(self.li(i, T2), x);
+                self.lists.move_to_mru(n, self.li(i, T2));
                 if hot {
                     self.counters.hot_ghost_hits += 1;
                 }
                 if hot || self.grow == Grow::Always {
                     // Grow class i: its target rises by a unit, and the count restarts.
                     self.classes[i].s += 1.0;
-                    self.lists.set_aux(&x, (self.gamma * bound) as u32);
+                    self.lists.set_aux_at(n, (self.gamma * bound) as u32);
                 }
             }
             _ => {
@@ -401,8 +415,8 @@ impl Replacement for Amsqm {
                 self.resident += size;
                 // Memory has had room so far (no victim yet): the seed's Allocate.
                 let l = if self.new_to == NewTo::T2 && self.c == 0 { T2 } else { T1 };
-                self.lists.push_mru(self.li(i, l), x);
-                self.lists.set_aux(&x, 0);
+                let n = self.lists.push_mru(self.li(i, l), x);
+                self.lists.set_aux_at(n, 0);
             }
         }
     }
@@ -413,16 +427,7 @@ impl Replacement for Amsqm {
         }
         // One lookup for the whole hit: find, move to T2's MRU end, count.
         let Some(n) = self.lists.index_of(&x) else { return };
-        let l = self.lists.list_at(n);
-        let i = l / PER_CLASS;
-        match l % PER_CLASS {
-            T1 => self.counters.hits_t1 += 1,
-            T2 => self.counters.hits_t2 += 1,
-            Q => self.counters.hits_q += 1,
-            _ => return,
-        }
-        self.lists.move_to_mru(n, self.li(i, T2));
-        self.bump_at(n, i);
+        self.hit_at(n);
     }
 
     fn on_remove(&mut self, x: PageRef) {
@@ -445,9 +450,10 @@ impl Replacement for Amsqm {
             self.counters.evict_under_target += 1;
         }
         let (t2, q) = (self.li(i, T2), self.li(i, Q));
-        let v = self.lists.lru(from)?;
+        let n = self.lists.lru_index(from)?;
+        let v = self.lists.page_at(n);
         let to = if from == t2 || (from == q && first == t2) { B2 } else { B1 };
-        self.lists.push_mru(self.li(i, to), v);
+        self.lists.move_to_mru(n, self.li(i, to));
         self.resident -= self.classes[i].size;
         // IncreaseBuffer's rule for the class that gave up a unit: c_r - 1, and its target
         // follows it down when it falls below (the seed's lost minus signs restored).

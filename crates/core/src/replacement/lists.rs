@@ -28,6 +28,9 @@ struct Ends {
     mru: Option<u32>,
     lru: Option<u32>,
     len: usize,
+    /// The LRU node's stamp (0 when empty), kept here so that comparing the ages of many
+    /// lists (AMSQM's ranks, at every eviction) reads no nodes.
+    lru_stamp: u64,
 }
 
 /// `n` LRU lists sharing one page index.
@@ -90,7 +93,8 @@ impl Lists {
 
     /// When the LRU page of `list` last went to an MRU end (smaller is older).
     pub fn lru_stamp(&self, list: usize) -> Option<u64> {
-        self.ends[list].lru.map(|i| self.nodes[i as usize].stamp)
+        let e = &self.ends[list];
+        e.lru.map(|_| e.lru_stamp)
     }
 
     /// `p`'s auxiliary word (0 for a page just added).
@@ -105,10 +109,21 @@ impl Lists {
     }
 
     /// Put `p` at the MRU end of `list`, taking it out of the list it was in (keeping its
-    /// auxiliary word), or adding it with aux 0.
-    pub fn push_mru(&mut self, list: usize, p: PageRef) {
+    /// auxiliary word), or adding it with aux 0. Returns its node.
+    pub fn push_mru(&mut self, list: usize, p: PageRef) -> u32 {
         let i = self.detached(p);
         self.link_mru(list, i);
+        i
+    }
+
+    /// The node of the least recently used page of `list`.
+    pub fn lru_index(&self, list: usize) -> Option<u32> {
+        self.ends[list].lru
+    }
+
+    /// The page of node `i`.
+    pub fn page_at(&self, i: u32) -> PageRef {
+        self.nodes[i as usize].page
     }
 
     /// Put `p` at the LRU end of `list` (ARC's undo of a victim the OS could not evict).
@@ -125,6 +140,7 @@ impl Lists {
             e.mru = Some(i);
         }
         e.lru = Some(i);
+        e.lru_stamp = stamp;
         e.len += 1;
     }
 
@@ -160,10 +176,15 @@ impl Lists {
     /// `p`'s node, taken out of the list it was in (keeping its auxiliary word), or a new
     /// node with aux 0; linked into no list.
     fn detached(&mut self, p: PageRef) -> u32 {
-        if let Some(&i) = self.at.get(&p) {
-            self.unlink(i);
-            return i;
-        }
+        // One probe of the index whether `p` is there or not.
+        let slot = match self.at.entry(p) {
+            std::collections::hash_map::Entry::Occupied(o) => {
+                let i = *o.get();
+                self.unlink(i);
+                return i;
+            }
+            std::collections::hash_map::Entry::Vacant(v) => v,
+        };
         let n = Node { page: p, list: 0, prev: NIL, next: NIL, aux: 0, stamp: 0 };
         let i = match self.free.pop() {
             Some(i) => {
@@ -175,7 +196,7 @@ impl Lists {
                 (self.nodes.len() - 1) as u32
             }
         };
-        self.at.insert(p, i);
+        slot.insert(i);
         i
     }
 
@@ -192,6 +213,7 @@ impl Lists {
             self.nodes[old as usize].prev = i;
         } else {
             e.lru = Some(i);
+            e.lru_stamp = self.clock;
         }
         e.mru = Some(i);
         e.len += 1;
@@ -209,6 +231,7 @@ impl Lists {
             self.nodes[next as usize].prev = prev;
         } else {
             e.lru = (prev != NIL).then_some(prev);
+            e.lru_stamp = if prev != NIL { self.nodes[prev as usize].stamp } else { 0 };
         }
         e.len -= 1;
     }
@@ -235,8 +258,9 @@ impl Lists {
                 prev = i;
                 i = node.next;
             }
-            if e.lru.unwrap_or(NIL) != prev || n != e.len {
-                return Err(format!("list {l}: {n} nodes reached, {} counted (or its LRU end is wrong)", e.len));
+            let stamp = if prev != NIL { self.nodes[prev as usize].stamp } else { 0 };
+            if e.lru.unwrap_or(NIL) != prev || n != e.len || e.lru_stamp != stamp {
+                return Err(format!("list {l}: {n} nodes reached, {} counted (or its LRU end or that end's stamp is wrong)", e.len));
             }
             seen += n;
         }
