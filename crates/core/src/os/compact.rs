@@ -413,7 +413,7 @@ impl Os {
         pages.clear();
         self.procs[pi].pt.pages_in_range(start, len, &mut pages);
         let outcome = (|| {
-            let swapped: u64 = self.procs[pi].swapped.starting_in(start, start + len, &self.sizes).iter().map(|(_, e)| 1u64 << self.order_of(e.si).0).sum();
+            let swapped: u64 = self.procs[pi].swapped.starting_in(start, start + len).iter().map(|(_, e)| 1u64 << self.order_of(e.si).0).sum();
             if pages.is_empty() && swapped == 0 {
                 return Err(CollapseResult::PmdNull);
             }
@@ -450,8 +450,7 @@ impl Os {
         };
         // Swapped-out pages in the range are read back into the new page (khugepaged's
         // __collapse_huge_page_swapin).
-        let swapped_bytes: u64 =
-            self.procs[pi].swapped.starting_in(start, start + len, &self.sizes).iter().map(|(_, e)| self.sizes[e.si as usize].bytes()).sum();
+        let swapped_bytes: u64 = self.procs[pi].swapped.starting_in(start, start + len).iter().map(|(_, e)| self.sizes[e.si as usize].bytes()).sum();
         if swapped_bytes > 0 {
             self.drop_swapped(pi, start, start + len);
             self.swap.counters.in_bytes += swapped_bytes;

@@ -499,7 +499,7 @@ impl Os {
             resident: [0; MAX_SIZES],
             fds: HashMap::new(),
             cow_pages: 0,
-            swapped: Default::default(),
+            swapped: swapped::SwappedPages::new(self.base),
             relocs: Default::default(),
             partial_pages: HashMap::new(),
         });

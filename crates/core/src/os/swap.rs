@@ -407,7 +407,7 @@ impl Os {
     pub fn swapped_overlaps(&self, pi: usize, start: u64, end: u64) -> bool {
         // A page starting at `start` contains it: the first test finds it, the second need not
         // probe there (for a base page's range, the second probes nothing).
-        self.swapped_at(pi, start).is_some() || self.procs[pi].swapped.any_start_in(start.saturating_add(1), end, &self.sizes)
+        self.swapped_at(pi, start).is_some() || self.procs[pi].swapped.any_start_in(start.saturating_add(1), end)
     }
 
     /// Drop swapped pages of `pi` that overlap [start, end) (munmap, exit).
@@ -423,7 +423,7 @@ impl Os {
             return Vec::new();
         }
         let first = self.swapped_at(pi, start).map_or(start, |(s, _)| s);
-        let out = self.procs[pi].swapped.starting_in(first, end, &self.sizes);
+        let out = self.procs[pi].swapped.starting_in(first, end);
         for &(k, _) in &out {
             self.procs[pi].swapped.remove(k);
         }

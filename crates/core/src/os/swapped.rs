@@ -5,26 +5,48 @@
 //! run as often as the replacement lists. An ordered map answered them with a tree descent
 //! each; here an entry is hashed by its start, and the page holding an address is found with
 //! one probe per page size that has entries (the start is the address rounded down to that
-//! size). Ranges, which munmap, mremap, collapse and promotion ask for, are rarer: they probe
-//! the aligned starts in the range, or scan every entry when that is cheaper, and return the
-//! entries sorted by start so that whatever consumes them does so in one order on every run.
+//! size). Ranges, which munmap, mremap, collapse and promotion ask for (a promotion check, for
+//! every 2MB region it considers), are answered from a bitmap per chunk of 512 base pages with
+//! a bit where an entry starts: the chunks a range covers are looked up, chunks without
+//! entries cost nothing, and within the others only the set bits are visited. A range wider
+//! than the entries are many scans the entries instead. Ranges come back sorted by start, so
+//! whatever consumes them does so in one order on every run.
 //!
 //! Invariants (checked by `check`, with `Os::validate_swap` checking that no entry overlaps a
-//! mapped page): entries do not overlap, each starts aligned to its size, and `per_size`
-//! counts the entries of each size index.
+//! mapped page): entries do not overlap, each starts aligned to its size, `per_size` counts the
+//! entries of each size index, and `starts` holds exactly their start bits (no empty chunk).
 
 use super::swap::SwapEntry;
 use crate::fasthash::FastMap;
 use crate::mmu::MAX_SIZES;
 use crate::units::PageSize;
 
-#[derive(Clone, Debug, Default)]
+/// Base pages per chunk of the start bitmaps, and its words.
+const CHUNK_SHIFT: u32 = 9;
+const CHUNK_WORDS: usize = (1 << CHUNK_SHIFT) / 64;
+
+#[derive(Clone, Debug)]
 pub struct SwappedPages {
     at: FastMap<u64, SwapEntry>,
     per_size: [u32; MAX_SIZES],
+    /// Chunk (start >> (base shift + CHUNK_SHIFT)) -> a bit per base page where an entry starts.
+    starts: FastMap<u64, [u64; CHUNK_WORDS]>,
+    base_shift: u32,
 }
 
 impl SwappedPages {
+    /// No entries, on a machine with this base page.
+    pub fn new(base: PageSize) -> SwappedPages {
+        SwappedPages { at: FastMap::default(), per_size: [0; MAX_SIZES], starts: FastMap::default(), base_shift: base.shift() }
+    }
+
+    /// (chunk, word, bit) of the base page starting at `start`.
+    #[inline(always)]
+    fn bit_of(&self, start: u64) -> (u64, usize, u32) {
+        let page = start >> self.base_shift;
+        (page >> CHUNK_SHIFT, ((page >> 6) as usize) & (CHUNK_WORDS - 1), (page & 63) as u32)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.at.is_empty()
     }
@@ -38,11 +60,19 @@ impl SwappedPages {
         let old = self.at.insert(start, e);
         debug_assert!(old.is_none(), "two swap entries at {start:#x}");
         self.per_size[e.si as usize] += 1;
+        let (c, w, b) = self.bit_of(start);
+        self.starts.entry(c).or_insert([0; CHUNK_WORDS])[w] |= 1 << b;
     }
 
     pub fn remove(&mut self, start: u64) -> Option<SwapEntry> {
         let e = self.at.remove(&start)?;
         self.per_size[e.si as usize] -= 1;
+        let (c, w, b) = self.bit_of(start);
+        let bits = self.starts.get_mut(&c).expect("a swap entry's chunk");
+        bits[w] &= !(1 << b);
+        if bits.iter().all(|&x| x == 0) {
+            self.starts.remove(&c);
+        }
         Some(e)
     }
 
@@ -66,47 +96,48 @@ impl SwappedPages {
         None
     }
 
-    /// Probes of aligned starts that a range query over [start, end) would make.
-    fn probes(&self, start: u64, end: u64, sizes: &[PageSize]) -> u64 {
-        let span = end.saturating_sub(start);
-        sizes.iter().enumerate().filter(|&(si, _)| self.per_size[si] > 0).map(|(_, s)| (span >> s.shift()) + 1).fold(0u64, u64::saturating_add)
-    }
-
-    /// Calls `f` for every entry whose start lies in [start, end), in no particular order.
-    fn for_each_start_in(&self, start: u64, end: u64, sizes: &[PageSize], mut f: impl FnMut(u64, SwapEntry) -> bool) {
+    /// Calls `f` for every entry whose start lies in [start, end), in no particular order,
+    /// until it returns false.
+    fn for_each_start_in(&self, start: u64, end: u64, mut f: impl FnMut(u64, SwapEntry) -> bool) {
         if self.at.is_empty() || start >= end {
             return;
         }
-        if self.probes(start, end, sizes) < self.at.len() as u64 {
-            for (si, size) in sizes.iter().enumerate() {
-                if self.per_size[si] == 0 {
-                    continue;
-                }
-                let b = size.bytes();
-                let mut k = start.next_multiple_of(b);
-                while k < end {
-                    if let Some(&e) = self.at.get(&k) {
-                        if e.si as usize == si && !f(k, e) {
-                            return;
-                        }
-                    }
-                    let Some(n) = k.checked_add(b) else { break };
-                    k = n;
-                }
-            }
-        } else {
+        let span = self.base_shift + CHUNK_SHIFT;
+        let (c0, c1) = (start >> span, (end - 1) >> span);
+        if c1 - c0 >= self.starts.len() as u64 {
+            // More chunks in the range than chunks with entries: visit those instead.
             for (&k, &e) in &self.at {
                 if k >= start && k < end && !f(k, e) {
                     return;
+                }
+            }
+            return;
+        }
+        let (first, last) = (start.div_ceil(1 << self.base_shift), (end - 1) >> self.base_shift);
+        for c in c0..=c1 {
+            let Some(bits) = self.starts.get(&c) else { continue };
+            for (w, &word) in bits.iter().enumerate() {
+                let mut word = word;
+                while word != 0 {
+                    let b = word.trailing_zeros() as u64;
+                    word &= word - 1;
+                    let page = (c << CHUNK_SHIFT) | ((w as u64) << 6) | b;
+                    if page < first || page > last {
+                        continue;
+                    }
+                    let k = page << self.base_shift;
+                    if !f(k, self.at[&k]) {
+                        return;
+                    }
                 }
             }
         }
     }
 
     /// Whether any entry starts in [start, end).
-    pub fn any_start_in(&self, start: u64, end: u64, sizes: &[PageSize]) -> bool {
+    pub fn any_start_in(&self, start: u64, end: u64) -> bool {
         let mut any = false;
-        self.for_each_start_in(start, end, sizes, |_, _| {
+        self.for_each_start_in(start, end, |_, _| {
             any = true;
             false
         });
@@ -114,9 +145,9 @@ impl SwappedPages {
     }
 
     /// The entries starting in [start, end), sorted by start.
-    pub fn starting_in(&self, start: u64, end: u64, sizes: &[PageSize]) -> Vec<(u64, SwapEntry)> {
+    pub fn starting_in(&self, start: u64, end: u64) -> Vec<(u64, SwapEntry)> {
         let mut out = Vec::new();
-        self.for_each_start_in(start, end, sizes, |k, e| {
+        self.for_each_start_in(start, end, |k, e| {
             out.push((k, e));
             true
         });
@@ -135,7 +166,10 @@ impl SwappedPages {
     pub fn check(&self, sizes: &[PageSize]) -> Result<(), String> {
         let mut counted = [0u32; MAX_SIZES];
         let mut end = 0u64;
+        let mut bits: FastMap<u64, [u64; CHUNK_WORDS]> = FastMap::default();
         for (k, e) in self.entries() {
+            let (c, w, b) = self.bit_of(k);
+            bits.entry(c).or_insert([0; CHUNK_WORDS])[w] |= 1 << b;
             let b = sizes.get(e.si as usize).ok_or_else(|| format!("swap entry at {k:#x}: size index {} unknown", e.si))?.bytes();
             if k & (b - 1) != 0 || k < end {
                 return Err(format!("swap entry at {k:#x} is misaligned for its size or overlaps the one before"));
@@ -145,6 +179,9 @@ impl SwappedPages {
         }
         if counted != self.per_size {
             return Err(format!("swap entries per size: {:?} counted, {counted:?} held", self.per_size));
+        }
+        if bits != self.starts {
+            return Err("the swap entries' start bitmaps disagree with the entries".into());
         }
         Ok(())
     }
@@ -168,7 +205,7 @@ mod tests {
     fn answers_equal_an_ordered_map() {
         let s = sizes();
         let mut rng = crate::trace::gen::Rng::new(3);
-        let mut ours = SwappedPages::default();
+        let mut ours = SwappedPages::new(s[0]);
         let mut reference = std::collections::BTreeMap::new();
         for step in 0..20_000u64 {
             let si = rng.below(4) as u32;
@@ -186,8 +223,11 @@ mod tests {
             assert_eq!(ours.containing(va, &s), want, "step {step}");
             let (lo, len) = (rng.below(64 << 21), [1u64 << 12, 1 << 21, 1 << 30][rng.below(3) as usize]);
             let want: Vec<_> = reference.range(lo..lo + len).map(|(&k, &v)| (k, v)).collect();
-            assert_eq!(ours.any_start_in(lo, lo + len, &s), !want.is_empty());
-            assert_eq!(ours.starting_in(lo, lo + len, &s), want, "step {step}");
+            assert_eq!(ours.any_start_in(lo, lo + len), !want.is_empty());
+            assert_eq!(ours.starting_in(lo, lo + len), want, "step {step}");
+            if step % 1000 == 0 {
+                ours.check(&s).unwrap();
+            }
         }
         ours.check(&s).unwrap();
         assert_eq!(ours.entries(), reference.into_iter().collect::<Vec<_>>());
@@ -196,7 +236,7 @@ mod tests {
     #[test]
     fn a_page_of_another_size_at_the_same_start_is_not_taken_for_it() {
         let s = sizes();
-        let mut p = SwappedPages::default();
+        let mut p = SwappedPages::new(s[0]);
         // A 4KB page at 8KB, and an 8KB page elsewhere so that 8KB starts are probed too: the
         // probe for an 8KB page at 0x2000 finds the 4KB entry and must pass over it.
         p.insert(0x2000, e(0, 1));
