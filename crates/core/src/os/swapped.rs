@@ -21,6 +21,15 @@ use crate::fasthash::FastMap;
 use crate::mmu::MAX_SIZES;
 use crate::units::PageSize;
 
+/// The bits of word `w` of a chunk's bitmap that stand for pages [lo, hi] of the chunk.
+#[inline(always)]
+fn in_word(w: usize, lo: u64, hi: u64) -> u64 {
+    let (w0, w1) = ((w as u64) << 6, ((w as u64) << 6) + 63);
+    let from = lo.max(w0) - w0;
+    let to = hi.min(w1) - w0;
+    (u64::MAX >> (63 - to)) & (u64::MAX << from)
+}
+
 /// Base pages per chunk of the start bitmaps, and its words.
 const CHUNK_SHIFT: u32 = 9;
 const CHUNK_WORDS: usize = (1 << CHUNK_SHIFT) / 64;
@@ -114,18 +123,20 @@ impl SwappedPages {
             return;
         }
         let (first, last) = (start.div_ceil(1 << self.base_shift), (end - 1) >> self.base_shift);
+        if first > last {
+            return;
+        }
         for c in c0..=c1 {
             let Some(bits) = self.starts.get(&c) else { continue };
-            for (w, &word) in bits.iter().enumerate() {
-                let mut word = word;
+            // Only the words, and in them the bits, of base pages in [first, last].
+            let base = c << CHUNK_SHIFT;
+            let (lo, hi) = (first.max(base) - base, last.min(base + (1 << CHUNK_SHIFT) - 1) - base);
+            for w in (lo >> 6) as usize..=(hi >> 6) as usize {
+                let mut word = bits[w] & in_word(w, lo, hi);
                 while word != 0 {
                     let b = word.trailing_zeros() as u64;
                     word &= word - 1;
-                    let page = (c << CHUNK_SHIFT) | ((w as u64) << 6) | b;
-                    if page < first || page > last {
-                        continue;
-                    }
-                    let k = page << self.base_shift;
+                    let k = (base | ((w as u64) << 6) | b) << self.base_shift;
                     if !f(k, self.at[&k]) {
                         return;
                     }
@@ -221,7 +232,7 @@ mod tests {
             let va = rng.below(64 << 21);
             let want = reference.range(..=va).next_back().filter(|(&k, v)| va < k + s[v.si as usize].bytes()).map(|(&k, &v)| (k, v));
             assert_eq!(ours.containing(va, &s), want, "step {step}");
-            let (lo, len) = (rng.below(64 << 21), [1u64 << 12, 1 << 21, 1 << 30][rng.below(3) as usize]);
+            let (lo, len) = (rng.below(64 << 21), [1u64 << 12, 1 << 18, 1 << 21, 1 << 30][rng.below(4) as usize]);
             let want: Vec<_> = reference.range(lo..lo + len).map(|(&k, &v)| (k, v)).collect();
             assert_eq!(ours.any_start_in(lo, lo + len), !want.is_empty());
             assert_eq!(ours.starting_in(lo, lo + len), want, "step {step}");
