@@ -8,9 +8,10 @@
 //! size). Ranges, which munmap, mremap, collapse and promotion ask for (a promotion check, for
 //! every 2MB region it considers), are answered from a bitmap per chunk of 512 base pages with
 //! a bit where an entry starts: the chunks a range covers are looked up, chunks without
-//! entries cost nothing, and within the others only the set bits are visited. A range wider
-//! than the entries are many scans the entries instead. Ranges come back sorted by start, so
-//! whatever consumes them does so in one order on every run.
+//! entries cost nothing, and within the others only the range's own bits are visited. A range
+//! covering more chunks than there are chunks with entries (an exit's whole address space)
+//! scans the entries instead. Ranges come back sorted by start, so whatever consumes them does
+//! so in one order on every run.
 //!
 //! Invariants (checked by `check`, with `Os::validate_swap` checking that no entry overlaps a
 //! mapped page): entries do not overlap, each starts aligned to its size, `per_size` counts the
