@@ -94,6 +94,20 @@ fn filter_slot(tag: u64) -> usize {
     (tag.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - FILTER_BITS)) as usize
 }
 
+/// Whether the filter counts a tag in the slot of any sought size's tag (`sought`: the sizes
+/// whose tags are in `by_size`). If not, none of them is held.
+#[inline(always)]
+fn filter_may_hold(filter: &[u16], by_size: &[u64; TAG_SIZES], sought: u32) -> bool {
+    let mut m = sought;
+    let mut maybe = false;
+    while m != 0 {
+        let si = m.trailing_zeros() as usize & (TAG_SIZES - 1);
+        m &= m - 1;
+        maybe |= filter[filter_slot(by_size[si])] != 0;
+    }
+    maybe
+}
+
 impl Tlb {
     /// `sets` must be a power of two (validated by the machine loader).
     pub fn new(entries: u32, ways: u32, repl: Replacement, seed: u64) -> Tlb {
@@ -192,43 +206,20 @@ impl Tlb {
         debug_assert_eq!(self.sets, 1, "probe_sizes needs a single set");
         let (set, filter) = (&mut self.tags[..self.ways_usize], &self.filter);
         let lru = self.repl == Replacement::Lru;
-        let matches = |t: u64| by_size[(t & SIZE_MASK) as usize] == t;
         // The first ways, where an LRU structure keeps its recent entries and most hits are
-        // found, before the filter is asked: a hit there costs no hashing.
+        // found, are scanned before the filter is asked: a hit there costs no hashing.
         let head = set.len().min(FILTER_AFTER);
         let mut found = None;
-        for (k, &t) in set[..head].iter().enumerate() {
-            if matches(t) {
+        for (k, &t) in set.iter().enumerate() {
+            if k == head && !filter.is_empty() && !filter_may_hold(filter, by_size, sought) {
+                return None;
+            }
+            if by_size[(t & SIZE_MASK) as usize] == t {
                 found = Some(k);
                 break;
             }
             if lru && t == EMPTY {
                 return None; // LRU keeps empty slots at the tail
-            }
-        }
-        if found.is_none() {
-            if !filter.is_empty() {
-                // `sought`: the sizes whose tags are in `by_size`. If none of their slots
-                // counts a tag, none is held.
-                let mut m = sought;
-                let mut maybe = false;
-                while m != 0 {
-                    let si = m.trailing_zeros() as usize & (TAG_SIZES - 1);
-                    m &= m - 1;
-                    maybe |= filter[filter_slot(by_size[si])] != 0;
-                }
-                if !maybe {
-                    return None;
-                }
-            }
-            for (k, &t) in set.iter().enumerate().skip(head) {
-                if matches(t) {
-                    found = Some(k);
-                    break;
-                }
-                if lru && t == EMPTY {
-                    return None;
-                }
             }
         }
         let k = found?;
@@ -308,16 +299,17 @@ impl Tlb {
     /// Insert a tag known to be absent. Returns the evicted tag, if any.
     #[inline]
     pub fn fill(&mut self, vpn: u64, tag: u64) -> Option<u64> {
-        let (s, e) = self.set_range(vpn);
-        let ways = self.ways;
-        let si = (vpn & self.set_mask) as usize;
-        let victim = self.fill_in(s, e, si, ways, tag);
+        let victim = self.fill_in(vpn, tag);
         self.filter_swap(tag, victim.unwrap_or(EMPTY));
         victim
     }
 
+    /// `fill` but for the filter.
     #[inline(always)]
-    fn fill_in(&mut self, s: usize, e: usize, si: usize, ways: u32, tag: u64) -> Option<u64> {
+    fn fill_in(&mut self, vpn: u64, tag: u64) -> Option<u64> {
+        let (s, e) = self.set_range(vpn);
+        let ways = self.ways;
+        let si = (vpn & self.set_mask) as usize;
         let set = &mut self.tags[s..e];
         match self.repl {
             Replacement::Lru => {

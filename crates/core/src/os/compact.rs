@@ -352,7 +352,7 @@ impl Os {
         }
         let si = self.size_index_of_order(o);
         // Repoint every mapping (several after fork) and shoot its translation down.
-        for m in self.mappers(src) {
+        for &m in self.mappers(src).iter() {
             let (pi, vpn) = m.as_anon().expect("compaction isolates only mapped or cached blocks");
             let va = vpn << self.base.shift();
             let ok = self.procs[pi].pt.set_pfn(va, si, Pfn(dst));

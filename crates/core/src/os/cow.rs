@@ -20,16 +20,33 @@ use crate::error::Result;
 use crate::mmu::Mmu;
 use crate::units::Pfn;
 
+/// Every mapping of a block, owned so that the caller may change the OS while it walks them.
+/// A block mapped once, the usual case (every swap-out's victim), needs no list.
+pub enum Mappers {
+    One([Owner; 1]),
+    Many(Vec<Owner>),
+}
+
+impl std::ops::Deref for Mappers {
+    type Target = [Owner];
+    fn deref(&self) -> &[Owner] {
+        match self {
+            Mappers::One(o) => o,
+            Mappers::Many(v) => v,
+        }
+    }
+}
+
 impl Os {
     /// Every mapping of the block at `pfn`.
-    pub fn mappers(&self, pfn: u64) -> Vec<Owner> {
+    pub fn mappers(&self, pfn: u64) -> Mappers {
         let o = self.phys.owner(pfn);
         if o == Owner::SHARED {
-            self.shared.get(&pfn).cloned().unwrap_or_default()
+            Mappers::Many(self.shared.get(&pfn).cloned().unwrap_or_default())
         } else if o == Owner::NONE {
-            Vec::new()
+            Mappers::Many(Vec::new())
         } else {
-            vec![o]
+            Mappers::One([o])
         }
     }
 

@@ -11,7 +11,6 @@
 //! process; every entry names a live slot of `SwapSpace`, which counts its references; when swap is enabled the
 //! replacement policy tracks exactly the mapped pages.
 
-use super::frames::Owner;
 use super::{MapOutcome, Os};
 use crate::mmu::Mmu;
 use crate::replacement::{PageRef, Victim};
@@ -313,15 +312,7 @@ impl Os {
             }
             // Every mapping of the block goes to swap (several after fork: they share the slot
             // and each reads back its own copy, as the model keeps no swap cache).
-            // The usual victim has one mapping: no list is built for it.
-            let owner = self.phys.owner(t.pfn.0);
-            let shared = if owner == Owner::SHARED { self.mappers(t.pfn.0) } else { Vec::new() };
-            let one = [owner];
-            let mappers: &[Owner] = match owner {
-                Owner::SHARED => &shared,
-                Owner::NONE => &[],
-                _ => &one,
-            };
+            let mappers = self.mappers(t.pfn.0);
             let pages = 1u64 << self.order_of(t.size_idx).0;
             if !self.swap.has_room(pages) {
                 self.swap.counters.full += 1;
@@ -334,7 +325,7 @@ impl Os {
             let bytes = self.sizes[t.size_idx as usize].bytes();
             let slot = self.swap.slot_new(pages, mappers.len() as u32);
             let mut gone = std::mem::take(&mut self.scratch);
-            for m in mappers {
+            for m in mappers.iter() {
                 let (mpi, vpn) = m.as_anon().expect("anonymous mapping");
                 let start = vpn << self.base.shift();
                 gone.clear();

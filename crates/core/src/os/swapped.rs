@@ -61,10 +61,6 @@ impl SwappedPages {
         self.at.is_empty()
     }
 
-    pub fn len(&self) -> usize {
-        self.at.len()
-    }
-
     /// Add the entry for the page starting at `start` (no entry may overlap it).
     pub fn insert(&mut self, start: u64, e: SwapEntry) {
         let old = self.at.insert(start, e);
@@ -182,11 +178,11 @@ impl SwappedPages {
         for (k, e) in self.entries() {
             let (c, w, b) = self.bit_of(k);
             bits.entry(c).or_insert([0; CHUNK_WORDS])[w] |= 1 << b;
-            let b = sizes.get(e.si as usize).ok_or_else(|| format!("swap entry at {k:#x}: size index {} unknown", e.si))?.bytes();
-            if k & (b - 1) != 0 || k < end {
+            let bytes = sizes.get(e.si as usize).ok_or_else(|| format!("swap entry at {k:#x}: size index {} unknown", e.si))?.bytes();
+            if k & (bytes - 1) != 0 || k < end {
                 return Err(format!("swap entry at {k:#x} is misaligned for its size or overlaps the one before"));
             }
-            end = k + b;
+            end = k + bytes;
             counted[e.si as usize] += 1;
         }
         if counted != self.per_size {

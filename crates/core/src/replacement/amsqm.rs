@@ -216,7 +216,6 @@ impl Amsqm {
         self.lists.len(self.li(i, T1)) + self.lists.len(self.li(i, T2)) + self.lists.len(self.li(i, Q))
     }
 
-    /// A reference: count(x) + 1, or aged to γ·bound at the bound.
     /// A reference to the unit at node `n`: a hit if it is resident (to T2's MRU end, counted
     /// up), nothing for a ghost.
     fn hit_at(&mut self, n: u32) {
@@ -232,6 +231,7 @@ impl Amsqm {
         self.bump_at(n, i);
     }
 
+    /// A reference: count(x) + 1, or aged to γ·bound at the bound.
     fn bump_at(&mut self, n: u32, i: usize) {
         let bound = self.classes[i].bound;
         let c = self.lists.aux_at(n);
@@ -368,16 +368,19 @@ impl Replacement for Amsqm {
             if d.pid == x.pid && x.size_idx < d.size_idx && x.start >= d.start && x.start < d.start + bytes && self.listed(&x).is_none() {
                 self.counters.demoted_pieces += 1;
                 self.resident += size;
-                self.lists.push_mru(self.li(i, Q), x);
-                self.lists.set_aux(&x, count.min(self.classes[i].bound));
+                let n = self.lists.push_mru(self.li(i, Q), x);
+                self.lists.set_aux_at(n, count.min(self.classes[i].bound));
                 return;
             }
             self.demoting = None;
         }
         let (b1, b2) = (self.lists.len(self.li(i, B1)) as f64, self.lists.len(self.li(i, B2)) as f64);
         // One probe of the page index; the steps below work on the node it found.
-        let node = self.lists.index_of(&x);
-        match node.map(|n| (n, self.lists.list_at(n))).map(|(n, l)| (n, l / PER_CLASS, l % PER_CLASS)) {
+        let node = self.lists.index_of(&x).map(|n| {
+            let l = self.lists.list_at(n);
+            (n, l / PER_CLASS, l % PER_CLASS)
+        });
+        match node {
             Some((n, _, T1 | T2 | Q)) => {
                 self.fresh = None; // as `on_reference` of the page just marked fresh
                 self.hit_at(n)

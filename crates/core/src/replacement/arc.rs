@@ -155,8 +155,9 @@ impl Replacement for Arc {
         let (t1, t2) = (self.lists.len(T1), self.lists.len(T2));
         // REPLACE: evict from T1 when it is over its target (or T2 is empty).
         let (from, to) = if t1 > 0 && (t1 as f64 > self.p || t2 == 0) { (T1, B1) } else { (T2, B2) };
-        let v = self.lists.lru(from)?;
-        self.lists.push_mru(to, v);
+        let n = self.lists.lru_index(from)?;
+        let v = self.lists.page_at(n);
+        self.lists.move_to_mru(n, to);
         if from == T1 {
             self.counters.evict_t1 += 1;
         } else {
