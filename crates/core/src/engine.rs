@@ -568,17 +568,17 @@ impl Engine {
     fn miss_base_only(&mut self, a: &Access, absent: bool) -> Result<Option<u32>> {
         let pi = self.cur_pi;
         let faults = self.os.counters.faults;
-        if self.resolve(a, absent)?.is_none() {
+        let Some(si) = self.resolve(a, absent)? else {
             // Segfault: the access never completes; take back the misses and entries its lookup
             // recorded (the entries they displaced are not restored: docs/MODEL.md).
             self.mmu.cancel_single_size(a.addr, self.cur_asid, a.kind.is_fetch(), 0);
             return Ok(None);
-        }
+        };
         // SAFETY: no AVX2 path (this is the rare miss, compiled once).
         unsafe { self.mmu.walk_only::<false>(a.addr, self.cur_asid, 0) };
         if self.os.swap.enabled() && self.walk_is_a_reference(faults) {
             // A base-pages-only policy makes no superpage to promote again.
-            let _ = self.os.referenced(pi, a.addr, &mut self.mmu);
+            let _ = self.reference_walked(pi, a.addr, si);
         }
         if self.coalescing {
             let groups = self.mmu.coalesced.as_ref().map(|c| &c.groups[..]).unwrap_or(&[]);
@@ -683,7 +683,7 @@ impl Engine {
                 self.mmu.fill_after_walk(a.addr, self.cur_asid, fetch, si);
             }
         }
-        if self.os.swap.enabled() && self.walk_is_a_reference(faults) && self.os.referenced(pi, a.addr, &mut self.mmu) {
+        if self.os.swap.enabled() && self.walk_is_a_reference(faults) && self.reference_walked(pi, a.addr, si) {
             // The reference promoted the page again (AMSQM after a write): load that, a second
             // walk, the one the next access would otherwise make.
             si = self.os.procs[pi].pt.size_at(a.addr).expect("a promotion left the address mapped");
@@ -692,6 +692,17 @@ impl Engine {
             self.cur_cow = self.os.procs[pi].cow_pages > 0;
         }
         Ok(Some(si))
+    }
+
+    /// Tell the OS the walk that resolved `va` to a page of size index `si` referenced it
+    /// (`Os::referenced`, without reading the page table again when `si` is a page size and
+    /// not a coalesced entry's). True if the reference promoted the page again.
+    #[inline(always)]
+    fn reference_walked(&mut self, pi: usize, va: u64, si: u32) -> bool {
+        match self.os.sizes.get(si as usize) {
+            Some(size) => self.os.referenced_page(pi, va & !size.mask(), si, &mut self.mmu),
+            None => self.os.referenced(pi, va, &mut self.mmu),
+        }
     }
 
     /// Serve a page fault; returns the size index of the page now mapping the address, or None

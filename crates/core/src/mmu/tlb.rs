@@ -347,6 +347,10 @@ impl Tlb {
 
     /// Remove a tag if present (a shootdown of one translation).
     pub fn invalidate(&mut self, vpn: u64, tag: u64) -> bool {
+        if !self.filter.is_empty() && self.filter[filter_slot(tag)] == 0 {
+            // Not held (a swap-out's victim seldom is): no scan of the ways.
+            return false;
+        }
         let (s, e) = self.set_range(vpn);
         let set = &mut self.tags[s..e];
         if let Some(k) = set.iter().position(|&t| t == tag) {

@@ -9,6 +9,7 @@
 use super::filemap::FileSuperpageCounters;
 use super::frames::Owner;
 use super::pagecache::PageCache;
+use crate::fasthash::FastMap;
 use std::collections::HashMap;
 
 #[derive(Default)]
@@ -22,7 +23,7 @@ pub struct Files {
     /// id, its first frame).
     pub reservs: HashMap<(u32, u8, u64), (u32, u64)>,
     /// Page-cache frames mapped into processes (file mappings), with every mapping.
-    pub mappers: HashMap<u64, Vec<Owner>>,
+    pub mappers: FastMap<u64, Vec<Owner>>,
     pub counters: FileSuperpageCounters,
 }
 

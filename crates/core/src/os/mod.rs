@@ -50,6 +50,7 @@ pub mod swapped;
 pub mod zeroed;
 
 use crate::error::{Error, Result};
+use crate::fasthash::FastMap;
 use crate::mmu::{Mmu, MAX_SIZES};
 use crate::replacement::Replacement;
 use crate::trace::*;
@@ -159,7 +160,7 @@ pub struct Process {
     /// Base pages only partly mapped at the trace's 4KB granularity (a trace from a 4KB-page
     /// machine on a larger base page): the page's start, and which of its 4KB granules the
     /// trace maps. A page absent here is wholly mapped, or wholly not.
-    pub partial_pages: HashMap<u64, u64>,
+    pub partial_pages: FastMap<u64, u64>,
 }
 
 impl Process {
@@ -321,7 +322,7 @@ pub struct Os {
     /// The mechanisms the policy turned on (`Os::configure`); fixed for the run.
     features: OsFeatures,
     /// Index in `procs` of each pid.
-    proc_by_pid: HashMap<u32, usize>,
+    proc_by_pid: FastMap<u32, usize>,
     /// Aligned placement of file mappings: where moved mappings go and what it decided.
     pub placement: placement::Placement,
     /// Speculative demotion's state (its probability is `OsFeatures::speculative_demotion`).
@@ -334,7 +335,7 @@ pub struct Os {
     /// Free-frame watermarks (min, low, high): below low, kswapd reclaims up to high.
     pub watermarks: (u64, u64, u64),
     /// Blocks mapped by several processes (after fork), with every mapping.
-    pub shared: HashMap<u64, Vec<Owner>>,
+    pub shared: FastMap<u64, Vec<Owner>>,
     /// A prelude is running: its file reads are not the program's I/O.
     pub in_prelude: bool,
     /// The page cache and files (their ids, sizes, mappings and reservations).
@@ -389,11 +390,11 @@ impl Os {
             compaction: compact::Compaction::default(),
             in_daemon: false,
             features: OsFeatures::default(),
-            proc_by_pid: HashMap::new(),
+            proc_by_pid: FastMap::default(),
             daemon: Default::default(),
             pid_base: 0,
             watermarks: linux_watermarks(frames, m.base_page.bytes()),
-            shared: HashMap::new(),
+            shared: FastMap::default(),
             in_prelude: false,
             replacement,
             files: files::Files::default(),
@@ -501,7 +502,7 @@ impl Os {
             cow_pages: 0,
             swapped: swapped::SwappedPages::new(self.base),
             relocs: Default::default(),
-            partial_pages: HashMap::new(),
+            partial_pages: FastMap::default(),
         });
         let pi = self.procs.len() - 1;
         self.proc_by_pid.insert(pid, pi);

@@ -20,7 +20,6 @@
 
 use super::frames::{FrameKind, Owner, PhysMem, NIL};
 use crate::units::{Order, Pfn};
-use std::collections::HashMap;
 use std::collections::VecDeque;
 
 /// Pages reclaimed per call (Linux SWAP_CLUSTER_MAX, include/linux/swap.h).
@@ -208,7 +207,15 @@ impl PageCache {
     /// `reserve` (the page cache grows only above the low watermark; `u64::MAX`: never).
     /// Returns false if no frame could be had.
     #[allow(clippy::too_many_arguments)]
-    pub fn access_with(&mut self, phys: &mut PhysMem, mapped: &HashMap<u64, Vec<Owner>>, file: u32, index: u64, write: bool, reserve: u64) -> bool {
+    pub fn access_with(
+        &mut self,
+        phys: &mut PhysMem,
+        mapped: &crate::fasthash::FastMap<u64, Vec<Owner>>,
+        file: u32,
+        index: u64,
+        write: bool,
+        reserve: u64,
+    ) -> bool {
         if reserve != u64::MAX && phys.available_frames() <= reserve && self.cached > 0 {
             self.reclaim(phys, mapped, SWAP_CLUSTER_MAX);
         }
@@ -265,7 +272,7 @@ impl PageCache {
 
     /// Evict up to `want` pages by CLOCK. Returns how many were freed. Pages mapped into a
     /// process (`mapped`) are kept, as if referenced: the model does not unmap them to evict.
-    pub fn reclaim(&mut self, phys: &mut PhysMem, mapped: &HashMap<u64, Vec<Owner>>, want: usize) -> usize {
+    pub fn reclaim(&mut self, phys: &mut PhysMem, mapped: &crate::fasthash::FastMap<u64, Vec<Owner>>, want: usize) -> usize {
         let mut freed = 0;
         // Each live page is passed at most twice (once to clear its bit, once to evict).
         let mut budget = 2 * self.clock.len();
@@ -278,7 +285,10 @@ impl PageCache {
                 continue; // stale
             }
             if fl & REFERENCED != 0 || mapped.contains_key(&(p as u64)) {
-                f.pages.set(index, p, fl & !REFERENCED);
+                if fl & REFERENCED != 0 {
+                    // (A mapped page passes here at every reclaim: write only a change.)
+                    f.pages.set(index, p, fl & !REFERENCED);
+                }
                 self.clock.push_back((file, index));
                 continue;
             }

@@ -205,25 +205,14 @@ impl PageTable {
     /// Resolve `va`.
     #[inline]
     pub fn lookup(&self, va: u64) -> Option<Translation> {
-        let e = match self.descend(va) {
-            Descent::Absent => return None,
-            Descent::Leaf(e) => e,
-            Descent::LastLevel(node) => self.nodes[self.slot(node, self.index(va, 1))],
-        };
+        let e = self.entry_of(va)?;
         (e & PRESENT != 0 && e & LEAF != 0).then(|| self.translation(e, va))
     }
 
     /// The physical address `va` maps to, if mapped (the region cache first, as `size_at`).
     #[inline]
     pub fn paddr(&self, va: u64) -> Option<u64> {
-        let e = match self.cached_last_level(va) {
-            Some(node) => self.nodes[self.slot(node, self.index(va, 1))],
-            None => match self.descend(va) {
-                Descent::Absent => return None,
-                Descent::Leaf(e) => e,
-                Descent::LastLevel(node) => self.nodes[self.slot(node, self.index(va, 1))],
-            },
-        };
+        let e = self.entry_of(va)?;
         if e & PRESENT == 0 || e & LEAF == 0 {
             return None;
         }
@@ -287,12 +276,36 @@ impl PageTable {
             Descent::Absent => None,
             Descent::Leaf(e) => Some(((e >> SIZE_SHIFT) & 0xf) as u32),
             Descent::LastLevel(node) => {
-                if self.levels > 1 {
-                    let region = va >> self.span_shift(2);
-                    self.region_cache[region as usize & (REGION_CACHE - 1)].set((region_tag(region), node as u32));
-                }
+                self.remember_last_level(va, node);
                 self.last_level_size(node, va)
             }
+        }
+    }
+
+    /// The entry that maps `va` (a leaf above the last level, or its last-level entry, which
+    /// may be empty), the region cache first; None if the walk ends above the last level.
+    #[inline(always)]
+    fn entry_of(&self, va: u64) -> Option<u64> {
+        let node = match self.cached_last_level(va) {
+            Some(node) => node,
+            None => match self.descend(va) {
+                Descent::Absent => return None,
+                Descent::Leaf(e) => return Some(e),
+                Descent::LastLevel(node) => {
+                    self.remember_last_level(va, node);
+                    node
+                }
+            },
+        };
+        Some(self.nodes[self.slot(node, self.index(va, 1))])
+    }
+
+    /// Note in the region cache that `node` is the last-level table of `va`'s region.
+    #[inline(always)]
+    fn remember_last_level(&self, va: u64, node: usize) {
+        if self.levels > 1 {
+            let region = va >> self.span_shift(2);
+            self.region_cache[region as usize & (REGION_CACHE - 1)].set((region_tag(region), node as u32));
         }
     }
 

@@ -60,7 +60,7 @@ crate::counters! {
 /// cleared.
 pub struct SpeculativeDemotion {
     pub rng: crate::trace::gen::Rng,
-    pub regions: std::collections::HashMap<(u32, u64), Demoted>,
+    pub regions: crate::fasthash::FastMap<(u32, u64), Demoted>,
     pub(crate) scratch: Vec<PageRef>,
 }
 
@@ -192,12 +192,20 @@ impl Os {
     /// The hardware set the accessed bit of the page mapping `va` (a walk resolved it). True if
     /// the reference promoted its region again (the TLB entry just loaded is then stale).
     pub fn referenced(&mut self, pi: usize, va: u64, mmu: &mut Mmu) -> bool {
-        if let Some(t) = self.procs[pi].pt.lookup(va) {
-            let r = self.page_ref(pi, t.start, t.size_idx);
-            self.replacement.on_reference(r);
-            if !self.spec.regions.is_empty() {
-                return self.note_piece_referenced(pi, t.start, t.size_idx, mmu);
-            }
+        match self.procs[pi].pt.lookup(va) {
+            Some(t) => self.referenced_page(pi, t.start, t.size_idx, mmu),
+            None => false,
+        }
+    }
+
+    /// `referenced` when the caller knows the page mapping the address: its start and size
+    /// index (the walk that just resolved it; saves reading the page table again).
+    pub fn referenced_page(&mut self, pi: usize, start: u64, si: u32, mmu: &mut Mmu) -> bool {
+        debug_assert!(self.procs[pi].pt.lookup(start).is_some_and(|t| t.start == start && t.size_idx == si));
+        let r = self.page_ref(pi, start, si);
+        self.replacement.on_reference(r);
+        if !self.spec.regions.is_empty() {
+            return self.note_piece_referenced(pi, start, si, mmu);
         }
         false
     }

@@ -259,33 +259,36 @@ impl Amsqm {
     }
 
     /// Each class's rank (NaN for a class with no resident units), in a fixed array: reclaim
-    /// asks for it once per victim, so it allocates nothing.
+    /// asks for it once per victim, so it allocates nothing. The classes with resident units
+    /// are gathered first, so that ranking them by age compares only those.
     fn ranks(&self) -> [f64; MAX_CLASSES] {
-        let k = self.classes.len();
+        let mut class = [0usize; MAX_CLASSES];
         let mut dif = [0.0f64; MAX_CLASSES];
-        let mut stamp = [u64::MAX; MAX_CLASSES];
-        let mut units = [0usize; MAX_CLASSES];
+        let mut stamp = [0u64; MAX_CLASSES];
         let mut live = 0usize;
-        for i in 0..k {
-            units[i] = self.units(i);
-            if units[i] == 0 {
+        let mut max_dif = 0.0f64;
+        for (i, c) in self.classes.iter().enumerate() {
+            let (n1, a1) = self.lists.len_and_age(self.li(i, T1));
+            let (n2, a2) = self.lists.len_and_age(self.li(i, T2));
+            let (nq, aq) = self.lists.len_and_age(self.li(i, Q));
+            let units = n1 + n2 + nq;
+            if units == 0 {
                 continue;
             }
-            live += 1;
-            dif[i] = (self.classes[i].size as f64 * (units[i] as f64 - self.classes[i].s)).max(0.0);
+            let d = (c.size as f64 * (units as f64 - c.s)).max(0.0);
+            max_dif = max_dif.max(d);
+            class[live] = i;
+            dif[live] = d;
             // The age of the class's LRU unit: the oldest stamp among its resident lists.
-            stamp[i] = [T1, T2, Q].iter().filter_map(|&l| self.lists.lru_stamp(self.li(i, l))).min().unwrap_or(u64::MAX);
+            stamp[live] = a1.min(a2).min(aq);
+            live += 1;
         }
-        let max_dif = dif[..k].iter().copied().fold(0.0, f64::max);
         let mut rank = [f64::NAN; MAX_CLASSES];
-        for i in 0..k {
-            if units[i] == 0 {
-                continue;
-            }
-            let newer = (0..k).filter(|&j| units[j] > 0 && stamp[j] > stamp[i] && stamp[j] != u64::MAX).count();
+        for a in 0..live {
+            let newer = stamp[..live].iter().filter(|&&s| s > stamp[a]).count();
             let rec = if live > 1 { newer as f64 / (live - 1) as f64 } else { 1.0 };
-            let d = if max_dif > 0.0 { dif[i] / max_dif } else { 0.0 };
-            rank[i] = self.alpha * d + (1.0 - self.alpha) * rec;
+            let d = if max_dif > 0.0 { dif[a] / max_dif } else { 0.0 };
+            rank[class[a]] = self.alpha * d + (1.0 - self.alpha) * rec;
         }
         rank
     }
@@ -340,10 +343,6 @@ impl Amsqm {
     pub fn targets(&self, class: usize) -> (f64, f64) {
         (self.classes[class].p, self.classes[class].s)
     }
-
-    fn listed(&self, p: &PageRef) -> Option<(usize, usize)> {
-        self.lists.list_of(p).map(|l| (l / PER_CLASS, l % PER_CLASS))
-    }
 }
 
 impl Replacement for Amsqm {
@@ -365,7 +364,7 @@ impl Replacement for Amsqm {
         // A piece of the superpage being demoted: into the fraction buffer.
         if let Some((d, count)) = self.demoting {
             let bytes = self.classes[self.class_of(&d)].size * self.base_bytes;
-            if d.pid == x.pid && x.size_idx < d.size_idx && x.start >= d.start && x.start < d.start + bytes && self.listed(&x).is_none() {
+            if d.pid == x.pid && x.size_idx < d.size_idx && x.start >= d.start && x.start < d.start + bytes && self.lists.index_of(&x).is_none() {
                 self.counters.demoted_pieces += 1;
                 self.resident += size;
                 let n = self.lists.push_mru(self.li(i, Q), x);
@@ -434,9 +433,8 @@ impl Replacement for Amsqm {
     }
 
     fn on_remove(&mut self, x: PageRef) {
-        if let Some((i, T1 | T2 | Q)) = self.listed(&x) {
-            self.lists.remove(&x);
-            self.resident -= self.classes[i].size;
+        if let Some(l) = self.lists.remove_if(&x, |l| matches!(l % PER_CLASS, T1 | T2 | Q)) {
+            self.resident -= self.classes[l / PER_CLASS].size;
         }
     }
 

@@ -99,6 +99,17 @@ impl Arc {
     pub fn lists(&self) -> [Vec<PageRef>; 4] {
         [T1, T2, B1, B2].map(|l| self.lists.iter(l).collect())
     }
+
+    /// A reference to the page at node `n`: a hit if it is resident (to T2's MRU end),
+    /// nothing for a ghost.
+    fn hit_at(&mut self, n: u32) {
+        match self.lists.list_at(n) {
+            T1 => self.counters.hits_t1 += 1,
+            T2 => self.counters.hits_t2 += 1,
+            _ => return,
+        }
+        self.lists.move_to_mru(n, T2);
+    }
 }
 
 impl Replacement for Arc {
@@ -108,45 +119,40 @@ impl Replacement for Arc {
 
     fn on_insert(&mut self, p: PageRef) {
         let (b1, b2) = (self.lists.len(B1) as f64, self.lists.len(B2) as f64);
-        match self.lists.list_of(&p) {
-            Some(T1) | Some(T2) => self.on_reference(p),
-            Some(B1) => {
+        // One probe of the page index; the steps below work on the node it found.
+        let Some(n) = self.lists.index_of(&p) else {
+            self.counters.misses += 1;
+            self.trim_directory();
+            self.lists.push_mru(T1, p);
+            return;
+        };
+        match self.lists.list_at(n) {
+            T1 | T2 => return self.hit_at(n),
+            B1 => {
                 // Recency would have kept it: give T1 more room.
                 self.counters.ghost_hits_b1 += 1;
                 let d = if b1 >= b2 { 1.0 } else { b2 / b1 };
                 self.p = (self.p + d).min(self.c.max(self.resident()) as f64);
-                self.counters.target_t1_milli = (self.p * 1000.0).round() as u64;
-                self.lists.push_mru(T2, p);
             }
-            Some(_) => {
+            _ => {
                 // Frequency would have kept it: give T2 more room.
                 self.counters.ghost_hits_b2 += 1;
                 let d = if b2 >= b1 { 1.0 } else { b1 / b2 };
                 self.p = (self.p - d).max(0.0);
-                self.counters.target_t1_milli = (self.p * 1000.0).round() as u64;
-                self.lists.push_mru(T2, p);
-            }
-            None => {
-                self.counters.misses += 1;
-                self.trim_directory();
-                self.lists.push_mru(T1, p);
             }
         }
+        self.counters.target_t1_milli = (self.p * 1000.0).round() as u64;
+        self.lists.move_to_mru(n, T2);
     }
 
     fn on_reference(&mut self, p: PageRef) {
-        match self.lists.list_of(&p) {
-            Some(T1) => self.counters.hits_t1 += 1,
-            Some(T2) => self.counters.hits_t2 += 1,
-            _ => return,
+        if let Some(n) = self.lists.index_of(&p) {
+            self.hit_at(n);
         }
-        self.lists.push_mru(T2, p);
     }
 
     fn on_remove(&mut self, p: PageRef) {
-        if matches!(self.lists.list_of(&p), Some(T1) | Some(T2)) {
-            self.lists.remove(&p);
-        }
+        self.lists.remove_if(&p, |l| matches!(l, T1 | T2));
     }
 
     fn victim(&mut self) -> Option<Victim> {

@@ -97,6 +97,14 @@ impl Lists {
         e.lru.map(|_| e.lru_stamp)
     }
 
+    /// `list`'s length and its LRU page's stamp (u64::MAX when empty), read together: what
+    /// ranking AMSQM's classes needs of each list at every eviction.
+    #[inline]
+    pub fn len_and_age(&self, list: usize) -> (usize, u64) {
+        let e = &self.ends[list];
+        (e.len, if e.len > 0 { e.lru_stamp } else { u64::MAX })
+    }
+
     /// `p`'s auxiliary word (0 for a page just added).
     pub fn aux(&self, p: &PageRef) -> Option<u32> {
         self.at.get(p).map(|&i| self.nodes[i as usize].aux)
@@ -148,6 +156,21 @@ impl Lists {
     pub fn remove(&mut self, p: &PageRef) -> Option<usize> {
         let i = self.at.remove(p)?;
         let list = self.nodes[i as usize].list as usize;
+        self.unlink(i);
+        self.free.push(i);
+        Some(list)
+    }
+
+    /// Forget `p` if the list it is in passes `from`; returns that list. One probe of the
+    /// index (an eviction's release asks this of every page it unmaps).
+    pub fn remove_if(&mut self, p: &PageRef, from: impl Fn(usize) -> bool) -> Option<usize> {
+        let std::collections::hash_map::Entry::Occupied(o) = self.at.entry(*p) else { return None };
+        let i = *o.get();
+        let list = self.nodes[i as usize].list as usize;
+        if !from(list) {
+            return None;
+        }
+        o.remove();
         self.unlink(i);
         self.free.push(i);
         Some(list)

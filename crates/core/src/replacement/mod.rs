@@ -21,11 +21,22 @@ use crate::error::{Error, Result};
 use crate::spec;
 
 /// A resident page as replacement sees it: its process, start address and size index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PageRef {
     pub pid: u32,
     pub start: u64,
     pub size_idx: u32,
+}
+
+/// Hashed as one word, not three: the replacement policies look a page up at every TLB miss
+/// and several times per swap-out. The size index goes into the start's low bits (clear in any
+/// page start) and the pid mostly above the addresses page tables map (2^57); pages that still
+/// collide cost a probe, never a wrong answer (equality compares the fields). No map keyed by
+/// PageRef is ever iterated, so the hash changes no result.
+impl std::hash::Hash for PageRef {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.start ^ (self.pid as u64).rotate_right(7) ^ self.size_idx as u64);
+    }
 }
 
 /// A replacement's choice: the page to evict, and how much of it.
