@@ -98,6 +98,23 @@ fn a_ghost_hit_in_b1_grows_the_classes_t1_target() {
 }
 
 #[test]
+fn removing_the_victim_leaves_its_ghost_but_after_it_comes_back_removes_the_unit() {
+    let mut a = amsqm(&[]);
+    let (x, y) = (unit(0, 1), unit(0, 2));
+    a.on_insert(x);
+    a.on_insert(y);
+    assert_eq!(a.victim().unwrap().page, x);
+    // The OS unmaps the victim it is evicting: the ghost stays in B1.
+    a.on_remove(x);
+    lists(&a, 0, [&[y], &[], &[x], &[], &[]]);
+    // Faulted back (a ghost hit), then unmapped: it leaves every list.
+    a.on_insert(x);
+    a.on_remove(x);
+    lists(&a, 0, [&[y], &[], &[], &[], &[]]);
+    assert_eq!(a.len(), 1);
+}
+
+#[test]
 fn a_hot_ghost_hit_in_b2_grows_the_class_and_resets_the_count() {
     // x (class 1, bound 8) is referenced until its count is 5 > 2γ·bound = 4, then evicted
     // from T2 into B2. Its return is hot: s_1 grows to 1 and the count restarts at γ·8 = 2.

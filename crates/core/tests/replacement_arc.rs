@@ -155,3 +155,18 @@ fn an_unmapped_page_leaves_no_ghost() {
     lists(&a, &[3, 1], &[], &[], &[]);
     assert_eq!(a.len(), 2);
 }
+
+#[test]
+fn removing_the_victim_leaves_its_ghost_but_after_it_comes_back_removes_the_page() {
+    let mut a = filled();
+    a.on_reference(p(1));
+    assert_eq!(a.victim().unwrap().page, p(2));
+    // The OS unmaps the victim it is evicting: the ghost stays in B1.
+    a.on_remove(p(2));
+    lists(&a, &[3], &[1], &[2], &[]);
+    // Faulted back (a ghost hit), then unmapped: it leaves every list.
+    a.on_insert(p(2));
+    lists(&a, &[3], &[2, 1], &[], &[]);
+    a.on_remove(p(2));
+    lists(&a, &[3], &[1], &[], &[]);
+}

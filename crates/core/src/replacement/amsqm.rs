@@ -166,6 +166,8 @@ pub struct Amsqm {
     base_bytes: u64,
     /// The unit made resident last: the page being faulted in, never the victim.
     fresh: Option<PageRef>,
+    /// The last victim and the list it left, for `restore`; cleared by the next insert, so
+    /// that while it is set the victim is a ghost (or gone) and `on_remove` can skip it.
     last: Option<(PageRef, usize)>,
     counters: AmsqmCounters,
 }
@@ -358,6 +360,7 @@ impl Replacement for Amsqm {
     }
 
     fn on_insert(&mut self, x: PageRef) {
+        self.last = None; // the victim's eviction is over (see `on_remove`)
         self.fresh = Some(x);
         let i = self.class_of(&x);
         let size = self.classes[i].size;
@@ -433,6 +436,12 @@ impl Replacement for Amsqm {
     }
 
     fn on_remove(&mut self, x: PageRef) {
+        if self.last.is_some_and(|(v, _)| v == x) {
+            // The victim being evicted: `victim` made it a ghost, and nothing has run since
+            // that could bring it back (an insert clears `last`), so there is nothing to do
+            // and no need to look it up.
+            return;
+        }
         if let Some(l) = self.lists.remove_if(&x, |l| matches!(l % PER_CLASS, T1 | T2 | Q)) {
             self.resident -= self.classes[l / PER_CLASS].size;
         }

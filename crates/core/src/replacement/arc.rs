@@ -55,7 +55,8 @@ pub struct Arc {
     p: f64,
     /// Cache size C in pages (0 until the first victim is asked for).
     c: usize,
-    /// The last victim and the list it left, for `restore`.
+    /// The last victim and the list it left, for `restore`; cleared by the next insert, so
+    /// that while it is set the victim is a ghost (or gone) and `on_remove` can skip it.
     last: Option<(PageRef, usize)>,
     counters: ArcCounters,
     sees: Sees,
@@ -118,6 +119,7 @@ impl Replacement for Arc {
     }
 
     fn on_insert(&mut self, p: PageRef) {
+        self.last = None; // the victim's eviction is over (see `on_remove`)
         let (b1, b2) = (self.lists.len(B1) as f64, self.lists.len(B2) as f64);
         // One probe of the page index; the steps below work on the node it found.
         let Some(n) = self.lists.index_of(&p) else {
@@ -152,6 +154,12 @@ impl Replacement for Arc {
     }
 
     fn on_remove(&mut self, p: PageRef) {
+        if self.last.is_some_and(|(v, _)| v == p) {
+            // The victim being evicted: `victim` made it a ghost, and nothing has run since
+            // that could bring it back (an insert clears `last`), so there is nothing to do
+            // and no need to look it up.
+            return;
+        }
         self.lists.remove_if(&p, |l| matches!(l, T1 | T2));
     }
 
