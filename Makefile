@@ -21,7 +21,7 @@ demo: install
 
 test: setup
 	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation -e .
-	cargo test --release --workspace --exclude superpager-py
+	cargo test --profile ci-test --workspace --exclude superpager-py
 	$(PY) -m pytest -q tests
 
 # Linters, as CI runs them: rustfmt (rustfmt.toml), clippy with warnings as errors, ruff and
