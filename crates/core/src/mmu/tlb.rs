@@ -304,7 +304,7 @@ impl Tlb {
         victim
     }
 
-    /// `fill` but for the filter.
+    /// `fill` without the filter's update (the caller makes it).
     #[inline(always)]
     fn fill_in(&mut self, vpn: u64, tag: u64) -> Option<u64> {
         let (s, e) = self.set_range(vpn);

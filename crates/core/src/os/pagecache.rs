@@ -19,6 +19,7 @@
 //! frame was allocated meanwhile, the access is a miss like any other.
 
 use super::frames::{FrameKind, Owner, PhysMem, NIL};
+use crate::fasthash::FastMap;
 use crate::units::{Order, Pfn};
 use std::collections::VecDeque;
 
@@ -207,15 +208,7 @@ impl PageCache {
     /// `reserve` (the page cache grows only above the low watermark; `u64::MAX`: never).
     /// Returns false if no frame could be had.
     #[allow(clippy::too_many_arguments)]
-    pub fn access_with(
-        &mut self,
-        phys: &mut PhysMem,
-        mapped: &crate::fasthash::FastMap<u64, Vec<Owner>>,
-        file: u32,
-        index: u64,
-        write: bool,
-        reserve: u64,
-    ) -> bool {
+    pub fn access_with(&mut self, phys: &mut PhysMem, mapped: &FastMap<u64, Vec<Owner>>, file: u32, index: u64, write: bool, reserve: u64) -> bool {
         if reserve != u64::MAX && phys.available_frames() <= reserve && self.cached > 0 {
             self.reclaim(phys, mapped, SWAP_CLUSTER_MAX);
         }
@@ -272,7 +265,7 @@ impl PageCache {
 
     /// Evict up to `want` pages by CLOCK. Returns how many were freed. Pages mapped into a
     /// process (`mapped`) are kept, as if referenced: the model does not unmap them to evict.
-    pub fn reclaim(&mut self, phys: &mut PhysMem, mapped: &crate::fasthash::FastMap<u64, Vec<Owner>>, want: usize) -> usize {
+    pub fn reclaim(&mut self, phys: &mut PhysMem, mapped: &FastMap<u64, Vec<Owner>>, want: usize) -> usize {
         let mut freed = 0;
         // Each live page is passed at most twice (once to clear its bit, once to evict).
         let mut budget = 2 * self.clock.len();
@@ -284,8 +277,9 @@ impl PageCache {
             if p == NIL || fl & CACHED != 0 {
                 continue; // stale
             }
-            if fl & REFERENCED != 0 || mapped.contains_key(&(p as u64)) {
-                if fl & REFERENCED != 0 {
+            let referenced = fl & REFERENCED != 0;
+            if referenced || mapped.contains_key(&(p as u64)) {
+                if referenced {
                     // (A mapped page passes here at every reclaim: write only a change.)
                     f.pages.set(index, p, fl & !REFERENCED);
                 }

@@ -72,11 +72,6 @@ impl Lists {
         self.link_mru(list, i);
     }
 
-    /// The list holding `p`, if any.
-    pub fn list_of(&self, p: &PageRef) -> Option<usize> {
-        self.at.get(p).map(|&i| self.nodes[i as usize].list as usize)
-    }
-
     pub fn len(&self, list: usize) -> usize {
         self.ends[list].len
     }
@@ -108,12 +103,6 @@ impl Lists {
     /// `p`'s auxiliary word (0 for a page just added).
     pub fn aux(&self, p: &PageRef) -> Option<u32> {
         self.at.get(p).map(|&i| self.nodes[i as usize].aux)
-    }
-
-    pub fn set_aux(&mut self, p: &PageRef, v: u32) {
-        if let Some(&i) = self.at.get(p) {
-            self.nodes[i as usize].aux = v;
-        }
     }
 
     /// Put `p` at the MRU end of `list`, taking it out of the list it was in (keeping its
@@ -154,11 +143,7 @@ impl Lists {
 
     /// Forget `p`; returns the list it was in.
     pub fn remove(&mut self, p: &PageRef) -> Option<usize> {
-        let i = self.at.remove(p)?;
-        let list = self.nodes[i as usize].list as usize;
-        self.unlink(i);
-        self.free.push(i);
-        Some(list)
+        self.remove_if(p, |_| true)
     }
 
     /// Forget `p` if the list it is in passes `from`; returns that list. One probe of the
@@ -308,10 +293,11 @@ mod tests {
         for i in 0..4 {
             l.push_mru(0, p(i));
         }
-        l.set_aux(&p(1), 7);
+        let n = l.index_of(&p(1)).unwrap();
+        l.set_aux_at(n, 7);
         l.push_mru(2, p(1));
         assert_eq!(l.iter(0).collect::<Vec<_>>(), vec![p(3), p(2), p(0)]);
-        assert_eq!((l.list_of(&p(1)), l.aux(&p(1))), (Some(2), Some(7)));
+        assert_eq!((l.index_of(&p(1)).map(|n| l.list_at(n)), l.aux(&p(1))), (Some(2), Some(7)));
         assert_eq!(l.pop_lru(0), Some(p(0)));
         l.push_lru(0, p(9));
         assert_eq!(l.lru(0), Some(p(9)));
