@@ -3,6 +3,8 @@
 #   scripts/fuzz.sh                 # every target for 60 s
 #   FUZZ_SEED=1 scripts/fuzz.sh 15  # what CI runs: 15 s each, from a fixed seed (repeatable)
 #   scripts/fuzz.sh 3600 text spt   # an hour each on two targets (a long run)
+#   scripts/fuzz.sh --build         # only build the instrumented targets (CI starts this early,
+#                                   # at low priority, so that it uses the core the tests leave idle)
 # New inputs that reach new code go to fuzz/work/<target> (not committed; `cargo fuzz cmin`
 # then copy into fuzz/corpus/ to keep them). A crash stops the run, is saved under
 # fuzz/artifacts/<target>/ and makes this script fail: copy it into fuzz/regressions/<target>/,
@@ -10,6 +12,8 @@
 # Each finished run appends a line to fuzz/work/hours.log: date, target, seconds, runs, crashes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+BUILD_ONLY=0
+if [ "${1:-}" = "--build" ]; then BUILD_ONLY=1; shift; fi
 SECONDS_EACH=${1:-${FUZZ_SECONDS:-60}}
 shift || true
 TARGETS=("$@")
@@ -25,6 +29,7 @@ if ! command -v cargo-fuzz >/dev/null 2>&1; then
 fi
 cd fuzz
 cargo +nightly fuzz build -O >/dev/null 2>&1 || cargo +nightly fuzz build -O
+[ "$BUILD_ONLY" -eq 0 ] || exit 0
 BIN=target/x86_64-unknown-linux-gnu/release
 mkdir -p work
 status=0
