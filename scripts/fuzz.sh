@@ -3,6 +3,7 @@
 #   scripts/fuzz.sh                 # every target for 60 s
 #   FUZZ_SEED=1 scripts/fuzz.sh 15  # what CI runs: 15 s each, from a fixed seed (repeatable)
 #   scripts/fuzz.sh 3600 text spt   # an hour each on two targets (a long run)
+#   FUZZ_JOBS=2 scripts/fuzz.sh 15  # two targets at a time (one core each)
 #   scripts/fuzz.sh --build         # only build the instrumented targets (CI starts this early,
 #                                   # at low priority, so that it uses the core the tests leave idle)
 # New inputs that reach new code go to fuzz/work/<target> (not committed; `cargo fuzz cmin`
@@ -32,8 +33,10 @@ cargo +nightly fuzz build -O >/dev/null 2>&1 || cargo +nightly fuzz build -O
 [ "$BUILD_ONLY" -eq 0 ] || exit 0
 BIN=target/x86_64-unknown-linux-gnu/release
 mkdir -p work
-status=0
-for t in "${TARGETS[@]}"; do
+JOBS=${FUZZ_JOBS:-1}
+# One target's run; its status is 1 on a crash or a timeout.
+fuzz_one() {
+  local t=$1 log t0 crashes runs what
   mkdir -p "work/$t" "regressions/$t" "artifacts/$t"
   log="work/$t.log"
   t0=$SECONDS
@@ -47,12 +50,27 @@ for t in "${TARGETS[@]}"; do
        ${FUZZ_SEED:+-seed=$FUZZ_SEED} >"$log" 2>&1; then
     crashes=0
   else
-    crashes=1; status=1
+    crashes=1
     what=CRASH; grep -q "libFuzzer: timeout" "$log" && what="TIMEOUT (an input over 30 s)"
     echo "fuzz: $t: $what; see fuzz/$log and fuzz/artifacts/$t/" >&2
     grep -m3 -E "panicked|ERROR|SUMMARY" "$log" >&2 || true
   fi
   runs=$(grep -oE "stat::number_of_executed_units: *[0-9]+" "$log" | grep -oE "[0-9]+$" | tail -1)
   echo "$(date -u +%FT%TZ) $t $((SECONDS - t0))s runs=${runs:-?} crashes=$crashes" | tee -a work/hours.log >&2
+  return "$crashes"
+}
+status=0
+running=0
+for t in "${TARGETS[@]}"; do
+  if [ "$running" -ge "$JOBS" ]; then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do
+  wait -n || status=1
+  running=$((running - 1))
 done
 exit $status
