@@ -15,7 +15,8 @@
 //!
 //! Invariants (checked by `check`, with `Os::validate_swap` checking that no entry overlaps a
 //! mapped page): entries do not overlap, each starts aligned to its size, `per_size` counts the
-//! entries of each size index, and `starts` holds exactly their start bits (no empty chunk).
+//! entries of each size index and `held` has the bits of the sizes counted above zero, and
+//! `starts` holds exactly their start bits (no empty chunk).
 
 use super::swap::SwapEntry;
 use crate::fasthash::FastMap;
@@ -39,6 +40,8 @@ const CHUNK_WORDS: usize = (1 << CHUNK_SHIFT) / 64;
 pub struct SwappedPages {
     at: FastMap<u64, SwapEntry>,
     per_size: [u32; MAX_SIZES],
+    /// Bit `si` set when `per_size[si] > 0`.
+    held: u32,
     /// Chunk (start >> (base shift + CHUNK_SHIFT)) -> a bit per base page where an entry starts.
     starts: FastMap<u64, [u64; CHUNK_WORDS]>,
     base_shift: u32,
@@ -47,7 +50,7 @@ pub struct SwappedPages {
 impl SwappedPages {
     /// No entries, on a machine with this base page.
     pub fn new(base: PageSize) -> SwappedPages {
-        SwappedPages { at: FastMap::default(), per_size: [0; MAX_SIZES], starts: FastMap::default(), base_shift: base.shift() }
+        SwappedPages { at: FastMap::default(), per_size: [0; MAX_SIZES], held: 0, starts: FastMap::default(), base_shift: base.shift() }
     }
 
     /// (chunk, word, bit) of the base page starting at `start`.
@@ -66,6 +69,7 @@ impl SwappedPages {
         let old = self.at.insert(start, e);
         debug_assert!(old.is_none(), "two swap entries at {start:#x}");
         self.per_size[e.si as usize] += 1;
+        self.held |= 1 << e.si;
         let (c, w, b) = self.bit_of(start);
         self.starts.entry(c).or_insert([0; CHUNK_WORDS])[w] |= 1 << b;
     }
@@ -73,6 +77,9 @@ impl SwappedPages {
     pub fn remove(&mut self, start: u64) -> Option<SwapEntry> {
         let e = self.at.remove(&start)?;
         self.per_size[e.si as usize] -= 1;
+        if self.per_size[e.si as usize] == 0 {
+            self.held &= !(1 << e.si);
+        }
         let (c, w, b) = self.bit_of(start);
         let bits = self.starts.get_mut(&c).expect("a swap entry's chunk");
         bits[w] &= !(1 << b);
@@ -82,19 +89,17 @@ impl SwappedPages {
         Some(e)
     }
 
-    /// The entry whose page contains `va`: (start, entry).
+    /// The entry whose page contains `va`: (start, entry): a probe of the entries at the start
+    /// `va` rounds down to, at each size that has entries.
     #[inline]
     pub fn containing(&self, va: u64, sizes: &[PageSize]) -> Option<(u64, SwapEntry)> {
-        if self.at.is_empty() {
-            return None;
-        }
-        for (si, size) in sizes.iter().enumerate() {
-            if self.per_size[si] == 0 {
-                continue;
-            }
-            let start = va & !(size.bytes() - 1);
+        let mut held = self.held;
+        while held != 0 {
+            let si = held.trailing_zeros();
+            held &= held - 1;
+            let start = va & !(sizes[si as usize].bytes() - 1);
             if let Some(&e) = self.at.get(&start) {
-                if e.si as usize == si {
+                if e.si == si {
                     return Some((start, e));
                 }
             }
@@ -188,6 +193,10 @@ impl SwappedPages {
         if counted != self.per_size {
             return Err(format!("swap entries per size: {:?} counted, {counted:?} held", self.per_size));
         }
+        let held = counted.iter().enumerate().fold(0u32, |m, (si, &n)| if n > 0 { m | 1 << si } else { m });
+        if held != self.held {
+            return Err(format!("swap entries: sizes held {:#b}, {held:#b} counted", self.held));
+        }
         if bits != self.starts {
             return Err("the swap entries' start bitmaps disagree with the entries".into());
         }
@@ -211,14 +220,26 @@ mod tests {
     /// the last start at or below the address, if its page reaches it; starts in a range.
     #[test]
     fn answers_equal_an_ordered_map() {
-        let s = sizes();
-        let mut rng = crate::trace::gen::Rng::new(3);
+        answers_equal_an_ordered_map_with(&sizes(), 64 << 21, 3);
+        // Entries of one size (a base-pages-only run).
+        answers_equal_an_ordered_map_with(&sizes()[1..2], 64 << 21, 4);
+    }
+
+    /// The same with pages larger than a chunk of the start bitmaps (1GB over 4KB base pages).
+    #[test]
+    fn answers_equal_an_ordered_map_with_pages_larger_than_a_chunk() {
+        let s: Vec<PageSize> = [12u8, 21, 30].into_iter().map(|b| PageSize::from_shift(b).unwrap()).collect();
+        answers_equal_an_ordered_map_with(&s, 8 << 30, 5);
+    }
+
+    fn answers_equal_an_ordered_map_with(s: &[PageSize], span: u64, seed: u64) {
+        let mut rng = crate::trace::gen::Rng::new(seed);
         let mut ours = SwappedPages::new(s[0]);
         let mut reference = std::collections::BTreeMap::new();
         for step in 0..20_000u64 {
-            let si = rng.below(4) as u32;
+            let si = rng.below(s.len() as u64) as u32;
             let b = s[si as usize].bytes();
-            let start = rng.below(64 << 21) & !(b - 1);
+            let start = rng.below(span) & !(b - 1);
             let overlaps = reference.range(..start + b).next_back().is_some_and(|(&k, v): (&u64, &SwapEntry)| k + s[v.si as usize].bytes() > start);
             if rng.below(3) > 0 && !overlaps {
                 ours.insert(start, e(si, step));
@@ -226,18 +247,18 @@ mod tests {
             } else if let Some((&k, _)) = reference.range(start..).next() {
                 assert_eq!(ours.remove(k), reference.remove(&k));
             }
-            let va = rng.below(64 << 21);
+            let va = rng.below(span);
             let want = reference.range(..=va).next_back().filter(|(&k, v)| va < k + s[v.si as usize].bytes()).map(|(&k, &v)| (k, v));
-            assert_eq!(ours.containing(va, &s), want, "step {step}");
-            let (lo, len) = (rng.below(64 << 21), [1u64 << 12, 1 << 18, 1 << 21, 1 << 30][rng.below(4) as usize]);
+            assert_eq!(ours.containing(va, s), want, "step {step}");
+            let (lo, len) = (rng.below(span), [1u64 << 12, 1 << 18, 1 << 21, 1 << 30][rng.below(4) as usize]);
             let want: Vec<_> = reference.range(lo..lo + len).map(|(&k, &v)| (k, v)).collect();
             assert_eq!(ours.any_start_in(lo, lo + len), !want.is_empty());
             assert_eq!(ours.starting_in(lo, lo + len), want, "step {step}");
             if step % 1000 == 0 {
-                ours.check(&s).unwrap();
+                ours.check(s).unwrap();
             }
         }
-        ours.check(&s).unwrap();
+        ours.check(s).unwrap();
         assert_eq!(ours.entries(), reference.into_iter().collect::<Vec<_>>());
     }
 
