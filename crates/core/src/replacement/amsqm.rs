@@ -436,10 +436,7 @@ impl Replacement for Amsqm {
     }
 
     fn on_remove(&mut self, x: PageRef) {
-        if self.last.is_some_and(|(v, _)| v == x) {
-            // The victim being evicted: `victim` made it a ghost, and nothing has run since
-            // that could bring it back (an insert clears `last`), so there is nothing to do
-            // and no need to look it up.
+        if super::unmapping_the_victim(self.last, x) {
             return;
         }
         if let Some(l) = self.lists.remove_if(&x, |l| matches!(l % PER_CLASS, T1 | T2 | Q)) {

@@ -154,10 +154,7 @@ impl Replacement for Arc {
     }
 
     fn on_remove(&mut self, p: PageRef) {
-        if self.last.is_some_and(|(v, _)| v == p) {
-            // The victim being evicted: `victim` made it a ghost, and nothing has run since
-            // that could bring it back (an insert clears `last`), so there is nothing to do
-            // and no need to look it up.
+        if super::unmapping_the_victim(self.last, p) {
             return;
         }
         self.lists.remove_if(&p, |l| matches!(l, T1 | T2));

@@ -39,6 +39,15 @@ impl std::hash::Hash for PageRef {
     }
 }
 
+/// Whether `on_remove(p)` is the OS unmapping the victim being evicted: ARC's and AMSQM's
+/// `last`, the victim `victim` named, which the next insert clears. `victim` already made it a
+/// ghost, and nothing since could have brought it back, so there is nothing to do and no need
+/// to look it up.
+#[inline]
+pub(crate) fn unmapping_the_victim(last: Option<(PageRef, usize)>, p: PageRef) -> bool {
+    last.is_some_and(|(v, _)| v == p)
+}
+
 /// A replacement's choice: the page to evict, and how much of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Victim {
