@@ -331,7 +331,7 @@ impl Os {
         let owner = self.phys.owner(src);
         if let Some((file, index)) = owner.as_file() {
             // A page-cache page: repoint the cache and every mapping of it.
-            if let Some(list) = self.files.mappers.remove(&src) {
+            if let Some(list) = self.files.mappers.take(src) {
                 for m in &list {
                     let (pi, vpn) = m.as_anon().expect("a mapping");
                     let va = vpn << self.base.shift();
@@ -339,7 +339,7 @@ impl Os {
                     debug_assert!(ok, "file reverse map names an unmapped page");
                     mmu.invalidate(va, self.procs[pi].asid, 0);
                 }
-                self.files.mappers.insert(dst, list);
+                self.files.mappers.put(dst, list);
             }
             self.phys.set_kind(Pfn(dst), FrameKind::File);
             self.phys.set_owner(Pfn(dst), owner);

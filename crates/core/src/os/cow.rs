@@ -159,7 +159,7 @@ impl Os {
                 self.procs[ci].resident[t.size_idx as usize] += 1;
                 let me = Owner::anon(ci, t.start >> self.base.shift());
                 for k in 0..1u64 << self.order_of(t.size_idx).0 {
-                    self.files.mappers.entry(t.pfn.0 + k).or_default().push(Owner(me.0 + k));
+                    self.files.mappers.add(t.pfn.0 + k, Owner(me.0 + k));
                 }
                 continue;
             }

@@ -226,7 +226,7 @@ impl Os {
             self.procs[pi].resident[si as usize] += 1;
             let vpn = start >> shift;
             for k in 0..n {
-                self.files.mappers.entry(f0 + k).or_default().push(Owner::anon(pi, vpn + k));
+                self.files.mappers.add(f0 + k, Owner::anon(pi, vpn + k));
             }
             self.files.counters.mapped_at_fault[si as usize] += 1;
             self.settle_after_resize(pi, si, mmu);
@@ -334,7 +334,7 @@ impl Os {
             self.counters.file_pages_dirtied += 1;
         }
         self.procs[pi].resident[0] += 1;
-        self.files.mappers.entry(pfn).or_default().push(Owner::anon(pi, page >> self.base.shift()));
+        self.files.mappers.add(pfn, Owner::anon(pi, page >> self.base.shift()));
         self.settle_pt_with(pi, Some(mmu));
         if (shared || !write) && self.features.file_superpages.is_some() {
             self.promote_file_mapping(pi, page, vma, mmu);
@@ -426,14 +426,7 @@ impl Os {
     }
 
     pub(crate) fn unlist_file_mapper(&mut self, pfn: u64, m: Owner) {
-        if let Some(list) = self.files.mappers.get_mut(&pfn) {
-            if let Some(i) = list.iter().position(|&x| x == m) {
-                list.swap_remove(i);
-            }
-            if list.is_empty() {
-                self.files.mappers.remove(&pfn);
-            }
-        }
+        self.files.mappers.unlist(pfn, m);
     }
 
     /// Whether the mapped frame is a page-cache frame (a file mapping).

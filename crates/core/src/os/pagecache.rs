@@ -18,8 +18,8 @@
 //! (a hit, no I/O: `cache_reactivated`), preempting the reservation that held it if any; if the
 //! frame was allocated meanwhile, the access is a miss like any other.
 
+use super::files::Mappers;
 use super::frames::{FrameKind, Owner, PhysMem, NIL};
-use crate::fasthash::FastMap;
 use crate::units::{Order, Pfn};
 use std::collections::VecDeque;
 
@@ -139,11 +139,21 @@ pub struct PageCache {
     pub cached: u64,
     /// Reclaim moves pages to cache frames instead of dropping them (see the header).
     pub to_cache: bool,
+    /// Changes to the cache's pages, queue and flags (every `&mut` method but `reclaim` counts
+    /// one).
+    changes: u64,
+    /// (`changes`, the mappers' changes) when a reclaim last freed nothing. Such a scan leaves
+    /// every live page unreferenced and mapped, and the queue as it was after two full turns,
+    /// so until either count moves another scan would free nothing and change nothing: it is
+    /// skipped. (kswapd asks at every wake under swap pressure, where all that is left of the
+    /// page cache is mapped program text.)
+    futile_at: Option<(u64, u64)>,
 }
 
 impl PageCache {
     /// A new file id.
     pub fn create(&mut self) -> u32 {
+        self.changes += 1;
         self.files.push(File::default());
         (self.files.len() - 1) as u32
     }
@@ -169,6 +179,7 @@ impl PageCache {
     /// Page `index` of `file`, not present, was read into the allocated `File` frame `pfn` (a
     /// frame the caller chose: a file reservation's). Counted as a miss.
     pub fn insert_at(&mut self, phys: &mut PhysMem, file: u32, index: u64, pfn: u64) {
+        self.changes += 1;
         self.counters.misses += 1;
         phys.set_owner(Pfn(pfn), Owner::file(file, index));
         self.files[file as usize].pages.set(index, pfn as u32, 0);
@@ -191,6 +202,7 @@ impl PageCache {
     /// Move one allocated page to a cache frame (written back first if dirty). The caller has
     /// checked it is inactive and unmapped.
     pub fn page_to_cache(&mut self, phys: &mut PhysMem, file: u32, index: u64) {
+        self.changes += 1;
         let f = &mut self.files[file as usize];
         let (p, fl) = f.pages.get(index);
         if fl & DIRTY != 0 {
@@ -208,7 +220,8 @@ impl PageCache {
     /// `reserve` (the page cache grows only above the low watermark; `u64::MAX`: never).
     /// Returns false if no frame could be had.
     #[allow(clippy::too_many_arguments)]
-    pub fn access_with(&mut self, phys: &mut PhysMem, mapped: &FastMap<u64, Vec<Owner>>, file: u32, index: u64, write: bool, reserve: u64) -> bool {
+    pub fn access_with(&mut self, phys: &mut PhysMem, mapped: &Mappers, file: u32, index: u64, write: bool, reserve: u64) -> bool {
+        self.changes += 1;
         if reserve != u64::MAX && phys.available_frames() <= reserve && self.cached > 0 {
             self.reclaim(phys, mapped, SWAP_CLUSTER_MAX);
         }
@@ -253,6 +266,7 @@ impl PageCache {
 
     /// Make every cached page of `file` inactive: the next reclaim takes them first.
     pub fn deactivate(&mut self, file: u32) {
+        self.changes += 1;
         let mut n = 0;
         self.files[file as usize].pages.for_each_flags_mut(&mut |fl| {
             if *fl & CACHED == 0 {
@@ -265,7 +279,25 @@ impl PageCache {
 
     /// Evict up to `want` pages by CLOCK. Returns how many were freed. Pages mapped into a
     /// process (`mapped`) are kept, as if referenced: the model does not unmap them to evict.
-    pub fn reclaim(&mut self, phys: &mut PhysMem, mapped: &FastMap<u64, Vec<Owner>>, want: usize) -> usize {
+    pub fn reclaim(&mut self, phys: &mut PhysMem, mapped: &Mappers, want: usize) -> usize {
+        let now = (self.changes, mapped.changes());
+        if self.futile_at == Some(now) {
+            debug_assert!(
+                self.clock.iter().all(|&(file, index)| {
+                    let (p, fl) = self.files[file as usize].pages.get(index);
+                    p == NIL || fl & CACHED != 0 || (fl & REFERENCED == 0 && mapped.contains_key(&(p as u64)))
+                }),
+                "a skipped reclaim would have found a page to free"
+            );
+            return 0;
+        }
+        let freed = self.scan(phys, mapped, want);
+        self.futile_at = (freed == 0 && want > 0).then_some(now);
+        freed
+    }
+
+    /// `reclaim`'s CLOCK scan.
+    fn scan(&mut self, phys: &mut PhysMem, mapped: &Mappers, want: usize) -> usize {
         let mut freed = 0;
         // Each live page is passed at most twice (once to clear its bit, once to evict).
         let mut budget = 2 * self.clock.len();
@@ -305,6 +337,7 @@ impl PageCache {
 
     /// Mark a cached page dirty (a write through a shared file mapping).
     pub fn mark_dirty(&mut self, file: u32, index: u64) {
+        self.changes += 1;
         if let Some(fl) = self.files.get_mut(file as usize).and_then(|f| f.pages.flags_mut(index)) {
             if *fl & CACHED == 0 {
                 *fl |= DIRTY | REFERENCED;
@@ -314,6 +347,7 @@ impl PageCache {
 
     /// A cached page moved to another frame (compaction).
     pub fn moved(&mut self, file: u32, index: u64, to: u64) {
+        self.changes += 1;
         let f = &mut self.files[file as usize];
         let (_, fl) = f.pages.get(index);
         f.pages.set(index, to as u32, fl);
