@@ -30,12 +30,14 @@ use super::{PageRef, Part, Replacement, Sees, Victim};
 use crate::error::{Error, Result};
 use crate::spec::Params;
 
+// A class's resident lists come first, so that ranking reads them as one slice.
 const T1: usize = 0;
 const T2: usize = 1;
-const B1: usize = 2;
-const B2: usize = 3;
-const Q: usize = 4;
+const Q: usize = 2;
+const B1: usize = 3;
+const B2: usize = 4;
 const PER_CLASS: usize = 5;
+const _: () = assert!(T1 == 0 && T2 == 1 && Q == 2, "ranking reads T1, T2 and Q as one slice");
 /// At most as many size classes as a machine has page sizes (mmu/machine.rs allows 16).
 const MAX_CLASSES: usize = 16;
 
@@ -260,24 +262,26 @@ impl Amsqm {
         }
     }
 
-    /// Each class's rank (NaN for a class with no resident units), in a fixed array: reclaim
-    /// asks for it once per victim, so it allocates nothing. The classes with resident units
-    /// are gathered first, so that ranking them by age compares only those.
-    fn ranks(&self) -> [f64; MAX_CLASSES] {
+    /// The class that gives up memory and the list it gives from: the highest rank whose
+    /// class has a unit to give (ties to the larger class, which frees more at once).
+    ///
+    /// Reclaim asks this once per victim, so it reads each class's three resident lists in one
+    /// slice, keeps the classes with resident units in fixed arrays (it allocates nothing), and
+    /// ranks only those.
+    fn choose_victim_list(&self) -> Option<(usize, usize, usize)> {
         let mut class = [0usize; MAX_CLASSES];
         let mut dif = [0.0f64; MAX_CLASSES];
         let mut stamp = [0u64; MAX_CLASSES];
         let mut live = 0usize;
         let mut max_dif = 0.0f64;
         for (i, c) in self.classes.iter().enumerate() {
-            let (n1, a1) = self.lists.len_and_age(self.li(i, T1));
-            let (n2, a2) = self.lists.len_and_age(self.li(i, T2));
-            let (nq, aq) = self.lists.len_and_age(self.li(i, Q));
+            let [(n1, a1), (n2, a2), (nq, aq)] = self.lists.lens_and_ages::<3>(self.li(i, T1));
             let units = n1 + n2 + nq;
             if units == 0 {
                 continue;
             }
-            let d = (c.size as f64 * (units as f64 - c.s)).max(0.0);
+            // (Through i64: a signed conversion is one instruction, the same value below 2^53.)
+            let d = (c.size as i64 as f64 * (units as i64 as f64 - c.s)).max(0.0);
             max_dif = max_dif.max(d);
             class[live] = i;
             dif[live] = d;
@@ -285,32 +289,45 @@ impl Amsqm {
             stamp[live] = a1.min(a2).min(aq);
             live += 1;
         }
-        let mut rank = [f64::NAN; MAX_CLASSES];
+        let (class, dif, stamp) = (&class[..live], &dif[..live], &stamp[..live]);
+        // The live classes from the newest LRU unit to the oldest (an insertion sort: a few
+        // classes), so that each one's count of newer classes is its place in that order.
+        let mut order = [0u8; MAX_CLASSES];
         for a in 0..live {
-            let newer = stamp[..live].iter().filter(|&&s| s > stamp[a]).count();
-            let rec = if live > 1 { newer as f64 / (live - 1) as f64 } else { 1.0 };
-            let d = if max_dif > 0.0 { dif[a] / max_dif } else { 0.0 };
-            rank[class[a]] = self.alpha * d + (1.0 - self.alpha) * rec;
+            let mut k = a;
+            while k > 0 && stamp[order[k - 1] as usize] < stamp[a] {
+                order[k] = order[k - 1];
+                k -= 1;
+            }
+            order[k] = a as u8;
         }
-        rank
-    }
-
-    /// The class that gives up memory and the list it gives from: the highest rank whose
-    /// class has a unit to give (ties to the larger class, which frees more at once).
-    fn choose_victim_list(&self) -> Option<(usize, usize, usize)> {
-        let mut rank = self.ranks();
+        let mut rank = [0.0f64; MAX_CLASSES];
+        let rank = &mut rank[..live];
+        let mut newer = 0usize;
+        for k in 0..live {
+            let a = order[k] as usize;
+            if k > 0 && stamp[order[k - 1] as usize] != stamp[a] {
+                newer = k; // classes of equal age share the count of those strictly newer
+            }
+            let rec = if live > 1 { newer as i64 as f64 / (live - 1) as i64 as f64 } else { 1.0 };
+            let d = if max_dif > 0.0 { dif[a] / max_dif } else { 0.0 };
+            rank[a] = self.alpha * d + (1.0 - self.alpha) * rec;
+        }
+        // Classes passed over because they had nothing to give (only the unit just made
+        // resident): rare, so the best is searched again rather than kept sorted.
+        let mut passed = 0u32;
         loop {
             let mut best: Option<usize> = None;
-            for i in 0..self.classes.len() {
-                if !rank[i].is_nan() && best.is_none_or(|b| rank[i] >= rank[b]) {
-                    best = Some(i);
+            for a in 0..live {
+                if passed & (1 << a) == 0 && best.is_none_or(|b| rank[a] >= rank[b]) {
+                    best = Some(a);
                 }
             }
-            let i = best?;
-            if let Some((from, first)) = self.release_list(i) {
-                return Some((i, from, first));
+            let a = best?;
+            if let Some((from, first)) = self.release_list(class[a]) {
+                return Some((class[a], from, first));
             }
-            rank[i] = f64::NAN;
+            passed |= 1 << a;
         }
     }
 

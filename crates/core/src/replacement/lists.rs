@@ -92,12 +92,13 @@ impl Lists {
         e.lru.map(|_| e.lru_stamp)
     }
 
-    /// `list`'s length and its LRU page's stamp (u64::MAX when empty), read together: what
-    /// ranking AMSQM's classes needs of each list at every eviction.
+    /// Each of the `N` lists from `first` on: its length and its LRU page's stamp (u64::MAX when
+    /// empty), read from one slice (one bounds check). What ranking AMSQM's classes needs of a
+    /// class's lists at every eviction.
     #[inline]
-    pub fn len_and_age(&self, list: usize) -> (usize, u64) {
-        let e = &self.ends[list];
-        (e.len, if e.len > 0 { e.lru_stamp } else { u64::MAX })
+    pub fn lens_and_ages<const N: usize>(&self, first: usize) -> [(usize, u64); N] {
+        let ends: &[Ends; N] = self.ends[first..first + N].try_into().expect("N lists from first");
+        ends.map(|e| (e.len, if e.len > 0 { e.lru_stamp } else { u64::MAX }))
     }
 
     /// `p`'s auxiliary word (0 for a page just added).
