@@ -290,24 +290,12 @@ impl Amsqm {
             live += 1;
         }
         let (class, dif, stamp) = (&class[..live], &dif[..live], &stamp[..live]);
-        // The live classes from the newest LRU unit to the oldest (an insertion sort: a few
-        // classes), so that each one's count of newer classes is its place in that order.
-        let mut order = [0u8; MAX_CLASSES];
-        for a in 0..live {
-            let mut k = a;
-            while k > 0 && stamp[order[k - 1] as usize] < stamp[a] {
-                order[k] = order[k - 1];
-                k -= 1;
-            }
-            order[k] = a as u8;
-        }
         let mut rank = [0.0f64; MAX_CLASSES];
         let rank = &mut rank[..live];
-        let mut newer = 0usize;
-        for k in 0..live {
-            let a = order[k] as usize;
-            if k > 0 && stamp[order[k - 1] as usize] != stamp[a] {
-                newer = k; // classes of equal age share the count of those strictly newer
+        for a in 0..live {
+            let mut newer = 0usize;
+            for &s in stamp {
+                newer += (s > stamp[a]) as usize;
             }
             let rec = if live > 1 { newer as i64 as f64 / (live - 1) as i64 as f64 } else { 1.0 };
             let d = if max_dif > 0.0 { dif[a] / max_dif } else { 0.0 };
