@@ -37,6 +37,7 @@ pub mod filemap;
 pub mod files;
 pub mod fragmentation;
 pub mod frames;
+pub mod mappers;
 pub mod pagecache;
 pub mod pagedaemon;
 pub mod pagetable;

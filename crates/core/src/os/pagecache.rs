@@ -18,8 +18,8 @@
 //! (a hit, no I/O: `cache_reactivated`), preempting the reservation that held it if any; if the
 //! frame was allocated meanwhile, the access is a miss like any other.
 
-use super::files::Mappers;
 use super::frames::{FrameKind, Owner, PhysMem, NIL};
+use super::mappers::Mappers;
 use crate::units::{Order, Pfn};
 use std::collections::VecDeque;
 
