@@ -6,11 +6,6 @@
 //! - LRU: each set's slice is kept in recency order, most recent first; empty slots (EMPTY) are
 //!   at the tail. So a hit at way k rotates [0..=k] and a fill shifts the whole set, dropping the
 //!   least recent entry.
-//! - LRU in one set of at least `RING_MIN_WAYS` ways (fully associative: amsqm09's 64-way
-//!   TLBs, a host's 64-way L1 TLB) keeps the same order in a ring: logical way k is slot
-//!   (`head` + k) mod ways. A fill turns the ring back one slot and writes the new tag over the
-//!   least recent one, without moving the other 63; a hit moves the fewer of the entries before
-//!   and after it. Every answer and every order is the plain array's (a test runs both).
 //! - PLRU and random: slots are unordered; PLRU keeps ways-1 tree bits per set (ways a power of
 //!   two, at most 64).
 //!
@@ -86,14 +81,7 @@ pub struct Tlb {
     /// scanning the ways whenever no sought tag's slot is counted: with 64 ways and 4096
     /// slots, most misses. It never changes an answer, only how fast a miss is found.
     filter: Vec<u16>,
-    /// The LRU order is a ring starting at slot `head` (see the header); false: the plain array.
-    ring: bool,
-    head: usize,
 }
-
-/// Ways from which a single-set LRU structure keeps its order in a ring (below, a fill's shift
-/// of the whole set is a few words anyway).
-const RING_MIN_WAYS: u32 = 32;
 
 /// Slots of the tag filter, and the ways from which a single-set structure keeps one.
 const FILTER_BITS: u32 = 12;
@@ -135,146 +123,6 @@ impl Tlb {
             rng: Rng::new(seed),
             wide: repl == Replacement::Lru && wide_compare_available(ways),
             filter: if sets == 1 && ways >= FILTER_MIN_WAYS { vec![0; 1 << FILTER_BITS] } else { Vec::new() },
-            ring: sets == 1 && repl == Replacement::Lru && ways >= RING_MIN_WAYS,
-            head: 0,
-        }
-    }
-
-    /// The same structure keeping its LRU order in the plain array (tests compare the two).
-    pub fn without_ring(mut self) -> Tlb {
-        assert!(self.occupancy() == 0, "only an empty structure changes layout");
-        self.ring = false;
-        self
-    }
-
-    /// Each set's entries in recency order (LRU: most recent first, empty slots last; other
-    /// policies: by way), whatever the layout.
-    pub fn order(&self) -> Vec<u64> {
-        if self.ring {
-            let (a, b) = self.tags.split_at(self.head);
-            b.iter().chain(a).copied().collect()
-        } else {
-            self.tags.clone()
-        }
-    }
-
-    /// The slot of logical way `k` of the ring.
-    #[inline(always)]
-    fn slot(&self, k: usize) -> usize {
-        let p = self.head + k;
-        if p >= self.ways_usize {
-            p - self.ways_usize
-        } else {
-            p
-        }
-    }
-
-    /// The first logical way of the ring holding a tag `hit` accepts, or None at the first
-    /// empty way (empty ways are the tail) or the end. `filter_at`: before scanning past way
-    /// `filter_at`, `may_hold` is asked whether to go on.
-    #[inline(always)]
-    fn ring_find(&self, hit: impl Fn(u64) -> bool, filter_at: usize, may_hold: impl Fn() -> bool) -> Option<usize> {
-        // Two plain slices, the slots from `head` to the end and then those before it: no
-        // wrap to test per way.
-        let (back, front) = self.tags[..self.ways_usize].split_at(self.head);
-        let mut k = 0;
-        for &t in front {
-            if k == filter_at && !may_hold() {
-                return None;
-            }
-            if hit(t) {
-                return Some(k);
-            }
-            if t == EMPTY {
-                return None;
-            }
-            k += 1;
-        }
-        for &t in back {
-            if k == filter_at && !may_hold() {
-                return None;
-            }
-            if hit(t) {
-                return Some(k);
-            }
-            if t == EMPTY {
-                return None;
-            }
-            k += 1;
-        }
-        None
-    }
-
-    /// Ring: the entry at logical way `k` goes to the front, the `k` before it one way back.
-    /// Moves min(k, ways - 1 - k) entries.
-    #[inline]
-    fn ring_to_front(&mut self, k: usize) {
-        let n = self.ways_usize;
-        if k == 0 {
-            return;
-        }
-        let h = self.head;
-        if h + k < n {
-            // Ways 0..=k do not wrap: the plain array's rotation (most hits are near the front).
-            self.tags[h..=h + k].rotate_right(1);
-            return;
-        }
-        let x = self.tags[self.slot(k)];
-        if k <= n - 1 - k {
-            for j in (1..=k).rev() {
-                let (to, from) = (self.slot(j), self.slot(j - 1));
-                self.tags[to] = self.tags[from];
-            }
-            let h = self.head;
-            self.tags[h] = x;
-            return;
-        }
-        // Turn the ring back one slot: the least recent entry's slot becomes the front and
-        // takes `x`; the entries after `x`'s old place move forward over it, and the least
-        // recent entry goes back at the end.
-        let y = self.tags[self.slot(n - 1)];
-        self.head = self.slot(n - 1);
-        let h = self.head;
-        self.tags[h] = x;
-        if k < n - 1 {
-            for j in k + 1..n - 1 {
-                let (to, from) = (self.slot(j), self.slot(j + 1));
-                self.tags[to] = self.tags[from];
-            }
-            let last = self.slot(n - 1);
-            self.tags[last] = y;
-        }
-    }
-
-    /// Ring: insert `tag` at the front; the least recent entry (or an empty way: all after the
-    /// first empty one are empty too) falls out. Returns it (EMPTY for none).
-    #[inline(always)]
-    fn ring_fill(&mut self, tag: u64) -> u64 {
-        let last = self.slot(self.ways_usize - 1);
-        let out = self.tags[last];
-        self.head = last;
-        self.tags[last] = tag;
-        out
-    }
-
-    /// Ring: drop the entry at logical way `k`; an empty way joins the tail.
-    fn ring_remove(&mut self, k: usize) {
-        let n = self.ways_usize;
-        if k <= n - 1 - k {
-            for j in (1..=k).rev() {
-                let (to, from) = (self.slot(j), self.slot(j - 1));
-                self.tags[to] = self.tags[from];
-            }
-            let h = self.head;
-            self.tags[h] = EMPTY;
-            self.head = self.slot(1);
-        } else {
-            for j in k..n - 1 {
-                let (to, from) = (self.slot(j), self.slot(j + 1));
-                self.tags[to] = self.tags[from];
-            }
-            let last = self.slot(n - 1);
-            self.tags[last] = EMPTY;
         }
     }
 
@@ -307,11 +155,6 @@ impl Tlb {
     /// Look up a tag; on a hit update the replacement state and return true.
     #[inline(always)]
     pub fn probe(&mut self, vpn: u64, tag: u64) -> bool {
-        if self.ring {
-            let Some(k) = self.ring_find(|t| t == tag, usize::MAX, || true) else { return false };
-            self.ring_to_front(k);
-            return true;
-        }
         let (s, e) = self.set_range(vpn);
         let set = &mut self.tags[s..e];
         match self.repl {
@@ -361,14 +204,6 @@ impl Tlb {
     #[inline]
     pub fn probe_sizes(&mut self, by_size: &[u64; TAG_SIZES], sought: u32) -> Option<u32> {
         debug_assert_eq!(self.sets, 1, "probe_sizes needs a single set");
-        if self.ring {
-            let filter = &self.filter;
-            let filter_at = if filter.is_empty() { usize::MAX } else { FILTER_AFTER };
-            let k = self.ring_find(|t| by_size[(t & SIZE_MASK) as usize] == t, filter_at, || filter_may_hold(filter, by_size, sought))?;
-            let si = (self.tags[self.slot(k)] & SIZE_MASK) as u32;
-            self.ring_to_front(k);
-            return Some(si);
-        }
         let (set, filter) = (&mut self.tags[..self.ways_usize], &self.filter);
         let lru = self.repl == Replacement::Lru;
         // The first ways, where an LRU structure keeps its recent entries and most hits are
@@ -437,15 +272,6 @@ impl Tlb {
             self.fill(vpn, tag);
             return false;
         }
-        if self.ring {
-            if let Some(k) = self.ring_find(|t| t == tag, usize::MAX, || true) {
-                self.ring_to_front(k);
-                return true;
-            }
-            let out = self.ring_fill(tag);
-            self.filter_swap(tag, out);
-            return false;
-        }
         let (s, e) = self.set_range(vpn);
         let set = &mut self.tags[s..e];
         if set[0] == tag {
@@ -485,10 +311,6 @@ impl Tlb {
         let ways = self.ways;
         let si = (vpn & self.set_mask) as usize;
         let set = &mut self.tags[s..e];
-        if self.ring {
-            let out = self.ring_fill(tag);
-            return (out != EMPTY).then_some(out);
-        }
         match self.repl {
             Replacement::Lru => {
                 // Shift right by one from the front up to the first empty slot, or (a full
@@ -529,12 +351,6 @@ impl Tlb {
             // Not held (a swap-out's victim seldom is): no scan of the ways.
             return false;
         }
-        if self.ring {
-            let Some(k) = self.ring_find(|t| t == tag, usize::MAX, || true) else { return false };
-            self.ring_remove(k);
-            self.filter_swap(EMPTY, tag);
-            return true;
-        }
         let (s, e) = self.set_range(vpn);
         let set = &mut self.tags[s..e];
         if let Some(k) = set.iter().position(|&t| t == tag) {
@@ -554,16 +370,13 @@ impl Tlb {
 
     pub fn flush(&mut self) {
         self.tags.fill(EMPTY);
-        self.head = 0;
         self.plru_bits.fill(0);
         self.filter.fill(0);
     }
 
-    /// The tags present, in no particular order (the same order whatever the layout: eviction
-    /// tracking reads them at a flush).
+    /// The tags present, in no particular order.
     pub fn tags(&self) -> impl Iterator<Item = u64> + '_ {
-        let (a, b) = self.tags.split_at(if self.ring { self.head } else { 0 });
-        b.iter().chain(a).copied().filter(|&t| t != EMPTY)
+        self.tags.iter().copied().filter(|&t| t != EMPTY)
     }
 
     pub fn occupancy(&self) -> usize {
@@ -815,54 +628,6 @@ mod tests {
         }
     }
 
-    /// The ring layout of a large fully associative LRU structure against the plain array: the
-    /// same answer to every probe (single and multi-size), access, fill and shootdown, and the
-    /// same recency order after each, with flushes between; 64 ways and a count that is not a
-    /// power of two.
-    #[test]
-    fn ring_equals_plain_array() {
-        use crate::trace::gen::Rng;
-        for ways in [64u32, 48, 32] {
-            let mut ring = Tlb::new(ways, ways, Replacement::Lru, 0);
-            let mut plain = Tlb::new(ways, ways, Replacement::Lru, 0).without_ring();
-            assert!(ring.ring && !plain.ring);
-            let mut rng = Rng::new(ways as u64);
-            let shifts = [0u32, 1, 3];
-            for step in 0..200_000 {
-                let page = rng.below(ways as u64 * 3);
-                let si = rng.below(3) as usize;
-                let vpn = page >> shifts[si];
-                let tag = make_tag(1, vpn, si as u32);
-                match rng.below(100) {
-                    0..=2 => assert_eq!(ring.invalidate(vpn, tag), plain.invalidate(vpn, tag), "{ways} step {step}"),
-                    3..=39 => assert_eq!(ring.access(vpn, tag), plain.access(vpn, tag), "{ways} step {step}"),
-                    40..=69 => {
-                        let mut by_size: [u64; TAG_SIZES] = std::array::from_fn(no_tag);
-                        for (k, sh) in shifts.iter().enumerate() {
-                            by_size[k] = make_tag(1, page >> sh, k as u32);
-                        }
-                        assert_eq!(ring.probe_sizes(&by_size, 0b111), plain.probe_sizes(&by_size, 0b111), "{ways} step {step}");
-                    }
-                    70..=98 => {
-                        let hit = ring.probe(vpn, tag);
-                        assert_eq!(hit, plain.probe(vpn, tag), "{ways} step {step}");
-                        if !hit {
-                            assert_eq!(ring.fill(vpn, tag), plain.fill(vpn, tag), "{ways} step {step}");
-                        }
-                    }
-                    _ if step % 20_000 == 0 => {
-                        ring.flush();
-                        plain.flush();
-                    }
-                    _ => {}
-                }
-                assert_eq!(ring.order(), plain.order(), "{ways} step {step}");
-                assert_eq!(ring.tags().collect::<Vec<_>>(), plain.tags().collect::<Vec<_>>(), "{ways} step {step}");
-            }
-            assert_eq!(ring.filter, plain.filter);
-        }
-    }
-
     #[test]
     fn random_is_seeded() {
         let run = |seed| {
@@ -967,7 +732,7 @@ mod tests {
                         without.flush();
                     }
                 }
-                assert_eq!(with.order(), without.order(), "{repl:?} step {step}");
+                assert_eq!(with.tags, without.tags, "{repl:?} step {step}");
             }
             let mut counted = vec![0u16; 1 << FILTER_BITS];
             for t in with.tags() {
