@@ -125,7 +125,7 @@ impl Os {
                 // A file mapping: the pages stay in the page cache (a file superpage has a
                 // reverse-map entry per base page).
                 for k in 0..1u64 << self.order_of(t.size_idx).0 {
-                    self.unlist_file_mapper(t.pfn.0 + k, Owner(me.0 + k));
+                    self.files.mappers.unlist(t.pfn.0 + k, Owner(me.0 + k));
                 }
                 continue;
             }

@@ -413,7 +413,7 @@ impl Os {
         }
         // Private: copy into an anonymous page.
         let Some(new) = self.alloc_reclaiming(Order(0), FrameKind::Anon, Some(mmu)) else { return false };
-        self.unlist_file_mapper(t.pfn.0, Owner::anon(pi, t.start >> self.base.shift()));
+        self.files.mappers.unlist(t.pfn.0, Owner::anon(pi, t.start >> self.base.shift()));
         self.procs[pi].pt.rewrite(t.start, t.size_idx, new, false);
         self.phys.set_owner(new, Owner::anon(pi, t.start >> self.base.shift()));
         if self.swap.enabled() {
@@ -423,10 +423,6 @@ impl Os {
         self.compaction.bytes_copied_direct += self.base.bytes();
         self.counters.file_private_copies += 1;
         true
-    }
-
-    pub(crate) fn unlist_file_mapper(&mut self, pfn: u64, m: Owner) {
-        self.files.mappers.unlist(pfn, m);
     }
 
     /// Whether the mapped frame is a page-cache frame (a file mapping).
