@@ -324,6 +324,22 @@ def test_sigint_to_run_restores_every_setting(tmp_path):
     assert not list((tmp_path / "state").glob("restore-*.json"))
 
 
+def test_the_signal_handler_only_sets_a_flag(tmp_path, monkeypatch):
+    # An exception raised from a handler can land just after subprocess's Popen._wait took its
+    # waitpid lock and leave it held; run's clean-up then waited for ever (CI, once). The handler
+    # must return normally, and Interrupted come from the session's own check.
+    from superpager.live.run import Interrupted, _Session
+    monkeypatch.setenv("SUPERPAGER_STATE", str(tmp_path / "state"))
+    with _Session("test", quiet=True) as ses:
+        handler = signal.getsignal(signal.SIGINT)
+        assert handler is not signal.default_int_handler and signal.getsignal(signal.SIGTERM) == handler
+        ses.check()
+        assert handler(signal.SIGINT, None) is None
+        with pytest.raises(Interrupted):
+            ses.check()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_target_killed_during_collapse_restores_every_setting(layout_exe, tmp_path):
     need_thp()
     path, key = _mthp_setting()

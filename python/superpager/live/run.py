@@ -109,10 +109,6 @@ class Interrupted(Exception):
     """SIGINT or SIGTERM arrived while a run or attach was under way."""
 
 
-def _raise_stop(signum, frame):
-    raise Interrupted()
-
-
 class Policy:
     """The active part of a policy: `step()` once per interval while the process runs."""
 
@@ -187,10 +183,23 @@ class _Session:
     def __enter__(self) -> _Session:
         for line in restore_stale():
             print(f"superpager: {line}", file=sys.stderr)
+        self.stop_requested = False
         self.old = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-        signal.signal(signal.SIGINT, _raise_stop)
-        signal.signal(signal.SIGTERM, _raise_stop)
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
         return self
+
+    def _on_signal(self, signum, frame) -> None:
+        # Only a flag, never an exception: Python runs a handler between any two bytecodes, and an
+        # exception raised just after subprocess's Popen._wait took its waitpid lock leaves the lock
+        # held, so the next proc.wait() blocks for ever (seen once in CI: run ignored SIGINT).
+        # The waits below poll the flag and raise Interrupted from a known place.
+        self.stop_requested = True
+
+    def check(self) -> None:
+        """Raises Interrupted once SIGINT or SIGTERM has arrived."""
+        if self.stop_requested:
+            raise Interrupted()
 
     def finish(self, rep: Report) -> None:
         problems = self.changes.restore()
@@ -356,26 +365,32 @@ def run(command: Sequence[str], policy: str, report_dir: str | None = None, sysf
     shim_report = (out_dir or Path(os.environ.get("TMPDIR", "/tmp"))) / f"shim-{os.getpid()}.txt"
     shim_report.unlink(missing_ok=True)
     with _Session(f"run --policy {pol.spec()}", quiet) as ses:
-        proc: subprocess.Popen | None = None
         try:
             env = {**os.environ, **_prepare(pol, rep, ses.changes, sysfs, shim_report)}
+            ses.check()
             proc = subprocess.Popen(list(command), env=env, preexec_fn=_preexec(pol), stdout=stdout)
             rep.pid = proc.pid
-            policy_obj = Policy(pol, proc.pid, rep, ses.changes, damon_root)
-            for n in rep.notes:
-                print(f"superpager run: {n}", file=sys.stderr)
 
             def wait(timeout: float) -> bool:
-                try:
-                    proc.wait(timeout=timeout)
-                    return True
-                except subprocess.TimeoutExpired:
-                    return False
-            try:
+                deadline = time.monotonic() + timeout
+                while True:
+                    ses.check()
+                    if proc.poll() is not None:
+                        return True
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    time.sleep(min(left, 0.05))
+            policy_obj: Policy | None = None
+            try:  # from here on, whatever happens, the program is stopped before superpager returns
+                policy_obj = Policy(pol, proc.pid, rep, ses.changes, damon_root)
+                for n in rep.notes:
+                    print(f"superpager run: {n}", file=sys.stderr)
                 _loop(rep, policy_obj, pol, proc.pid, wait, sample_ms / 1000, inspect_every, None if quiet else _status_line("run"))
             except Interrupted:
                 rep.notes.append("interrupted: the program was sent SIGINT")
-                rep.counters = policy_obj.counters()
+                if policy_obj is not None:
+                    rep.counters = policy_obj.counters()
                 raise
             finally:
                 if proc.poll() is None:
@@ -415,6 +430,7 @@ def attach(pid: int, policy: str, duration: float | None = None, report_dir: str
             def wait(timeout: float) -> bool:
                 deadline = time.monotonic() + timeout
                 while True:
+                    ses.check()
                     if not _alive(pid) or time.monotonic() >= end:
                         return True
                     left = min(deadline, end) - time.monotonic()
