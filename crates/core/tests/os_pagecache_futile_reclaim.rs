@@ -67,3 +67,16 @@ fn a_scan_asked_for_nothing_is_not_taken_as_futile() {
     assert_eq!(reclaim(&mut e, 0), 0, "asked for none");
     assert_eq!(reclaim(&mut e, 1), 1, "the unmapped page is still there to free");
 }
+
+#[test]
+fn a_page_read_by_the_access_that_reclaimed_is_free_to_go() {
+    // A read below its reserve reclaims before it inserts: that reclaim is futile (every page
+    // mapped), and the page the read then adds must not be hidden by it from the next scan.
+    let mut e = engine();
+    let (f, _) = mapped_pages(&mut e);
+    let os = &mut e.os;
+    assert!(os.files.cache.access_with(&mut os.phys, &os.files.mappers, f, 9, false, u64::MAX - 1));
+    assert_eq!(os.files.cache.counters.evicted, 0, "the reclaim inside the read found nothing");
+    assert_eq!(reclaim(&mut e, 32), 1, "the page read is unmapped and unreferenced");
+    assert_eq!(e.os.files.cache.frame_of(f, 9), None);
+}

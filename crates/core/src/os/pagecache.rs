@@ -224,6 +224,9 @@ impl PageCache {
         self.changes += 1;
         if reserve != u64::MAX && phys.available_frames() <= reserve && self.cached > 0 {
             self.reclaim(phys, mapped, SWAP_CLUSTER_MAX);
+            // What follows changes the pages after that reclaim: a futile one must not let the
+            // next skip (this access may make a page referenced or add an unreferenced one).
+            self.changes += 1;
         }
         let f = &mut self.files[file as usize];
         let (p, fl) = f.pages.get(index);
@@ -251,6 +254,7 @@ impl PageCache {
             Some(p) => p,
             None => {
                 self.reclaim(phys, mapped, SWAP_CLUSTER_MAX);
+                self.changes += 1; // as above: the page inserted below comes after the reclaim
                 match phys.alloc(Order(0), FrameKind::File) {
                     Some(p) => p,
                     None => return false,
