@@ -567,13 +567,25 @@ impl Os {
     /// fresh frames; the page must lie in `within` ([lo, hi); `ANYWHERE` for no limit). Counted
     /// by outcome.
     pub fn map_page(&mut self, pi: usize, start: u64, si: u32, within: (u64, u64), mmu: &mut Mmu) -> MapOutcome {
+        self.map_page_with(pi, start, si, within, mmu, true)
+    }
+
+    /// `map_page` for a page just taken out of swap (`swap_in_at`): swapped pages never overlap
+    /// one another, so nothing else in swap overlaps its range and the check is skipped (one
+    /// hash probe per page size, on every major fault).
+    pub(crate) fn map_swapped_in(&mut self, pi: usize, start: u64, si: u32, mmu: &mut Mmu) -> MapOutcome {
+        debug_assert!(!self.swapped_overlaps(pi, start, start + self.sizes[si as usize].bytes()), "swapped pages overlap at {start:#x}");
+        self.map_page_with(pi, start, si, Os::ANYWHERE, mmu, false)
+    }
+
+    fn map_page_with(&mut self, pi: usize, start: u64, si: u32, within: (u64, u64), mmu: &mut Mmu, check_swap: bool) -> MapOutcome {
         let size = self.sizes[si as usize];
         let out = (|| {
             let (lo, hi) = within;
             if start < lo || start + size.bytes() > hi {
                 return MapOutcome::CrossesVma;
             }
-            if !self.procs[pi].swapped.is_empty() && self.swapped_overlaps(pi, start, start + size.bytes()) {
+            if check_swap && !self.procs[pi].swapped.is_empty() && self.swapped_overlaps(pi, start, start + size.bytes()) {
                 // Part of the range is in swap: a larger page would lose it.
                 return MapOutcome::OverlapsMapping;
             }

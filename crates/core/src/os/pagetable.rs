@@ -599,6 +599,13 @@ impl PageTable {
         }
     }
 
+    /// Remove the page `t` that `lookup` just returned (unchanged since): `unmap_range` over
+    /// exactly its range, without looking it up again (a swap-out, once per evicted page).
+    pub fn unmap_page(&mut self, t: Translation) {
+        debug_assert_eq!(self.lookup(t.start), Some(t), "unmap_page of a page not mapped as given");
+        self.clear_page(t);
+    }
+
     fn clear_page(&mut self, t: Translation) {
         let size = self.sizes[t.size_idx as usize];
         let leaf = self.leaf_level(size);

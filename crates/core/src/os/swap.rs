@@ -337,7 +337,13 @@ impl Os {
                 let (mpi, vpn) = m.as_anon().expect("anonymous mapping");
                 let start = vpn << self.base.shift();
                 gone.clear();
-                self.procs[mpi].pt.unmap_range(start, bytes, &mut gone);
+                if mpi == pi && start == t.start {
+                    // The page found above (other mappers, after fork, may map it otherwise).
+                    self.procs[pi].pt.unmap_page(t);
+                    gone.push(t);
+                } else {
+                    self.procs[mpi].pt.unmap_range(start, bytes, &mut gone);
+                }
                 mmu.invalidate(start, self.procs[mpi].asid, t.size_idx);
                 self.release(mpi, &gone);
                 self.procs[mpi].swapped.insert(start, SwapEntry { si: t.size_idx, slot });
@@ -370,7 +376,7 @@ impl Os {
         let entry = self.procs[pi].swapped.remove(start).expect("swapped_at found it");
         let pages = 1u64 << self.order_of(si).0;
         let mut at = (start, si);
-        if self.map_page(pi, start, si, Os::ANYWHERE, mmu) != MapOutcome::Mapped {
+        if self.map_swapped_in(pi, start, si, mmu) != MapOutcome::Mapped {
             if si == 0 {
                 self.procs[pi].swapped.insert(start, entry);
                 return None;
@@ -387,7 +393,7 @@ impl Os {
                     self.swap.slot_get(entry.slot);
                 }
             }
-            if self.map_page(pi, page, 0, Os::ANYWHERE, mmu) != MapOutcome::Mapped {
+            if self.map_swapped_in(pi, page, 0, mmu) != MapOutcome::Mapped {
                 self.procs[pi].swapped.insert(page, SwapEntry { si: 0, slot: entry.slot });
                 return None;
             }
