@@ -223,10 +223,7 @@ impl PageCache {
     pub fn access_with(&mut self, phys: &mut PhysMem, mapped: &Mappers, file: u32, index: u64, write: bool, reserve: u64) -> bool {
         self.changes += 1;
         if reserve != u64::MAX && phys.available_frames() <= reserve && self.cached > 0 {
-            self.reclaim(phys, mapped, SWAP_CLUSTER_MAX);
-            // What follows changes the pages after that reclaim: a futile one must not let the
-            // next skip (this access may make a page referenced or add an unreferenced one).
-            self.changes += 1;
+            self.reclaim_before_change(phys, mapped);
         }
         let f = &mut self.files[file as usize];
         let (p, fl) = f.pages.get(index);
@@ -253,8 +250,7 @@ impl PageCache {
         let pfn = match phys.alloc_or_unreserve(Order(0), FrameKind::File) {
             Some(p) => p,
             None => {
-                self.reclaim(phys, mapped, SWAP_CLUSTER_MAX);
-                self.changes += 1; // as above: the page inserted below comes after the reclaim
+                self.reclaim_before_change(phys, mapped);
                 match phys.alloc(Order(0), FrameKind::File) {
                     Some(p) => p,
                     None => return false,
@@ -279,6 +275,14 @@ impl PageCache {
             }
         });
         self.counters.deactivated_on_close += n;
+    }
+
+    /// `reclaim` inside a method that changes the pages after it (a read marking a page
+    /// referenced or adding an unreferenced one): the change is counted after the reclaim, so
+    /// that a futile one cannot make the next reclaim skip a scan that would now free a page.
+    fn reclaim_before_change(&mut self, phys: &mut PhysMem, mapped: &Mappers) {
+        self.reclaim(phys, mapped, SWAP_CLUSTER_MAX);
+        self.changes += 1;
     }
 
     /// Evict up to `want` pages by CLOCK. Returns how many were freed. Pages mapped into a
