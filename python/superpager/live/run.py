@@ -201,6 +201,21 @@ class _Session:
         if self.stop_requested:
             raise Interrupted()
 
+    def waiter(self, done: Callable[[], bool], end: float = float("inf")) -> Callable[[float], bool]:
+        """`_loop`'s wait: polls `done()` every 50 ms for up to `timeout` seconds, True once it
+        holds or the monotonic time `end` has passed; raises Interrupted after a signal."""
+        def wait(timeout: float) -> bool:
+            deadline = min(time.monotonic() + timeout, end)
+            while True:
+                self.check()
+                if done() or time.monotonic() >= end:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                time.sleep(min(left, 0.05))
+        return wait
+
     def finish(self, rep: Report) -> None:
         problems = self.changes.restore()
         rep.settings_restored = not problems
@@ -370,17 +385,7 @@ def run(command: Sequence[str], policy: str, report_dir: str | None = None, sysf
             ses.check()
             proc = subprocess.Popen(list(command), env=env, preexec_fn=_preexec(pol), stdout=stdout)
             rep.pid = proc.pid
-
-            def wait(timeout: float) -> bool:
-                deadline = time.monotonic() + timeout
-                while True:
-                    ses.check()
-                    if proc.poll() is not None:
-                        return True
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        return False
-                    time.sleep(min(left, 0.05))
+            wait = ses.waiter(lambda: proc.poll() is not None)
             policy_obj: Policy | None = None
             try:  # from here on, whatever happens, the program is stopped before superpager returns
                 policy_obj = Policy(pol, proc.pid, rep, ses.changes, damon_root)
@@ -426,17 +431,7 @@ def attach(pid: int, policy: str, duration: float | None = None, report_dir: str
             policy_obj = Policy(pol, pid, rep, ses.changes, damon_root)
             for n in rep.notes:
                 print(f"superpager attach: {n}", file=sys.stderr)
-
-            def wait(timeout: float) -> bool:
-                deadline = time.monotonic() + timeout
-                while True:
-                    ses.check()
-                    if not _alive(pid) or time.monotonic() >= end:
-                        return True
-                    left = min(deadline, end) - time.monotonic()
-                    if left <= 0:
-                        return False
-                    time.sleep(min(left, 0.05))
+            wait = ses.waiter(lambda: not _alive(pid), end)
             try:
                 _loop(rep, policy_obj, pol, pid, wait, sample_ms / 1000, inspect_every, None if quiet else _status_line(f"attach {pid}"))
             except Interrupted:
