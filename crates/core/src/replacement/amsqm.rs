@@ -289,21 +289,30 @@ impl Amsqm {
             stamp[live] = a1.min(a2).min(aq);
             live += 1;
         }
+        if live == 0 {
+            return None;
+        }
         let (class, dif, stamp) = (&class[..live], &dif[..live], &stamp[..live]);
         let mut rank = [0.0f64; MAX_CLASSES];
         let rank = &mut rank[..live];
+        // The ranks, and the best as they come (ties to the later, larger class).
+        let mut best = 0usize;
         for a in 0..live {
-            let mut newer = 0usize;
-            for &s in stamp {
-                newer += (s > stamp[a]) as usize;
-            }
+            let mine = stamp[a];
+            let newer = stamp.iter().fold(0usize, |n, &s| n + (s > mine) as usize);
             let rec = if live > 1 { newer as i64 as f64 / (live - 1) as i64 as f64 } else { 1.0 };
             let d = if max_dif > 0.0 { dif[a] / max_dif } else { 0.0 };
             rank[a] = self.alpha * d + (1.0 - self.alpha) * rec;
+            if rank[a] >= rank[best] {
+                best = a;
+            }
+        }
+        if let Some((from, first)) = self.release_list(class[best]) {
+            return Some((class[best], from, first));
         }
         // Classes passed over because they had nothing to give (only the unit just made
-        // resident): rare, so the best is searched again rather than kept sorted.
-        let mut passed = 0u32;
+        // resident): rare, so the next best is searched again rather than kept sorted.
+        let mut passed = 1u32 << best;
         loop {
             let mut best: Option<usize> = None;
             for a in 0..live {
