@@ -328,16 +328,19 @@ def test_the_signal_handler_only_sets_a_flag(tmp_path, monkeypatch):
     # An exception raised from a handler can land just after subprocess's Popen._wait took its
     # waitpid lock and leave it held; run's clean-up then waited for ever (CI, once). The handler
     # must return normally, and Interrupted come from the session's own check.
+    # The handlers the session finds are put back, whatever they were: a test run started in the
+    # background by a shell without job control inherits SIGINT ignored.
     from superpager.live.run import Interrupted, _Session
     monkeypatch.setenv("SUPERPAGER_STATE", str(tmp_path / "state"))
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     with _Session("test", quiet=True) as ses:
         handler = signal.getsignal(signal.SIGINT)
-        assert handler is not signal.default_int_handler and signal.getsignal(signal.SIGTERM) == handler
+        assert handler not in before and signal.getsignal(signal.SIGTERM) == handler
         ses.check()
         assert handler(signal.SIGINT, None) is None
         with pytest.raises(Interrupted):
             ses.check()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
 def test_target_killed_during_collapse_restores_every_setting(layout_exe, tmp_path):
