@@ -136,9 +136,6 @@ impl Engine {
         let coalescing = machine.amd_coalescing().is_some();
         let mut mmu = Mmu::new(machine);
         mmu.track_evictions = f.wants_tlb_misses;
-        if !base_only {
-            mmu.use_region_signatures();
-        }
         let mut os = Os::new(&mmu, cfg.memory, cfg.swap, &cfg.replacement)?;
         os.configure(f.os, mmu.machine.seed)?;
         // No periodic samples when sample_every is 0: the first sample point is never reached.
@@ -591,7 +588,6 @@ impl Engine {
                 // coalesced entries) is done for this run.
                 let si = self.mmu.refill_coalesced(a.addr, self.cur_asid, a.kind.is_fetch(), k);
                 self.base_only = false;
-                self.mmu.use_region_signatures();
                 return Ok(Some(si));
             }
         }

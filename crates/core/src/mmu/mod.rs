@@ -510,21 +510,6 @@ impl Mmu {
         self.group.iter().zip(&self.tlbs).filter(|(&gg, _)| gg == g).map(|(_, t)| t.sets * t.ways).sum()
     }
 
-    /// Let every fully associative LRU structure holding several page sizes find entries by
-    /// region signature (`Tlb::use_region_signatures`): for runs that look up several sizes at
-    /// once. A run of base pages only keeps the plain scan, whose fused shift is cheaper when
-    /// hits are near the front. Changes no answer, victim or counter.
-    pub fn use_region_signatures(&mut self) {
-        for (t, tlb) in self.tlbs.iter_mut().enumerate() {
-            let held = self.holds[t];
-            if held.count_ones() < 2 {
-                continue;
-            }
-            let top = (0..MAX_SIZES).filter(|&s| held & (1 << s) != 0).map(|s| self.shifts[s]).max().unwrap_or(0);
-            tlb.use_region_signatures(std::array::from_fn(|s| if held & (1 << s) != 0 { (top - self.shifts[s]) as u8 } else { 0 }));
-        }
-    }
-
     /// Drop every cached translation (address-space identifiers wrapped around).
     pub fn flush_all(&mut self) {
         for (ti, t) in self.tlbs.iter_mut().enumerate() {

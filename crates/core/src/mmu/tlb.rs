@@ -81,49 +81,6 @@ pub struct Tlb {
     /// scanning the ways whenever no sought tag's slot is counted: with 64 ways and 4096
     /// slots, most misses. It never changes an answer, only how fast a miss is found.
     filter: Vec<u16>,
-    /// Region signatures (`use_region_signatures`), one byte per way of a single-set LRU
-    /// structure, kept in the ways' order: a hash of the aligned range of the largest page size
-    /// the structure holds that the way's entry lies in. Empty when off.
-    sig: Vec<u8>,
-    /// Ways of `sig` in use (the rest pad it to whole 16-byte chunks).
-    sig_ways: u64,
-    /// Per size index: the right shift from a page number of that size to its region's.
-    to_region: [u8; TAG_SIZES],
-}
-
-/// Ways a structure with signatures reads in turn before it compares signatures.
-const SIG_AFTER: usize = 4;
-
-/// One byte naming a tag's region, for `Tlb::sig` (the tag's size picks the shift).
-#[inline(always)]
-fn region_sig(tag: u64, to_region: &[u8; TAG_SIZES]) -> u8 {
-    let si = (tag & SIZE_MASK) as usize;
-    let region = ((tag >> 4) & ((1u64 << 44) - 1)) >> to_region[si];
-    let key = (tag & !((1u64 << 48) - 1)) | region;
-    (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8
-}
-
-/// The ways (bit k for way k) whose signature is `s`: 16 bytes per compare.
-#[inline(always)]
-fn sig_matches(sig: &[u8], s: u8) -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::*;
-        let mut m = 0u64;
-        for (j, chunk) in sig.chunks_exact(16).enumerate() {
-            // SAFETY: SSE2 is part of x86-64; the load reads the chunk's 16 bytes.
-            let bits = unsafe {
-                let v = _mm_loadu_si128(chunk.as_ptr() as *const __m128i);
-                _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(s as i8)))
-            };
-            m |= (bits as u16 as u64) << (16 * j);
-        }
-        m
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        sig.iter().enumerate().fold(0u64, |m, (k, &b)| m | ((b == s) as u64) << k)
-    }
 }
 
 /// Slots of the tag filter, and the ways from which a single-set structure keeps one.
@@ -166,63 +123,7 @@ impl Tlb {
             rng: Rng::new(seed),
             wide: repl == Replacement::Lru && wide_compare_available(ways),
             filter: if sets == 1 && ways >= FILTER_MIN_WAYS { vec![0; 1 << FILTER_BITS] } else { Vec::new() },
-            sig: Vec::new(),
-            sig_ways: 0,
-            to_region: [0; TAG_SIZES],
         }
-    }
-
-    /// Find entries through region signatures instead of scanning the ways: in a fully
-    /// associative LRU structure of `FILTER_MIN_WAYS` to 64 ways holding several page sizes,
-    /// a lookup compares one byte per way, 16 at a time, against its address's region's, and
-    /// reads only the entries that match (the most recent first), so that a miss or a hit deep
-    /// in the recency order costs a few compares instead of a scan of every way. `to_region[si]`:
-    /// the right shift from a page number of size index `si` to one of the largest size held.
-    /// Contents, answers and victims stay exactly those of the scan; the tag filter is dropped.
-    /// Returns whether the structure uses them (others are left as they are).
-    pub fn use_region_signatures(&mut self, to_region: [u8; TAG_SIZES]) -> bool {
-        if self.sets != 1 || self.ways < FILTER_MIN_WAYS || self.ways > 64 || self.repl != Replacement::Lru {
-            return false;
-        }
-        self.to_region = to_region;
-        let padded = self.ways_usize.div_ceil(16) * 16;
-        self.sig = (0..padded).map(|k| self.tags.get(k).map_or(0, |&t| region_sig(t, &to_region))).collect();
-        self.sig_ways = if self.ways == 64 { u64::MAX } else { (1u64 << self.ways) - 1 };
-        self.filter = Vec::new();
-        true
-    }
-
-    /// Whether `use_region_signatures` is in force.
-    pub fn uses_region_signatures(&self) -> bool {
-        !self.sig.is_empty()
-    }
-
-    /// The first way (most recent) from way 1 on whose entry passes `hit`, among those with
-    /// `tag`'s region signature.
-    #[inline(always)]
-    fn find_by_sig(&self, tag: u64, hit: impl Fn(u64) -> bool) -> Option<usize> {
-        // The first ways, where most hits that miss way 0 are, are read before any hashing.
-        for k in 1..SIG_AFTER {
-            if hit(self.tags[k]) {
-                return Some(k);
-            }
-        }
-        let mut m = sig_matches(&self.sig, region_sig(tag, &self.to_region)) & self.sig_ways & !((1u64 << SIG_AFTER) - 1);
-        while m != 0 {
-            let k = m.trailing_zeros() as usize;
-            m &= m - 1;
-            if hit(self.tags[k]) {
-                return Some(k);
-            }
-        }
-        None
-    }
-
-    /// A hit at way `k` of a structure with signatures: it moves to the front.
-    #[inline(always)]
-    fn sig_hit(&mut self, k: usize) {
-        self.tags[..=k].rotate_right(1);
-        self.sig[..=k].rotate_right(1);
     }
 
     /// The same structure without the tag filter (tests compare the two).
@@ -254,14 +155,6 @@ impl Tlb {
     /// Look up a tag; on a hit update the replacement state and return true.
     #[inline(always)]
     pub fn probe(&mut self, vpn: u64, tag: u64) -> bool {
-        if !self.sig.is_empty() {
-            if self.tags[0] == tag {
-                return true;
-            }
-            let Some(k) = self.find_by_sig(tag, |t| t == tag) else { return false };
-            self.sig_hit(k);
-            return true;
-        }
         let (s, e) = self.set_range(vpn);
         let set = &mut self.tags[s..e];
         match self.repl {
@@ -311,19 +204,6 @@ impl Tlb {
     #[inline]
     pub fn probe_sizes(&mut self, by_size: &[u64; TAG_SIZES], sought: u32) -> Option<u32> {
         debug_assert_eq!(self.sets, 1, "probe_sizes needs a single set");
-        if !self.sig.is_empty() {
-            let matches = |t: u64| by_size[(t & SIZE_MASK) as usize] == t;
-            let t0 = self.tags[0];
-            if matches(t0) {
-                return Some((t0 & SIZE_MASK) as u32);
-            }
-            // Every sought tag lies in the same region: any of them names its signature.
-            let any = by_size[sought.trailing_zeros() as usize & (TAG_SIZES - 1)];
-            let k = self.find_by_sig(any, matches)?;
-            let si = (self.tags[k] & SIZE_MASK) as u32;
-            self.sig_hit(k);
-            return Some(si);
-        }
         let (set, filter) = (&mut self.tags[..self.ways_usize], &self.filter);
         let lru = self.repl == Replacement::Lru;
         // The first ways, where an LRU structure keeps its recent entries and most hits are
@@ -385,7 +265,7 @@ impl Tlb {
             }
             return hit;
         }
-        if self.repl != Replacement::Lru || !self.sig.is_empty() {
+        if self.repl != Replacement::Lru {
             if self.probe(vpn, tag) {
                 return true;
             }
@@ -441,10 +321,6 @@ impl Tlb {
                 let (k, victim) = if set[last] != EMPTY { (last, Some(set[last])) } else { (set.iter().position(|&t| t == EMPTY).unwrap_or(last), None) };
                 set.copy_within(0..k, 1);
                 set[0] = tag;
-                if !self.sig.is_empty() {
-                    self.sig.copy_within(0..k, 1);
-                    self.sig[0] = region_sig(tag, &self.to_region);
-                }
                 victim
             }
             Replacement::Plru => {
@@ -476,24 +352,12 @@ impl Tlb {
             return false;
         }
         let (s, e) = self.set_range(vpn);
-        let found = if self.sig.is_empty() {
-            self.tags[s..e].iter().position(|&t| t == tag)
-        } else if self.tags[0] == tag {
-            Some(0)
-        } else {
-            self.find_by_sig(tag, |t| t == tag)
-        };
         let set = &mut self.tags[s..e];
-        if let Some(k) = found {
+        if let Some(k) = set.iter().position(|&t| t == tag) {
             if self.repl == Replacement::Lru {
                 set.copy_within(k + 1.., k);
                 let last = set.len() - 1;
                 set[last] = EMPTY;
-                if !self.sig.is_empty() {
-                    let ways = self.ways_usize;
-                    self.sig.copy_within(k + 1..ways, k);
-                    self.sig[ways - 1] = 0;
-                }
             } else {
                 set[k] = EMPTY;
             }
@@ -506,7 +370,6 @@ impl Tlb {
 
     pub fn flush(&mut self) {
         self.tags.fill(EMPTY);
-        self.sig.fill(0);
         self.plru_bits.fill(0);
         self.filter.fill(0);
     }
