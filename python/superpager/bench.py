@@ -24,6 +24,7 @@ import time
 
 from . import _core, api
 from .fmt import human
+from .hostinfo import cpu_model
 
 ZIPF = "Zipf 0.99 (1GiB)"
 ZIPF_LONGER = "Zipf 0.99 (1GiB), 4x longer"
@@ -94,16 +95,6 @@ def simulate_scalar(path: str) -> api.Result:
         else:
             os.environ[SCALAR_ENV] = old
 
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main(a) -> int:
@@ -263,7 +254,7 @@ def write_report(a, table: str) -> None:
     header = f"""# Performance record
 
 Produced by `superpager bench --accesses {a.accesses} --repeats {a.repeats} --out {a.out}`
-(`make bench`) on {cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()},
+(`make bench`) on {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()},
 superpager {_core.__version__}{f' at {commit}' if commit else ''}. Single core for superpager's
 simulation loop (the full-machine runs also use a second thread to decompress and decode chunks).
 Figures are medians of {a.repeats} rounds measured in the same process, each round visiting every

@@ -17,6 +17,7 @@ import sys
 import time
 
 from . import api
+from .hostinfo import machine_line
 
 START = "<!-- bench --against: start -->"
 END = "<!-- bench --against: end -->"
@@ -132,7 +133,7 @@ def main(a) -> int:
         traces.append((label, path, machine, policy, RUN_KW))
     times, refs, files, differ = interleave(builds, traces, a.repeats)
     lines, geo = ratio_rows([t[0] for t in traces], times, refs)
-    intro = (f"Produced by `superpager bench --against DIR --repeats {a.repeats} --accesses {a.accesses}`: "
+    intro = (f"Produced by `superpager bench --against DIR --repeats {a.repeats} --accesses {a.accesses}` on {machine_line()}: "
              f"{a.repeats} rounds, each running every case once under each build in alternating order, "
              "each run in a fresh process timing only the simulation.")
     return write_report(a, START, END, "This build against another (`bench --against`)", intro, files, lines, geo, differ)

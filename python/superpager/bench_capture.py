@@ -20,6 +20,7 @@ import time
 
 from . import capture as cap
 from . import workloads as W
+from .hostinfo import machine_line
 
 START = "<!-- bench --capture: start -->"
 END = "<!-- bench --capture: end -->"
@@ -94,7 +95,7 @@ def main(a) -> int:
 def report(a, reps, rate_rows, size_rows) -> str:
     lines = [START, "## Capture", "",
              f"Produced by `superpager bench --capture --repeats {reps}" + (f" --out {a.out}`" if a.out else "`") +
-             " (`make bench-capture`). One run measures everything below; wall times include process start-up "
+             f" (`make bench-capture`) on {machine_line()}. One run measures everything below; wall times include process start-up "
              "(qemu-user's is about 50 ms). Recorded accesses per second = accesses in the trace / wall time "
              "of the capture, program start to trace closed. Medians of the repeats.", "",
              "| workload | size | native | capture | accesses | recorded accesses/s | slowdown | target | met |"

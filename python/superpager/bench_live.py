@@ -15,6 +15,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
+from .hostinfo import machine_line
+
 START = "<!-- bench --live: start -->"
 END = "<!-- bench --live: end -->"
 POLICIES = ["base", "thp", "navarro-live", "damon-live"]
@@ -35,16 +37,6 @@ class Run:
     collapsed: int
     policy_cpu_s: float
     huge_fraction: float
-
-
-def cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def one(exe: str, program: str, mib: int, policy: str, holes: bool, ops: str | None = None) -> Run:
@@ -138,7 +130,7 @@ def _med(xs: list[float]) -> float:
 
 def render(runs, cases, policies, repeats: int, damon_why: str, mode: str | None) -> str:
     lines = [START, "## Measured: access-phase speedup over `base` (`bench --live`)", "",
-             f"Produced by `superpager bench --live --repeats {repeats}` on {cpu_model()} ({os.cpu_count()} CPUs), THP mode `{mode}`. "
+             f"Produced by `superpager bench --live --repeats {repeats}` on {machine_line()}, THP mode `{mode}`. "
              f"Each cell: the median over {repeats} alternating runs of base's access time divided by the policy's, "
              "with the slowest and fastest ratio of paired runs in brackets; bloat is resident bytes the program never touched "
              "(its smaps_rollup Rss at the end minus what it wrote), median.", ""]

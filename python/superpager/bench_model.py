@@ -116,7 +116,7 @@ def _capture(exe: str, program: str, mib: int, trace: str) -> None:
 
 
 def render(rows, repeats: int, skipped: list[str]) -> str:
-    from .bench_live import cpu_model
+    from .hostinfo import cpu_model
     out = [START, f"Measured on {cpu_model()}; access-phase speedup of 2MB pages (thp) over 4KB pages (base), median of {repeats} "
            "alternating pairs, with the range of the pairs' ratios; predictions from one capture each (`superpager predict "
            "--policies base,fixed:2MiB`), the runtime model on the calibrated `host` and the linear model on `host+nocache`. "

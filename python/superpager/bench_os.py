@@ -74,11 +74,12 @@ def main(a) -> int:
     table = "\n".join(lines)
     print(table)
     if a.out:
+        from .hostinfo import machine_line
         from .output import write_text
 
         write_text(a.out, f"""# OS model at scale
 
-Produced by `superpager bench --os --repeats {a.repeats} --out {a.out}` (`make bench-os`).
+Produced by `superpager bench --os --repeats {a.repeats} --out {a.out}` (`make bench-os`) on {machine_line()}.
 Each run is a fresh `superpager simulate --scenario` process, so wall time includes Python
 start-up and the peak RSS is that process's own (`wait4`'s ru_maxrss). The trace each scenario
 runs is generated beforehand and not timed. Targets are issue 3's "Scale".

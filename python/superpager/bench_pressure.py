@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 import sys
 
+from .hostinfo import machine_line
 from .reproduce_amsqm import CONFIGS, HEAVY, MACHINE, SWAP, Run, footprint, heavy_trace, memory_for, simulate
 
 START = "<!-- bench --pressure: start -->"
@@ -36,7 +37,7 @@ def main_against(a) -> int:
     times, refs, files, differ = bench_builds.interleave(builds, runs, a.repeats)
     lines, geo = bench_builds.ratio_rows([r[0] for r in runs], times, refs)
     slowest = min(refs[r[0]] / statistics.median(times[(r[0], "new")]) for r in runs)
-    intro = (f"Produced by `superpager bench --pressure --against DIR --repeats {a.repeats}`: the cases of `bench --pressure` "
+    intro = (f"Produced by `superpager bench --pressure --against DIR --repeats {a.repeats}` on {machine_line()}: the cases of `bench --pressure` "
              f"(`{MACHINE}`, swap {SWAP}, memory at 75% of each trace's footprint), {a.repeats} rounds, each running every case "
              "once under each build in alternating order, each run in a fresh process timing only the simulation.")
     verdict = f"- at least 10M refs/s under pressure (new build): {'met' if slowest >= TARGET else 'NOT met'} (slowest median {slowest / 1e6:.1f}M refs/s)"
@@ -66,7 +67,7 @@ def main(a) -> int:
                 info[(n, label)] = run
         say(f"round {rnd + 1}/{a.repeats} done")
     lines = [START, "## Replacement under memory pressure (`bench --pressure`)", "",
-             f"Produced by `superpager bench --pressure --repeats {a.repeats}`: AMSQM's heavy traces on `{MACHINE}` with "
+             f"Produced by `superpager bench --pressure --repeats {a.repeats}` on {machine_line()}: AMSQM's heavy traces on `{MACHINE}` with "
              f"swap {SWAP} and memory at 75% of each trace's footprint (docs/AMSQM_RESULTS.md), each configuration "
              f"timed whole in this process, median of {a.repeats} rounds. Target (issue 22): at least 10M refs/s.", "",
              "| trace | configuration | memory | refs | refs/s (median) | slowest – fastest | swap-ins | swap-outs |",

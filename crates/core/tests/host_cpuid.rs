@@ -1,7 +1,7 @@
 //! The `host` machine's CPUID decoders on recorded register values, and detection here.
 
 use std::collections::HashMap;
-use superpager_core::mmu::host::{amd_tlbs, cpuid_caches, detect, intel_tlbs, sysfs_caches, Cpuid, NativeCpuid};
+use superpager_core::mmu::host::{amd_tlbs, core_resources, cpuid_caches, detect, intel_tlbs, sysfs_caches, Cpuid, NativeCpuid};
 use superpager_core::mmu::machine::Machine;
 
 struct Recorded(HashMap<(u32, u32), [u32; 4]>);
@@ -56,6 +56,39 @@ fn amd_leaves_decode_with_the_apm_associativity_codes() {
     assert_eq!(find(2, "data", "4KiB"), Some((2048, 16)));
     assert_eq!(find(2, "instruction", "4KiB"), Some((512, 8)));
     assert_eq!(find(2, "data", "2MiB"), None, "zero entries: no such TLB");
+}
+
+#[test]
+fn an_amd_way_count_that_leaves_sets_not_a_power_of_two_is_raised_and_marked_an_estimate() {
+    // Recorded on an AMD EPYC of family 25 model 17 (Zen 4), 2026-11-27: Fn8000_0006 gives the
+    // L2 data TLB 3072 entries with code 6 (8-way) for 4KB pages, 384 sets, and code 5 (6-way)
+    // for 2MB pages; the iTLB 512 entries, codes 4 and 2.
+    let mut m = HashMap::new();
+    m.insert((0, 0), vendor_regs(b"AuthenticAMD", 0x10));
+    m.insert((0x8000_0000, 0), [0x8000_0006, 0, 0, 0]);
+    m.insert((0x8000_0006, 0), [(5 << 28) | (3072 << 16) | (2 << 12) | 512, (6 << 28) | (3072 << 16) | (4 << 12) | 512, 0, 0]);
+    let t = amd_tlbs(&Recorded(m.clone()));
+    let find = |stream, size| t.iter().find(|g| g.level == 2 && g.stream == stream && g.page_sizes == vec![size]).unwrap();
+    let d4 = find("data", "4KiB");
+    assert_eq!((d4.entries, d4.ways), (3072, 12));
+    assert!(d4.source.contains("says 8-way") && d4.source.contains("384 sets") && d4.source.contains("ESTIMATE"), "{}", d4.source);
+    // 3072 / 6 = 512 sets: kept as CPUID gives it, with a plain source.
+    let d2 = find("data", "2MiB");
+    assert_eq!((d2.ways, d2.source.as_str()), (6, "CPUID Fn8000_0006"));
+    assert_eq!(find("instruction", "4KiB").ways, 4);
+    // The machine built from them loads (it did not: "entries/ways = 384 sets, not a power of two").
+    let r = detect(&Recorded(m), std::path::Path::new("/nonexistent"));
+    let src = r.machine_toml(include_str!("../src/machines/host.toml"));
+    Machine::from_toml(&src, "test").unwrap();
+}
+
+#[test]
+fn family_19h_splits_into_zen_3_and_zen_4_by_model() {
+    assert_eq!(core_resources("AuthenticAMD", 0x19, 0x01).rob, 256, "Milan");
+    assert_eq!(core_resources("AuthenticAMD", 0x19, 0x21).rob, 256, "Vermeer");
+    assert_eq!(core_resources("AuthenticAMD", 0x19, 0x11).rob, 320, "Genoa, this machine on 2026-11-27");
+    assert_eq!(core_resources("AuthenticAMD", 0x19, 0x61).rob, 320, "Raphael");
+    assert_eq!(core_resources("AuthenticAMD", 0x19, 0xA0).core, "Zen 4", "Bergamo");
 }
 
 #[test]

@@ -233,8 +233,17 @@ pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
             walkers: 2,
             source: "Intel Optimization Reference Manual, Skylake microarchitecture (224-entry ROB, 12 fill buffers, 2 page walks in parallel)",
         },
+        // Zen 4: Genoa and Storm Peak (0x10-0x1F), Raphael (0x60-0x6F), Phoenix (0x70-0x7F),
+        // Bergamo and Siena (0xA0-0xAF). The rest of family 19h is Zen 3.
+        ("AuthenticAMD", 0x19, 0x10..=0x1F | 0x60..=0x7F | 0xA0..=0xAF) => CoreResources {
+            core: "Zen 4",
+            rob: 320,
+            mlp: 24,
+            walkers: 6,
+            source: "Software Optimization Guide for the AMD Zen4 Microarchitecture, pub. 57647 (320-entry retire queue); 6 page table walkers and 24 outstanding L1D misses: ESTIMATE, as Zen 3",
+        },
         ("AuthenticAMD", 0x19, _) => CoreResources {
-            core: "Zen 3 / Zen 4",
+            core: "Zen 3",
             rob: 256,
             mlp: 24,
             walkers: 6,
@@ -351,13 +360,37 @@ fn amd_l2_ways(code: u32, entries: u32) -> u32 {
     }
 }
 
+/// The way count to model for a TLB of `entries` that CPUID calls `ways`-way: `ways` itself when
+/// it leaves a power-of-two number of sets (the TLB model indexes sets by address bits), else the
+/// smallest larger way count that does. The AMD APM's codes (Fn8000_0006) have no 12-way entry,
+/// and a Zen 4 reports its 3072-entry L2 data TLB as 8-way (384 sets); read as "at least 8", the
+/// next geometry that can exist is 12-way with 256 sets. None when no way count up to `entries`
+/// works (entries not a power of two times a divisor).
+fn power_of_two_sets(entries: u32, ways: u32) -> Option<u32> {
+    (ways..=entries).find(|&w| entries.is_multiple_of(w) && (entries / w).is_power_of_two())
+}
+
 /// AMD Fn8000_0005 (L1), Fn8000_0006 (L2) and Fn8000_0019 (1GB) TLBs.
 pub fn amd_tlbs(c: &dyn Cpuid) -> Vec<TlbGeometry> {
     let max = c.query(0x8000_0000, 0)[0];
     let mut out = Vec::new();
     let mut push = |level: u32, stream: &'static str, entries: u32, ways: u32, size: &'static str, src: &str| {
-        if entries > 0 && ways > 0 && entries.is_multiple_of(ways) {
-            out.push(TlbGeometry { level, stream, entries, ways, page_sizes: vec![size], source: src.to_string() });
+        if entries == 0 || ways == 0 {
+            return;
+        }
+        match power_of_two_sets(entries, ways) {
+            Some(w) if w == ways => out.push(TlbGeometry { level, stream, entries, ways, page_sizes: vec![size], source: src.to_string() }),
+            Some(w) => {
+                let source = format!(
+                    "{src} says {ways}-way, but {entries} entries / {ways} ways = {} sets; ESTIMATE: {w}-way, {} sets \
+                     (AMD's associativity codes are a table with gaps, and a TLB whose way count has no code, such as \
+                     12, reports the next lower one)",
+                    entries as f64 / ways as f64,
+                    entries / w
+                );
+                out.push(TlbGeometry { level, stream, entries, ways: w, page_sizes: vec![size], source });
+            }
+            None => {}
         }
     };
     if max >= 0x8000_0005 {
