@@ -21,6 +21,8 @@
 //! cost model needs: stats::cache_cycles turns the counts into stall cycles with the overlap
 //! model (docs/RUNTIME_MODEL.md). The hot path allocates nothing.
 
+use super::lru_set;
+
 /// An empty slot (no physical line has this number: lines are addresses >> 6 at least).
 const EMPTY: u64 = u64::MAX;
 
@@ -77,6 +79,9 @@ pub struct CacheLevel {
     ways: usize,
     /// sets - 1 when the sets are a power of two, else 0 (`set_of` takes the modulo).
     set_mask: u64,
+    /// This level's sets take the AVX2 set operations (mmu/lru_set.rs) when the replay is
+    /// compiled for them: the CPU has AVX2 and the way count is one they handle.
+    wide: bool,
     tags: Vec<u64>,
     /// Hits by requester.
     pub hits: [u64; 2],
@@ -89,7 +94,8 @@ impl CacheLevel {
         let ways = (spec.ways as usize).clamp(1, lines);
         let sets = lines / ways;
         let set_mask = if sets.is_power_of_two() { sets as u64 - 1 } else { 0 };
-        CacheLevel { name: spec.name.clone(), sets, ways, set_mask, tags: vec![EMPTY; sets * ways], hits: [0; 2], misses: [0; 2] }
+        let wide = cfg!(target_arch = "x86_64") && super::tlb::wide_set_operations() && lru_set::wide::handles(ways as u32);
+        CacheLevel { name: spec.name.clone(), sets, ways, set_mask, wide, tags: vec![EMPTY; sets * ways], hits: [0; 2], misses: [0; 2] }
     }
 
     /// The set `line` maps to: its low bits, or, when the sets are not a power of two (a
@@ -105,30 +111,26 @@ impl CacheLevel {
         }
     }
 
-    /// Probe for `line`; on a hit move it to the front of its set. Returns whether it hit.
+    /// Look `line` up: on a hit move it to the front of its set, on a miss put it there (the
+    /// set's least recent line falls out). Returns whether it hit.
+    ///
+    /// # Safety
+    /// With WIDE, the caller must be compiled with AVX2 enabled (`#[target_feature]`); the
+    /// level's own `wide` says whether the CPU has it.
     #[inline(always)]
-    fn probe(&mut self, line: u64) -> bool {
+    unsafe fn access<const WIDE: bool>(&mut self, line: u64) -> bool {
         let base = self.set_of(line) * self.ways;
         let set = &mut self.tags[base..base + self.ways];
-        if set[0] == line {
-            return true; // already the most recent: nothing moves
-        }
-        match set.iter().position(|&t| t == line) {
-            Some(p) => {
-                set[..=p].rotate_right(1);
-                true
+        #[cfg(target_arch = "x86_64")]
+        if WIDE && self.wide {
+            if set[0] == line {
+                return true; // already the most recent: nothing moves
             }
-            None => false,
+            // SAFETY: `wide` is set only where the CPU has AVX2 and for set sizes the routine
+            // handles; the caller's contract covers the rest.
+            return unsafe { lru_set::wide::access(set, line) };
         }
-    }
-
-    /// Put `line` (known absent) at the front of its set, evicting the least recent.
-    #[inline(always)]
-    fn fill(&mut self, line: u64) {
-        let base = self.set_of(line) * self.ways;
-        let set = &mut self.tags[base..base + self.ways];
-        set.rotate_right(1);
-        set[0] = line;
+        lru_set::access(set, line) == lru_set::Outcome::Hit
     }
 
     pub fn sets(&self) -> usize {
@@ -158,30 +160,30 @@ pub struct CacheState {
     /// Queued references: line << 1 | requester.
     queue: [u64; BATCH],
     queued: usize,
+    /// Some level takes the AVX2 set operations: replay through the AVX2-compiled loop.
+    wide: bool,
 }
 
 impl CacheState {
     /// One reference to `line`. Returns the index of the level that served it (`levels.len()`
-    /// = memory).
+    /// = memory). A level that misses is filled as it is passed: levels change nothing in each
+    /// other, so filling on the way down leaves what filling after the search would.
+    ///
+    /// # Safety
+    /// With WIDE, as for `CacheLevel::access`.
     #[inline(always)]
-    fn apply(&mut self, line: u64, r: usize) -> usize {
+    unsafe fn apply<const WIDE: bool>(&mut self, line: u64, r: usize) -> usize {
         let n = self.levels.len();
-        let mut served = n;
         for (i, l) in self.levels.iter_mut().enumerate() {
-            if l.probe(line) {
+            // SAFETY: the caller's contract, passed on.
+            if unsafe { l.access::<WIDE>(line) } {
                 l.hits[r] += 1;
-                served = i;
-                break;
+                return i;
             }
             l.misses[r] += 1;
         }
-        if served == n {
-            self.dram[r] += 1;
-        }
-        for l in &mut self.levels[..served] {
-            l.fill(line);
-        }
-        served
+        self.dram[r] += 1;
+        n
     }
 
     /// Ask the host to bring `line`'s set row of every level past the first into its cache.
@@ -199,6 +201,27 @@ impl CacheState {
 
     /// Apply every queued reference, in order.
     fn replay(&mut self) {
+        #[cfg(target_arch = "x86_64")]
+        if self.wide {
+            // SAFETY: `wide` is set only when the CPU has AVX2.
+            return unsafe { self.replay_wide() };
+        }
+        // SAFETY: WIDE = false takes no AVX2 path.
+        unsafe { self.replay_body::<false>() }
+    }
+
+    /// The replay compiled for AVX2, so the levels' wide set operations inline into it.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn replay_wide(&mut self) {
+        // SAFETY: compiled with AVX2 and entered only when the CPU has it.
+        unsafe { self.replay_body::<true>() }
+    }
+
+    /// # Safety
+    /// With WIDE, as for `CacheLevel::access`.
+    #[inline(always)]
+    unsafe fn replay_body<const WIDE: bool>(&mut self) {
         let q = self.queued;
         for &e in &self.queue[..q.min(AHEAD)] {
             self.prefetch(e >> 1);
@@ -208,7 +231,8 @@ impl CacheState {
                 self.prefetch(self.queue[i + AHEAD] >> 1);
             }
             let e = self.queue[i];
-            self.apply(e >> 1, (e & 1) as usize);
+            // SAFETY: the caller's contract, passed on.
+            unsafe { self.apply::<WIDE>(e >> 1, (e & 1) as usize) };
         }
         self.queued = 0;
     }
@@ -224,8 +248,9 @@ pub struct Caches {
 
 impl Caches {
     pub fn new(spec: &CacheSpec) -> Caches {
-        let levels = spec.levels.iter().map(|l| CacheLevel::new(l, spec.line_bytes)).collect();
-        let state = CacheState { levels, dram: [0; 2], queue: [0; BATCH], queued: 0 };
+        let levels: Vec<CacheLevel> = spec.levels.iter().map(|l| CacheLevel::new(l, spec.line_bytes)).collect();
+        let wide = levels.iter().any(|l| l.wide);
+        let state = CacheState { levels, dram: [0; 2], queue: [0; BATCH], queued: 0, wide };
         Caches { spec: spec.clone(), line_shift: spec.line_bytes.trailing_zeros(), state: std::cell::RefCell::new(state) }
     }
 
@@ -235,7 +260,8 @@ impl Caches {
         let line = pa >> self.line_shift;
         let s = self.state.get_mut();
         s.replay();
-        s.apply(line, who as usize)
+        // SAFETY: WIDE = false takes no AVX2 path (the answer is the same either way).
+        unsafe { s.apply::<false>(line, who as usize) }
     }
 
     /// One reference to physical address `pa`, queued: the levels see it, in order, before

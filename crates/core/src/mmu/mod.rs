@@ -11,6 +11,7 @@
 
 pub mod cache;
 pub mod host;
+pub mod lru_set;
 pub mod machine;
 pub mod tlb;
 

@@ -13,6 +13,7 @@
 //! sizes can share a set array without aliasing. The set index comes from the page number of
 //! the entry's own size, as in hardware that probes a shared array once per size.
 
+use super::lru_set;
 use crate::trace::gen::Rng;
 
 pub const EMPTY: u64 = u64::MAX;
@@ -259,7 +260,7 @@ impl Tlb {
             let last = set[set.len() - 1];
             // SAFETY: `wide` is set only where the CPU has AVX2 and for set sizes it handles;
             // the caller's contract covers the rest.
-            let hit = unsafe { wide::lru_access(set, tag) };
+            let hit = unsafe { lru_set::wide::access(set, tag) };
             if !hit {
                 self.filter_swap(tag, last);
             }
@@ -273,27 +274,42 @@ impl Tlb {
             return false;
         }
         let (s, e) = self.set_range(vpn);
+        if !self.filter.is_empty() {
+            return self.access_filtered(s, e, tag);
+        }
+        match lru_set::access(&mut self.tags[s..e], tag) {
+            lru_set::Outcome::Hit => true,
+            lru_set::Outcome::Miss { evicted } => {
+                self.filter_swap(tag, evicted);
+                false
+            }
+        }
+    }
+
+    /// `access` on a large fully associative LRU structure (one with a tag filter): the filter
+    /// answers most misses without a scan, and the recency shift is one memmove instead of a
+    /// loop over up to 72 ways. Same result and set contents as `lru_set::access`.
+    #[inline(never)]
+    fn access_filtered(&mut self, s: usize, e: usize, tag: u64) -> bool {
         let set = &mut self.tags[s..e];
         if set[0] == tag {
             return true;
         }
-        // Shift right from the front until the tag (a hit: move to front) or the end (a miss:
-        // the last entry falls out, the tag goes in front). Empty slots sit at the tail, so
-        // shifting them too leaves the same contents as stopping at the first one.
-        let mut carry = set[0];
-        for slot in set[1..].iter_mut() {
-            let t = *slot;
-            *slot = carry;
-            if t == tag {
+        let found = if self.filter[filter_slot(tag)] != 0 { set.iter().position(|&t| t == tag) } else { None };
+        match found {
+            Some(k) => {
+                set.copy_within(0..k, 1);
                 set[0] = tag;
-                return true;
+                true
             }
-            carry = t;
+            None => {
+                let evicted = set[set.len() - 1];
+                set.copy_within(0..set.len() - 1, 1);
+                set[0] = tag;
+                self.filter_swap(tag, evicted);
+                false
+            }
         }
-        set[0] = tag;
-        // A miss: the tag went in, the last entry (`carry`) fell out.
-        self.filter_swap(tag, carry);
-        false
     }
 
     /// Insert a tag known to be absent. Returns the evicted tag, if any.
@@ -402,76 +418,12 @@ pub fn wide_set_operations() -> bool {
 fn wide_compare_available(ways: u32) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        wide::handles(ways) && wide_set_operations()
+        lru_set::wide::handles(ways) && wide_set_operations()
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = ways;
         false
-    }
-}
-
-/// LRU set operations on sets of 4, 8, 12 or 16 ways held in 256-bit registers: every tag
-/// compared at once, the recency shift done with lane permutes and blends (no loop over the
-/// ways). Same results and set contents as the scalar code (the tests run both).
-#[cfg(target_arch = "x86_64")]
-mod wide {
-    use std::arch::x86_64::*;
-
-    /// Whether `ways` is a size these routines handle.
-    pub fn handles(ways: u32) -> bool {
-        matches!(ways, 4 | 8 | 12 | 16)
-    }
-
-    /// `Tlb::access` on an LRU set: move `tag` to the front, shifting the entries before it
-    /// (a hit) or all but the last (a miss) one way back. Returns true on a hit.
-    ///
-    /// # Safety
-    /// The CPU must have AVX2, `set.len()` must satisfy `handles`, and the caller must be
-    /// compiled with AVX2 enabled (these routines are always inlined; elsewhere each intrinsic
-    /// would be an out-of-line call).
-    #[inline(always)]
-    pub unsafe fn lru_access(set: &mut [u64], tag: u64) -> bool {
-        // SAFETY: the caller's contract, passed on; each kernel reads and writes exactly the
-        // set's 4*C words.
-        unsafe {
-            match set.len() {
-                4 => access_chunks::<1>(set, tag),
-                8 => access_chunks::<2>(set, tag),
-                12 => access_chunks::<3>(set, tag),
-                _ => access_chunks::<4>(set, tag),
-            }
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn access_chunks<const C: usize>(set: &mut [u64], tag: u64) -> bool {
-        assert_eq!(set.len(), 4 * C);
-        let p = set.as_mut_ptr() as *mut __m256i;
-        let needle = _mm256_set1_epi64x(tag as i64);
-        let mut v = [_mm256_setzero_si256(); C];
-        let mut hits = 0u32;
-        for (j, vj) in v.iter_mut().enumerate() {
-            // SAFETY: chunk j is words 4j..4j+4 of the set (checked length 4C).
-            *vj = unsafe { _mm256_loadu_si256(p.add(j)) };
-            hits |= (_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(*vj, needle))) as u32) << (4 * j);
-        }
-        // Ways 0..=k take the entry one way ahead of them (way 0 takes the tag): k is the hit's
-        // way, or the last way on a miss (its entry falls out).
-        let k = if hits != 0 { hits.trailing_zeros() as i64 } else { 4 * C as i64 - 1 };
-        let upto = _mm256_set1_epi64x(k + 1);
-        let mut ahead = needle; // lane 0: what enters the chunk's first way
-        for (j, vj) in v.iter().enumerate() {
-            let rotated = _mm256_permute4x64_epi64::<0b10_01_00_11>(*vj); // [w3, w0, w1, w2]
-            let shifted = _mm256_blend_epi32::<0b0000_0011>(rotated, ahead);
-            ahead = rotated; // its lane 0 is this chunk's last way, which enters the next chunk
-            let base = 4 * j as i64;
-            let way = _mm256_setr_epi64x(base, base + 1, base + 2, base + 3);
-            let out = _mm256_blendv_epi8(*vj, shifted, _mm256_cmpgt_epi64(upto, way));
-            // SAFETY: as for the load.
-            unsafe { _mm256_storeu_si256(p.add(j), out) };
-        }
-        hits != 0
     }
 }
 
@@ -568,9 +520,17 @@ mod tests {
     #[test]
     fn access_equals_probe_then_fill() {
         use crate::trace::gen::Rng;
-        for (entries, ways, repl) in [(64, 4, Replacement::Lru), (16, 16, Replacement::Lru), (8, 8, Replacement::Plru), (8, 2, Replacement::Random)] {
+        // 72 and 64 ways, fully associative: the filtered path (`access_filtered`).
+        for (entries, ways, repl) in [
+            (64, 4, Replacement::Lru),
+            (16, 16, Replacement::Lru),
+            (72, 72, Replacement::Lru),
+            (64, 64, Replacement::Lru),
+            (8, 8, Replacement::Plru),
+            (8, 2, Replacement::Random),
+        ] {
             let mut a = Tlb::new(entries, ways, repl, 3);
-            let mut b = Tlb::new(entries, ways, repl, 3);
+            let mut b = Tlb::new(entries, ways, repl, 3).without_filter();
             let mut rng = Rng::new(9);
             for _ in 0..20_000 {
                 let v = rng.below(100);
@@ -581,6 +541,12 @@ mod tests {
                 assert_eq!(a.access(v, v), hit_b);
             }
             assert_eq!(a.tags, b.tags);
+            if !a.filter.is_empty() {
+                // The filter counts exactly the tags held.
+                let mut counts = vec![0u16; a.filter.len()];
+                a.tags().for_each(|t| counts[filter_slot(t)] += 1);
+                assert_eq!(a.filter, counts, "{entries}x{ways}");
+            }
         }
     }
 
