@@ -309,17 +309,18 @@ superpage policies take the general path, which probes and fills separately (sca
 These VMs are noisy: the same run can vary by +-30% from one minute to the next, so compare the
 ratios within one report.
 """
-    # Keep the sections of `bench --capture`, `--against`, `--pressure` and `--pressure --against` that share the file.
+    # Replace only this report, the file's head: keep everything from the first section of
+    # `bench --capture`, `--against`, `--pressure` or `--pressure --against` on, with the notes
+    # written between those sections.
     from . import bench_builds, bench_capture, bench_pressure
 
     kept = ""
     if os.path.exists(a.out):
         with open(a.out) as f:
             old = f.read()
-        for start, end in ((bench_capture.START, bench_capture.END), (bench_builds.START, bench_builds.END),
-                           (bench_pressure.START, bench_pressure.END), (bench_pressure.AGAINST_START, bench_pressure.AGAINST_END)):
-            if start in old and end in old:
-                kept += "\n" + old[old.index(start):old.index(end) + len(end)] + "\n"
+        starts = [old.index(m) for m in (bench_capture.START, bench_builds.START, bench_pressure.START, bench_pressure.AGAINST_START) if m in old]
+        if starts:
+            kept = "\n" + old[min(starts):]
     from .output import write_text
 
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
