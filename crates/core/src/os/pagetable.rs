@@ -36,7 +36,8 @@ fn region_tag(region: u64) -> u32 {
 enum Descent {
     Absent,
     Leaf(u64),
-    LastLevel(usize),
+    /// The last-level node, and the level-2 node whose entry points to it.
+    LastLevel(usize, usize),
 }
 
 /// One resolved translation.
@@ -78,10 +79,12 @@ pub struct PageTable {
     pub released: Vec<u64>,
     /// Direct-mapped cache from a last-level table's span (va >> span of a level-2 entry) to
     /// that table's node, so that the common walk (upper levels unchanged) reads one entry
-    /// instead of three. An entry is (region's bits above the index + 1, node), 8 bytes so
-    /// that the cache stays small beside the TLB arrays; tag 0 = empty. Cleared whenever a
-    /// table node is freed.
-    region_cache: Box<[Cell<(u32, u32)>]>,
+    /// instead of three. An entry is (region's bits above the index + 1, node, the level-2
+    /// node above it), 12 bytes so that the cache stays small beside the TLB arrays; tag 0 =
+    /// empty. The level-2 node gives a walk that starts one level up (its page-walk caches
+    /// held only the levels above) its two entries' addresses. Cleared whenever a table node is
+    /// freed.
+    region_cache: Box<[Cell<(u32, u32, u32)>]>,
     /// Precomputed: span shift of an entry at each level (index = level), index mask, and one
     /// past the highest mappable address. Walks run on every TLB miss, so they compute nothing.
     span_shifts: [u32; 8],
@@ -106,7 +109,7 @@ impl PageTable {
             created: Vec::new(),
             released: Vec::new(),
             // Only tables of two levels or more consult the cache (`cached_last_level`).
-            region_cache: vec![Cell::new((0u32, 0u32)); if levels >= 2 { REGION_CACHE } else { 0 }].into_boxed_slice(),
+            region_cache: vec![Cell::new((0u32, 0u32, 0u32)); if levels >= 2 { REGION_CACHE } else { 0 }].into_boxed_slice(),
             span_shifts: [0; 8],
             index_mask: (1u64 << bits) - 1,
             limit: 0,
@@ -180,7 +183,7 @@ impl PageTable {
         if va >= self.limit {
             return Descent::Absent;
         }
-        let mut node = 0usize;
+        let (mut node, mut parent) = (0usize, 0usize);
         let mut level = self.levels;
         while level > 1 {
             let e = self.nodes[self.slot(node, self.index(va, level))];
@@ -190,10 +193,11 @@ impl PageTable {
             if e & LEAF != 0 {
                 return Descent::Leaf(e);
             }
+            parent = node;
             node = (e >> PAYLOAD_SHIFT) as usize;
             level -= 1;
         }
-        Descent::LastLevel(node)
+        Descent::LastLevel(node, parent)
     }
 
     fn translation(&self, e: u64, va: u64) -> Translation {
@@ -229,16 +233,24 @@ impl PageTable {
             return 0;
         }
         let shift = self.base.shift();
-        if first == 1 && leaf == 1 {
-            // The common walk (the page-walk caches gave the upper levels): one entry, whose
-            // table the region cache usually knows.
-            if let Some(node) = self.cached_last_level(va) {
-                let f = self.node_frame[node];
-                if f == NO_FRAME {
-                    return 0;
+        if leaf == 1 && first <= 2 {
+            // The common walks (the page-walk caches gave the levels above `first`): one or two
+            // entries, whose tables the region cache usually knows. Stops at a node without a
+            // frame, as the loop below does.
+            if let Some((node, parent)) = self.cached_region(va) {
+                let mut n = 0;
+                for (level, nd) in [(2u8, parent), (1, node)] {
+                    if level > first {
+                        continue;
+                    }
+                    let f = self.node_frame[nd];
+                    if f == NO_FRAME {
+                        break;
+                    }
+                    out[n] = (f << shift) + self.index(va, level) as u64 * 8;
+                    n += 1;
                 }
-                out[0] = (f << shift) + self.index(va, 1) as u64 * 8;
-                return 1;
+                return n;
             }
         }
         let (mut node, mut level, mut n) = (0usize, self.levels, 0usize);
@@ -275,8 +287,8 @@ impl PageTable {
         match self.descend(va) {
             Descent::Absent => None,
             Descent::Leaf(e) => Some(((e >> SIZE_SHIFT) & 0xf) as u32),
-            Descent::LastLevel(node) => {
-                self.remember_last_level(va, node);
+            Descent::LastLevel(node, parent) => {
+                self.remember_last_level(va, node, parent);
                 self.last_level_size(node, va)
             }
         }
@@ -291,8 +303,8 @@ impl PageTable {
             None => match self.descend(va) {
                 Descent::Absent => return None,
                 Descent::Leaf(e) => return Some(e),
-                Descent::LastLevel(node) => {
-                    self.remember_last_level(va, node);
+                Descent::LastLevel(node, parent) => {
+                    self.remember_last_level(va, node, parent);
                     node
                 }
             },
@@ -300,12 +312,13 @@ impl PageTable {
         Some(self.nodes[self.slot(node, self.index(va, 1))])
     }
 
-    /// Note in the region cache that `node` is the last-level table of `va`'s region.
+    /// Note in the region cache that `node` is the last-level table of `va`'s region, and
+    /// `parent` the level-2 table above it.
     #[inline(always)]
-    fn remember_last_level(&self, va: u64, node: usize) {
+    fn remember_last_level(&self, va: u64, node: usize, parent: usize) {
         if self.levels > 1 {
             let region = va >> self.span_shift(2);
-            self.region_cache[region as usize & (REGION_CACHE - 1)].set((region_tag(region), node as u32));
+            self.region_cache[region as usize & (REGION_CACHE - 1)].set((region_tag(region), node as u32, parent as u32));
         }
     }
 
@@ -355,8 +368,19 @@ impl PageTable {
             return None;
         }
         let region = va >> self.span_shift(2);
-        let (tag, node) = self.region_cache[region as usize & (REGION_CACHE - 1)].get();
+        let (tag, node, _) = self.region_cache[region as usize & (REGION_CACHE - 1)].get();
         (tag == region_tag(region)).then_some(node as usize)
+    }
+
+    /// `cached_last_level`, with the level-2 node above it.
+    #[inline(always)]
+    fn cached_region(&self, va: u64) -> Option<(usize, usize)> {
+        if self.levels < 2 {
+            return None;
+        }
+        let region = va >> self.span_shift(2);
+        let (tag, node, parent) = self.region_cache[region as usize & (REGION_CACHE - 1)].get();
+        (tag == region_tag(region)).then_some((node as usize, parent as usize))
     }
 
     #[inline(always)]
@@ -525,7 +549,7 @@ impl PageTable {
         self.free_nodes.push(node);
         self.live_nodes -= 1;
         for c in self.region_cache.iter() {
-            c.set((0u32, 0u32));
+            c.set((0u32, 0u32, 0u32));
         }
         let f = std::mem::replace(&mut self.node_frame[node as usize], NO_FRAME);
         if f != NO_FRAME {
@@ -789,6 +813,44 @@ mod tests {
         for va in [0x20_0000u64, 0x20_1000, 0x3f_f000] {
             assert_eq!(pt.lookup(va).map(|t| t.cow), Some(true));
             assert!(pt.maybe_cow(va), "{va:#x}");
+        }
+    }
+
+    /// Forget every region, so that the next answer walks the upper levels.
+    fn forget_regions(pt: &PageTable) {
+        for e in pt.region_cache.iter() {
+            e.set((0, 0, 0));
+        }
+    }
+
+    #[test]
+    fn entry_addrs_from_the_region_cache_equal_a_walk_from_the_root() {
+        let mut pt = x86();
+        for (i, va) in [0x20_0000u64, 0x20_1000, 0x40_0000, 0x4000_0000, 0x80_0000_0000].into_iter().enumerate() {
+            assert!(pt.map(va, 0, Pfn(100 + i as u64)));
+        }
+        // Frames for every node but one last-level table (a node without a frame ends the
+        // walk's list early, cached or not).
+        let created = std::mem::take(&mut pt.created);
+        let skip = *created.last().unwrap();
+        for (k, &n) in created.iter().enumerate() {
+            if n != skip {
+                pt.set_node_frame(n, 1000 + k as u64);
+            }
+        }
+        for va in [0x20_0000u64, 0x20_1000, 0x20_2000, 0x40_0000, 0x4000_0000, 0x80_0000_0000, 0x60_0000] {
+            for (first, leaf) in [(1u8, 1u8), (2, 1), (3, 1), (4, 1), (2, 2), (4, 2), (3, 3)] {
+                forget_regions(&pt);
+                let mut reference = [0u64; 8];
+                let m = pt.entry_addrs(va, first, leaf, &mut reference);
+                // Looking the address up caches its region (where a last-level table holds it).
+                assert!(pt.lookup(va).is_some() || va == 0x20_2000 || va == 0x60_0000);
+                assert_eq!(pt.cached_region(va).is_some(), va != 0x60_0000, "{va:#x}");
+                let mut warm = [0u64; 8];
+                let n = pt.entry_addrs(va, first, leaf, &mut warm);
+                assert_eq!(warm[..n], reference[..m], "{va:#x} levels {first}..{leaf}");
+                assert!(n >= (first - leaf + 1) as usize || va == 0x80_0000_0000 || va == 0x60_0000, "{va:#x} {first}..{leaf}: {n}");
+            }
         }
     }
 
