@@ -170,9 +170,10 @@ def render(runs, cases, policies, repeats: int, damon_why: str, mode: str | None
               "with less bloat where the program leaves holes). The share of thp's gain, (navarro-live - 1) / (thp - 1), "
               "is the stricter reading and is given beside it:", ""]
     for label, mib, holes, t, n, within, less in verdicts:
-        gain = (n - 1) / (t - 1) * 100 if t > 1 else float("nan")
+        # The share of a gain is undefined where thp gained nothing (its speedup at most 1).
+        gain = f"{(n - 1) / (t - 1) * 100:.0f}% of thp's gain over base" if t > 1 else "thp gained nothing over base"
         lines.append(f"- {label} {mib}MiB: thp {t:.2f}x, navarro-live {n:.2f}x = {n / t * 100:.0f}% of thp's speedup: "
-                     f"{'within 10%' if within else 'NOT within 10%'} ({gain:.0f}% of thp's gain over base)"
+                     f"{'within 10%' if within else 'NOT within 10%'} ({gain})"
                      + (f"; bloat {'less' if less else 'NOT less'} than thp's" if holes else ""))
     held = sum(v[5] for v in verdicts)
     lines += ["", f"Within 10% of thp on {held} of {len(verdicts)} cases.", END]
