@@ -24,7 +24,7 @@ import time
 
 from . import _core, api
 from .fmt import human
-from .hostinfo import cpu_model
+from .hostinfo import machine_line
 
 ZIPF = "Zipf 0.99 (1GiB)"
 ZIPF_LONGER = "Zipf 0.99 (1GiB), 4x longer"
@@ -94,7 +94,6 @@ def simulate_scalar(path: str) -> api.Result:
             del os.environ[SCALAR_ENV]
         else:
             os.environ[SCALAR_ENV] = old
-
 
 
 def main(a) -> int:
@@ -254,7 +253,7 @@ def write_report(a, table: str) -> None:
     header = f"""# Performance record
 
 Produced by `superpager bench --accesses {a.accesses} --repeats {a.repeats} --out {a.out}`
-(`make bench`) on {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()},
+(`make bench`) on {machine_line()}, Python {platform.python_version()},
 superpager {_core.__version__}{f' at {commit}' if commit else ''}. Single core for superpager's
 simulation loop (the full-machine runs also use a second thread to decompress and decode chunks).
 Figures are medians of {a.repeats} rounds measured in the same process, each round visiting every

@@ -94,7 +94,7 @@ impl CacheLevel {
         let ways = (spec.ways as usize).clamp(1, lines);
         let sets = lines / ways;
         let set_mask = if sets.is_power_of_two() { sets as u64 - 1 } else { 0 };
-        let wide = cfg!(target_arch = "x86_64") && super::tlb::wide_set_operations() && lru_set::wide::handles(ways as u32);
+        let wide = lru_set::wide_available(ways as u32);
         CacheLevel { name: spec.name.clone(), sets, ways, set_mask, wide, tags: vec![EMPTY; sets * ways], hits: [0; 2], misses: [0; 2] }
     }
 

@@ -42,6 +42,21 @@ pub fn access(set: &mut [u64], tag: u64) -> Outcome {
     Outcome::Miss { evicted: carry }
 }
 
+/// Whether LRU sets of `ways` ways take the `wide` routines in this process: the CPU has AVX2,
+/// `SUPERPAGER_SCALAR_TLB` does not turn them off (`tlb::wide_set_operations`), and `wide`
+/// handles the size. The TLBs and the data caches both ask this.
+pub fn wide_available(ways: u32) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        wide::handles(ways) && super::tlb::wide_set_operations()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = ways;
+        false
+    }
+}
+
 /// LRU set operations on sets of 4, 8, 12 or 16 ways held in 256-bit registers: every tag
 /// compared at once, the recency shift done with lane permutes and blends (no loop over the
 /// ways). Same results and set contents as the scalar code (the tests run both).

@@ -122,7 +122,7 @@ impl Tlb {
             repl,
             plru_bits: if repl == Replacement::Plru { vec![0; sets as usize] } else { Vec::new() },
             rng: Rng::new(seed),
-            wide: repl == Replacement::Lru && wide_compare_available(ways),
+            wide: repl == Replacement::Lru && lru_set::wide_available(ways),
             filter: if sets == 1 && ways >= FILTER_MIN_WAYS { vec![0; 1 << FILTER_BITS] } else { Vec::new() },
         }
     }
@@ -245,7 +245,7 @@ impl Tlb {
     ///
     /// # Safety
     /// With WIDE, the caller must be compiled with AVX2 enabled (`#[target_feature]`) and run
-    /// only where `wide_compare_available` said yes.
+    /// only where `lru_set::wide_available` said yes.
     #[inline(always)]
     pub unsafe fn access_in<const WIDE: bool>(&mut self, vpn: u64, tag: u64) -> bool {
         #[cfg(target_arch = "x86_64")]
@@ -410,19 +410,6 @@ pub fn wide_set_operations() -> bool {
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        false
-    }
-}
-
-/// Whether LRU sets of `ways` use the `wide` routines.
-fn wide_compare_available(ways: u32) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        lru_set::wide::handles(ways) && wide_set_operations()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = ways;
         false
     }
 }

@@ -364,15 +364,11 @@ impl PageTable {
     /// The last-level table holding `va`'s entry, if the region cache knows it.
     #[inline(always)]
     fn cached_last_level(&self, va: u64) -> Option<usize> {
-        if self.levels < 2 {
-            return None;
-        }
-        let region = va >> self.span_shift(2);
-        let (tag, node, _) = self.region_cache[region as usize & (REGION_CACHE - 1)].get();
-        (tag == region_tag(region)).then_some(node as usize)
+        self.cached_region(va).map(|(node, _)| node)
     }
 
-    /// `cached_last_level`, with the level-2 node above it.
+    /// The last-level node the region cache holds for `va`'s region, with the level-2 node
+    /// above it.
     #[inline(always)]
     fn cached_region(&self, va: u64) -> Option<(usize, usize)> {
         if self.levels < 2 {
