@@ -51,7 +51,7 @@ def one(exe: str, program: str, mib: int, policy: str, holes: bool, ops: str | N
     kv = dict(re.findall(r"(\w+)=(\S+)", text))
     rss, touched, huge = int(kv["rss_bytes"]), int(kv["touched_bytes"]), int(kv["anon_huge_bytes"])
     return Run(float(kv["access_s"]), float(kv["populate_s"]), max(0, rss - touched), int(rep.counters.get("collapsed", 0)),
-               rep.policy_cpu_s, huge / rss if rss else 0.0)
+               rep.step_cpu_s, huge / rss if rss else 0.0)
 
 
 def _ops(program: str) -> str:

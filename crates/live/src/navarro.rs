@@ -56,6 +56,10 @@ pub struct NavarroLive {
     vmas: Vec<Vma>,
     /// Ranges found huge since the maps last changed: not re-read every step.
     known_huge: HashSet<u64>,
+    /// Ranges that met the threshold and wait for a collapse (the step's budget was spent, or
+    /// the kernel refused): population only grows while the maps stay the same, so they are not
+    /// re-read by every scan; each is read once more just before its collapse, which decides.
+    ready: HashSet<u64>,
     pm: Pagemap,
     kf: Option<KpageFlagsFile>,
     pidfd: Pidfd,
@@ -76,6 +80,7 @@ impl NavarroLive {
             maps: String::new(),
             vmas: Vec::new(),
             known_huge: HashSet::new(),
+            ready: HashSet::new(),
             pm,
             kf: KpageFlagsFile::open(),
             pidfd,
@@ -96,6 +101,7 @@ impl NavarroLive {
             self.vmas = read_vmas(self.pid)?;
             self.maps = maps;
             self.known_huge.clear();
+            self.ready.clear();
         }
         self.counters.steps += 1;
         let mut out = StepOutcome::default();
@@ -118,28 +124,27 @@ impl NavarroLive {
                     a += PMD_BYTES;
                     continue;
                 }
-                out.read += 1;
-                match reader.read(a)? {
-                    RangeState::Huge => {
-                        self.counters.already_huge += 1;
-                        out.huge_bytes += PMD_BYTES;
-                        self.known_huge.insert(a);
-                    }
-                    RangeState::Small { populated: 0, .. } => self.counters.empty += 1,
-                    RangeState::Small { populated, .. } if populated < self.promote_at => self.counters.below_threshold += 1,
-                    RangeState::Small { .. } => todo.push(a),
+                // A ready range's decision is made below, where it is read again.
+                if self.ready.contains(&a) || classify(&mut reader, a, self.promote_at, &mut self.counters, &mut self.known_huge, &mut out)? {
+                    todo.push(a);
                 }
                 a += PMD_BYTES;
             }
         }
-        drop(reader);
         for s in skips {
             *self.counters.vma_skipped.entry(s.name()).or_default() += 1;
         }
         for a in todo {
             if out.collapsed + out.failed >= max_collapses {
+                self.ready.insert(a);
                 out.deferred += 1;
                 self.counters.deferred += 1;
+                continue;
+            }
+            // Read again just before the collapse: pages may have been freed (MADV_DONTNEED
+            // does not change the maps) or the kernel may have made it huge meanwhile.
+            self.ready.remove(&a);
+            if !classify(&mut reader, a, self.promote_at, &mut self.counters, &mut self.known_huge, &mut out)? {
                 continue;
             }
             match self.pidfd.collapse(a, PMD_BYTES) {
@@ -152,6 +157,7 @@ impl NavarroLive {
                 }
                 Err((CollapseFailure::Gone, _)) => return Err(LiveError::Gone { pid: self.pid }),
                 Err((f, _)) => {
+                    self.ready.insert(a);
                     out.failed += 1;
                     *self.counters.failed.entry(f.name()).or_default() += 1;
                 }
@@ -159,4 +165,28 @@ impl NavarroLive {
         }
         Ok(out)
     }
+}
+
+/// Reads one range and counts its decision, unless it met the threshold: true then, and the
+/// caller decides (collapse, or defer).
+fn classify(
+    reader: &mut RangeReader,
+    a: u64,
+    promote_at: u32,
+    counters: &mut NavarroCounters,
+    known_huge: &mut HashSet<u64>,
+    out: &mut StepOutcome,
+) -> Result<bool, LiveError> {
+    out.read += 1;
+    match reader.read(a)? {
+        RangeState::Huge => {
+            counters.already_huge += 1;
+            out.huge_bytes += PMD_BYTES;
+            known_huge.insert(a);
+        }
+        RangeState::Small { populated: 0, .. } => counters.empty += 1,
+        RangeState::Small { populated, .. } if populated < promote_at => counters.below_threshold += 1,
+        RangeState::Small { .. } => return Ok(true),
+    }
+    Ok(false)
 }
