@@ -128,6 +128,9 @@ impl Engine {
         if cfg.memory.0 < machine.largest_page().bytes().min(64 << 20) {
             return Err(Error::usage(format!("memory {} is too small for this machine", cfg.memory)));
         }
+        if let Some(c) = &machine.cache {
+            crate::mmu::cache::Caches::check_memory(c, cfg.memory.0).map_err(|m| Error::usage(format!("machine {}: {m}", machine.name)))?;
+        }
         let f = policy.features();
         if f.needs_nested && machine.nested.is_none() {
             return Err(Error::usage(format!("policy {}: paravirtual promotion needs a guest: run on {}+nested (or --nested)", policy.name(), machine.name)));

@@ -71,6 +71,7 @@ impl ScenarioRun {
             return Err(crate::Error::usage(format!("policy {policy_spec}: OFFLINE plans over one trace; scenarios are not supported")));
         }
         let mut engine = Engine::new(machine, pol, cfg)?;
+        place_cache_replay(std::slice::from_mut(&mut engine));
         for (i, p) in sc.prelude.iter().enumerate() {
             let label = format!("prelude {}", p.name());
             p.apply(&mut engine.os, sc.seed.wrapping_add(i as u64), &mut |f| progress(&label, f))?;
@@ -189,6 +190,7 @@ impl Simulation {
             }
             engines.push(Engine::new(m, pol, cfg.clone())?);
         }
+        place_cache_replay(&mut engines);
         let window = window_for(engines.len());
         let reader = PrefetchReader::open_ahead(trace, allow_truncated, window + 1)?;
         let pos = reader.meta.data_offset;
@@ -248,17 +250,41 @@ impl Simulation {
     }
 }
 
+/// The cores a run may use: SUPERPAGER_THREADS, else every one this process may run on
+/// (SUPERPAGER_THREADS=1 keeps a run on one thread: a pool's workers already fill the cores).
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| {
+        std::env::var("SUPERPAGER_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    })
+}
+
+/// Gives each engine's data caches a replay thread of their own (mmu/replay_thread.rs) when
+/// there is a core for it: at least two cores per engine (run_engines already puts a second
+/// engine on the second core). SUPERPAGER_CACHE_THREAD=1 or 0 decides instead. Results are the
+/// same either way.
+fn place_cache_replay(engines: &mut [Engine]) {
+    let on = match std::env::var("SUPERPAGER_CACHE_THREAD").as_deref() {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => cores() >= 2 * engines.len(),
+    };
+    if on {
+        for e in engines {
+            if let Some(c) = e.mmu.caches.as_mut() {
+                c.set_replay_thread(true);
+            }
+        }
+    }
+}
+
 /// Run a window of chunks through every engine, each engine the whole window in a row (see
 /// ENGINE_WINDOW). Engines share nothing, so with several of them and a second core the later
 /// half runs on a scoped thread while this one runs the first half (the reader decodes ahead on
 /// its own thread); every engine sees the same chunks in the same order, so results do not
 /// depend on it. The error reported is the first failing engine's, in run order.
 fn run_engines(engines: &mut [Engine], chunks: &[Chunk], busy: &mut [Duration]) -> Result<()> {
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    // SUPERPAGER_THREADS=1 keeps a run on one thread (a pool's workers already fill the cores).
-    let cores = *CORES.get_or_init(|| {
-        std::env::var("SUPERPAGER_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-    });
+    let cores = cores();
     let run = |engines: &mut [Engine], busy: &mut [Duration]| -> Result<()> {
         engines.iter_mut().zip(busy.iter_mut()).try_for_each(|(e, b)| {
             let t = Instant::now();

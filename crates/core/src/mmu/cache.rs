@@ -23,8 +23,9 @@
 
 use super::lru_set;
 
-/// An empty slot (no physical line has this number: lines are addresses >> 6 at least).
-const EMPTY: u64 = u64::MAX;
+/// An empty slot: no line's tag (`Caches::check_memory` refuses memories whose lines would
+/// reach it).
+const EMPTY: u32 = u32::MAX;
 
 /// Who made a reference: the program (a load or store) or the page walker (a table entry).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,25 +78,52 @@ pub struct CacheLevel {
     pub name: String,
     sets: usize,
     ways: usize,
+    /// Tags a set's row holds: `ways`, or the wide routine's row (8 or 16) with the lanes past
+    /// `ways` kept empty.
+    row: usize,
     /// sets - 1 when the sets are a power of two, else 0 (`set_of` takes the modulo).
     set_mask: u64,
+    /// A line's tag is line >> tag_shift: the set's index bits are dropped where the sets are a
+    /// power of two (they are the same for every line of the set), which keeps tags within u32
+    /// for memories up to `addressable_bytes`.
+    tag_shift: u32,
     /// This level's sets take the AVX2 set operations (mmu/lru_set.rs) when the replay is
-    /// compiled for them: the CPU has AVX2 and the way count is one they handle.
+    /// compiled for them: the CPU has AVX2 and the set fits a row of 16 tags.
     wide: bool,
-    tags: Vec<u64>,
+    /// u32 tags, on the host's 2MB pages when large (`hint::HostArray`): half the host memory
+    /// u64 tags took, so a 16-way set is one host cache line.
+    tags: crate::hint::HostArray<u32>,
     /// Hits by requester.
     pub hits: [u64; 2],
     pub misses: [u64; 2],
 }
 
 impl CacheLevel {
-    fn new(spec: &CacheLevelSpec, line_bytes: u32) -> CacheLevel {
+    /// (sets, ways, tag_shift) of a level.
+    fn shape(spec: &CacheLevelSpec, line_bytes: u32) -> (usize, usize, u32) {
         let lines = (spec.bytes / line_bytes as u64).max(1) as usize;
         let ways = (spec.ways as usize).clamp(1, lines);
         let sets = lines / ways;
+        (sets, ways, if sets.is_power_of_two() { sets.trailing_zeros() } else { 0 })
+    }
+
+    fn new(spec: &CacheLevelSpec, line_bytes: u32) -> CacheLevel {
+        let (sets, ways, tag_shift) = CacheLevel::shape(spec, line_bytes);
         let set_mask = if sets.is_power_of_two() { sets as u64 - 1 } else { 0 };
-        let wide = lru_set::wide_available(ways as u32);
-        CacheLevel { name: spec.name.clone(), sets, ways, set_mask, wide, tags: vec![EMPTY; sets * ways], hits: [0; 2], misses: [0; 2] }
+        let wide_row = lru_set::wide32_row(ways as u32);
+        let row = wide_row.unwrap_or(ways);
+        CacheLevel {
+            name: spec.name.clone(),
+            sets,
+            ways,
+            row,
+            set_mask,
+            tag_shift,
+            wide: wide_row.is_some(),
+            tags: crate::hint::HostArray::filled(sets * row, EMPTY),
+            hits: [0; 2],
+            misses: [0; 2],
+        }
     }
 
     /// The set `line` maps to: its low bits, or, when the sets are not a power of two (a
@@ -119,18 +147,20 @@ impl CacheLevel {
     /// level's own `wide` says whether the CPU has it.
     #[inline(always)]
     unsafe fn access<const WIDE: bool>(&mut self, line: u64) -> bool {
-        let base = self.set_of(line) * self.ways;
-        let set = &mut self.tags[base..base + self.ways];
+        let base = self.set_of(line) * self.row;
+        let tag = (line >> self.tag_shift) as u32;
+        debug_assert!(line >> self.tag_shift < EMPTY as u64, "line {line:#x} beyond the tags' reach (Caches::check_memory)");
+        let row = &mut self.tags[base..base + self.row];
+        if row[0] == tag {
+            return true; // already the most recent: nothing moves
+        }
         #[cfg(target_arch = "x86_64")]
         if WIDE && self.wide {
-            if set[0] == line {
-                return true; // already the most recent: nothing moves
-            }
-            // SAFETY: `wide` is set only where the CPU has AVX2 and for set sizes the routine
-            // handles; the caller's contract covers the rest.
-            return unsafe { lru_set::wide::access(set, line) };
+            // SAFETY: `wide` is set only where the CPU has AVX2 and the row is the one the
+            // routine takes for this many ways; the caller's contract covers the rest.
+            return unsafe { lru_set::wide::access32(row, self.ways, tag) };
         }
-        lru_set::access(set, line) == lru_set::Outcome::Hit
+        lru_set::access(&mut row[..self.ways], tag) == lru_set::Outcome::Hit
     }
 
     pub fn sets(&self) -> usize {
@@ -145,21 +175,14 @@ impl CacheLevel {
 /// requested AHEAD references early lets those waits overlap. 64 and 8 are a first choice,
 /// not tuned: a batch of lines fits the host's L1, and 8 rows in flight is below the misses a
 /// core keeps outstanding (docs/RUNTIME_MODEL.md, "Speed").
-const BATCH: usize = 64;
+pub(super) const BATCH: usize = 64;
 const AHEAD: usize = 8;
 
-/// The levels, what they served, and the queue of references they have not yet seen.
-///
-/// Invariant: every counter read goes through `Caches::settled`, which replays the queue
-/// first, so a reader sees exactly the state an in-order, one-at-a-time hierarchy would have
-/// (the queue changes when references are applied, never their order or outcome).
+/// The levels and what they served.
 pub struct CacheState {
     pub levels: Vec<CacheLevel>,
     /// References no level held, by requester.
     pub dram: [u64; 2],
-    /// Queued references: line << 1 | requester.
-    queue: [u64; BATCH],
-    queued: usize,
     /// Some level takes the AVX2 set operations: replay through the AVX2-compiled loop.
     wide: bool,
 }
@@ -190,76 +213,222 @@ impl CacheState {
     #[inline(always)]
     fn prefetch(&self, line: u64) {
         for l in &self.levels[1..] {
-            let base = l.set_of(line) * l.ways;
+            let base = l.set_of(line) * l.row;
             crate::hint::prefetch(&l.tags[base]);
-            if l.ways > 8 {
-                // A row of more than 8 tags spans a second host line.
-                crate::hint::prefetch(&l.tags[base + 8]);
+            if l.row > 16 {
+                // A row of more than 16 tags spans a second host line.
+                crate::hint::prefetch(&l.tags[base + 16]);
             }
         }
     }
 
-    /// Apply every queued reference, in order.
-    fn replay(&mut self) {
+    /// Apply queued references (line << 1 | requester), in order.
+    pub(super) fn replay_batch(&mut self, refs: &[u64]) {
         #[cfg(target_arch = "x86_64")]
         if self.wide {
             // SAFETY: `wide` is set only when the CPU has AVX2.
-            return unsafe { self.replay_wide() };
+            return unsafe { self.replay_wide(refs) };
         }
         // SAFETY: WIDE = false takes no AVX2 path.
-        unsafe { self.replay_body::<false>() }
+        unsafe { self.replay_body::<false>(refs) }
     }
 
     /// The replay compiled for AVX2, so the levels' wide set operations inline into it.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn replay_wide(&mut self) {
+    unsafe fn replay_wide(&mut self, refs: &[u64]) {
         // SAFETY: compiled with AVX2 and entered only when the CPU has it.
-        unsafe { self.replay_body::<true>() }
+        unsafe { self.replay_body::<true>(refs) }
     }
 
     /// # Safety
     /// With WIDE, as for `CacheLevel::access`.
     #[inline(always)]
-    unsafe fn replay_body<const WIDE: bool>(&mut self) {
-        let q = self.queued;
-        for &e in &self.queue[..q.min(AHEAD)] {
+    unsafe fn replay_body<const WIDE: bool>(&mut self, refs: &[u64]) {
+        let q = refs.len();
+        for &e in &refs[..q.min(AHEAD)] {
             self.prefetch(e >> 1);
         }
         for i in 0..q {
             if i + AHEAD < q {
-                self.prefetch(self.queue[i + AHEAD] >> 1);
+                self.prefetch(refs[i + AHEAD] >> 1);
             }
-            let e = self.queue[i];
+            let e = refs[i];
             // SAFETY: the caller's contract, passed on.
             unsafe { self.apply::<WIDE>(e >> 1, (e & 1) as usize) };
         }
-        self.queued = 0;
     }
 }
 
+/// A batch of queued references: line << 1 | requester.
+struct Batch {
+    refs: [u64; BATCH],
+    n: usize,
+}
+
+/// Where the levels replay the queue: on this thread, or on a thread of their own
+/// (mmu/replay_thread.rs), which takes the levels' work off the engine's thread.
+enum Replay {
+    Here(CacheState),
+    Thread(super::replay_thread::ReplayThread),
+}
+
+/// A run that reads the counters more often than once per this many references on average
+/// (a policy whose clock is read on every fault or TLB miss, `Engine::now`) replays on the
+/// engine's thread again: each read waits for the other thread to finish the queue, which
+/// costs more than the replay it saves. Checked from the 64th read on.
+const THREAD_MIN_REFS_PER_READ: u64 = 16_384;
+
+struct Inner {
+    batch: Batch,
+    replay: Replay,
+    /// First-level hits of collapsed same-page runs (`Caches::first_level_hits`), added to the
+    /// first level when the counters are read (never touched by the replay thread).
+    pending_first_level_hits: u64,
+    reads: u64,
+    refs: u64,
+}
+
+impl Inner {
+    /// Hand the queued references to the levels.
+    #[inline(always)]
+    fn flush(&mut self) {
+        let n = self.batch.n;
+        if n == 0 {
+            return;
+        }
+        self.refs += n as u64;
+        match &mut self.replay {
+            Replay::Here(s) => s.replay_batch(&self.batch.refs[..n]),
+            Replay::Thread(t) => t.publish(&self.batch.refs, n),
+        }
+        self.batch.n = 0;
+    }
+
+    /// Every queued reference applied, every count in place: the levels are this thread's to
+    /// read or change until the next `flush`.
+    fn settle(&mut self) -> &mut CacheState {
+        self.flush();
+        self.reads += 1;
+        if let Replay::Thread(t) = &mut self.replay {
+            t.drain();
+            if self.reads >= 64 && self.refs / self.reads < THREAD_MIN_REFS_PER_READ {
+                let Replay::Thread(t) = std::mem::replace(&mut self.replay, Replay::Here(CacheState::empty())) else { unreachable!() };
+                self.replay = Replay::Here(t.into_state());
+            }
+        }
+        let pending = std::mem::take(&mut self.pending_first_level_hits);
+        // SAFETY: drained just above (or replaying here).
+        let s = unsafe { self.state_mut() };
+        if let Some(l) = s.levels.first_mut() {
+            l.hits[0] += pending;
+        }
+        s
+    }
+
+    /// # Safety
+    /// Only after `settle`, with no `flush` since.
+    unsafe fn state_mut(&mut self) -> &mut CacheState {
+        match &mut self.replay {
+            Replay::Here(s) => s,
+            // SAFETY: the caller's contract: the other thread has applied everything
+            // published and waits for more.
+            Replay::Thread(t) => unsafe { t.state_mut() },
+        }
+    }
+
+    /// # Safety
+    /// Only after `settle`, with no `flush` since.
+    unsafe fn state(&self) -> &CacheState {
+        match &self.replay {
+            Replay::Here(s) => s,
+            // SAFETY: the caller's contract: the other thread is idle.
+            Replay::Thread(t) => unsafe { t.state() },
+        }
+    }
+}
+
+impl CacheState {
+    pub(super) fn empty() -> CacheState {
+        CacheState { levels: Vec::new(), dram: [0; 2], wide: false }
+    }
+}
+
+/// The levels, what they served, and the queue of references they have not yet seen.
+///
+/// Invariant: every counter read goes through `Caches::settled`, which has every queued
+/// reference applied first, so a reader sees exactly the state an in-order, one-at-a-time
+/// hierarchy would have (the queue changes when references are applied, and on which thread,
+/// never their order or outcome).
 pub struct Caches {
     pub spec: CacheSpec,
     line_shift: u32,
     // A RefCell so that readers holding `&Caches` (results, samples, `Engine::now`) can
-    // replay the queue before they count.
-    state: std::cell::RefCell<CacheState>,
+    // settle the queue before they count.
+    inner: std::cell::RefCell<Inner>,
 }
 
 impl Caches {
+    /// Caches that replay on the engine's thread (`set_replay_thread` moves them).
     pub fn new(spec: &CacheSpec) -> Caches {
+        Caches::with_replay_thread(spec, false)
+    }
+
+    pub fn with_replay_thread(spec: &CacheSpec, thread: bool) -> Caches {
         let levels: Vec<CacheLevel> = spec.levels.iter().map(|l| CacheLevel::new(l, spec.line_bytes)).collect();
         let wide = levels.iter().any(|l| l.wide);
-        let state = CacheState { levels, dram: [0; 2], queue: [0; BATCH], queued: 0, wide };
-        Caches { spec: spec.clone(), line_shift: spec.line_bytes.trailing_zeros(), state: std::cell::RefCell::new(state) }
+        let replay = Replay::Here(CacheState { levels, dram: [0; 2], wide });
+        let inner = Inner { batch: Batch { refs: [0; BATCH], n: 0 }, replay, pending_first_level_hits: 0, reads: 0, refs: 0 };
+        let mut c = Caches { spec: spec.clone(), line_shift: spec.line_bytes.trailing_zeros(), inner: std::cell::RefCell::new(inner) };
+        if thread {
+            c.set_replay_thread(true);
+        }
+        c
+    }
+
+    /// Replay on a thread of their own (`on`), or on the caller's: every queued reference is
+    /// applied first, so no count changes.
+    pub fn set_replay_thread(&mut self, on: bool) {
+        let i = self.inner.get_mut();
+        i.settle();
+        i.reads = 0;
+        i.refs = 0;
+        let state = match std::mem::replace(&mut i.replay, Replay::Here(CacheState::empty())) {
+            Replay::Here(s) => s,
+            Replay::Thread(t) => t.into_state(),
+        };
+        i.replay = match on {
+            true => match super::replay_thread::ReplayThread::spawn(state) {
+                Ok(t) => Replay::Thread(t),
+                Err(state) => Replay::Here(state),
+            },
+            false => Replay::Here(state),
+        };
+    }
+
+    /// Refuses a physical memory larger than the tags can name (u32 tags: 256GiB at least,
+    /// far more where the sets are a power of two).
+    pub fn check_memory(spec: &CacheSpec, memory: u64) -> Result<(), String> {
+        for l in &spec.levels {
+            let (_, _, tag_shift) = CacheLevel::shape(l, spec.line_bytes);
+            let reach = ((u32::MAX as u128) << tag_shift) * spec.line_bytes as u128;
+            if memory as u128 > reach {
+                return Err(format!("cache level {}: its tags name physical memory up to {reach} bytes; memory {memory} is larger", l.name));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the levels replay on a thread of their own now.
+    pub fn on_replay_thread(&self) -> bool {
+        matches!(self.inner.borrow().replay, Replay::Thread(_))
     }
 
     /// One reference to physical address `pa`, applied now. Returns the index of the level
     /// that served it (`levels.len()` = memory).
     pub fn access(&mut self, pa: u64, who: Requester) -> usize {
         let line = pa >> self.line_shift;
-        let s = self.state.get_mut();
-        s.replay();
+        let s = self.inner.get_mut().settle();
         // SAFETY: WIDE = false takes no AVX2 path (the answer is the same either way).
         unsafe { s.apply::<false>(line, who as usize) }
     }
@@ -270,11 +439,11 @@ impl Caches {
     #[inline(always)]
     pub fn defer(&mut self, pa: u64, who: Requester) {
         let line = pa >> self.line_shift;
-        let s = self.state.get_mut();
-        s.queue[s.queued] = line << 1 | who as u64;
-        s.queued += 1;
-        if s.queued == BATCH {
-            s.replay();
+        let i = self.inner.get_mut();
+        i.batch.refs[i.batch.n] = line << 1 | who as u64;
+        i.batch.n += 1;
+        if i.batch.n == BATCH {
+            i.flush();
         }
     }
 
@@ -282,15 +451,15 @@ impl Caches {
     /// its line addresses are gone, so they count as first-level hits; docs/RUNTIME_MODEL.md).
     #[inline(always)]
     pub fn first_level_hits(&mut self, n: u64) {
-        if let Some(l) = self.state.get_mut().levels.first_mut() {
-            l.hits[0] += n;
-        }
+        self.inner.get_mut().pending_first_level_hits += n;
     }
 
     /// The levels and their counters, with every queued reference applied.
     pub fn settled(&self) -> std::cell::Ref<'_, CacheState> {
-        self.state.borrow_mut().replay();
-        self.state.borrow()
+        self.inner.borrow_mut().settle();
+        // SAFETY: settled just now, and nothing can flush while the Ref lives (flushing needs
+        // the RefCell mutably).
+        std::cell::Ref::map(self.inner.borrow(), |i| unsafe { i.state() })
     }
 
     /// References served by each level (then memory), for one requester.
@@ -351,33 +520,80 @@ mod tests {
         }
     }
 
-    #[test]
-    fn queued_references_count_exactly_as_references_applied_at_once() {
-        // Three levels, small enough that a pseudo-random stream hits and misses in each; the
-        // queue is read mid-batch (a partial batch) and after several full ones.
-        let s = spec(&[(1 << 10, 2), (1 << 13, 4), (1 << 15, 16)]);
-        let (mut now, mut queued) = (Caches::new(&s), Caches::new(&s));
+    /// A pseudo-random stream over `span` bytes: (address, requester).
+    fn stream(n: u64, span: u64) -> impl Iterator<Item = (u64, Requester)> {
         let mut x = 0x2545_f491_4f6c_dd1du64;
-        for i in 0..10_000u64 {
+        (0..n).map(move |i| {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let pa = x % (1 << 17);
-            let who = if i % 3 == 0 { Requester::Walk } else { Requester::Data };
-            now.access(pa, who);
-            queued.defer(pa, who);
-            if i == 100 || i == 4_321 {
-                assert_eq!(queued.served(Requester::Data), now.served(Requester::Data), "after {i}");
-            }
-        }
+            (x % span, if i % 3 == 0 { Requester::Walk } else { Requester::Data })
+        })
+    }
+
+    fn assert_same_counts(a: &Caches, b: &Caches) {
         for who in [Requester::Data, Requester::Walk] {
-            assert_eq!(queued.served(who), now.served(who));
+            assert_eq!(a.served(who), b.served(who));
         }
-        let (a, b) = (now.settled(), queued.settled());
+        let (a, b) = (a.settled(), b.settled());
         for (x, y) in a.levels.iter().zip(&b.levels) {
             assert_eq!((x.hits, x.misses), (y.hits, y.misses));
         }
-        assert!(a.levels.iter().all(|l| l.hits[0] > 0 && l.misses[0] > 0), "the stream exercises every level");
+    }
+
+    #[test]
+    fn queued_references_count_exactly_as_references_applied_at_once() {
+        // Three levels, small enough that a pseudo-random stream hits and misses in each; the
+        // queue is read mid-batch (a partial batch) and after several full ones. Queued, the
+        // levels replay on this thread and on a thread of their own.
+        let s = spec(&[(1 << 10, 2), (1 << 13, 4), (1 << 15, 16)]);
+        for thread in [false, true] {
+            let (mut now, mut queued) = (Caches::with_replay_thread(&s, false), Caches::with_replay_thread(&s, thread));
+            assert_eq!(queued.on_replay_thread(), thread);
+            for (i, (pa, who)) in stream(100_000, 1 << 17).enumerate() {
+                now.access(pa, who);
+                queued.defer(pa, who);
+                if i % 7 == 0 {
+                    now.first_level_hits(3);
+                    queued.first_level_hits(3);
+                }
+                if i == 100 || i == 4_321 {
+                    assert_eq!(queued.served(Requester::Data), now.served(Requester::Data), "after {i}");
+                }
+            }
+            assert_same_counts(&now, &queued);
+            assert_eq!(queued.on_replay_thread(), thread, "3 reads in 100,000 references keep the thread");
+            let a = now.settled();
+            assert!(a.levels.iter().all(|l| l.hits[0] > 0 && l.misses[0] > 0), "the stream exercises every level");
+        }
+    }
+
+    #[test]
+    fn counters_read_often_take_the_replay_back_to_the_engines_thread() {
+        let s = spec(&[(1 << 10, 2), (1 << 13, 4)]);
+        let (mut here, mut there) = (Caches::with_replay_thread(&s, false), Caches::with_replay_thread(&s, true));
+        for (i, (pa, who)) in stream(20_000, 1 << 16).enumerate() {
+            here.defer(pa, who);
+            there.defer(pa, who);
+            if i % 100 == 0 {
+                let _ = there.settled(); // a counter read every 100 references
+            }
+        }
+        assert!(!there.on_replay_thread(), "64 reads at fewer than 16,384 references apart");
+        assert_same_counts(&here, &there);
+    }
+
+    #[test]
+    fn memories_beyond_the_u32_tags_reach_are_refused() {
+        // 48KiB and 3MiB in 12 ways of 64 bytes: 64 and 4,096 sets, powers of two, so tags drop
+        // the index bits. 30MiB in 12 ways: 40,960 sets, hashed, so tags are whole line numbers
+        // and reach (2^32 - 1) x 64 bytes, just under 256GiB.
+        let pow2 = spec(&[(48 << 10, 12), (3 << 20, 12)]);
+        assert!(Caches::check_memory(&pow2, 1 << 40).is_ok(), "1TiB: within 2^32 tags of 2^12 sets");
+        let hashed = spec(&[(48 << 10, 12), (30 << 20, 12)]);
+        assert!(Caches::check_memory(&hashed, 255 << 30).is_ok());
+        let e = Caches::check_memory(&hashed, 300 << 30).unwrap_err();
+        assert!(e.contains("cache level L2") && e.contains("322122547200"), "{e}");
     }
 
     #[test]

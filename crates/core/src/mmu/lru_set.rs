@@ -1,7 +1,7 @@
 //! Move-to-front on one LRU set: the operation the TLBs (mmu/tlb.rs) and the data caches
 //! (mmu/cache.rs) share.
 //!
-//! A set is a slice of u64 tags in recency order, the most recent at way 0; empty slots
+//! A set is a slice of tags (u64 for the TLBs, u32 for the caches) in recency order, the most recent at way 0; empty slots
 //! (u64::MAX in both users) sit only at the tail. An access either finds its tag at way k and
 //! moves it to the front (ways 0..k move back by one), or does not find it and puts it in
 //! front, every entry moving back by one and the last one falling out. Both users need exactly
@@ -10,18 +10,18 @@
 
 /// What an access did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Outcome<T = u64> {
     Hit,
     /// The tag went in front; `evicted` fell out of the last way (the empty tag if it was empty).
     Miss {
-        evicted: u64,
+        evicted: T,
     },
 }
 
 /// Move `tag` to the front of `set` (a hit) or put it there (a miss). Scalar: one pass from the
-/// front that stops at the tag.
+/// front that stops at the tag. The TLBs' tags are u64, the caches' u32.
 #[inline(always)]
-pub fn access(set: &mut [u64], tag: u64) -> Outcome {
+pub fn access<T: Copy + PartialEq>(set: &mut [T], tag: T) -> Outcome<T> {
     if set[0] == tag {
         return Outcome::Hit;
     }
@@ -54,6 +54,21 @@ pub fn wide_available(ways: u32) -> bool {
     {
         let _ = ways;
         false
+    }
+}
+
+/// The row (lanes, a power of two) that sets of `ways` u32 tags are kept in when they take
+/// `wide::access32` in this process: the CPU has AVX2, `SUPERPAGER_SCALAR_TLB` does not turn the
+/// wide routines off, and `ways` is at most 16. None: rows of `ways` lanes and the scalar code.
+pub fn wide32_row(ways: u32) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        wide::row32(ways).filter(|_| super::tlb::wide_set_operations())
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = ways;
+        None
     }
 }
 
@@ -120,6 +135,64 @@ pub mod wide {
         }
         hits != 0
     }
+
+    /// Row sizes `access32` takes: 8 or 16 u32 lanes, one or two registers.
+    pub fn row32(ways: u32) -> Option<usize> {
+        match ways {
+            1..=8 => Some(8),
+            9..=16 => Some(16),
+            _ => None,
+        }
+    }
+
+    /// `access` on u32 tags, for a set of `ways` ways kept in a row of `row32(ways)` lanes:
+    /// lanes past `ways` hold the empty tag, which no access looks for, and are never changed.
+    /// Returns true on a hit.
+    ///
+    /// # Safety
+    /// As for `access`; `row.len()` must be `row32(ways)`, `tag` not u32::MAX.
+    #[inline(always)]
+    pub unsafe fn access32(row: &mut [u32], ways: usize, tag: u32) -> bool {
+        // SAFETY: the caller's contract, passed on.
+        unsafe {
+            if row.len() == 8 {
+                access32_chunks::<1>(row, ways, tag)
+            } else {
+                access32_chunks::<2>(row, ways, tag)
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn access32_chunks<const C: usize>(row: &mut [u32], ways: usize, tag: u32) -> bool {
+        assert_eq!(row.len(), 8 * C);
+        let p = row.as_mut_ptr() as *mut __m256i;
+        let needle = _mm256_set1_epi32(tag as i32);
+        let mut v = [_mm256_setzero_si256(); C];
+        let mut hits = 0u32;
+        for (j, vj) in v.iter_mut().enumerate() {
+            // SAFETY: chunk j is lanes 8j..8j+8 of the row (checked length 8C).
+            *vj = unsafe { _mm256_loadu_si256(p.add(j)) };
+            hits |= (_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(*vj, needle))) as u32) << (8 * j);
+        }
+        // Lanes 0..=k take the lane ahead of them (lane 0 takes the tag): k is the hit's way, or
+        // the set's last way on a miss. Padding lanes never hold the tag, so a hit is a way.
+        let k = if hits != 0 { hits.trailing_zeros() as i32 } else { ways as i32 - 1 };
+        let upto = _mm256_set1_epi32(k + 1);
+        let back_one = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
+        let mut ahead = needle; // lane 0: what enters the chunk's first lane
+        for (j, vj) in v.iter().enumerate() {
+            let rotated = _mm256_permutevar8x32_epi32(*vj, back_one); // [w7, w0, .., w6]
+            let shifted = _mm256_blend_epi32::<0b0000_0001>(rotated, ahead);
+            ahead = rotated; // its lane 0 is this chunk's last lane, which enters the next chunk
+            let base = 8 * j as i32;
+            let way = _mm256_setr_epi32(base, base + 1, base + 2, base + 3, base + 4, base + 5, base + 6, base + 7);
+            let out = _mm256_blendv_epi8(*vj, shifted, _mm256_cmpgt_epi32(upto, way));
+            // SAFETY: as for the load.
+            unsafe { _mm256_storeu_si256(p.add(j), out) };
+        }
+        hits != 0
+    }
 }
 
 #[cfg(test)]
@@ -180,6 +253,33 @@ mod tests {
                 let hit = unsafe { wide_access(&mut a, tag) };
                 assert_eq!(hit, access(&mut b, tag) == Outcome::Hit, "step {step}, {ways} ways");
                 assert_eq!(a, b, "step {step}, {ways} ways");
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn wide_access32_on_padded_rows_equals_scalar_access() {
+        #[target_feature(enable = "avx2")]
+        unsafe fn wide_access32(row: &mut [u32], ways: usize, tag: u32) -> bool {
+            // SAFETY: compiled with AVX2, called only after the CPU was checked for it.
+            unsafe { wide::access32(row, ways, tag) }
+        }
+        if !std::is_x86_feature_detected!("avx2") {
+            eprintln!("skipped: this CPU has no AVX2");
+            return;
+        }
+        for ways in 1..=16usize {
+            let row = wide::row32(ways as u32).unwrap();
+            let mut a = vec![u32::MAX; row];
+            let mut b = vec![u32::MAX; ways];
+            let mut rng = Rng::new(200 + ways as u64);
+            for step in 0..20_000 {
+                let tag = rng.below(ways as u64 * 2) as u32;
+                // SAFETY: AVX2 checked above; the row has row32(ways) lanes.
+                let hit = unsafe { wide_access32(&mut a, ways, tag) };
+                assert_eq!(hit, access(&mut b, tag) == Outcome::Hit, "step {step}, {ways} ways");
+                assert_eq!(&a[..ways], &b[..], "step {step}, {ways} ways");
+                assert!(a[ways..].iter().all(|&t| t == u32::MAX), "padding changed: step {step}, {ways} ways");
             }
         }
     }

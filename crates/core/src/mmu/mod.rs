@@ -13,6 +13,7 @@ pub mod cache;
 pub mod host;
 pub mod lru_set;
 pub mod machine;
+mod replay_thread;
 pub mod tlb;
 
 use crate::units::PageSize;
