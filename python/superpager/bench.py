@@ -90,15 +90,7 @@ SCALAR_ENV = "SUPERPAGER_SCALAR_TLB"
 
 def simulate_scalar(path: str) -> api.Result:
     """The full run with the scalar TLB code (the variable is read when the machine is built)."""
-    old = os.environ.get(SCALAR_ENV)
-    os.environ[SCALAR_ENV] = "1"
-    try:
-        return api.simulate(path, machine="skylake", policy="base", progress=False)
-    finally:
-        if old is None:
-            del os.environ[SCALAR_ENV]
-        else:
-            os.environ[SCALAR_ENV] = old
+    return simulate_with_env(path, "skylake", "base", {SCALAR_ENV: "1"})
 
 
 def simulate_with_env(path: str, machine: str, policy: str, env: dict[str, str]) -> api.Result:
@@ -283,7 +275,8 @@ def write_report(a, table: str) -> None:
 Produced by `superpager bench --accesses {a.accesses} --repeats {a.repeats} --out {a.out}`
 (`make bench`) on {machine_line()}, Python {platform.python_version()},
 superpager {_core.__version__}{f' at {commit}' if commit else ''}. Single core for superpager's
-simulation loop (the full-machine runs also use a second thread to decompress and decode chunks).
+simulation loop (the full-machine runs also use a second thread to decompress and decode chunks,
+and `host`'s data caches replay on a third where the run has two cores to itself).
 Figures are medians of {a.repeats} rounds measured in the same process, each round visiting every
 trace (so a slow spell of the machine falls on all of them alike); compare ratios, not absolute
 rates across reports (these VMs are noisy: see the slowest and fastest rounds).

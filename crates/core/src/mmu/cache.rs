@@ -85,7 +85,7 @@ pub struct CacheLevel {
     set_mask: u64,
     /// A line's tag is line >> tag_shift: the set's index bits are dropped where the sets are a
     /// power of two (they are the same for every line of the set), which keeps tags within u32
-    /// for memories up to `addressable_bytes`.
+    /// for every memory `Caches::check_memory` allows.
     tag_shift: u32,
     /// This level's sets take the AVX2 set operations (mmu/lru_set.rs) when the replay is
     /// compiled for them: the CPU has AVX2 and the set fits a row of 16 tags.
@@ -175,7 +175,7 @@ impl CacheLevel {
 /// requested AHEAD references early lets those waits overlap. 64 and 8 are a first choice,
 /// not tuned: a batch of lines fits the host's L1, and 8 rows in flight is below the misses a
 /// core keeps outstanding (docs/RUNTIME_MODEL.md, "Speed").
-pub(super) const BATCH: usize = 64;
+const BATCH: usize = 64;
 const AHEAD: usize = 8;
 
 /// The levels and what they served.
@@ -260,10 +260,20 @@ impl CacheState {
     }
 }
 
-/// A batch of queued references: line << 1 | requester.
-struct Batch {
+/// A batch of queued references: line << 1 | requester. The replay thread's ring holds these
+/// too.
+#[derive(Clone, Copy)]
+pub(super) struct Batch {
     refs: [u64; BATCH],
     n: usize,
+}
+
+impl Batch {
+    pub(super) const EMPTY: Batch = Batch { refs: [0; BATCH], n: 0 };
+
+    pub(super) fn refs(&self) -> &[u64] {
+        &self.refs[..self.n]
+    }
 }
 
 /// Where the levels replay the queue: on this thread, or on a thread of their own
@@ -299,8 +309,8 @@ impl Inner {
         }
         self.refs += n as u64;
         match &mut self.replay {
-            Replay::Here(s) => s.replay_batch(&self.batch.refs[..n]),
-            Replay::Thread(t) => t.publish(&self.batch.refs, n),
+            Replay::Here(s) => s.replay_batch(self.batch.refs()),
+            Replay::Thread(t) => t.publish(&self.batch),
         }
         self.batch.n = 0;
     }
@@ -313,8 +323,7 @@ impl Inner {
         if let Replay::Thread(t) = &mut self.replay {
             t.drain();
             if self.reads >= 64 && self.refs / self.reads < THREAD_MIN_REFS_PER_READ {
-                let Replay::Thread(t) = std::mem::replace(&mut self.replay, Replay::Here(CacheState::empty())) else { unreachable!() };
-                self.replay = Replay::Here(t.into_state());
+                self.replay = Replay::Here(self.take_levels());
             }
         }
         let pending = std::mem::take(&mut self.pending_first_level_hits);
@@ -324,6 +333,15 @@ impl Inner {
             l.hits[0] += pending;
         }
         s
+    }
+
+    /// The levels, out of wherever they replay (a replay thread is drained and stopped);
+    /// `replay` is left empty until the caller puts them back.
+    fn take_levels(&mut self) -> CacheState {
+        match std::mem::replace(&mut self.replay, Replay::Here(CacheState::empty())) {
+            Replay::Here(s) => s,
+            Replay::Thread(t) => t.into_state(),
+        }
     }
 
     /// # Safety
@@ -378,7 +396,7 @@ impl Caches {
         let levels: Vec<CacheLevel> = spec.levels.iter().map(|l| CacheLevel::new(l, spec.line_bytes)).collect();
         let wide = levels.iter().any(|l| l.wide);
         let replay = Replay::Here(CacheState { levels, dram: [0; 2], wide });
-        let inner = Inner { batch: Batch { refs: [0; BATCH], n: 0 }, replay, pending_first_level_hits: 0, reads: 0, refs: 0 };
+        let inner = Inner { batch: Batch::EMPTY, replay, pending_first_level_hits: 0, reads: 0, refs: 0 };
         let mut c = Caches { spec: spec.clone(), line_shift: spec.line_bytes.trailing_zeros(), inner: std::cell::RefCell::new(inner) };
         if thread {
             c.set_replay_thread(true);
@@ -393,10 +411,7 @@ impl Caches {
         i.settle();
         i.reads = 0;
         i.refs = 0;
-        let state = match std::mem::replace(&mut i.replay, Replay::Here(CacheState::empty())) {
-            Replay::Here(s) => s,
-            Replay::Thread(t) => t.into_state(),
-        };
+        let state = i.take_levels();
         i.replay = match on {
             true => match super::replay_thread::ReplayThread::spawn(state) {
                 Ok(t) => Replay::Thread(t),

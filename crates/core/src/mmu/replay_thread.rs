@@ -18,7 +18,7 @@
 //! - The order references are applied in is the order they were queued in, on one thread, so
 //!   every count is the one replaying on the engine's thread gives (tested in mmu/cache.rs).
 
-use super::cache::{CacheState, BATCH};
+use super::cache::{Batch, CacheState};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -31,8 +31,6 @@ const RING: u64 = 256;
 /// (spins, then yields of the CPU, so the trace reader's thread can run): a batch arrives
 /// every few microseconds while the engine runs, and a sleep costs a system call on each side.
 const WAITS_BEFORE_SLEEP: u32 = 4096;
-
-type Batch = ([u64; BATCH], usize);
 
 struct Shared {
     ring: Box<[UnsafeCell<Batch>]>,
@@ -58,7 +56,7 @@ impl ReplayThread {
     /// Starts the thread with the levels; gives them back if no thread can be started.
     pub fn spawn(state: CacheState) -> Result<ReplayThread, CacheState> {
         let shared = Arc::new(Shared {
-            ring: (0..RING).map(|_| UnsafeCell::new(([0u64; BATCH], 0))).collect(),
+            ring: (0..RING).map(|_| UnsafeCell::new(Batch::EMPTY)).collect(),
             head: AtomicU64::new(0),
             tail: AtomicU64::new(0),
             state: UnsafeCell::new(state),
@@ -77,14 +75,14 @@ impl ReplayThread {
 
     /// Hands one batch to the replay thread (waits while the ring is full).
     #[inline]
-    pub fn publish(&mut self, refs: &[u64; BATCH], n: usize) {
+    pub fn publish(&mut self, batch: &Batch) {
         let mut spins = 0u32;
         while self.head - self.shared.tail.load(Ordering::Acquire) >= RING {
             backoff(&mut spins);
         }
         // SAFETY: slot head % RING held batch head - RING, which the replay thread has applied
         // (tail > head - RING, seen above with Acquire); it reads no slot at or past head.
-        unsafe { *self.shared.ring[(self.head % RING) as usize].get() = (*refs, n) };
+        unsafe { *self.shared.ring[(self.head % RING) as usize].get() = *batch };
         self.head += 1;
         self.shared.head.store(self.head, Ordering::SeqCst);
         if self.shared.sleeping.load(Ordering::SeqCst) {
@@ -161,8 +159,8 @@ fn replay_loop(sh: &Shared) {
             // is not rewritten until tail passes it; the levels are this thread's while
             // tail < head (module comment).
             unsafe {
-                let (refs, n) = &*sh.ring[(tail % RING) as usize].get();
-                (*sh.state.get()).replay_batch(&refs[..*n]);
+                let batch = &*sh.ring[(tail % RING) as usize].get();
+                (*sh.state.get()).replay_batch(batch.refs());
             }
             tail += 1;
             sh.tail.store(tail, Ordering::Release);
