@@ -14,6 +14,9 @@ The set (docs/ARCHITECTURE.md, "Checking a refactor"):
     files), validated after every event, under the fuzz target's eight policies, with and
     without swap;
   - the bundled scenarios under three policies;
+  - machines with data caches (`host`, and a file machine whose 12-way L1, 20-way L2 and hashed
+    30MiB L3 take the padded-row, scalar and hashed-set paths) on four traces under five
+    policies, with the caches replayed on a thread of their own and on the engine's thread;
   - `reproduce navarro --quick` and `reproduce romer --quick` (their reports, byte for byte),
     unless --no-reproduce.
 
@@ -103,6 +106,54 @@ FUZZ_POLICIES = ["base", "fixed:2MiB", "linux-thp:enabled=always", "navarro", "r
 
 SCENARIO_POLICIES = [None, "navarro", "base"]
 
+# Machines with data caches (issue 24): `host` (this machine's CPUID and calibration; compare
+# on one machine only) and a file machine with the level shapes the replay treats apart.
+CACHE_MACHINE_TOML = '''
+name = "identity-caches"
+base_page = "4KiB"
+page_sizes = ["4KiB", "2MiB", "1GiB"]
+[[tlb]]
+name = "L1d"
+level = 1
+stream = "data"
+entries = 64
+ways = 4
+page_sizes = ["4KiB"]
+[[tlb]]
+name = "L1d-big"
+level = 1
+stream = "data"
+entries = 32
+ways = 32
+page_sizes = ["2MiB", "1GiB"]
+[[tlb]]
+name = "L2"
+level = 2
+entries = 1536
+ways = 12
+page_sizes = ["4KiB", "2MiB"]
+hit_cycles = 7
+[walker]
+levels = 4
+bits_per_level = 9
+ref_cycles = 25
+pwc = [ { level = 2, sets = 4, ways = 8 } ]
+[cost]
+cycles_per_access = 1
+fault_cycles = 2500
+zero_cycles_per_kib = 100
+[cache]
+levels = [{ name = "L1d", size = "48KiB", ways = 12, cycles = 5 },
+          { name = "L2", size = "1280KiB", ways = 20, cycles = 14 },
+          { name = "L3", size = "30MiB", ways = 12, cycles = 50 }]
+dram_cycles = 300
+mlp = 16
+walkers = 4
+rob = 512
+'''
+CACHE_TRACES = ["gups", "zipf", "chase", "seq"]
+CACHE_POLICIES = ["base", "linux-thp", "navarro", "trident", "fixed:2MiB"]
+
 
 def fuzz_machine(policy: str) -> str:
     return "alpha21264" if policy.startswith("navarro") else "romer95" if policy.startswith("romer") else "skylake"
@@ -178,6 +229,18 @@ def collect(work: Path, reproduce: bool) -> dict:
                     runs[key] = record(r)
                 except _core.SuperpagerError as e:
                     runs[key] = {"error": str(e)}
+    cache_file = work / "identity-caches.toml"
+    cache_file.write_text(CACHE_MACHINE_TOML)
+    for thread in ("1", "0"):
+        os.environ["SUPERPAGER_CACHE_THREAD"] = thread
+        for m in ("host", str(cache_file)):
+            label = "identity-caches" if m != "host" else m
+            say(f"[{time.time() - t0:6.0f}s] caches: {label}, replay thread {thread}")
+            for name in CACHE_TRACES:
+                for p in CACHE_POLICIES:
+                    r = sp.simulate(str(traces[name]), machine=m, policy=p, memory="8GiB", progress=False)
+                    runs[f"caches trace={name} machine={label} policy={p} thread={thread}"] = record(r)
+    os.environ.pop("SUPERPAGER_CACHE_THREAD", None)
     for name, _ in sp.scenarios():
         for p in SCENARIO_POLICIES:
             say(f"[{time.time() - t0:6.0f}s] scenario {name} policy={p or '(its own)'}")

@@ -583,6 +583,27 @@ mod tests {
         }
     }
 
+    /// The replay thread sleeps once it has caught up and is woken only when a quarter of its
+    /// ring waits, or by a read: a read with fewer batches waiting than that, while it sleeps,
+    /// must wake it and count every reference.
+    #[test]
+    fn a_read_wakes_a_sleeping_replay_thread() {
+        let s = spec(&[(1 << 10, 2), (1 << 13, 4)]);
+        let (mut here, mut there) = (Caches::with_replay_thread(&s, false), Caches::with_replay_thread(&s, true));
+        let mut refs = stream(3 * 64 * 10, 1 << 16);
+        for round in 0..10 {
+            // Three batches, then time for the thread to apply them and go to sleep.
+            for (pa, who) in refs.by_ref().take(3 * 64) {
+                here.defer(pa, who);
+                there.defer(pa, who);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            assert_eq!(there.served(Requester::Data), here.served(Requester::Data), "round {round}");
+        }
+        assert!(there.on_replay_thread());
+        assert_same_counts(&here, &there);
+    }
+
     #[test]
     fn counters_read_often_take_the_replay_back_to_the_engines_thread() {
         let s = spec(&[(1 << 10, 2), (1 << 13, 4)]);

@@ -6,6 +6,11 @@
 //! - LRU: each set's slice is kept in recency order, most recent first; empty slots (EMPTY) are
 //!   at the tail. So a hit at way k rotates [0..=k] and a fill shifts the whole set, dropping the
 //!   least recent entry.
+//! - A large fully associative LRU structure (`slides`) keeps its one set as a window
+//!   `tags[window..window + ways]` of a longer array: a miss moves the window one slot down and
+//!   writes the new tag at its front (the least recent entry is left behind the window's end),
+//!   instead of shifting every entry; when the window reaches the array's start it is copied back
+//!   to the end. The window's order is the set's recency order, as above.
 //! - PLRU and random: slots are unordered; PLRU keeps ways-1 tree bits per set (ways a power of
 //!   two, at most 64).
 //!
@@ -82,7 +87,16 @@ pub struct Tlb {
     /// scanning the ways whenever no sought tag's slot is counted: with 64 ways and 4096
     /// slots, most misses. It never changes an answer, only how fast a miss is found.
     filter: Vec<u16>,
+    /// A fully associative LRU structure of at least `FILTER_MIN_WAYS` ways whose set slides
+    /// (module comment): a miss costs one write instead of a shift of every way.
+    slides: bool,
+    /// Where the set starts in `tags` (always 0 unless `slides`).
+    window: usize,
 }
+
+/// Slots a sliding set can move down before it is copied back to the end of its array: the
+/// copy (one set's worth of tags) is then paid once per this many misses.
+const SLIDE_ROOM: usize = 1024;
 
 /// Slots of the tag filter, and the ways from which a single-set structure keeps one.
 const FILTER_BITS: u32 = 12;
@@ -113,18 +127,40 @@ impl Tlb {
     /// `sets` must be a power of two (validated by the machine loader).
     pub fn new(entries: u32, ways: u32, repl: Replacement, seed: u64) -> Tlb {
         let sets = (entries / ways).max(1);
+        let slides = sets == 1 && ways >= FILTER_MIN_WAYS && repl == Replacement::Lru;
+        let room = if slides { SLIDE_ROOM } else { 0 };
         Tlb {
             sets,
             ways,
             ways_usize: ways as usize,
             set_mask: sets as u64 - 1,
-            tags: vec![EMPTY; (sets * ways) as usize],
+            tags: vec![EMPTY; (sets * ways) as usize + room],
             repl,
             plru_bits: if repl == Replacement::Plru { vec![0; sets as usize] } else { Vec::new() },
             rng: Rng::new(seed),
             wide: repl == Replacement::Lru && lru_set::wide_available(ways),
             filter: if sets == 1 && ways >= FILTER_MIN_WAYS { vec![0; 1 << FILTER_BITS] } else { Vec::new() },
+            slides,
+            window: room,
         }
+    }
+
+    /// Put `tag` at the front of a sliding set, whose least recent entry falls out (the caller
+    /// has read it, and keeps the filter).
+    #[inline(always)]
+    fn slide_in(&mut self, tag: u64) {
+        debug_assert!(self.slides);
+        if self.window == 0 {
+            self.tags.copy_within(0..self.ways_usize, SLIDE_ROOM);
+            self.window = SLIDE_ROOM;
+        }
+        self.window -= 1;
+        self.tags[self.window] = tag;
+    }
+
+    /// The slots that hold the sets (every set, in order).
+    fn held(&self) -> &[u64] {
+        &self.tags[self.window..self.window + (self.sets * self.ways) as usize]
     }
 
     /// The same structure without the tag filter (tests compare the two).
@@ -149,7 +185,7 @@ impl Tlb {
 
     #[inline(always)]
     fn set_range(&self, vpn: u64) -> (usize, usize) {
-        let s = (vpn & self.set_mask) as usize * self.ways_usize;
+        let s = (vpn & self.set_mask) as usize * self.ways_usize + self.window;
         (s, s + self.ways_usize)
     }
 
@@ -205,7 +241,8 @@ impl Tlb {
     #[inline]
     pub fn probe_sizes(&mut self, by_size: &[u64; TAG_SIZES], sought: u32) -> Option<u32> {
         debug_assert_eq!(self.sets, 1, "probe_sizes needs a single set");
-        let (set, filter) = (&mut self.tags[..self.ways_usize], &self.filter);
+        let w = self.window;
+        let (set, filter) = (&mut self.tags[w..w + self.ways_usize], &self.filter);
         let lru = self.repl == Replacement::Lru;
         // The first ways, where an LRU structure keeps its recent entries and most hits are
         // found, are scanned before the filter is asked: a hit there costs no hashing.
@@ -274,7 +311,7 @@ impl Tlb {
             return false;
         }
         let (s, e) = self.set_range(vpn);
-        if !self.filter.is_empty() {
+        if !self.filter.is_empty() || self.slides {
             return self.access_filtered(s, e, tag);
         }
         match lru_set::access(&mut self.tags[s..e], tag) {
@@ -295,7 +332,8 @@ impl Tlb {
         if set[0] == tag {
             return true;
         }
-        let found = if self.filter[filter_slot(tag)] != 0 { set.iter().position(|&t| t == tag) } else { None };
+        let maybe = self.filter.is_empty() || self.filter[filter_slot(tag)] != 0;
+        let found = if maybe { set.iter().position(|&t| t == tag) } else { None };
         match found {
             Some(k) => {
                 set.copy_within(0..k, 1);
@@ -304,8 +342,12 @@ impl Tlb {
             }
             None => {
                 let evicted = set[set.len() - 1];
-                set.copy_within(0..set.len() - 1, 1);
-                set[0] = tag;
+                if self.slides {
+                    self.slide_in(tag);
+                } else {
+                    set.copy_within(0..set.len() - 1, 1);
+                    set[0] = tag;
+                }
                 self.filter_swap(tag, evicted);
                 false
             }
@@ -328,6 +370,11 @@ impl Tlb {
         let si = (vpn & self.set_mask) as usize;
         let set = &mut self.tags[s..e];
         match self.repl {
+            Replacement::Lru if self.slides => {
+                let last = set[set.len() - 1];
+                self.slide_in(tag);
+                (last != EMPTY).then_some(last)
+            }
             Replacement::Lru => {
                 // Shift right by one from the front up to the first empty slot, or (a full
                 // set, empty slots being kept at the tail) all but the last way, whose entry
@@ -392,11 +439,11 @@ impl Tlb {
 
     /// The tags present, in no particular order.
     pub fn tags(&self) -> impl Iterator<Item = u64> + '_ {
-        self.tags.iter().copied().filter(|&t| t != EMPTY)
+        self.held().iter().copied().filter(|&t| t != EMPTY)
     }
 
     pub fn occupancy(&self) -> usize {
-        self.tags.iter().filter(|&&t| t != EMPTY).count()
+        self.held().iter().filter(|&&t| t != EMPTY).count()
     }
 }
 
@@ -527,7 +574,7 @@ mod tests {
                 }
                 assert_eq!(a.access(v, v), hit_b);
             }
-            assert_eq!(a.tags, b.tags);
+            assert_eq!(a.held(), b.held());
             if !a.filter.is_empty() {
                 // The filter counts exactly the tags held.
                 let mut counts = vec![0u16; a.filter.len()];
@@ -632,13 +679,63 @@ mod tests {
                 let mut by_size: [u64; TAG_SIZES] = std::array::from_fn(no_tag);
                 by_size[..4].copy_from_slice(&tags);
                 assert_eq!(one.probe_sizes(&by_size, 0b1111), want.map(|i| i as u32), "{repl:?} step {step}");
-                assert_eq!(one.tags, each.tags, "{repl:?} step {step}");
+                assert_eq!(one.held(), each.held(), "{repl:?} step {step}");
                 assert_eq!(one.plru_bits, each.plru_bits, "{repl:?} step {step}");
                 if want.is_none() {
                     let t = tags[size_of[(page >> 9) as usize]];
                     assert_eq!(one.fill(0, t), each.fill(0, t));
                 }
             }
+        }
+    }
+
+    /// A sliding set (a large fully associative LRU structure) against a plain array shifted on
+    /// every miss, the layout it replaces: the same answers and the same entries in the same
+    /// order after every access, fill, shootdown and flush, over enough misses that the window
+    /// is copied back to its array's end many times.
+    #[test]
+    fn sliding_set_equals_shifting_set() {
+        for ways in [32u32, 72] {
+            let mut t = Tlb::new(ways, ways, Replacement::Lru, 1);
+            assert!(t.slides);
+            let mut plain = vec![EMPTY; ways as usize];
+            let mut rng = Rng::new(5);
+            let mut misses = 0;
+            for step in 0..50_000 {
+                let tag = rng.below(3 * ways as u64);
+                match rng.below(100) {
+                    0..=69 => {
+                        let want = lru_set::access(&mut plain, tag) == lru_set::Outcome::Hit;
+                        misses += !want as usize;
+                        assert_eq!(t.access(0, tag), want, "{ways} ways, step {step}");
+                    }
+                    70..=89 => {
+                        let hit = t.probe(0, tag);
+                        assert_eq!(hit, plain.contains(&tag), "{ways} ways, step {step}");
+                        if !hit {
+                            let last = plain[plain.len() - 1];
+                            lru_set::access(&mut plain, tag);
+                            assert_eq!(t.fill(0, tag), (last != EMPTY).then_some(last), "{ways} ways, step {step}");
+                        } else {
+                            lru_set::access(&mut plain, tag);
+                        }
+                    }
+                    90..=98 => {
+                        let at = plain.iter().position(|&x| x == tag);
+                        if let Some(k) = at {
+                            plain.remove(k);
+                            plain.push(EMPTY);
+                        }
+                        assert_eq!(t.invalidate(0, tag), at.is_some(), "{ways} ways, step {step}");
+                    }
+                    _ => {
+                        t.flush();
+                        plain.fill(EMPTY);
+                    }
+                }
+                assert_eq!(t.held(), &plain[..], "{ways} ways, step {step}");
+            }
+            assert!(misses > 4 * SLIDE_ROOM, "{ways} ways: only {misses} misses");
         }
     }
 
@@ -685,7 +782,7 @@ mod tests {
                         without.flush();
                     }
                 }
-                assert_eq!(with.tags, without.tags, "{repl:?} step {step}");
+                assert_eq!(with.held(), without.held(), "{repl:?} step {step}");
             }
             let mut counted = vec![0u16; 1 << FILTER_BITS];
             for t in with.tags() {
