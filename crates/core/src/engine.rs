@@ -460,8 +460,9 @@ impl Engine {
     /// With data caches: the walk's table entries (when this access walked) and then the
     /// access itself go through them by physical address. Instruction fetches do not (they
     /// cost `cycles_per_access`, as without caches); a record's repeats (a same-page run the
-    /// trace collapsed) count as first-level hits.
-    #[inline(never)]
+    /// trace collapsed) count as first-level hits. Inlined into the loop with caches only
+    /// (the loop without them does not call it): 1.07x refs/s on host, alternating medians.
+    #[inline(always)]
     fn cache_refs(&mut self, a: &Access, walked: bool) {
         use crate::mmu::cache::Requester;
         let Some(caches) = self.mmu.caches.as_mut() else { return };
