@@ -178,7 +178,7 @@ impl CacheLevel {
 /// 135ns (host, Zipf 1GiB, 9 alternating runs each, medians); 32 was not clearly better
 /// (docs/RUNTIME_MODEL.md, "Speed").
 const BATCH: usize = 64;
-const AHEAD: usize = 16;
+pub(super) const AHEAD: usize = 16;
 
 /// The levels and what they served.
 pub struct CacheState {
@@ -226,34 +226,44 @@ impl CacheState {
 
     /// Apply queued references (line << 1 | requester), in order.
     pub(super) fn replay_batch(&mut self, refs: &[u64]) {
+        self.replay_stream(refs, &[], false);
+    }
+
+    /// `replay_batch` on one batch of a stream: `next` is the batch after it (empty if none is
+    /// queued yet), whose first rows are prefetched while this one's last references are
+    /// applied, so a batch's start does not wait on host memory; `ahead_done`: the batch before
+    /// did that for this one.
+    pub(super) fn replay_stream(&mut self, refs: &[u64], next: &[u64], ahead_done: bool) {
         #[cfg(target_arch = "x86_64")]
         if self.wide {
             // SAFETY: `wide` is set only when the CPU has AVX2.
-            return unsafe { self.replay_wide(refs) };
+            return unsafe { self.replay_wide(refs, next, ahead_done) };
         }
         // SAFETY: WIDE = false takes no AVX2 path.
-        unsafe { self.replay_body::<false>(refs) }
+        unsafe { self.replay_body::<false>(refs, next, ahead_done) }
     }
 
     /// The replay compiled for AVX2, so the levels' wide set operations inline into it.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn replay_wide(&mut self, refs: &[u64]) {
+    unsafe fn replay_wide(&mut self, refs: &[u64], next: &[u64], ahead_done: bool) {
         // SAFETY: compiled with AVX2 and entered only when the CPU has it.
-        unsafe { self.replay_body::<true>(refs) }
+        unsafe { self.replay_body::<true>(refs, next, ahead_done) }
     }
 
     /// # Safety
     /// With WIDE, as for `CacheLevel::access`.
     #[inline(always)]
-    unsafe fn replay_body<const WIDE: bool>(&mut self, refs: &[u64]) {
+    unsafe fn replay_body<const WIDE: bool>(&mut self, refs: &[u64], next: &[u64], ahead_done: bool) {
         let q = refs.len();
-        for &e in &refs[..q.min(AHEAD)] {
-            self.prefetch(e >> 1);
+        if !ahead_done {
+            for &e in &refs[..q.min(AHEAD)] {
+                self.prefetch(e >> 1);
+            }
         }
         for i in 0..q {
-            if i + AHEAD < q {
-                self.prefetch(refs[i + AHEAD] >> 1);
+            if let Some(&e) = refs.get(i + AHEAD).or_else(|| next.get(i + AHEAD - q)) {
+                self.prefetch(e >> 1);
             }
             let e = refs[i];
             // SAFETY: the caller's contract, passed on.

@@ -170,14 +170,19 @@ fn backoff(spins: &mut u32) {
 fn replay_loop(sh: &Shared) {
     let mut tail = 0u64;
     let mut idle = 0u32;
+    // The batch before prefetched this one's first rows (`CacheState::replay_stream`).
+    let mut ahead_done = false;
     loop {
-        if tail < sh.head.load(Ordering::Acquire) {
-            // SAFETY: batch `tail` was published (head > tail, seen with Acquire) and its slot
-            // is not rewritten until tail passes it; the levels are this thread's while
-            // tail < head (module comment).
+        let head = sh.head.load(Ordering::Acquire);
+        if tail < head {
+            // SAFETY: batches `tail` and, when head > tail + 1, `tail + 1` were published (seen
+            // with Acquire) and their slots are not rewritten until tail passes them; the
+            // levels are this thread's while tail < head (module comment).
             unsafe {
                 let batch = &*sh.ring[(tail % RING) as usize].get();
-                (*sh.state.get()).replay_batch(batch.refs());
+                let next: &[u64] = if tail + 1 < head { (*sh.ring[((tail + 1) % RING) as usize].get()).refs() } else { &[] };
+                (*sh.state.get()).replay_stream(batch.refs(), next, ahead_done);
+                ahead_done = !next.is_empty() && batch.refs().len() >= super::cache::AHEAD;
             }
             tail += 1;
             sh.tail.store(tail, Ordering::Release);
