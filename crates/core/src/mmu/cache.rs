@@ -600,6 +600,14 @@ mod tests {
     /// must wake it and count every reference.
     #[test]
     fn a_read_wakes_a_sleeping_replay_thread() {
+        // A lost wake would make a read wait forever: fail loudly instead of hanging the run.
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        let watchdog = std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(std::time::Duration::from_secs(60)) {
+                eprintln!("a_read_wakes_a_sleeping_replay_thread: a read waited 60 s for the replay thread (a lost wake)");
+                std::process::abort();
+            }
+        });
         let s = spec(&[(1 << 10, 2), (1 << 13, 4)]);
         let (mut here, mut there) = (Caches::with_replay_thread(&s, false), Caches::with_replay_thread(&s, true));
         let mut refs = stream(3 * 64 * 10, 1 << 16);
@@ -614,6 +622,8 @@ mod tests {
         }
         assert!(there.on_replay_thread());
         assert_same_counts(&here, &there);
+        done.send(()).unwrap();
+        watchdog.join().unwrap();
     }
 
     #[test]
