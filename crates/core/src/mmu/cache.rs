@@ -178,7 +178,7 @@ impl CacheLevel {
 /// 135ns (host, Zipf 1GiB, 9 alternating runs each, medians); 32 was not clearly better
 /// (docs/RUNTIME_MODEL.md, "Speed").
 const BATCH: usize = 64;
-pub(super) const AHEAD: usize = 16;
+const AHEAD: usize = 16;
 
 /// The levels and what they served.
 pub struct CacheState {
@@ -232,8 +232,8 @@ impl CacheState {
     /// `replay_batch` on one batch of a stream: `next` is the batch after it (empty if none is
     /// queued yet), whose first rows are prefetched while this one's last references are
     /// applied, so a batch's start does not wait on host memory; `ahead_done`: the batch before
-    /// did that for this one.
-    pub(super) fn replay_stream(&mut self, refs: &[u64], next: &[u64], ahead_done: bool) {
+    /// did that for this one. Returns whether this call did it for `next` (its `ahead_done`).
+    pub(super) fn replay_stream(&mut self, refs: &[u64], next: &[u64], ahead_done: bool) -> bool {
         #[cfg(target_arch = "x86_64")]
         if self.wide {
             // SAFETY: `wide` is set only when the CPU has AVX2.
@@ -246,7 +246,7 @@ impl CacheState {
     /// The replay compiled for AVX2, so the levels' wide set operations inline into it.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn replay_wide(&mut self, refs: &[u64], next: &[u64], ahead_done: bool) {
+    unsafe fn replay_wide(&mut self, refs: &[u64], next: &[u64], ahead_done: bool) -> bool {
         // SAFETY: compiled with AVX2 and entered only when the CPU has it.
         unsafe { self.replay_body::<true>(refs, next, ahead_done) }
     }
@@ -254,7 +254,7 @@ impl CacheState {
     /// # Safety
     /// With WIDE, as for `CacheLevel::access`.
     #[inline(always)]
-    unsafe fn replay_body<const WIDE: bool>(&mut self, refs: &[u64], next: &[u64], ahead_done: bool) {
+    unsafe fn replay_body<const WIDE: bool>(&mut self, refs: &[u64], next: &[u64], ahead_done: bool) -> bool {
         let q = refs.len();
         if !ahead_done {
             for &e in &refs[..q.min(AHEAD)] {
@@ -269,6 +269,8 @@ impl CacheState {
             // SAFETY: the caller's contract, passed on.
             unsafe { self.apply::<WIDE>(e >> 1, (e & 1) as usize) };
         }
+        // The last AHEAD references prefetched `next`'s first AHEAD.
+        !next.is_empty() && q >= AHEAD
     }
 }
 

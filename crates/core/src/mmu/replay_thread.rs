@@ -181,8 +181,7 @@ fn replay_loop(sh: &Shared) {
             unsafe {
                 let batch = &*sh.ring[(tail % RING) as usize].get();
                 let next: &[u64] = if tail + 1 < head { (*sh.ring[((tail + 1) % RING) as usize].get()).refs() } else { &[] };
-                (*sh.state.get()).replay_stream(batch.refs(), next, ahead_done);
-                ahead_done = !next.is_empty() && batch.refs().len() >= super::cache::AHEAD;
+                ahead_done = (*sh.state.get()).replay_stream(batch.refs(), next, ahead_done);
             }
             tail += 1;
             sh.tail.store(tail, Ordering::Release);

@@ -311,8 +311,8 @@ impl Tlb {
             return false;
         }
         let (s, e) = self.set_range(vpn);
-        if !self.filter.is_empty() || self.slides {
-            return self.access_filtered(s, e, tag);
+        if self.slides {
+            return self.access_sliding(s, e, tag);
         }
         match lru_set::access(&mut self.tags[s..e], tag) {
             lru_set::Outcome::Hit => true,
@@ -323,11 +323,12 @@ impl Tlb {
         }
     }
 
-    /// `access` on a large fully associative LRU structure (one with a tag filter): the filter
-    /// answers most misses without a scan, and the recency shift is one memmove instead of a
-    /// loop over up to 72 ways. Same result and set contents as `lru_set::access`.
+    /// `access` on a sliding set (a large fully associative LRU structure): its tag filter, when
+    /// it keeps one, answers most misses without a scan; a miss slides the window, and a hit's
+    /// recency shift is one memmove instead of a loop over up to 72 ways. Same result and set
+    /// contents as `lru_set::access`.
     #[inline(never)]
-    fn access_filtered(&mut self, s: usize, e: usize, tag: u64) -> bool {
+    fn access_sliding(&mut self, s: usize, e: usize, tag: u64) -> bool {
         let set = &mut self.tags[s..e];
         if set[0] == tag {
             return true;
@@ -342,12 +343,7 @@ impl Tlb {
             }
             None => {
                 let evicted = set[set.len() - 1];
-                if self.slides {
-                    self.slide_in(tag);
-                } else {
-                    set.copy_within(0..set.len() - 1, 1);
-                    set[0] = tag;
-                }
+                self.slide_in(tag);
                 self.filter_swap(tag, evicted);
                 false
             }
@@ -554,7 +550,7 @@ mod tests {
     #[test]
     fn access_equals_probe_then_fill() {
         use crate::trace::gen::Rng;
-        // 72 and 64 ways, fully associative: the filtered path (`access_filtered`).
+        // 72 and 64 ways, fully associative: the sliding path (`access_sliding`).
         for (entries, ways, repl) in [
             (64, 4, Replacement::Lru),
             (16, 16, Replacement::Lru),
