@@ -90,6 +90,9 @@ pub struct CacheLevel {
     /// This level's sets take the AVX2 set operations (mmu/lru_set.rs) when the replay is
     /// compiled for them: the CPU has AVX2 and the set fits a row of 16 tags.
     wide: bool,
+    /// The replay prefetches this level's set rows ahead (`CacheState::prefetch`): its tags
+    /// are larger than PREFETCH_FROM, so a row is likely out of the host's L2.
+    far: bool,
     /// u32 tags, on the host's 2MB pages when large (`hint::HostArray`): half the host memory
     /// u64 tags took, so a 16-way set is one host cache line.
     tags: crate::hint::HostArray<u32>,
@@ -120,6 +123,7 @@ impl CacheLevel {
             set_mask,
             tag_shift,
             wide: wide_row.is_some(),
+            far: sets * row * std::mem::size_of::<u32>() > PREFETCH_FROM,
             tags: crate::hint::HostArray::filled(sets * row, EMPTY),
             hits: [0; 2],
             misses: [0; 2],
@@ -180,6 +184,11 @@ impl CacheLevel {
 const BATCH: usize = 64;
 const AHEAD: usize = 16;
 
+/// Levels whose tags take more host memory than this have their rows prefetched AHEAD; smaller
+/// ones (an L2 of 1MiB in 8 ways has 64KiB of tags) stay in the host's own L2 (at least 256KiB
+/// on any x86-64 of the last decade), where a prefetch is an instruction spent for nothing.
+const PREFETCH_FROM: usize = 256 << 10;
+
 /// The levels and what they served.
 pub struct CacheState {
     pub levels: Vec<CacheLevel>,
@@ -211,10 +220,13 @@ impl CacheState {
         n
     }
 
-    /// Ask the host to bring `line`'s set row of every level past the first into its cache.
+    /// Ask the host to bring `line`'s set row of every far level into its cache.
     #[inline(always)]
     fn prefetch(&self, line: u64) {
         for l in &self.levels[1..] {
+            if !l.far {
+                continue;
+            }
             let base = l.set_of(line) * l.row;
             crate::hint::prefetch(&l.tags[base]);
             if l.row > 16 {

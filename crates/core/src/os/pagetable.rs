@@ -214,7 +214,8 @@ impl PageTable {
     }
 
     /// The physical address `va` maps to, if mapped (the region cache first, as `size_at`).
-    #[inline]
+    /// Inlined: the loop with data caches calls it for every data access.
+    #[inline(always)]
     pub fn paddr(&self, va: u64) -> Option<u64> {
         let e = self.entry_of(va)?;
         if e & PRESENT == 0 || e & LEAF == 0 {
