@@ -700,10 +700,6 @@ mod tests {
         }
     }
 
-    /// A sliding set (a large fully associative LRU structure) against a plain array shifted on
-    /// every miss, the layout it replaces: the same answers and the same entries in the same
-    /// order after every access, fill, shootdown and flush, over enough misses that the window
-    /// is copied back to its array's end many times.
     /// The chunked search finds the first matching way, as a plain scan does, whatever the
     /// set's length (remainders past the last whole chunk included) and wherever the tag sits.
     #[test]
@@ -718,6 +714,10 @@ mod tests {
         }
     }
 
+    /// A sliding set (a large fully associative LRU structure) against a plain array shifted on
+    /// every miss, the layout it replaces: the same answers and the same entries in the same
+    /// order after every access, fill, shootdown and flush, over enough misses that the window
+    /// is copied back to its array's end many times.
     #[test]
     fn sliding_set_equals_shifting_set() {
         for ways in [32u32, 72] {
