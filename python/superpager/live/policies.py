@@ -12,6 +12,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Callable
+
+from .budget import parse_max_cpu
 
 MiB = 1 << 20
 
@@ -20,7 +23,7 @@ MiB = 1 << 20
 class Param:
     default: float | int | str
     help: str
-    kind: type = int
+    kind: Callable = int
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,8 @@ class PolicyInfo:
 
 _BUDGET = {
     "interval_ms": Param(50, "time between two scans of the process (ms)"),
-    "max_cpu": Param(0.5, "the policy's CPU budget, as a fraction of one CPU (its own time, collapses included)", float),
+    "max_cpu": Param("auto", "the policy's CPU budget (its own time, collapses included): a share of one CPU in (0, 1], "
+                             "or auto: the CPU the machine leaves idle, at least 0.1 and at most one", parse_max_cpu),
     "per_step": Param(64, "collapses at most this many 2MB ranges per scan"),
 }
 
@@ -82,13 +86,13 @@ def parse_policy(spec: str) -> LivePolicy:
         try:
             val = info.params[k].kind(v)
         except ValueError:
+            if k == "max_cpu":
+                raise ValueError(f"--policy {spec}: max_cpu must be auto or a share of one CPU in (0, 1]") from None
             raise ValueError(f"--policy {spec}: {k}={v} is not a{'n integer' if info.params[k].kind is int else ' number'}") from None
         params[k] = val
     p = LivePolicy(name, params)
     if name == "navarro-live" and not 1 <= int(p["promote_at"]) <= 512:
         raise ValueError(f"--policy {spec}: promote_at must be 1..512 (pages of a 2MB range)")
-    if "max_cpu" in params and not 0 < float(p["max_cpu"]) <= 1:
-        raise ValueError(f"--policy {spec}: max_cpu must be in (0, 1]")
     for k in ("interval_ms", "per_step"):
         if k in params and int(p[k]) < 1:
             raise ValueError(f"--policy {spec}: {k} must be at least 1")

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 
 from .. import _core
 from . import damon as dm
+from .budget import Budget
 from .policies import LivePolicy, POLICIES, parse_policy
 from .sysfs import SysfsChanges, mm_path, proc_stat, read_setting, restore_stale
 
@@ -99,6 +100,9 @@ class Report:
     sampling_cpu_s: float = 0.0
     """The measurement's part: smaps_rollup samples and inspections, kept under 5% of one CPU."""
     samples: list[dict] = field(default_factory=list)
+    budget: dict | None = None
+    """The CPU budget the policy ran under (max_cpu): its setting and the share of one CPU it
+    allowed, mean, min and max over one-second windows (one value for a fixed share)."""
     counters: dict = field(default_factory=dict)
     shim: dict = field(default_factory=dict)
     inspect: dict | None = None
@@ -317,7 +321,7 @@ def _loop(rep: Report, policy: Policy, pol: LivePolicy, pid: int, wait: Callable
     cpu0 = cpu_self()
     base_interval = int(pol.params.get("interval_ms", 100)) / 1000
     interval = base_interval
-    max_cpu = float(pol.params.get("max_cpu", 1.0))
+    budget = Budget(pol.params.get("max_cpu", 1.0), t0, cpu0)
     step_cpu = 0.0  # the policy's own CPU time: its scans, and the collapses the kernel does for it
     sampling_cpu = 0.0
     next_step = t0
@@ -346,8 +350,10 @@ def _loop(rep: Report, policy: Policy, pol: LivePolicy, pid: int, wait: Callable
             # between scans; any work brings the interval back.
             interval = base_interval if busy else min(interval * 2, base_interval * 16)
             after = time.monotonic()
-            # The budget: keep the policy's CPU time under max_cpu of the time elapsed.
-            next_step = max(after + interval, t0 + step_cpu / max_cpu)
+            # The budget: keep the policy's CPU time under what max_cpu has allowed so far (for a
+            # fixed share, share x elapsed: the next step waits until t0 + step_cpu / share).
+            budget.update(after, cpu_self())
+            next_step = max(after + interval, after + (step_cpu - budget.allowance()) / budget.share())
         if now >= next_inspect:
             c0 = time.thread_time()
             try:
@@ -366,6 +372,8 @@ def _loop(rep: Report, policy: Policy, pol: LivePolicy, pid: int, wait: Callable
     rep.policy_cpu_s = round(cpu_self() - cpu0, 4)
     rep.step_cpu_s = round(step_cpu, 4)
     rep.sampling_cpu_s = round(sampling_cpu, 4)
+    if policy.active:
+        rep.budget = budget.summary()
     rep.counters = policy.counters()
 
 
@@ -511,6 +519,10 @@ def summary(rep: Report) -> str:
         huge = last["anon_huge"] + last["hugetlb"]
         lines.append(f"  last sample ({last['t']:.1f}s): RSS {mib(last['rss'])}, {mib(last['anon_huge'])} in 2MB pages, {mib(last['hugetlb'])} hugetlb "
                      f"({huge / last['rss'] * 100 if last['rss'] else 0:.1f}% huge); peak RSS {mib(peak)}")
+    if rep.budget:
+        b = rep.budget
+        lines.append(f"  CPU budget max_cpu={b['max_cpu']}: " + (f"{b['mean']:.2f} of a CPU on average ({b['min']:.2f}-{b['max']:.2f})"
+                                                              if b["max_cpu"] == "auto" else f"{b['mean']:.2f} of a CPU"))
     c = rep.counters
     if c:
         failed = c.get("failed", {})
