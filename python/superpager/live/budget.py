@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-# `auto`: never less than this share, so a policy on a busy machine still makes progress (as
-# khugepaged at nice 19 still gets a little time), and the share it starts with before the first
-# window has been measured (the fixed default before `auto`).
+# `auto` never goes below this share, so a policy on a busy machine still makes progress (as
+# khugepaged at nice 19 still gets a little time).
 FLOOR = 0.1
+# `auto`'s share before its first window has been measured: the fixed default before `auto`.
 START = 0.5
+# How often `auto` reads /proc/stat and sets its share.
 WINDOW_S = 1.0
 
 
