@@ -234,6 +234,9 @@ def test_navarro_live_collapses_full_ranges_and_keeps_contents(layout_exe):
     assert b_huge == 0 and c["vma_skipped"].get("nohugepage", 0) >= 1
     assert c["already_huge"] >= 24  # A and C were huge from their first fault
     assert rep.policy_cpu_s > 0 and rep.settings_restored
+    # The default budget follows the idle CPU, within its bounds (tests/test_live_budget.py).
+    b = rep.budget
+    assert b is not None and b["max_cpu"] == "auto" and 0.1 <= b["min"] <= b["mean"] <= b["max"] <= 1.0, b
     assert_one_decision_per_range(c)
 
 
