@@ -62,7 +62,8 @@ class Budget:
         self._stat = stat
         self._t = t0
         self._allowed = 0.0
-        self._window = (t0, own_cpu0, self._read())
+        # A fixed share never looks at the machine: no /proc/stat read for it.
+        self._window = (t0, own_cpu0, self._read() if self.auto else None)
         self.shares: list[float] = [self._share]
 
     def _read(self) -> tuple[float, float, int] | None:
