@@ -11,6 +11,7 @@ import pytest
 
 import superpager as sp
 from superpager import _core
+from superpager.model import calibrate as calibrate_mod
 from superpager.model.calibrate import fit
 from test_hardening import text_trace  # one text-trace helper for the tests
 
@@ -135,14 +136,30 @@ def test_calibrate_fit_reads_latencies_and_the_size_a_level_holds():
     assert int(f["level_sizes"][2]) == 4 << 20
 
 
+def test_tlb_probe_calls_2mb_pages_splintered_when_the_sparse_chase_is_slower(monkeypatch):
+    # chase() stands in for model/chase.c: (ns, 2MB-page bytes) by pages and layout.
+    def fake(times, huge=32 << 20):
+        def chase(_b, footprint, pages, _steps, _seed, layout="dense"):
+            return times[(pages, layout)], (huge if pages == "2m" else 0)
+        return chase
+    monkeypatch.setattr(calibrate_mod, "chase", fake({("2m", "dense"): 5.9, ("2m", "sparse"): 21.6, ("4k", "sparse"): 45.5}))
+    p = calibrate_mod.tlb_probe(None, 1000, 3)
+    assert p["splintered"] and p["sparse_2m_ns"] == 21.6 and p["packed_2m_ns"] == 5.9 and p["lines"] == 8192
+    monkeypatch.setattr(calibrate_mod, "chase", fake({("2m", "dense"): 5.9, ("2m", "sparse"): 6.4, ("4k", "sparse"): 45.5}))
+    assert calibrate_mod.tlb_probe(None, 1000, 3)["splintered"] is False
+    # No 2MB pages to be had (THP off): no verdict rather than a wrong one.
+    monkeypatch.setattr(calibrate_mod, "chase", fake({("2m", "dense"): 5.9, ("2m", "sparse"): 21.6, ("4k", "sparse"): 45.5}, huge=0))
+    assert calibrate_mod.tlb_probe(None, 1000, 3) is None
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="needs Linux /proc")
 def test_calibrate_writes_a_machine_host_then_reads(tmp_path):
     if not _core.host_cache_levels():
         pytest.skip("CPUID and sysfs give no data caches here")
     out = tmp_path / "host.toml"
     env = dict(os.environ, SUPERPAGER_CALIBRATION=str(out))
-    p = subprocess.run([sys.executable, "-m", "superpager.cli", "calibrate", "--largest", "16MiB", "--steps", "20000", "--repeats", "1"],
-                       capture_output=True, text=True, env=env, timeout=600)
+    p0 = p = subprocess.run([sys.executable, "-m", "superpager.cli", "calibrate", "--largest", "16MiB", "--steps", "20000", "--repeats", "1"],
+                            capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr
     assert str(out) in p.stdout
     info = _core.machine_info(str(out))
@@ -153,3 +170,19 @@ def test_calibrate_writes_a_machine_host_then_reads(tmp_path):
     items = json.loads(p.stdout)["items"]
     lat = [i for i in items if i["item"].endswith("latency")]
     assert lat and all("measured by superpager calibrate" in i["source"] for i in lat), lat
+    # The TLB probe: run wherever 2MB pages are to be had, and shown with its verdict.
+    text = out.read_text()
+    probe = [i for i in items if i["item"] == "2MB pages in the TLB"]
+    if "[calibration.tlb_probe]" not in text:
+        assert not probe and "TLB probe: not run" in p0.stdout
+        return
+    assert len(probe) == 1 and "one per 4KB page over 32MiB" in probe[0]["source"], probe
+    splintered = "splintered = true" in text
+    assert probe[0]["value"] == ("as smaller pieces (splintered)" if splintered else "whole")
+    # predict on host says so when it is splintered (flipped here to see both ways).
+    out.write_text(text.replace(f"splintered = {str(splintered).lower()}", "splintered = true"))
+    trace = tmp_path / "g.spt"
+    sp.gen("gups", str(trace), size="16MiB", accesses=2000)
+    p = subprocess.run([sys.executable, "-m", "superpager.cli", "predict", str(trace), "--policies", "base,fixed:2MiB"],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 0 and "TLB probe found 2MB pages held in the TLB as smaller pieces" in p.stderr, p.stderr

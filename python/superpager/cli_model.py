@@ -32,7 +32,9 @@ examples:
 CALIBRATE_EPILOG = """\
 Runs a dependent pointer chase (model/chase.c, compiled on first use) over footprints from 16KiB
 to --largest, on 2MB and on 4KB pages, and takes each cache level's latency, memory's latency and
-the sizes the levels are seen to hold. Writes a machine TOML: the host preset (geometry from
+the sizes the levels are seen to hold. Then the TLB probe: one line per 4KB page over 32MiB on
+2MB pages against the same lines packed together, which tells whether the TLB holds 2MB pages
+whole (a virtual machine whose host uses 4KB pages splinters them). Writes a machine TOML: the host preset (geometry from
 CPUID) with the measured numbers and a [calibration] table saying how they were measured. The
 host machine reads it from then on (superpager machines host --explain shows it), as long as it
 was made on this CPU. Takes about a minute; nothing else should run meanwhile.
@@ -44,6 +46,7 @@ examples:
 
 
 def cmd_predict(a) -> int:
+    import sys
     from .model.predict import predict
     machine = a.machine
     if a.dependence is not None:
@@ -52,6 +55,11 @@ def cmd_predict(a) -> int:
     if not policies:
         raise _core.UsageError(f"--policies '{a.policies}' names no policy (e.g. --policies base,fixed:2MiB)")
     rows = predict(a.trace, machine, policies, memory=a.memory)
+    if a.machine.split("+")[0] == "host":
+        # What the host machine's numbers rest on, where that limits the prediction (estimated
+        # latencies, a calibration of another CPU, 2MB pages the TLB splinters).
+        for n in _core.host_explain()[1]:
+            print(f"note: {n}", file=sys.stderr)
     linear = None
     if a.linear:
         info = _core.machine_info(a.machine)
@@ -109,6 +117,13 @@ def cmd_calibrate(a) -> int:
     big = max(fp for fp, _ in walk)
     if (big, "4k") in walk:
         print(f"a 4KB-page chase over {human_bytes(big)} takes {walk[(big, '4k')]:.1f} ns a step, {walk[(big, '2m')]:.1f} on 2MB pages")
+    p = r.get("tlb_probe")
+    if p is None:
+        print("TLB probe: not run (no 2MB pages to be had here)")
+    else:
+        held = "as smaller pieces (splintered: the model, which is native, may misjudge 2MB gains here)" if p["splintered"] else "whole"
+        print(f"TLB probe: 2MB pages are held {held}; one line per 4KB page over {human_bytes(p['span'])} on 2MB pages takes "
+              f"{p['sparse_2m_ns']:.1f} ns a step, {p['packed_2m_ns']:.1f} packed together, {p['sparse_4k_ns']:.1f} on 4KB pages")
     print(f"wrote {out}")
     return 0
 

@@ -7,7 +7,9 @@ latency is the chase's time at a footprint well inside it and beyond the level a
 quarter of its size, at least four times the level above); memory's is the time at the
 largest footprint. A level whose chase slows to memory's latency before its CPUID size (a
 virtual machine's share of a shared last-level cache) is given the size it was seen to hold.
-Times become cycles at the clock /proc/cpuinfo reports.
+Times become cycles at the clock /proc/cpuinfo reports. Last, the TLB probe (`tlb_probe`):
+whether the TLB holds 2MB pages whole, or as smaller pieces as a virtual machine whose host
+backs guest memory with 4KB pages does.
 """
 
 from __future__ import annotations
@@ -30,11 +32,11 @@ def chase_binary() -> Path:
     return compiled(Path(__file__).with_name("chase.c"), "model", ["-O2"])
 
 
-def chase(binary: Path, footprint: int, pages: str, steps: int, seed: int) -> tuple[float, int]:
+def chase(binary: Path, footprint: int, pages: str, steps: int, seed: int, layout: str = "dense") -> tuple[float, int]:
     """ns per step and the 2MB-page bytes the chase ran on."""
-    r = subprocess.run([str(binary), str(footprint), pages, str(steps), str(seed)], capture_output=True, text=True)
+    r = subprocess.run([str(binary), str(footprint), pages, str(steps), str(seed), layout], capture_output=True, text=True)
     if r.returncode != 0:
-        raise CalibrateError(f"the chase at {footprint} bytes on {pages} pages failed: {r.stderr.strip() or r.returncode}")
+        raise CalibrateError(f"the {layout} chase at {footprint} bytes on {pages} pages failed: {r.stderr.strip() or r.returncode}")
     f = dict(kv.split("=") for kv in r.stdout.split())
     return float(f["ns_per_step"]), int(f["huge_bytes"])
 
@@ -75,6 +77,36 @@ def measure(largest: int = 1 << 30, steps: int = 2_000_000, repeats: int = 3, pa
     return pts
 
 
+# The TLB probe: one line in each 4KB page of PROBE_SPAN (8,192 lines, 512KiB of them) on 2MB
+# pages, against the same number of lines packed together. 8,192 4KB translations are more than
+# the second-level TLB of any x86-64 core we know holds (Zen 4: 3,072; Zen 5: 4,096; Golden
+# Cove: 2,048 shared; AMD Software Optimization Guides, Intel Optimization Reference Manual),
+# while 16 2MB translations fit every first-level DTLB, and 512KiB of lines fit every L2 above
+# it. So on 2MB pages the two chases take the same time where the TLB holds 2MB pages whole.
+PROBE_SPAN = 32 << 20
+PROBE_LINES = PROBE_SPAN // 4096
+# Above this ratio (sparse / packed, both on 2MB pages) the TLB is taken to hold the 2MB pages
+# as smaller pieces. Where it holds them whole the ratio is 1 up to noise (a sparse line is
+# still an L2 hit); where it does not, every sparse step pays a second-level TLB miss.
+SPLINTER_RATIO = 1.5
+
+
+def tlb_probe(binary: Path, steps: int, repeats: int) -> dict | None:
+    """Whether the TLB holds 2MB pages whole (docs/RUNTIME_MODEL.md, "The TLB probe"); None when
+    2MB pages are not to be had here."""
+    def med(footprint: int, pages: str, layout: str) -> tuple[float, int]:
+        runs = [chase(binary, footprint, pages, steps, seed, layout) for seed in range(1, repeats + 1)]
+        return statistics.median(ns for ns, _ in runs), min(h for _, h in runs)
+
+    packed, huge_packed = med(PROBE_LINES * 64, "2m", "dense")
+    sparse, huge_sparse = med(PROBE_SPAN, "2m", "sparse")
+    if huge_packed <= 0 or huge_sparse < PROBE_SPAN // 2:
+        return None
+    sparse_4k, _ = med(PROBE_SPAN, "4k", "sparse")
+    return {"lines": PROBE_LINES, "span": PROBE_SPAN, "packed_2m_ns": round(packed, 3), "sparse_2m_ns": round(sparse, 3),
+            "sparse_4k_ns": round(sparse_4k, 3), "splintered": sparse > SPLINTER_RATIO * packed}
+
+
 def fit(points: list[tuple[int, str, float]], levels: list[tuple[str, int, int, float]], clock: float, line: int = 64) -> dict:
     """Latencies (cycles) per level and memory, and the sizes the chase saw, from the 2MB
     points. `levels`: (name, bytes, ways, cycles) of the host's `[cache]`."""
@@ -113,6 +145,9 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
     clock = clock_ghz()
     pts = measure(largest, steps, repeats, progress=progress)
     f = fit(pts, levels, clock)
+    if progress:
+        progress(len(pts), len(pts), "the TLB probe (2MB pages held whole?)")
+    probe = tlb_probe(chase_binary(), steps, repeats)
     inp = {
         "cpu": "",  # this CPU's model name, filled in by the core
         "date": datetime.date.today().isoformat(),
@@ -120,6 +155,7 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
                   f"median of {repeats}, {steps} steps per point; clock from /proc/cpuinfo ({clock} GHz)",
         "clock_ghz": clock,
         "points": [[fp, pg, ns] for fp, pg, ns in pts],
+        "tlb_probe": probe,
         **f,
     }
     text = _core.calibrated_host_toml(json.dumps(inp))

@@ -4,7 +4,14 @@
  * load, so nothing overlaps: ns per step = the latency of wherever the lines live, plus the
  * walk when the TLB misses.
  *
- * usage: chase FOOTPRINT_BYTES PAGES(4k|2m) STEPS SEED
+ * LAYOUT `dense` (the default) chases every line of the footprint; `sparse` chases one line
+ * per 4KB page of it, at a pseudo-random offset within the page (so the lines spread over the
+ * caches' sets): as many lines as a dense footprint 64 times smaller, behind 64 times as many
+ * 4KB translations. On 2MB pages a TLB that holds them whole sees no difference between the
+ * two; one that holds them as 4KB pieces (a virtual machine whose host backs guest memory with
+ * 4KB pages) misses in the sparse chase.
+ *
+ * usage: chase FOOTPRINT_BYTES PAGES(4k|2m) STEPS SEED [dense|sparse]
  * prints: ns_per_step=<f> huge_bytes=<n>
  */
 #define _GNU_SOURCE
@@ -18,6 +25,13 @@
 static uint64_t rng;
 static uint64_t next(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
 
+/* Line i of the chase: the i-th 64-byte line, or (sparse) a line of the i-th 4KB page at an
+ * offset a multiplicative hash of i picks. */
+static char *line_at(char *buf, uint64_t i, int sparse) {
+    if (!sparse) return buf + i * 64;
+    return buf + i * 4096 + ((i * 2654435761u) >> 7) % 64 * 64;
+}
+
 static long anon_huge_kb(void) {
     FILE *f = fopen("/proc/self/smaps_rollup", "r");
     char line[256]; long kb = -1;
@@ -29,7 +43,9 @@ static long anon_huge_kb(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) { fprintf(stderr, "usage: chase FOOTPRINT PAGES(4k|2m) STEPS SEED\n"); return 2; }
+    if (argc != 5 && argc != 6) { fprintf(stderr, "usage: chase FOOTPRINT PAGES(4k|2m) STEPS SEED [dense|sparse]\n"); return 2; }
+    int sparse = argc == 6 && strcmp(argv[5], "sparse") == 0;
+    if (argc == 6 && !sparse && strcmp(argv[5], "dense") != 0) { fprintf(stderr, "chase: layout '%s' is not dense or sparse\n", argv[5]); return 2; }
     uint64_t bytes = strtoull(argv[1], 0, 10), steps = strtoull(argv[3], 0, 10);
     int huge = strcmp(argv[2], "2m") == 0;
     rng = strtoull(argv[4], 0, 10) | 1;
@@ -38,14 +54,15 @@ int main(int argc, char **argv) {
     if (raw == MAP_FAILED) { perror("mmap"); return 1; }
     char *buf = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
     if (madvise(buf, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE)) { perror("madvise"); return 1; }
-    uint64_t n = bytes / 64;
+    uint64_t n = bytes / (sparse ? 4096 : 64);
     if (n < 2) n = 2;
+    if (n * (sparse ? 4096 : 64) > len) { fprintf(stderr, "chase: footprint %llu is too small\n", (unsigned long long)bytes); return 2; }
     /* A random cyclic order of the n lines (Sattolo's algorithm), stored as next pointers. */
     uint32_t *perm = malloc(n * sizeof *perm);
     if (!perm) { perror("malloc"); return 1; }
     for (uint64_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
     for (uint64_t i = n - 1; i > 0; i--) { uint64_t j = next() % i; uint32_t t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
-    for (uint64_t i = 0; i < n; i++) *(char **)(buf + (uint64_t)perm[i] * 64) = buf + (uint64_t)perm[(i + 1) % n] * 64;
+    for (uint64_t i = 0; i < n; i++) *(char **)line_at(buf, perm[i], sparse) = line_at(buf, perm[(i + 1) % n], sparse);
     free(perm);
     long huge_kb = anon_huge_kb();
     /* Warm up: one pass over the cycle (at most the step count). */

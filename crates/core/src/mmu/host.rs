@@ -95,6 +95,60 @@ pub struct Calibration {
     /// get a small share of a large shared last-level cache.
     pub level_sizes: Vec<String>,
     pub dram_cycles: f64,
+    /// The TLB probe's result, when calibrate ran it (files written before it existed have none).
+    pub tlb_probe: Option<TlbProbe>,
+}
+
+/// `superpager calibrate`'s TLB probe (model/calibrate.py, docs/RUNTIME_MODEL.md): a chase over
+/// one line in each 4KB page of `span` bytes on 2MB pages, against the same `lines` packed
+/// together, and the sparse chase on 4KB pages for scale. `splintered`: the sparse chase took
+/// more than 1.5x the packed one, so the TLB holds this machine's 2MB pages as smaller pieces
+/// (a virtual machine whose host backs guest memory with 4KB pages does this).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+pub struct TlbProbe {
+    pub lines: u64,
+    pub span: u64,
+    pub packed_2m_ns: f64,
+    pub sparse_2m_ns: f64,
+    pub sparse_4k_ns: f64,
+    pub splintered: bool,
+}
+
+impl TlbProbe {
+    /// What the probe says, in one line.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} lines one per 4KB page over {} on 2MB pages: {:.1} ns a step, against {:.1} ns packed together ({:.1} ns on 4KB pages)",
+            self.lines,
+            Bytes(self.span),
+            self.sparse_2m_ns,
+            self.packed_2m_ns,
+            self.sparse_4k_ns
+        )
+    }
+
+    fn from_toml(v: &toml::Value) -> Option<TlbProbe> {
+        let num = |k: &str| v.get(k).and_then(|x| x.as_float().or_else(|| x.as_integer().map(|i| i as f64)));
+        Some(TlbProbe {
+            lines: v.get("lines")?.as_integer()? as u64,
+            span: Bytes::parse(v.get("span")?.as_str()?).ok()?.0,
+            packed_2m_ns: num("packed_2m_ns")?,
+            sparse_2m_ns: num("sparse_2m_ns")?,
+            sparse_4k_ns: num("sparse_4k_ns")?,
+            splintered: v.get("splintered")?.as_bool()?,
+        })
+    }
+
+    fn to_toml(&self) -> toml::Value {
+        let mut p = toml::map::Map::new();
+        p.insert("lines".into(), toml::Value::Integer(self.lines as i64));
+        p.insert("span".into(), toml::Value::String(Bytes(self.span).to_string()));
+        p.insert("packed_2m_ns".into(), toml::Value::Float(self.packed_2m_ns));
+        p.insert("sparse_2m_ns".into(), toml::Value::Float(self.sparse_2m_ns));
+        p.insert("sparse_4k_ns".into(), toml::Value::Float(self.sparse_4k_ns));
+        p.insert("splintered".into(), toml::Value::Boolean(self.splintered));
+        toml::Value::Table(p)
+    }
 }
 
 /// What `superpager calibrate` hands over to be written as the calibrated host machine.
@@ -109,6 +163,9 @@ pub struct CalibrationInput {
     pub dram_cycles: f64,
     /// (footprint bytes, "4k" or "2m", ns per step) for every point measured.
     pub points: Vec<(u64, String, f64)>,
+    /// None where 2MB pages could not be had.
+    #[serde(default)]
+    pub tlb_probe: Option<TlbProbe>,
 }
 
 /// The calibrated host machine file: `host_toml` (the host preset as built from CPUID) with the
@@ -148,6 +205,9 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
         })
         .collect();
     cal.insert("points".into(), toml::Value::Array(pts));
+    if let Some(p) = &c.tlb_probe {
+        cal.insert("tlb_probe".into(), p.to_toml());
+    }
     t.insert("calibration".into(), toml::Value::Table(cal));
     t.insert("name".into(), toml::Value::String("host".into()));
     toml::to_string(&v).map_err(|e| e.to_string())
@@ -197,6 +257,7 @@ pub fn read_calibration(path: &std::path::Path, cpu: &str, notes: &mut Vec<Strin
         level_cycles,
         level_sizes,
         dram_cycles: cache.get("dram_cycles").and_then(num)?,
+        tlb_probe: cal.get("tlb_probe").and_then(TlbProbe::from_toml),
     })
 }
 
@@ -513,6 +574,12 @@ pub fn detect(c: &dyn Cpuid, sysfs_cache: &std::path::Path) -> HostReport {
 pub fn detect_here() -> HostReport {
     let mut r = detect(&NativeCpuid, std::path::Path::new("/sys/devices/system/cpu/cpu0/cache"));
     r.calibration = calibration_path().and_then(|p| read_calibration(&p, &r.model_name, &mut r.notes));
+    if let Some(p) = r.calibration.as_ref().and_then(|c| c.tlb_probe.as_ref()).filter(|p| p.splintered) {
+        r.notes.push(format!(
+            "calibrate's TLB probe found 2MB pages held in the TLB as smaller pieces ({}), as in a virtual machine whose host backs guest memory with 4KB pages; the model is native and gives a 2MB page one whole TLB entry, so here it may misjudge what 2MB pages gain (docs/RUNTIME_MODEL.md, \"The TLB probe\")",
+            p.summary()
+        ));
+    }
     r
 }
 
@@ -644,6 +711,10 @@ impl HostReport {
             out.push(("memory latency".to_string(), format!("{v:.1} cycles"), src));
             if let Some(k) = self.usable_calibration() {
                 out.push(("clock".to_string(), format!("{:.2} GHz", k.clock_ghz), format!("as calibrate converted its timings ({})", k.path)));
+                if let Some(p) = &k.tlb_probe {
+                    let held = if p.splintered { "as smaller pieces (splintered)" } else { "whole" };
+                    out.push(("2MB pages in the TLB".to_string(), held.to_string(), format!("calibrate's TLB probe on {}: {}", k.date, p.summary())));
+                }
             }
             let r = core_resources(&self.vendor, self.family, self.model);
             out.push((
