@@ -39,6 +39,23 @@ def test_host_sends_data_and_walk_references_through_its_caches(gups):
     levels = [name for name, *_ in _core.machine_info("host")["cache"]["levels"]]
     walk = sum(r[f"cache.{lv}.walk.hits"] for lv in levels) + r["cache.dram.walk"]
     assert walk == r["walk.refs"], "every walk reference went through the caches"
+
+def test_a_nested_walks_host_references_go_through_the_caches_too(gups):
+    # As a guest over 4KB host pages: each guest entry and the final address are translated by
+    # a host walk whose entries the caches see (mmu/host_tables.rs), so all (g+1)(h+1)-1 of a
+    # walk's references are served by some level, and none is charged walker.ref_cycles.
+    levels = [name for name, *_ in _core.machine_info("host")["cache"]["levels"]]
+    native = sp.simulate(gups, machine="host", policy="base")
+    r = sp.simulate(gups, machine="host+nested=4KiB", policy="base")
+    walk = sum(r[f"cache.{lv}.walk.hits"] for lv in levels) + r["cache.dram.walk"]
+    assert walk == r["walk.refs"] > 4 * native["walk.refs"]
+    assert r["walks"] == native["walks"]
+    # 2MB guest pages over 4KB host pages are splintered: as many walks as 4KB pages here
+    # (256MiB of GUPS is far beyond the TLB's reach at 4KB), each shorter.
+    s = sp.simulate(gups, machine="host+nested=4KiB", policy="fixed:2MiB")
+    whole = sp.simulate(gups, machine="host+nested", policy="fixed:2MiB")
+    assert s["walks"] > 100 * whole["walks"]
+    assert s["walk.refs"] < r["walk.refs"]
     data = sum(r[f"cache.{lv}.data.hits"] for lv in levels) + r["cache.dram.data"]
     assert data == r["accesses"], "every data access did (no collapsed runs in a generated trace)"
     assert r["cycles.data"] > 0

@@ -8,6 +8,7 @@
 
 use crate::bloat::Touched;
 use crate::error::{Error, Result};
+use crate::mmu::host_tables::HostTables;
 use crate::mmu::machine::Machine;
 use crate::mmu::Mmu;
 use crate::os::{MapOutcome, Os, Vma};
@@ -121,6 +122,8 @@ pub struct Engine {
     exited_bloat: [u64; crate::mmu::MAX_SIZES],
     /// The cost inputs at the last phase mark (a zero-length madvise), if any.
     phase_mark: Option<crate::stats::CostInputs>,
+    /// With data caches on a nested machine: where the host's entries are (mmu/host_tables.rs).
+    host_tables: Option<HostTables>,
 }
 
 impl Engine {
@@ -128,8 +131,14 @@ impl Engine {
         if cfg.memory.0 < machine.largest_page().bytes().min(64 << 20) {
             return Err(Error::usage(format!("memory {} is too small for this machine", cfg.memory)));
         }
+        // A nested machine's host tables, which its data caches see above guest memory.
+        let host_tables = match (&machine.cache, &machine.nested) {
+            (Some(_), Some(n)) => Some(HostTables::new(cfg.memory.0, machine.base_page.shift(), machine.bits_per_level as u32, n.host_levels)),
+            _ => None,
+        };
         if let Some(c) = &machine.cache {
-            crate::mmu::cache::Caches::check_memory(c, cfg.memory.0).map_err(|m| Error::usage(format!("machine {}: {m}", machine.name)))?;
+            let reach = host_tables.as_ref().map_or(cfg.memory.0, |t| t.end());
+            crate::mmu::cache::Caches::check_memory(c, reach).map_err(|m| Error::usage(format!("machine {}: {m}", machine.name)))?;
         }
         let f = policy.features();
         if f.needs_nested && machine.nested.is_none() {
@@ -186,6 +195,7 @@ impl Engine {
             touched,
             exited_bloat: [0; crate::mmu::MAX_SIZES],
             phase_mark: None,
+            host_tables,
         };
         e.switch_to(1);
         Ok(e)
@@ -316,6 +326,8 @@ impl Engine {
                 let va = vpn << size.shift();
                 match p.pt.lookup(va) {
                     Some(tr) if tr.size_idx == si && tr.start == va => {}
+                    // A piece of a larger page, splintered to the host's page size.
+                    Some(tr) if tr.size_idx != si && self.mmu.tlb_size(tr.size_idx) == si => {}
                     other => {
                         return Err(format!(
                             "TLB {ti} holds a {size} translation of {va:#x} (process {}), but the page table maps {}",
@@ -437,7 +449,7 @@ impl Engine {
                 t.touch(self.cur_pi, a.addr);
             }
             if CACHED {
-                self.cache_refs(a, self.mmu.walk.refs != walk_refs);
+                self.cache_refs(a, si, self.mmu.walk.refs != walk_refs);
             }
             if self.cur_cow && a.kind.writes() {
                 self.write_to_cow(a)?;
@@ -463,8 +475,14 @@ impl Engine {
     /// trace collapsed) count as first-level hits. Inlined into the loop with caches only
     /// (the loop without them does not call it): 1.07x refs/s on host, alternating medians.
     #[inline(always)]
-    fn cache_refs(&mut self, a: &Access, walked: bool) {
+    fn cache_refs(&mut self, a: &Access, si: u32, walked: bool) {
         use crate::mmu::cache::Requester;
+        // Nested: each guest entry's address, and the final one, translated by a host walk
+        // whose entries the caches see too (mmu/host_tables.rs), host levels top down.
+        let host = match &self.host_tables {
+            Some(t) if walked => self.mmu.host_walk(si).map(|w| (t, w)),
+            _ => None,
+        };
         let Some(caches) = self.mmu.caches.as_mut() else { return };
         let pt = &self.os.procs[self.cur_pi].pt;
         if walked && self.mmu.machine.software_handler_cycles.is_none() {
@@ -472,7 +490,17 @@ impl Engine {
             let mut out = [0u64; 8];
             let n = pt.entry_addrs(a.addr, first, leaf, &mut out);
             for &pa in &out[..n] {
+                if let Some((t, (top, leaf))) = host {
+                    for l in (leaf..=top).rev() {
+                        caches.defer(t.entry(pa, l), Requester::Walk);
+                    }
+                }
                 caches.defer(pa, Requester::Walk);
+            }
+            if let (Some((t, (top, leaf))), Some(pa)) = (host, host.and_then(|_| pt.paddr(a.addr))) {
+                for l in (leaf..=top).rev() {
+                    caches.defer(t.entry(pa, l), Requester::Walk);
+                }
             }
         }
         if a.kind.is_fetch() {
@@ -549,6 +577,8 @@ impl Engine {
     /// The rest of a same-page run hits in the first structure that holds the page's size.
     #[inline(always)]
     fn repeat_hits(&mut self, fetch: bool, si: u32, n: u32) {
+        // A splintered page's repeats hit the entry the TLB holds for it (`Mmu::tlb_size`).
+        let si = self.mmu.tlb_size(si);
         if let Some(t) = self.mmu.first_holder[fetch as usize][si as usize] {
             let counted = self.mmu.repeat_size[fetch as usize][si as usize];
             self.mmu.counters[t].hits[counted as usize] += n as u64;

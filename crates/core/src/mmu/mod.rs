@@ -11,6 +11,7 @@
 
 pub mod cache;
 pub mod host;
+pub mod host_tables;
 pub mod lru_set;
 pub mod machine;
 mod replay_thread;
@@ -89,6 +90,15 @@ pub struct Mmu {
     /// Nested paging: per guest size index, the host references to translate one
     /// guest-physical address (None: native).
     nested_host_refs: Option<[u64; MAX_SIZES]>,
+    /// Splintering: a guest running on a host that maps its memory with pages of size index
+    /// `h` (`+nested=SIZE`) gets TLB entries of at most that size, since one entry caches the
+    /// whole gVA-to-hPA translation, whose reach is the smaller of the two pages (Pham et al.,
+    /// MICRO 2015, "page splintering"). `tlb_size(si)` is `min(si, h)` for page sizes; None:
+    /// native, or a host that backs each guest page with a page of its size.
+    splinter: Option<u32>,
+    /// Page sizes a TLB lookup probes: every one, except those splintering keeps out of the
+    /// TLBs (their translations are held at the host's page size).
+    probe_sizes: u32,
     /// AMD PTE coalescing (None: the machine does not coalesce).
     pub coalesced: Option<CoalescedSizes>,
     /// Per stream and size: the size index a structure counts a repeat hit under in
@@ -186,6 +196,16 @@ impl Mmu {
                 (n.host_levels - leaf + 1) as u64
             })
         });
+        let splinter = match machine.nested.as_ref().map(|n| n.host_page) {
+            Some(machine::HostPage::Fixed(p)) => machine.size_index(p).filter(|&h| (h as usize) + 1 < machine.page_sizes.len()),
+            _ => None,
+        };
+        let probe_sizes = match splinter {
+            // Page sizes above the host's never reach a TLB; coalesced sizes (indices past the
+            // page sizes) are untouched.
+            Some(h) => !(((1u32 << machine.page_sizes.len()) - 1) & !((2u32 << h) - 1)),
+            None => u32::MAX,
+        };
         let n = tlbs.len();
         let flat = |r: &Vec<Vec<usize>>| -> Vec<Probe> {
             r.iter().enumerate().flat_map(|(li, v)| v.iter().map(move |&t| (t, li))).map(|(t, li)| Probe { tlb: t, level: li, holds: holds[t] }).collect()
@@ -240,6 +260,28 @@ impl Mmu {
             pwcs,
             leaf_level,
             nested_host_refs,
+            splinter,
+            probe_sizes,
+        }
+    }
+
+    /// A nested walk's host dimension for a guest page of size index `si`: the host levels read
+    /// to translate one guest-physical address, from the top down to `leaf`, as (top, leaf);
+    /// None natively.
+    #[inline(always)]
+    pub fn host_walk(&self, si: u32) -> Option<(u8, u8)> {
+        let h = self.nested_host_refs?[si as usize & (MAX_SIZES - 1)] as u8;
+        let top = self.machine.nested.as_ref().map_or(0, |n| n.host_levels);
+        Some((top, top + 1 - h))
+    }
+
+    /// The size index a TLB entry for a page of size index `si` has: `si`, or the host's page
+    /// size where splintering holds it at that (`splinter`).
+    #[inline(always)]
+    pub fn tlb_size(&self, si: u32) -> u32 {
+        match self.splinter {
+            Some(h) if si > h && (si as usize) < self.machine.page_sizes.len() => h,
+            _ => si,
         }
     }
 
@@ -249,7 +291,7 @@ impl Mmu {
     #[inline(always)]
     pub fn lookup(&mut self, va: u64, asid: u16, fetch: bool) -> Option<(usize, u32)> {
         let stream = fetch as usize;
-        let live = self.live_sizes;
+        let live = self.live_sizes & self.probe_sizes;
         let (tlbs, counters, shifts) = (&mut self.tlbs, &mut self.counters, &self.shifts);
         let mut found = None;
         'outer: for p in self.probes[stream].iter() {
@@ -375,7 +417,8 @@ impl Mmu {
     pub fn fill_after_walk(&mut self, va: u64, asid: u16, fetch: bool, si: u32) -> u64 {
         let stream = fetch as usize;
         let levels = self.route[stream].len();
-        self.miss_and_fill(stream, levels, va, asid, si);
+        // The walk goes to the guest's page of size `si`; the TLBs take what they can hold.
+        self.miss_and_fill(stream, levels, va, asid, self.tlb_size(si));
         self.walk.walks[si as usize] += 1;
         // SAFETY: no AVX2 path.
         let refs = unsafe { self.walk_refs::<false>(va, asid, si) };
@@ -470,10 +513,48 @@ impl Mmu {
     /// drops the coalesced entries that cover it: the OS does not know they exist (INVLPG
     /// of any address in a coalesced entry removes the entry).
     pub fn invalidate(&mut self, va: u64, asid: u16, si: u32) {
+        let t = self.tlb_size(si);
+        if t != si {
+            self.invalidate_splintered(va, asid, si, t);
+            return;
+        }
         if si == 0 {
             self.invalidate_coalesced(va, asid);
         }
         self.invalidate_one(va, asid, si);
+    }
+
+    /// Drop the pieces of size index `t` a splintered page of size index `si` at `va` left in
+    /// the TLBs: one by one for up to 512 of them, else by a scan of the structures holding
+    /// that size (a 1GB guest page over 4KB host pages has 262,144).
+    #[cold]
+    fn invalidate_splintered(&mut self, va: u64, asid: u16, si: u32, t: u32) {
+        let (big, small) = (self.shifts[si as usize], self.shifts[t as usize]);
+        let first = (va >> big << (big - small)) & ((1u64 << 44) - 1); // as tags keep page numbers
+        let pieces = 1u64 << (big - small);
+        if pieces <= 512 {
+            for k in 0..pieces {
+                self.invalidate_one((first + k) << small, asid, t);
+            }
+            return;
+        }
+        for ti in 0..self.tlbs.len() {
+            if self.holds[ti] & (1 << t) == 0 {
+                continue;
+            }
+            let doomed: Vec<(u64, u64)> = self.tlbs[ti]
+                .tags()
+                .filter_map(|tag| {
+                    let (a, vpn, s) = tlb::decode_tag(tag);
+                    (a == asid && s == t && vpn >= first && vpn < first + pieces).then_some((vpn, tag))
+                })
+                .collect();
+            for (vpn, tag) in doomed {
+                if self.tlbs[ti].invalidate(vpn, tag) && self.track_evictions && self.group[ti] != NO_GROUP {
+                    self.evictions.push((self.group[ti], tag));
+                }
+            }
+        }
     }
 
     /// Drop the coalesced entries covering `va` (none on a machine that does not coalesce),
