@@ -180,6 +180,8 @@ def test_nested_flag_runs_each_machine_as_a_guest(cli, gups):
     assert guest["walk.refs"] > 3 * native["walk.refs"]
     r = json.loads(cli("simulate", gups, "--nested", "4KiB", "--policy", "fixed:1GiB", "--json", check=True)[1])
     assert r["machine"] == "skylake+nested=4KiB"
+    assert "splintered into 4KiB TLB entries" in cli("machines", "skylake+nested=4KiB", check=True)[1]
+    assert "splintered" not in cli("machines", "skylake+nested", check=True)[1]
     rc, _, err = cli("simulate", gups, "--machine", "skylake+nested", "--nested")
     assert rc != 0 and "already nested" in err and len(err.strip().splitlines()) == 1
 

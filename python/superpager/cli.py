@@ -352,7 +352,9 @@ def cmd_machines(a) -> int:
         print(table(rows, ["TLB", "stream", "level", "entries", "ways", "page sizes", "repl", "hit cyc"]))
         walk = (f"software handler, {info['software_handler_cycles']:g} cycles per miss" if info["software_handler_cycles"] is not None
                 else f"{info['walk_levels']}-level radix walk, {info['walk_ref_cycles']:g} cycles per reference"
-                     + (f", nested (2D), host pages {info['nested']}" if info["nested"] else ""))
+                     + (f", nested (2D), host pages {info['nested']}" if info["nested"] else "")
+                     + (f" (larger guest pages are splintered into {info['nested']} TLB entries)"
+                        if info["nested"] not in (None, "guest", info["page_sizes"][-1]) else ""))
         print(f"  walker: {walk}; page-walk caches (level, sets, ways): {info['page_walk_caches'] or 'none'}")
         print(f"  coalescing: {info['coalescing']}")
         c = info["cache"]
@@ -688,7 +690,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--policy", "-p", help="policy NAME[:key=value,...] or TOML file (default: the scenario's, else base)")
     s.add_argument("--nested", nargs="?", const="guest", metavar="HOST",
                    help="run the machine as a guest under a hypervisor (2D page walks; the same as MACHINE+nested[=HOST]). "
-                        "HOST: the host's page size, or 'guest' (default): each guest page backed by a host page of its size")
+                        "HOST: the host's page size, or 'guest' (default): each guest page backed by a host page of its size. "
+                        "Guest pages larger than HOST are splintered: the TLB holds them as HOST-sized entries")
     add_run_options(s)
     s.add_argument("--swap", metavar="SIZE", help="swap space, e.g. 8GiB (default none: running out of memory stops the run)")
     s.add_argument("--replacement", metavar="NAME[:k=v,...]",
@@ -709,7 +712,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--tlb", help="comma-separated ad-hoc TLBs ENTRIES:WAYS[:PAGESIZE], added to --machines")
     c.add_argument("--nested", nargs="?", const="guest", metavar="HOST",
                    help="add each machine again as a guest under a hypervisor (MACHINE+nested[=HOST], 2D page walks); "
-                        "HOST: the host's page size, or 'guest' (default)")
+                        "HOST: the host's page size (larger guest pages are splintered into HOST-sized TLB entries), or 'guest' (default)")
     c.add_argument("--policies", default="base", help="comma-separated policies (default: base); a policy's own "
                    "key=value parameters follow it: base,romer:fixed,size=64KiB,romer:online")
     add_run_options(c)
