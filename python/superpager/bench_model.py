@@ -115,7 +115,10 @@ def _capture(exe: str, program: str, mib: int, trace: str) -> None:
     capture(command(exe, program, mib), trace, stdout=subprocess.DEVNULL)
 
 
-def render(rows, repeats: int, skipped: list[str]) -> str:
+def render(rows, repeats: int, skipped: list[str], notes: list[str] | None = None) -> str:
+    """The report section. `notes`: what the host machine's numbers rest on, where that limits
+    the predictions (`machines host --explain`'s notes: estimated latencies, a calibration of
+    another CPU, 2MB pages the TLB splinters); None reads them here."""
     from .hostinfo import cpu_model
     out = [START, f"Measured on {cpu_model()}; access-phase speedup of 2MB pages (thp) over 4KB pages (base), median of {repeats} "
            "alternating pairs, with the range of the pairs' ratios; predictions from one capture each (`superpager predict "
@@ -133,5 +136,9 @@ def render(rows, repeats: int, skipped: list[str]) -> str:
             f"{sum(abs(r[8] / r[4] - 1) <= TOLERANCE for r in rows)} of {len(rows)}."]
     if skipped:
         out.append(f"Not run (capture too long for the bench): {', '.join(skipped)}.")
+    if notes is None:
+        from . import _core
+        notes = _core.host_explain()[1]
+    out += [f"Note on `host`: {n}." if not n.endswith(".") else f"Note on `host`: {n}" for n in notes]
     out.append(END)
     return "\n".join(out)
