@@ -49,6 +49,11 @@ pub struct PwcSpec {
     pub ways: u32,
 }
 
+/// The most entries a TLB or page-walk cache of a machine file may have: far above any real one
+/// (the largest second-level TLBs hold a few thousand), and low enough that a typo cannot make
+/// the simulator allocate gigabytes for its tags.
+pub const MAX_STRUCTURE_ENTRIES: u32 = 1 << 20;
+
 /// Two-dimensional (nested) translation: a guest's walk under a hypervisor's page tables.
 #[derive(Clone, Debug)]
 pub struct NestedSpec {
@@ -650,6 +655,9 @@ impl Machine {
             if t.ways > 4096 {
                 return Err(cfg(&k("ways"), "at most 4096 ways".into()));
             }
+            if t.entries > MAX_STRUCTURE_ENTRIES {
+                return Err(cfg(&k("entries"), format!("at most {MAX_STRUCTURE_ENTRIES} entries")));
+            }
             let replacement =
                 Replacement::parse(&t.replacement).ok_or_else(|| cfg(&k("replacement"), format!("'{}' is not one of lru, plru, random", t.replacement)))?;
             if replacement == Replacement::Plru && (!t.ways.is_power_of_two() || t.ways > 64) {
@@ -704,6 +712,9 @@ impl Machine {
             }
             if p.sets == 0 || !p.sets.is_power_of_two() || p.ways == 0 {
                 return Err(cfg(&format!("walker.pwc[{i}].sets"), "sets must be a power of two and ways positive".into()));
+            }
+            if p.ways > 4096 || p.sets as u64 * p.ways as u64 > MAX_STRUCTURE_ENTRIES as u64 {
+                return Err(cfg(&format!("walker.pwc[{i}].ways"), format!("at most 4096 ways and {MAX_STRUCTURE_ENTRIES} entries")));
             }
             pwc.push(PwcSpec { level: p.level, sets: p.sets, ways: p.ways });
         }
@@ -880,6 +891,23 @@ mod tests {
         let e = Machine::from_toml(&bad, "x.toml").unwrap_err().to_string();
         assert!(e.contains("wayz"), "{e}");
         assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn structures_too_large_to_be_real_are_refused_before_anything_is_allocated() {
+        // The machine_toml fuzz target found a page-walk cache of 477,777,777 ways (gigabytes of
+        // tags); a TLB of 2^31 entries in one way is as bad.
+        let src = include_str!("../machines/skylake.toml");
+        let bad = src.replace("{ level = 4, sets = 1, ways = 4 }", "{ level = 4, sets = 1, ways = 477777777 }");
+        assert_ne!(bad, src);
+        let e = Machine::from_toml(&bad, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("walker.pwc[0].ways") && e.contains("at most 4096 ways"), "{e}");
+        let bad = src.replace("{ level = 2, sets = 4, ways = 8 }", "{ level = 2, sets = 1048576, ways = 8 }");
+        assert!(Machine::from_toml(&bad, "x.toml").unwrap_err().to_string().contains("1048576 entries"));
+        let bad = src.replacen("entries = 1536\nways = 12", "entries = 2147483648\nways = 1", 1);
+        assert_ne!(bad, src);
+        let e = Machine::from_toml(&bad, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("entries"), "{e}");
     }
 
     #[test]
