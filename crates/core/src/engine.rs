@@ -490,17 +490,14 @@ impl Engine {
             let mut out = [0u64; 8];
             let n = pt.entry_addrs(a.addr, first, leaf, &mut out);
             for &pa in &out[..n] {
-                if let Some((t, (top, leaf))) = host {
-                    for l in (leaf..=top).rev() {
-                        caches.defer(t.entry(pa, l), Requester::Walk);
-                    }
+                if let Some((t, w)) = host {
+                    t.walk(pa, w).for_each(|e| caches.defer(e, Requester::Walk));
                 }
                 caches.defer(pa, Requester::Walk);
             }
-            if let (Some((t, (top, leaf))), Some(pa)) = (host, host.and_then(|_| pt.paddr(a.addr))) {
-                for l in (leaf..=top).rev() {
-                    caches.defer(t.entry(pa, l), Requester::Walk);
-                }
+            // The final guest-physical address's host walk.
+            if let Some(((t, w), pa)) = host.and_then(|h| Some((h, pt.paddr(a.addr)?))) {
+                t.walk(pa, w).for_each(|e| caches.defer(e, Requester::Walk));
             }
         }
         if a.kind.is_fetch() {

@@ -128,7 +128,7 @@ impl TlbProbe {
     }
 
     fn from_toml(v: &toml::Value) -> Option<TlbProbe> {
-        let num = |k: &str| v.get(k).and_then(|x| x.as_float().or_else(|| x.as_integer().map(|i| i as f64)));
+        let num = |k: &str| v.get(k).and_then(toml_number);
         Some(TlbProbe {
             lines: v.get("lines")?.as_integer()? as u64,
             span: Bytes::parse(v.get("span")?.as_str()?).ok()?.0,
@@ -149,6 +149,11 @@ impl TlbProbe {
         p.insert("splintered".into(), toml::Value::Boolean(self.splintered));
         toml::Value::Table(p)
     }
+}
+
+/// A TOML number, float or integer (a hand-edited file may write `dram_cycles = 300`).
+fn toml_number(x: &toml::Value) -> Option<f64> {
+    x.as_float().or_else(|| x.as_integer().map(|i| i as f64))
 }
 
 /// What `superpager calibrate` hands over to be written as the calibrated host machine.
@@ -244,19 +249,18 @@ pub fn read_calibration(path: &std::path::Path, cpu: &str, notes: &mut Vec<Strin
         notes.push(format!("{shown} was calibrated on '{got}', not this CPU ('{cpu}'); latencies are ESTIMATEs (run superpager calibrate)"));
         return None;
     }
-    let num = |x: &toml::Value| x.as_float().or_else(|| x.as_integer().map(|i| i as f64));
     let cache = v.get("cache")?;
     let levels = cache.get("levels")?.as_array()?;
-    let level_cycles: Vec<f64> = levels.iter().filter_map(|l| l.get("cycles").and_then(num)).collect();
+    let level_cycles: Vec<f64> = levels.iter().filter_map(|l| l.get("cycles").and_then(toml_number)).collect();
     let level_sizes: Vec<String> = levels.iter().map(|l| l.get("size").and_then(|s| s.as_str()).unwrap_or_default().to_string()).collect();
     Some(Calibration {
         path: shown.to_string(),
         cpu: got.to_string(),
         date: cal.get("date").and_then(|d| d.as_str()).unwrap_or_default().to_string(),
-        clock_ghz: v.get("cost").and_then(|c| c.get("clock_ghz")).and_then(num).unwrap_or(2.5),
+        clock_ghz: v.get("cost").and_then(|c| c.get("clock_ghz")).and_then(toml_number).unwrap_or(2.5),
         level_cycles,
         level_sizes,
-        dram_cycles: cache.get("dram_cycles").and_then(num)?,
+        dram_cycles: cache.get("dram_cycles").and_then(toml_number)?,
         tlb_probe: cal.get("tlb_probe").and_then(TlbProbe::from_toml),
     })
 }

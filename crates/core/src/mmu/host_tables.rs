@@ -49,6 +49,13 @@ impl HostTables {
         self.base[l] + (gpa >> self.shift[l]) * 8
     }
 
+    /// The entries a host walk reads to translate `gpa`, top level first: `walk` is
+    /// (top, leaf) as `Mmu::host_walk` gives it.
+    #[inline(always)]
+    pub fn walk(&self, gpa: u64, walk: (u8, u8)) -> impl Iterator<Item = u64> + '_ {
+        (walk.1..=walk.0).rev().map(move |l| self.entry(gpa, l))
+    }
+
     /// The first byte past the tables: the physical memory the caches must reach.
     pub fn end(&self) -> u64 {
         self.end
