@@ -8,10 +8,13 @@
 //! - `collapse`: `process_madvise(MADV_COLLAPSE)` on another process, with typed failures.
 //! - `navarro`: Navarro's incremental promotion, live: collapse an aligned 2MB range once its
 //!   population reaches the threshold; every decision counted by reason.
+//! - `reserve`: 2MB frames faulted in by superpager and freed right before each collapse, so the
+//!   copy does not wait on the hypervisor (a VM whose host takes freed memory back).
 //! - `rank`: ranks a process's 2MB ranges by physical-address access counts (DAMON's regions).
 //!
 //! Nothing here writes to the target's memory: the only action on a process is MADV_COLLAPSE,
-//! which copies pages into a huge page and keeps their contents.
+//! which copies pages into a huge page and keeps their contents (the reserve writes only to
+//! superpager's own mappings).
 
 pub mod collapse;
 pub mod error;
@@ -21,6 +24,7 @@ pub mod pagemap;
 pub mod procfs;
 pub mod ranges;
 pub mod rank;
+pub mod reserve;
 
 pub use error::LiveError;
 

@@ -9,6 +9,7 @@ use crate::collapse::{CollapseFailure, Pidfd};
 use crate::pagemap::{KpageFlagsFile, Pagemap};
 use crate::procfs::{read_vmas, Vma};
 use crate::ranges::{eligible, RangeReader, RangeState, VmaSkip};
+use crate::reserve::{FrameReserve, ReserveMode};
 use crate::{LiveError, PMD_BYTES, PMD_PAGES};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
@@ -65,11 +66,13 @@ pub struct NavarroLive {
     pidfd: Pidfd,
     /// Pages of 512 that must be populated before a range is collapsed (512 = full, Navarro).
     pub promote_at: u32,
+    /// Frames faulted in by us and freed right before each collapse (reserve.rs).
+    pub reserve: FrameReserve,
     pub counters: NavarroCounters,
 }
 
 impl NavarroLive {
-    pub fn new(pid: i32, promote_at: u32) -> Result<NavarroLive, LiveError> {
+    pub fn new(pid: i32, promote_at: u32, reserve: ReserveMode) -> Result<NavarroLive, LiveError> {
         if promote_at == 0 || promote_at > PMD_PAGES as u32 {
             return Err(LiveError::Io { path: "navarro-live".into(), msg: format!("promote_at must be 1..512 pages, got {promote_at}") });
         }
@@ -85,6 +88,7 @@ impl NavarroLive {
             kf: KpageFlagsFile::open(),
             pidfd,
             promote_at,
+            reserve: FrameReserve::new(reserve),
             counters: NavarroCounters::default(),
         })
     }
@@ -147,8 +151,12 @@ impl NavarroLive {
             if !classify(&mut reader, a, self.promote_at, &mut self.counters, &mut self.known_huge, &mut out)? {
                 continue;
             }
+            // The copy's new frame: one we faulted in, freed just now (reserve.rs).
+            self.reserve.fill_to(1);
+            self.reserve.hand_over();
             match self.pidfd.collapse(a, PMD_BYTES) {
                 Ok(_) => {
+                    self.reserve.check(&self.pm, a);
                     self.known_huge.insert(a);
                     out.collapsed += 1;
                     out.huge_bytes += PMD_BYTES;
@@ -157,6 +165,7 @@ impl NavarroLive {
                 }
                 Err((CollapseFailure::Gone, _)) => return Err(LiveError::Gone { pid: self.pid }),
                 Err((f, _)) => {
+                    self.reserve.forget();
                     self.ready.insert(a);
                     out.failed += 1;
                     *self.counters.failed.entry(f.name()).or_default() += 1;

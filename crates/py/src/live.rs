@@ -9,6 +9,7 @@ use superpager_live::collapse::Pidfd;
 use superpager_live::inspect::{inspect, InspectOptions};
 use superpager_live::navarro::NavarroLive;
 use superpager_live::rank::{rank_ranges, HotRegion};
+use superpager_live::reserve::ReserveMode;
 use superpager_live::LiveError;
 
 fn live_err(e: LiveError) -> PyErr {
@@ -55,12 +56,15 @@ pub struct PyNavarroLive {
 #[pymethods]
 impl PyNavarroLive {
     #[new]
-    #[pyo3(signature = (pid, promote_at=512))]
-    fn new(pid: i32, promote_at: u32) -> PyResult<Self> {
+    #[pyo3(signature = (pid, promote_at=512, reserve="auto"))]
+    fn new(pid: i32, promote_at: u32, reserve: &str) -> PyResult<Self> {
         if promote_at == 0 || promote_at > 512 {
             return Err(UsageError::new_err(format!("navarro-live: promote_at must be 1..512 pages of a 2MB range, got {promote_at}")));
         }
-        Ok(PyNavarroLive { inner: NavarroLive::new(pid, promote_at).map_err(live_err)? })
+        let Some(mode) = ReserveMode::parse(reserve) else {
+            return Err(UsageError::new_err(format!("navarro-live: reserve must be on, off or auto, got '{reserve}'")));
+        };
+        Ok(PyNavarroLive { inner: NavarroLive::new(pid, promote_at, mode).map_err(live_err)? })
     }
 
     /// One pass: collapses up to `max_collapses` ranges; a JSON StepOutcome. ProcessLookupError
@@ -71,9 +75,12 @@ impl PyNavarroLive {
         serde_json::to_string(&o).map_err(|e| UsageError::new_err(e.to_string()))
     }
 
-    /// The run's counters so far, as JSON.
+    /// The run's counters so far, the frame reserve's under "reserve", as JSON.
     fn counters(&self) -> PyResult<String> {
-        serde_json::to_string(&self.inner.counters).map_err(|e| UsageError::new_err(e.to_string()))
+        let err = |e: serde_json::Error| UsageError::new_err(e.to_string());
+        let mut v = serde_json::to_value(&self.inner.counters).map_err(err)?;
+        v["reserve"] = serde_json::to_value(&self.inner.reserve.counters).map_err(err)?;
+        serde_json::to_string(&v).map_err(err)
     }
 }
 

@@ -5,7 +5,7 @@
                   advises the program's large anonymous allocations MADV_HUGEPAGE
     navarro-live  Navarro's incremental promotion: collapses an aligned 2MB range of an
                   anonymous VMA (process_madvise MADV_COLLAPSE) once promote_at of its 512
-                  pages are populated
+                  pages are populated; `reserve` faults the copy's new frame in beforehand
     damon-live    collapses the hottest 2MB ranges first, by DAMON's physical-address monitor
     hugetlb-1g    the shim maps allocations of at least 1GB on reserved 1GB hugetlb pages
 """
@@ -17,6 +17,12 @@ from collections.abc import Callable
 from .budget import parse_max_cpu
 
 MiB = 1 << 20
+
+
+def _parse_reserve(v: str) -> str:
+    if v not in ("on", "off", "auto"):
+        raise ValueError(v)
+    return v
 
 
 @dataclass(frozen=True)
@@ -46,7 +52,11 @@ POLICIES: dict[str, PolicyInfo] = {
     "thp": PolicyInfo("thp", "the kernel's THP; in madvise mode the shim advises allocations >= min bytes MADV_HUGEPAGE", False,
                       {"min": Param(2 * MiB, "smallest allocation the shim advises (bytes)")}),
     "navarro-live": PolicyInfo("navarro-live", "collapse an aligned 2MB range once promote_at of its 512 pages are populated (Navarro's promotion)", True,
-                               {"promote_at": Param(512, "populated pages of 512 that trigger a collapse (512: fully populated, Navarro)"), **_BUDGET}),
+                               {"promote_at": Param(512, "populated pages of 512 that trigger a collapse (512: fully populated, Navarro)"),
+                                "reserve": Param("auto", "fault in each collapse's 2MB frame in superpager's own thread and free it just before the "
+                                                         "collapse, so the copy (which holds the program's mmap lock) does not wait on the hypervisor: "
+                                                         "on, off, or auto: on where a virtio balloon reports free pages to the host", _parse_reserve),
+                                **_BUDGET}),
     "damon-live": PolicyInfo("damon-live", "collapse the hottest 2MB ranges first, by DAMON's physical-address access monitor", True,
                              {"sample_us": Param(5000, "DAMON's sampling interval (us)"),
                               "aggr_us": Param(100000, "DAMON's aggregation interval (us)"),
@@ -88,6 +98,8 @@ def parse_policy(spec: str) -> LivePolicy:
         except ValueError:
             if k == "max_cpu":
                 raise ValueError(f"--policy {spec}: max_cpu must be auto or a share of one CPU in (0, 1]") from None
+            if k == "reserve":
+                raise ValueError(f"--policy {spec}: reserve must be on, off or auto") from None
             raise ValueError(f"--policy {spec}: {k}={v} is not a{'n integer' if info.params[k].kind is int else ' number'}") from None
         params[k] = val
     p = LivePolicy(name, params)

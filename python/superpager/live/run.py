@@ -140,7 +140,7 @@ class Policy:
                 self.damon = None
                 name = "navarro-live"
         if name == "navarro-live":
-            self.scanner = _core.NavarroLive(pid, int(pol.params.get("promote_at", 512)))
+            self.scanner = _core.NavarroLive(pid, int(pol.params.get("promote_at", 512)), str(pol.params.get("reserve", "auto")))
 
     @property
     def active(self) -> bool:
@@ -528,8 +528,13 @@ def summary(rep: Report) -> str:
         failed = c.get("failed", {})
         lines.append(f"  collapses: {c.get('collapsed', 0)} done, {sum(failed.values())} failed"
                      + (f" ({', '.join(f'{k} {v}' for k, v in sorted(failed.items()))})" if failed else ""))
-        rest = {k: v for k, v in c.items() if k not in ("collapsed", "failed")}
+        rest = {k: v for k, v in c.items() if k not in ("collapsed", "failed", "reserve")}
         lines.append("  decisions: " + ", ".join(f"{k} {v}" for k, v in rest.items()))
+        r = c.get("reserve")
+        if r:
+            lines.append(f"  frame reserve ({r['mode']}): {r['filled']} 2MB frames faulted in, {r['handed_over']} freed for a collapse, "
+                         f"{r['used']} taken by it, {r['missed']} not" + (f"; {r['not_huge']} fills got no 2MB page" if r["not_huge"] else "")
+                         + (f"; {r['map_failed']} mmap failures" if r["map_failed"] else ""))
     if rep.shim:
         lines.append("  shim: " + ", ".join(f"{k} {v}" for k, v in rep.shim.items() if v))
     if rep.inspect:
