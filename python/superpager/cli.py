@@ -822,6 +822,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--live-sizes", metavar="MIB,...", help="with --live: table sizes in MiB (default 128,512,1024,4096, plus gups with holes at 1024 and a long gups at 4096)")
     b.add_argument("--live-programs", metavar="NAME,...", help="with --live: programs (default gups,chase,bsearch)")
     b.add_argument("--live-policy", action="append", metavar="SPEC", help="with --live: one more policy column, e.g. navarro-live:max_cpu=1 (repeatable)")
+    b.add_argument("--live-idle", type=finite_float(0, 3600), default=0.0, metavar="SECONDS",
+                   help="with --live: wait this long before each run (default 0), so that a VM's host has taken freed memory back, "
+                        "as for a program started on an idle machine (12 s is enough with free page reporting; docs/LIVE.md)")
     b.add_argument("--pressure", action="store_true", help="instead: speed while memory is short and CLOCK, ARC or AMSQM choose victims (AMSQM's heavy traces)")
     b.add_argument("--against", metavar="DIR", help="instead: this build's simulation speed beside another build's, interleaved (DIR holds that build's superpager package); with --pressure, on the pressure cases")
     b.add_argument("--accesses", type=count, default=4_000_000, help="trace length (default 4M)")
