@@ -240,30 +240,31 @@ def test_navarro_live_collapses_full_ranges_and_keeps_contents(layout_exe):
     assert_one_decision_per_range(c)
 
 
-def test_navarro_live_promote_at_threshold_waits_for_population(layout_exe):
+def attached(layout_exe, spec: str, duration: float, e_mib: int = 8):
+    """`spec` attached to the layout program for `duration` seconds (root and THP): its report
+    and region E's AnonHugePages after it, once the program has checked every byte it wrote."""
     need_root()
     need_thp()
-    lay = Layout(layout_exe)
+    lay = Layout(layout_exe, e_mib=e_mib)
     try:
-        # C's ranges hold one page each: a threshold of 2 pages never collapses them (zero pages don't count).
-        rep = live.attach(lay.pid, "navarro-live:promote_at=2", duration=1.0, quiet=True)
+        rep = live.attach(lay.pid, spec, duration=duration, quiet=True)
+        e_huge = smaps_field(lay.pid, lay.regions["E"][0], "AnonHugePages")
+        assert lay.check() == "ok", f"{spec} changed the program's memory"
     finally:
         lay.close()
+    return rep, e_huge
+
+
+def test_navarro_live_promote_at_threshold_waits_for_population(layout_exe):
+    # C's ranges hold one page each: a threshold of 2 pages never collapses them (zero pages don't count).
+    rep, _ = attached(layout_exe, "navarro-live:promote_at=2", 1.0)
     assert rep.counters["collapsed"] >= 4  # E
     assert sum(rep.counters["failed"].values()) == 0, rep.counters
     assert_one_decision_per_range(rep.counters)
 
 
 def test_navarro_live_reserve_hands_each_collapse_a_frame_it_faulted_in(layout_exe):
-    need_root()
-    need_thp()
-    lay = Layout(layout_exe, e_mib=16)
-    try:
-        rep = live.attach(lay.pid, "navarro-live:reserve=on", duration=1.5, quiet=True)
-        e_huge = smaps_field(lay.pid, lay.regions["E"][0], "AnonHugePages")
-        assert lay.check() == "ok", "a collapse with a reserved frame changed the program's memory"
-    finally:
-        lay.close()
+    rep, e_huge = attached(layout_exe, "navarro-live:reserve=on", 1.5, e_mib=16)
     c, r = rep.counters, rep.counters["reserve"]
     assert e_huge == 16 * MB and c["collapsed"] >= 8, (c, e_huge)
     assert r["mode"] == "on"
@@ -276,13 +277,7 @@ def test_navarro_live_reserve_hands_each_collapse_a_frame_it_faulted_in(layout_e
 
 
 def test_navarro_live_reserve_off_touches_no_memory_of_its_own(layout_exe):
-    need_root()
-    need_thp()
-    lay = Layout(layout_exe)
-    try:
-        rep = live.attach(lay.pid, "navarro-live:reserve=off", duration=1.0, quiet=True)
-    finally:
-        lay.close()
+    rep, _ = attached(layout_exe, "navarro-live:reserve=off", 1.0)
     r = rep.counters["reserve"]
     assert rep.counters["collapsed"] >= 4 and r["mode"] == "off", rep.counters
     assert r["filled"] == r["handed_over"] == r["used"] == r["missed"] == 0, r
@@ -295,16 +290,8 @@ def assert_one_decision_per_range(c):
 
 
 def test_navarro_live_defers_past_the_step_budget_and_collapses_later(layout_exe):
-    need_root()
-    need_thp()
-    lay = Layout(layout_exe, e_mib=16)
-    try:
-        # One collapse per scan: E's other 7 ranges wait as ready ranges and are collapsed by later scans.
-        rep = live.attach(lay.pid, "navarro-live:per_step=1,interval_ms=5", duration=1.5, quiet=True)
-        e_huge = smaps_field(lay.pid, lay.regions["E"][0], "AnonHugePages")
-        assert lay.check() == "ok"
-    finally:
-        lay.close()
+    # One collapse per scan: E's other 7 ranges wait as ready ranges and are collapsed by later scans.
+    rep, e_huge = attached(layout_exe, "navarro-live:per_step=1,interval_ms=5", 1.5, e_mib=16)
     c = rep.counters
     assert e_huge == 16 * MB and c["collapsed"] >= 8, (c, e_huge)
     assert c["deferred"] >= 7 and c["steps"] >= 8, c

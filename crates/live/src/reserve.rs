@@ -83,6 +83,8 @@ pub struct ReserveCounters {
     pub not_huge: u64,
     /// Fills refused by mmap.
     pub map_failed: u64,
+    /// GIVE_UP fills in a row got no huge page, and the reserve turned itself off.
+    pub gave_up: bool,
     /// Frames unmapped right before a collapse.
     pub handed_over: u64,
     /// Collapses that took the frame handed over (the range's new frame is that frame).
@@ -104,8 +106,14 @@ pub struct FrameReserve {
     kf: Option<KpageFlagsFile>,
     /// The frame `hand_over` unmapped last, until `check` compares it with the collapse's.
     handed: Option<Pfn>,
+    /// Fills in a row that got no huge page; at GIVE_UP the reserve turns itself off.
+    failures_in_a_row: u32,
     pub counters: ReserveCounters,
 }
+
+/// Fills in a row without a huge page after which the reserve stops trying (THP `never`, or no
+/// free 2MB block anywhere): each one costs a mapping, a fault and a pagemap read for nothing.
+const GIVE_UP: u32 = 16;
 
 impl FrameReserve {
     pub fn new(mode: ReserveMode) -> FrameReserve {
@@ -117,7 +125,7 @@ impl FrameReserve {
         };
         let own = if enabled { Pagemap::open(std::process::id() as i32).ok() } else { None };
         let kf = if enabled { KpageFlagsFile::open() } else { None };
-        FrameReserve { enabled, frames: Vec::new(), own, kf, handed: None, counters: ReserveCounters { mode: why, ..Default::default() } }
+        FrameReserve { enabled, frames: Vec::new(), own, kf, handed: None, failures_in_a_row: 0, counters: ReserveCounters { mode: why, ..Default::default() } }
     }
 
     pub fn enabled(&self) -> bool {
@@ -144,12 +152,20 @@ impl FrameReserve {
                     Some(pfn) => {
                         self.frames.push(Frame { addr, pfn });
                         self.counters.filled += 1;
+                        self.failures_in_a_row = 0;
+                        continue;
                     }
                     None => {
                         unmap(addr);
                         self.counters.not_huge += 1;
                     }
                 },
+            }
+            self.failures_in_a_row += 1;
+            if self.failures_in_a_row >= GIVE_UP {
+                self.enabled = false;
+                self.counters.gave_up = true;
+                return;
             }
         }
     }
@@ -290,5 +306,19 @@ mod tests {
         while r.hand_over() {}
         assert_eq!(r.counters.handed_over, r.counters.filled);
         assert_eq!(r.held(), 0);
+    }
+
+    #[test]
+    fn a_reserve_that_gets_no_huge_pages_gives_up_after_a_bounded_number_of_fills() {
+        let mut r = FrameReserve::new(ReserveMode::On);
+        // No pagemap of our own: no fill can be shown huge (as without root or THP).
+        r.own = None;
+        for _ in 0..100 {
+            r.fill_to(1);
+        }
+        let c = &r.counters;
+        assert!(c.gave_up && !r.enabled(), "still trying after {} failed fills", c.not_huge + c.map_failed);
+        assert_eq!(c.not_huge + c.map_failed, GIVE_UP as u64);
+        assert_eq!(c.filled, 0);
     }
 }

@@ -534,7 +534,8 @@ def summary(rep: Report) -> str:
         if r:
             lines.append(f"  frame reserve ({r['mode']}): {r['filled']} 2MB frames faulted in, {r['handed_over']} freed for a collapse, "
                          f"{r['used']} taken by it, {r['missed']} not" + (f"; {r['not_huge']} fills got no 2MB page" if r["not_huge"] else "")
-                         + (f"; {r['map_failed']} mmap failures" if r["map_failed"] else ""))
+                         + (f"; {r['map_failed']} mmap failures" if r["map_failed"] else "")
+                         + ("; turned itself off after fills in a row got no 2MB page" if r.get("gave_up") else ""))
     if rep.shim:
         lines.append("  shim: " + ", ".join(f"{k} {v}" for k, v in rep.shim.items() if v))
     if rep.inspect:
