@@ -53,6 +53,8 @@ pub struct PwcSpec {
 /// (the largest second-level TLBs hold a few thousand), and low enough that a typo cannot make
 /// the simulator allocate gigabytes for its tags.
 pub const MAX_STRUCTURE_ENTRIES: u32 = 1 << 20;
+/// The most ways a TLB or page-walk cache may have (a fully associative one searches them all).
+pub const MAX_STRUCTURE_WAYS: u32 = 4096;
 
 /// Two-dimensional (nested) translation: a guest's walk under a hypervisor's page tables.
 #[derive(Clone, Debug)]
@@ -652,8 +654,8 @@ impl Machine {
             if !sets.is_power_of_two() {
                 return Err(cfg(&k("entries"), format!("entries/ways = {sets} sets, not a power of two")));
             }
-            if t.ways > 4096 {
-                return Err(cfg(&k("ways"), "at most 4096 ways".into()));
+            if t.ways > MAX_STRUCTURE_WAYS {
+                return Err(cfg(&k("ways"), format!("at most {MAX_STRUCTURE_WAYS} ways")));
             }
             if t.entries > MAX_STRUCTURE_ENTRIES {
                 return Err(cfg(&k("entries"), format!("at most {MAX_STRUCTURE_ENTRIES} entries")));
@@ -713,8 +715,8 @@ impl Machine {
             if p.sets == 0 || !p.sets.is_power_of_two() || p.ways == 0 {
                 return Err(cfg(&format!("walker.pwc[{i}].sets"), "sets must be a power of two and ways positive".into()));
             }
-            if p.ways > 4096 || p.sets as u64 * p.ways as u64 > MAX_STRUCTURE_ENTRIES as u64 {
-                return Err(cfg(&format!("walker.pwc[{i}].ways"), format!("at most 4096 ways and {MAX_STRUCTURE_ENTRIES} entries")));
+            if p.ways > MAX_STRUCTURE_WAYS || p.sets as u64 * p.ways as u64 > MAX_STRUCTURE_ENTRIES as u64 {
+                return Err(cfg(&format!("walker.pwc[{i}].ways"), format!("at most {MAX_STRUCTURE_WAYS} ways and {MAX_STRUCTURE_ENTRIES} entries")));
             }
             pwc.push(PwcSpec { level: p.level, sets: p.sets, ways: p.ways });
         }
