@@ -283,6 +283,31 @@ def test_navarro_live_reserve_off_touches_no_memory_of_its_own(layout_exe):
     assert r["filled"] == r["handed_over"] == r["used"] == r["missed"] == 0, r
 
 
+class _EveryFrameHot:
+    """A stand-in for DAMON (taken by the platform on these machines): every physical byte equally
+    hot, so damon-live's ranking lists each of the target's 2MB ranges not yet huge."""
+
+    def __init__(self, root):
+        pass
+
+    def start(self, changes, sample_us, aggr_us, update_us):
+        pass
+
+    def hot_regions(self):
+        return [(0, 1 << 46, 1)]
+
+
+def test_damon_live_collapses_through_the_same_frame_reserve(layout_exe, monkeypatch):
+    monkeypatch.setattr(dm, "Damon", _EveryFrameHot)
+    rep, e_huge = attached(layout_exe, "damon-live:reserve=on", 1.5, e_mib=16)
+    c, r = rep.counters, rep.counters["reserve"]
+    assert c["rankings"] >= 1 and c["collapsed"] >= 8 and e_huge == 16 * MB, (c, e_huge)
+    assert r["mode"] == "on" and r["fill_s"] > 0, r
+    # As navarro-live's: one frame filled and handed over per attempt, each checked once.
+    assert r["filled"] == r["handed_over"] == c["collapsed"] + sum(c["failed"].values()), (c, r)
+    assert r["used"] + r["missed"] == r["handed_over"] and r["used"] * 2 >= c["collapsed"], r
+
+
 def assert_one_decision_per_range(c):
     """Every 2MB range a scan visits gets exactly one counted decision (khugepaged's scan_result)."""
     decided = c["collapsed"] + c["already_huge"] + c["below_threshold"] + c["empty"] + c["deferred"] + sum(c["failed"].values())

@@ -5,11 +5,11 @@
 //! not already contiguous. Every range visited gets one counted `ScanResult`, as khugepaged's
 //! `scan_result` does; every VMA passed over gets a counted `VmaSkip`.
 
-use crate::collapse::{CollapseFailure, Pidfd};
+use crate::collapse::CollapseFailure;
 use crate::pagemap::{KpageFlagsFile, Pagemap};
 use crate::procfs::{read_vmas, Vma};
 use crate::ranges::{eligible, RangeReader, RangeState, VmaSkip};
-use crate::reserve::{FrameReserve, ReserveMode};
+use crate::reserve::{ReserveMode, ReservedCollapse};
 use crate::{LiveError, PMD_BYTES, PMD_PAGES};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
@@ -63,11 +63,10 @@ pub struct NavarroLive {
     ready: HashSet<u64>,
     pm: Pagemap,
     kf: Option<KpageFlagsFile>,
-    pidfd: Pidfd,
     /// Pages of 512 that must be populated before a range is collapsed (512 = full, Navarro).
     pub promote_at: u32,
-    /// Frames faulted in by us and freed right before each collapse (reserve.rs).
-    pub reserve: FrameReserve,
+    /// Each collapse, with a frame faulted in by us and freed right before it (reserve.rs).
+    pub collapser: ReservedCollapse,
     pub counters: NavarroCounters,
 }
 
@@ -77,7 +76,7 @@ impl NavarroLive {
             return Err(LiveError::Io { path: "navarro-live".into(), msg: format!("promote_at must be 1..512 pages, got {promote_at}") });
         }
         let pm = Pagemap::open(pid)?;
-        let pidfd = Pidfd::open(pid).map_err(|e| LiveError::from_io(pid, &format!("pidfd_open({pid})"), &e))?;
+        let collapser = ReservedCollapse::new(pid, reserve)?;
         Ok(NavarroLive {
             pid,
             maps: String::new(),
@@ -86,9 +85,8 @@ impl NavarroLive {
             ready: HashSet::new(),
             pm,
             kf: KpageFlagsFile::open(),
-            pidfd,
             promote_at,
-            reserve: FrameReserve::new(reserve),
+            collapser,
             counters: NavarroCounters::default(),
         })
     }
@@ -152,11 +150,8 @@ impl NavarroLive {
                 continue;
             }
             // The copy's new frame: one we faulted in, freed just now (reserve.rs).
-            self.reserve.fill_to(1);
-            self.reserve.hand_over();
-            match self.pidfd.collapse(a, PMD_BYTES) {
+            match self.collapser.collapse(&self.pm, a) {
                 Ok(_) => {
-                    self.reserve.check(&self.pm, a);
                     self.known_huge.insert(a);
                     out.collapsed += 1;
                     out.huge_bytes += PMD_BYTES;
@@ -165,7 +160,6 @@ impl NavarroLive {
                 }
                 Err((CollapseFailure::Gone, _)) => return Err(LiveError::Gone { pid: self.pid }),
                 Err((f, _)) => {
-                    self.reserve.forget();
                     self.ready.insert(a);
                     out.failed += 1;
                     *self.counters.failed.entry(f.name()).or_default() += 1;

@@ -28,8 +28,9 @@
 //! - Every frame is unmapped exactly once: by `hand_over`, or on drop.
 //! - Nothing here touches the target's memory.
 
+use crate::collapse::{CollapseFailure, Pidfd};
 use crate::pagemap::{KpageFlags, KpageFlagsFile, Pagemap, PagemapEntry};
-use crate::PMD_BYTES;
+use crate::{LiveError, PMD_BYTES};
 use serde::Serialize;
 use superpager_core::units::Pfn;
 
@@ -83,6 +84,10 @@ pub struct ReserveCounters {
     pub not_huge: u64,
     /// Fills refused by mmap.
     pub map_failed: u64,
+    /// Wall seconds spent filling, in superpager's thread (mmap, the fault and its zeroing, the
+    /// check): per fill about 0.15ms where the host still backs the block, about 4ms where it
+    /// took it back (docs/LIVE.md).
+    pub fill_s: f64,
     /// GIVE_UP fills in a row got no huge page, and the reserve turned itself off.
     pub gave_up: bool,
     /// Frames unmapped right before a collapse.
@@ -144,6 +149,7 @@ impl FrameReserve {
             return;
         }
         let mut tries = n.saturating_sub(self.frames.len());
+        let started = std::time::Instant::now();
         while self.frames.len() < n && tries > 0 {
             tries -= 1;
             match map_huge_frame() {
@@ -165,9 +171,10 @@ impl FrameReserve {
             if self.failures_in_a_row >= GIVE_UP {
                 self.enabled = false;
                 self.counters.gave_up = true;
-                return;
+                break;
             }
         }
+        self.counters.fill_s += started.elapsed().as_secs_f64();
     }
 
     /// The frame backing our mapping at `addr`, if it is the head of a huge page. Without our
@@ -215,6 +222,36 @@ impl FrameReserve {
         if self.handed.take().is_some() {
             self.counters.missed += 1;
         }
+    }
+}
+
+/// One collapse of a 2MB range of another process through the reserve: a frame filled, handed
+/// over, the collapse, and the check of which frame it took (in the target's pagemap, which the
+/// caller holds for its own reads). What navarro-live and damon-live share; with the reserve off
+/// it is the collapse alone.
+pub struct ReservedCollapse {
+    pidfd: Pidfd,
+    pub reserve: FrameReserve,
+}
+
+impl ReservedCollapse {
+    pub fn new(pid: i32, mode: ReserveMode) -> Result<ReservedCollapse, LiveError> {
+        let pidfd = Pidfd::open(pid).map_err(|e| LiveError::from_io(pid, &format!("pidfd_open({pid})"), &e))?;
+        Ok(ReservedCollapse { pidfd, reserve: FrameReserve::new(mode) })
+    }
+
+    /// MADV_COLLAPSE of the 2MB range at `range` (2MB-aligned) of the process `target` reads.
+    /// Ok(bytes advised) or the typed failure and errno; the reserve counts the hand-over either
+    /// way.
+    pub fn collapse(&mut self, target: &Pagemap, range: u64) -> Result<u64, (CollapseFailure, i32)> {
+        self.reserve.fill_to(1);
+        self.reserve.hand_over();
+        let r = self.pidfd.collapse(range, PMD_BYTES);
+        match r {
+            Ok(_) => self.reserve.check(target, range),
+            Err(_) => self.reserve.forget(),
+        }
+        r
     }
 }
 

@@ -6,7 +6,8 @@
     navarro-live  Navarro's incremental promotion: collapses an aligned 2MB range of an
                   anonymous VMA (process_madvise MADV_COLLAPSE) once promote_at of its 512
                   pages are populated; `reserve` faults the copy's new frame in beforehand
-    damon-live    collapses the hottest 2MB ranges first, by DAMON's physical-address monitor
+    damon-live    collapses the hottest 2MB ranges first, by DAMON's physical-address monitor,
+                  through the same frame reserve (`reserve`)
     hugetlb-1g    the shim maps allocations of at least 1GB on reserved 1GB hugetlb pages
 """
 from __future__ import annotations
@@ -47,19 +48,23 @@ _BUDGET = {
     "per_step": Param(64, "collapses at most this many 2MB ranges per scan"),
 }
 
+# navarro-live and damon-live collapse through the same path (crates/live/src/reserve.rs).
+_RESERVE = Param("auto", "fault in each collapse's 2MB frame in superpager's own thread and free it just before the "
+                         "collapse, so the copy (which holds the program's mmap lock) does not wait on the hypervisor: "
+                         "on, off, or auto: on where a virtio balloon reports free pages to the host", _parse_reserve)
+
 POLICIES: dict[str, PolicyInfo] = {
     "base": PolicyInfo("base", "4KB pages only: PR_SET_THP_DISABLE for the program", False),
     "thp": PolicyInfo("thp", "the kernel's THP; in madvise mode the shim advises allocations >= min bytes MADV_HUGEPAGE", False,
                       {"min": Param(2 * MiB, "smallest allocation the shim advises (bytes)")}),
     "navarro-live": PolicyInfo("navarro-live", "collapse an aligned 2MB range once promote_at of its 512 pages are populated (Navarro's promotion)", True,
                                {"promote_at": Param(512, "populated pages of 512 that trigger a collapse (512: fully populated, Navarro)"),
-                                "reserve": Param("auto", "fault in each collapse's 2MB frame in superpager's own thread and free it just before the "
-                                                         "collapse, so the copy (which holds the program's mmap lock) does not wait on the hypervisor: "
-                                                         "on, off, or auto: on where a virtio balloon reports free pages to the host", _parse_reserve),
+                                "reserve": _RESERVE,
                                 **_BUDGET}),
     "damon-live": PolicyInfo("damon-live", "collapse the hottest 2MB ranges first, by DAMON's physical-address access monitor", True,
                              {"sample_us": Param(5000, "DAMON's sampling interval (us)"),
                               "aggr_us": Param(100000, "DAMON's aggregation interval (us)"),
+                              "reserve": _RESERVE,
                               **{**_BUDGET, "interval_ms": Param(200, "time between two rankings (ms)"), "per_step": Param(32, "collapses per ranking")}}),
     "hugetlb-1g": PolicyInfo("hugetlb-1g", "the shim maps allocations >= min bytes on 1GB hugetlb pages (falls back to thp placement)", False,
                              {"min": Param(1 << 30, "smallest allocation put on 1GB pages (bytes)"),

@@ -124,6 +124,7 @@ class Policy:
         self.pol, self.pid, self.rep = pol, pid, rep
         self.scanner = None
         self.damon: dm.Damon | None = None
+        self.collapser = None
         self.damon_counts: dict[str, int] = {"rankings": 0, "collapsed": 0, "regions_seen": 0}
         self.failed: dict[str, int] = {}
         name = pol.name
@@ -139,8 +140,11 @@ class Policy:
                 rep.notes.append(f"damon-live: DAMON is unavailable here: {e}; falling back to navarro-live's rule (collapse when fully populated)")
                 self.damon = None
                 name = "navarro-live"
+        reserve = str(pol.params.get("reserve", "auto"))
+        if self.damon is not None:
+            self.collapser = _core.LiveCollapser(pid, reserve)
         if name == "navarro-live":
-            self.scanner = _core.NavarroLive(pid, int(pol.params.get("promote_at", 512)), str(pol.params.get("reserve", "auto")))
+            self.scanner = _core.NavarroLive(pid, int(pol.params.get("promote_at", 512)), reserve)
 
     @property
     def active(self) -> bool:
@@ -149,7 +153,7 @@ class Policy:
     def step(self) -> bool:
         """One scan; True when it found work (collapsed, failed or deferred a range)."""
         per = int(self.pol["per_step"])
-        if self.damon is not None:
+        if self.damon is not None and self.collapser is not None:
             regions = self.damon.hot_regions()
             self.damon_counts["rankings"] += 1
             self.damon_counts["regions_seen"] += len(regions)
@@ -157,7 +161,7 @@ class Policy:
             for addr, _score in _core.live_rank(self.pid, regions):
                 if done >= per:
                     break
-                ok, reason, _errno = _core.live_collapse(self.pid, addr, 2 << 20)
+                ok, reason, _errno = self.collapser.collapse(addr)
                 done += 1
                 if ok:
                     self.damon_counts["collapsed"] += 1
@@ -172,8 +176,8 @@ class Policy:
         return False
 
     def counters(self) -> dict:
-        if self.damon is not None:
-            return {**self.damon_counts, "failed": self.failed}
+        if self.damon is not None and self.collapser is not None:
+            return {**self.damon_counts, "failed": self.failed, "reserve": json.loads(self.collapser.reserve_counters())}
         if self.scanner is not None:
             return json.loads(self.scanner.counters())
         return {}
@@ -532,7 +536,8 @@ def summary(rep: Report) -> str:
         lines.append("  decisions: " + ", ".join(f"{k} {v}" for k, v in rest.items()))
         r = c.get("reserve")
         if r:
-            lines.append(f"  frame reserve ({r['mode']}): {r['filled']} 2MB frames faulted in, {r['handed_over']} freed for a collapse, "
+            fill = f" ({r['fill_s']:.2f} s, {1000 * r['fill_s'] / r['filled']:.2f} ms each)" if r.get("filled") else ""
+            lines.append(f"  frame reserve ({r['mode']}): {r['filled']} 2MB frames faulted in{fill}, {r['handed_over']} freed for a collapse, "
                          f"{r['used']} taken by it, {r['missed']} not" + (f"; {r['not_huge']} fills got no 2MB page" if r["not_huge"] else "")
                          + (f"; {r['map_failed']} mmap failures" if r["map_failed"] else "")
                          + ("; turned itself off after fills in a row got no 2MB page" if r.get("gave_up") else ""))
