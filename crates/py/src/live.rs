@@ -1,6 +1,6 @@
 //! Bindings of superpager-live: inspect a process, the navarro-live scanner, the hot-range
-//! ranking damon-live uses, and its collapses through the frame reserve. Reports cross as JSON text (serde), decoded in
-//! Python; the scans themselves run in Rust with the GIL released.
+//! ranking damon-live uses, and its collapses through the frame reserve. Reports cross as JSON
+//! text (serde), decoded in Python; the scans themselves run in Rust with the GIL released.
 
 use crate::{FileAccessError, UsageError};
 use pyo3::exceptions::{PyPermissionError, PyProcessLookupError};
