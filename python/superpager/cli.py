@@ -533,6 +533,7 @@ EPILOG_CAPTURE = """examples:
   superpager capture -- gzip -k -f big.txt             # writes gzip.spt
   superpager capture --out ls.spt --fetches -- ls -l /   # instruction fetches too
   superpager capture --lackey -- ./prog                # Valgrind lackey (slow), for what qemu-user cannot run
+  superpager capture --from-mark -- python3 workloads/model_dict.py 1024   # only the phase after its mark
   superpager trace info gzip.spt && superpager simulate gzip.spt --policy linux-thp
 
 The program runs under qemu-user with superpager's TCG plugin: every load and store (and with
@@ -609,7 +610,7 @@ def cmd_capture(a) -> int:
     out = a.out or (os.path.basename(cmd[0]) + ".spt")
     bar = _Counter("capture")
     try:
-        r = cap.capture(cmd, out, fetches=a.fetches, lackey=a.lackey, progress=bar)
+        r = cap.capture(cmd, out, fetches=a.fetches, lackey=a.lackey, progress=bar, from_mark=a.from_mark)
     except cap.CaptureError as e:
         bar.close()
         print(f"superpager: error: {e}", file=sys.stderr)
@@ -834,10 +835,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(fn=cmd_bench)
 
     cp = sub.add_parser("capture", help="run a program and record its memory accesses and address-space syscalls",
-                        usage="superpager capture [--out FILE] [--fetches] [--lackey] -- CMD [ARGS ...]",
+                        usage="superpager capture [--out FILE] [--fetches] [--from-mark] [--lackey] -- CMD [ARGS ...]",
                         epilog=EPILOG_CAPTURE, formatter_class=raw)
     cp.add_argument("--out", "-o", metavar="FILE", help="trace to write (default: CMD's name + .spt)")
     cp.add_argument("--fetches", action="store_true", help="record instruction fetches too (one run per basic block)")
+    cp.add_argument("--from-mark", action="store_true",
+                    help="record accesses only from the program's first phase mark (a zero-length madvise) on; "
+                         "before it, the address-space events, and at it one access per resident page (the build "
+                         "runs at qemu's speed, untraced)")
     cp.add_argument("--lackey", action="store_true", help="use Valgrind lackey instead of qemu-user (100x slower)")
     cp.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the program to run, after --")
     cp.set_defaults(fn=cmd_capture)

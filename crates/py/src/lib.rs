@@ -950,6 +950,7 @@ impl CaptureSession {
         d.set_item("threads", s.threads)?;
         d.set_item("packets", s.packets)?;
         d.set_item("orphans", s.orphans)?;
+        d.set_item("phase_marks", s.phase_marks)?;
         d.set_item("truncated", s.truncated)?;
         d.set_item("write_error", s.write_error)?;
         d.set_item("stream_error", stream_error)?;

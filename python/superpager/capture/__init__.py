@@ -58,6 +58,8 @@ class CaptureResult:
     endings: list[dict] = field(default_factory=list)
     write_error: str | None = None
     notes: list[str] = field(default_factory=list)
+    phase_marks: int = 0
+    """Zero-length madvise calls in the trace (the phase marks `predict` costs from)."""
 
     @property
     def bytes_per_access(self) -> float:
@@ -140,10 +142,14 @@ def _signal_name(n: int) -> str:
 
 def capture(cmd: Sequence[str], out: str, fetches: bool = False, lackey: bool = False,
             progress: Callable[[int, float], None] | None = None, stdout=None,
-            cwd: str | None = None) -> CaptureResult:
+            cwd: str | None = None, from_mark: bool = False) -> CaptureResult:
     """Run `cmd` and record it into `out`. `progress(accesses, seconds)` is called about twice a
     second. The program's output goes where ours goes unless `stdout` says otherwise (as for
-    subprocess); `cwd` is the directory it runs in."""
+    subprocess); `cwd` is the directory it runs in. `from_mark`: before the program's first phase
+    mark (a zero-length madvise), record only the first load and the first store of each page;
+    from the mark on, everything (docs/CAPTURE.md, "From the mark")."""
+    if from_mark and lackey:
+        raise CaptureError("capture: --from-mark works with qemu-user only, not with --lackey")
     argv = resolve_command(cmd)
     from ..output import check_target
 
@@ -165,12 +171,13 @@ def capture(cmd: Sequence[str], out: str, fetches: bool = False, lackey: bool = 
             s.setsockopt(socket.SOL_SOCKET, opt, 4 << 20)
         except OSError:
             pass
-    plugin_arg = f"{so},out={tx.fileno()}" + (",fetches=on" if fetches else "")
+    plugin_arg = f"{so},out={tx.fileno()}" + (",fetches=on" if fetches else "") + (",from_mark=on" if from_mark else "")
     meta = {
         "source": "capture",
         "recorder": "qemu-user TCG plugin (superpager spt_capture.c, plugin API v1)",
         "command": list(cmd),
         "fetches": fetches,
+        "from_mark": from_mark,
         "qemu": _qemu_version(qemu),
         "host": f"{platform.system()} {platform.release()} {platform.machine()}",
     }
@@ -205,7 +212,11 @@ def capture(cmd: Sequence[str], out: str, fetches: bool = False, lackey: bool = 
         summary = session.finish(interrupted)
         rx.close()
     seconds = time.monotonic() - t0
-    return _result(out, list(cmd), "qemu-user", summary, proc.returncode, seconds, interrupted)
+    r = _result(out, list(cmd), "qemu-user", summary, proc.returncode, seconds, interrupted)
+    if from_mark and not r.phase_marks:
+        r.notes.append("--from-mark: the program made no phase mark (a zero-length madvise), so the whole trace "
+                       "holds only the first load and store of each page")
+    return r
 
 
 def _qemu_version(qemu: str) -> str:
@@ -266,7 +277,7 @@ def _result(out, cmd, recorder, s, returncode, seconds, interrupted) -> CaptureR
     return CaptureResult(path=out, command=cmd, recorder=recorder, accesses=s["accesses"], records=s["records"],
                          bytes=s["bytes"], seconds=seconds, status=status, truncated=bool(s["truncated"]) or interrupted,
                          processes=s.get("processes", 1), threads=s.get("threads", 1), endings=s.get("endings", []),
-                         write_error=s.get("write_error"), notes=notes)
+                         write_error=s.get("write_error"), notes=notes, phase_marks=s.get("phase_marks", 0))
 
 
 def _capture_lackey(argv, cmd, out, fetches, progress, run) -> CaptureResult:

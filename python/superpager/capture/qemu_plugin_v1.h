@@ -89,6 +89,10 @@ void qemu_plugin_register_vcpu_syscall_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_
 void qemu_plugin_register_vcpu_syscall_ret_cb(qemu_plugin_id_t id,
                                               qemu_plugin_vcpu_syscall_ret_cb_t cb);
 void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb, void *userdata);
+/* Unregisters every callback of the plugin, flushes the translated code (so every block is
+ * translated again, through whatever tb_trans callback is registered next) and then calls `cb`,
+ * with all vCPUs stopped (docs/devel/tcg-plugins.rst, "qemu_plugin_reset"). */
+void qemu_plugin_reset(qemu_plugin_id_t id, qemu_plugin_simple_cb_t cb);
 
 size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
 uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *tb);

@@ -22,6 +22,23 @@
  * socket. The parent sends its buffer before forking and a `fork` event right after; the child
  * drops the copies of other threads' buffers that it inherited.
  *
+ * From the mark (`from_mark=on`, `superpager capture --from-mark`). A program that builds a large
+ * structure and then works on it (the runtime model's programs: workloads/model_access.c,
+ * model_dict.py) marks the start of the work with a zero-length madvise. Until that mark the
+ * plugin registers no memory callback (blocks only count their instructions, inline), so the
+ * build runs at qemu's own speed, and it stands for the build's accesses with touches of the
+ * pages the guest has resident (/proc/self/pagemap), written in address order:
+ *   - before each event that changes the address space, for the 2MiB-aligned span around the
+ *     range it changes (so a page faulted before a brk or mmap grew its region, or before a
+ *     munmap or mremap took it away, is faulted before that event in a simulation too: whether
+ *     a 2MiB page fits depends on it);
+ *   - at the mark, for the whole address space, before the mark's own record.
+ * Then it asks QEMU to drop its callbacks and flush the translated code (qemu_plugin_reset),
+ * and registers them again with a memory callback on every instruction: from the mark on, the
+ * trace is complete. What is lost: the order of first touches between two events (address
+ * order instead), every access after the first to a page, and the cache and TLB contents the
+ * build left behind.
+ *
  * Wire format (little-endian; every packet is one datagram, so writers never interleave):
  *   packet := u32 magic "SPQ1" | u32 pid | u32 tid | u32 nwords | u64 word[nwords]
  *   access := bit 63 = 0 | bits 61-62 kind (0 load, 1 store, 2 both, 3 fetch)
@@ -84,6 +101,14 @@ struct vcpu {
 static struct vcpu *vcpus[MAX_VCPUS];
 static int sock = -1;
 static int want_fetches;
+static qemu_plugin_id_t plugin_id;
+/* from_mark=on: touches of resident pages only, until the first phase mark (a zero-length
+ * madvise); cleared, atomically, by the thread that makes the mark. */
+static int warming;
+/* Everything below this address is the guest's (send_initial_maps). */
+static uint64_t guest_top = ~0ull;
+/* The guest's program break as last returned by brk(2) (from_mark: a brk's span). */
+static uint64_t last_brk;
 /* Threads of this process. Counted up when the parent enters a thread-making clone (the new
  * thread can run, and even exit, before the parent returns from it), back down if the clone
  * failed or when a vCPU exits; updated atomically since every thread touches it. */
@@ -239,21 +264,20 @@ static void on_tb_exec(unsigned int vcpu_index, void *udata)
         fetch_run(c, t->vaddr2, t->n - t->n_first);
 }
 
-/* Without fetches, blocks add their instruction count inline (no call): to one counter per
- * process, which a thread reads when it sends a packet. With several threads, each `insns`
- * mark then holds the process's instructions since the previous mark of any thread. */
+/* Without fetches (and, with them, before a from_mark capture's mark), blocks add their
+ * instruction count inline (no call): to one counter per process, which a thread reads when it
+ * sends a packet. With several threads, each `insns` mark then holds the process's instructions
+ * since the previous mark of any thread. */
 static uint64_t process_insns, process_insns_reported;
 
 static uint64_t take_insns(struct vcpu *c)
 {
     uint64_t n = c->insns;
     c->insns = 0;
-    if (!want_fetches) {
-        uint64_t now = __atomic_load_n(&process_insns, __ATOMIC_RELAXED);
-        uint64_t before = __atomic_exchange_n(&process_insns_reported, now, __ATOMIC_RELAXED);
-        if (now > before)
-            n += now - before;
-    }
+    uint64_t now = __atomic_load_n(&process_insns, __ATOMIC_RELAXED);
+    uint64_t before = __atomic_exchange_n(&process_insns_reported, now, __ATOMIC_RELAXED);
+    if (now > before)
+        n += now - before;
     return n;
 }
 
@@ -263,6 +287,7 @@ static void send_initial_maps(struct vcpu *c);
 static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     (void)id;
+    int record = !__atomic_load_n(&warming, __ATOMIC_RELAXED);
     size_t n = qemu_plugin_tb_n_insns(tb);
     struct tb_info *t = calloc(1, sizeof *t);
     if (!t)
@@ -277,10 +302,11 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
             t->n_first = (uint32_t)i;
             t->vaddr2 = va;
         }
-        qemu_plugin_register_vcpu_mem_cb(insn, on_mem, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
-                                         NULL);
+        if (record)
+            qemu_plugin_register_vcpu_mem_cb(insn, on_mem, QEMU_PLUGIN_CB_NO_REGS,
+                                             QEMU_PLUGIN_MEM_RW, NULL);
     }
-    if (want_fetches)
+    if (want_fetches && record)
         qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_exec, QEMU_PLUGIN_CB_NO_REGS, t);
     else
         qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &process_insns, n);
@@ -378,6 +404,7 @@ static void send_initial_maps(struct vcpu *c)
                 qemu_start = s;
         }
     }
+    guest_top = qemu_start;
     rewind(f);
     int next_fd = 1 << 20; /* descriptor numbers no program uses, closed right after */
     while (fgets(line, sizeof line, f)) {
@@ -408,6 +435,77 @@ static void send_initial_maps(struct vcpu *c)
     }
     fclose(f);
 }
+
+/* ---- from the mark: touches of resident pages ------------------------------------------------ */
+
+#define SPAN_ALIGN (2ull << 20)
+
+/* One access record for a resident page. */
+static void emit_touch(struct vcpu *c, uint64_t va, int kind)
+{
+    close_run(c);
+    c->run_addr = va;
+    c->run_count = 1;
+    c->run_kind = (uint8_t)kind;
+    c->run_shift = 3;
+    c->run_open = 1;
+    close_run(c);
+}
+
+/* A touch for every page of [lo, hi) the guest has resident (present or swapped, from
+ * /proc/self/pagemap), in address order: a store where the mapping is writable, a load
+ * elsewhere. qemu-user maps the guest at host addresses equal to its own, so the guest's pages
+ * are this process's. */
+static void emit_resident(struct vcpu *c, uint64_t lo, uint64_t hi)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (!f || pm < 0)
+        die("from_mark: cannot read /proc/self/maps and /proc/self/pagemap");
+    char line[4608];
+    uint64_t ent[512];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long s, e;
+        char perms[8];
+        if (sscanf(line, "%llx-%llx %7s", &s, &e, perms) != 3 || e > guest_top || e <= lo || s >= hi)
+            continue;
+        int kind = perms[1] == 'w' ? K_STORE : K_LOAD;
+        uint64_t end = e < hi ? e : hi;
+        /* qemu-user keeps the pages of a break the guest lowered mapped (and resident): the
+         * guest's heap ends at its break. */
+        uint64_t brk_end = (last_brk + 4095) & ~4095ull;
+        if (last_brk && s < brk_end && brk_end < end)
+            end = brk_end;
+        for (uint64_t va = s > lo ? s : lo; va < end;) {
+            size_t n = (size_t)((end - va) >> 12);
+            if (n > 512)
+                n = 512;
+            ssize_t got = pread(pm, ent, n * 8, (off_t)((va >> 12) * 8));
+            if (got < 8)
+                break;
+            n = (size_t)got / 8;
+            for (size_t i = 0; i < n; i++)
+                if (ent[i] >> 62) /* bit 63 present, bit 62 swapped */
+                    emit_touch(c, va + ((uint64_t)i << 12), kind);
+            va += (uint64_t)n << 12;
+        }
+    }
+    close(pm);
+    fclose(f);
+}
+
+/* Before an event changes [addr, addr + len): the resident pages of the 2MiB-aligned span
+ * around it. */
+static void emit_resident_around(struct vcpu *c, uint64_t addr, uint64_t len)
+{
+    if (!__atomic_load_n(&warming, __ATOMIC_RELAXED) || len == 0)
+        return;
+    uint64_t lo = addr & ~(SPAN_ALIGN - 1);
+    uint64_t hi = (addr + len + SPAN_ALIGN - 1) & ~(SPAN_ALIGN - 1);
+    emit_resident(c, lo, hi);
+}
+
+static void register_callbacks(qemu_plugin_id_t id);
 
 /* ---- system calls --------------------------------------------------------------------------- */
 
@@ -456,6 +554,14 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t num
     c->sc_num = num;
     c->sc_args[0] = a1, c->sc_args[1] = a2, c->sc_args[2] = a3;
     c->sc_args[3] = a4, c->sc_args[4] = a5, c->sc_args[5] = a6;
+    /* from_mark: pages an event is about to unmap, move, split or free are touched first. */
+    if (num == NR_munmap || num == NR_mprotect || (num == NR_madvise && a2 != 0) ||
+        (num == NR_mmap && (a4 & 0x10 /* MAP_FIXED */)))
+        emit_resident_around(c, a1, a2);
+    else if (num == NR_mremap)
+        emit_resident_around(c, a1, a2 > a3 ? a2 : a3);
+    else if (num == NR_brk && a1 && last_brk)
+        emit_resident_around(c, a1 < last_brk ? a1 : last_brk, a1 < last_brk ? last_brk - a1 : a1 - last_brk);
     switch (num) {
     case NR_exit_group:
     case NR_exit:
@@ -504,6 +610,9 @@ static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t
     switch (num) {
     case NR_mmap:
         if (ok) {
+            /* from_mark: a new mapping can merge with its neighbours; the pages they had
+             * resident in its span were faulted before it. */
+            emit_resident_around(c, (uint64_t)ret, a[1]);
             uint64_t e[6] = {(uint64_t)ret, a[1], a[2], a[3], (uint64_t)(int64_t)(int32_t)a[4], a[5]};
             emit_event(c, EV_MMAP, 6, e);
         }
@@ -523,11 +632,23 @@ static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t
             emit_event(c, EV_MPROTECT, 3, a);
         break;
     case NR_madvise:
-        if (ret == 0)
+        if (ret == 0) {
+            /* A zero-length madvise is a phase mark: the instructions before it are counted
+             * before it, so the phase's count is exact, not packet-grained. */
+            if (a[1] == 0)
+                emit_insns(c);
+            if (a[1] == 0 && __atomic_exchange_n(&warming, 0, __ATOMIC_SEQ_CST)) {
+                /* The first phase mark of a from_mark capture: everything resident comes
+                 * before the mark; then every block is translated again, recording. */
+                emit_resident(c, 0, guest_top);
+                qemu_plugin_reset(plugin_id, register_callbacks);
+            }
             emit_event(c, EV_MADVISE, 3, a);
+        }
         break;
     case NR_brk: {
         uint64_t b = (uint64_t)ret;
+        last_brk = b;
         emit_event(c, EV_BRK, 1, &b);
         break;
     }
@@ -671,6 +792,8 @@ SP_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t 
             want_fetches = 1;
         else if (strcmp(argv[i], "fetches=off") == 0)
             want_fetches = 0;
+        else if (strcmp(argv[i], "from_mark=on") == 0)
+            warming = 1;
         else {
             fprintf(stderr, "superpager capture plugin: unknown argument '%s'\n", argv[i]);
             return -1;
@@ -685,11 +808,18 @@ SP_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t 
     /* The recorder must not be inherited by programs the guest execs (they run untraced). */
     fcntl(sock, F_SETFD, FD_CLOEXEC);
     check_info_layout();
+    plugin_id = id;
+    register_callbacks(id);
+    return 0;
+}
+
+/* At install, and again after a from_mark capture's reset (which dropped them all). */
+static void register_callbacks(qemu_plugin_id_t id)
+{
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     qemu_plugin_register_vcpu_exit_cb(id, on_vcpu_exit);
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_first_tb);
     qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);
     qemu_plugin_register_vcpu_syscall_ret_cb(id, on_syscall_ret);
     qemu_plugin_register_atexit_cb(id, on_exit_all, NULL);
-    return 0;
 }

@@ -68,6 +68,8 @@ pub struct CaptureSummary {
     pub endings: Vec<(u32, u32, Option<Ending>)>,
     /// Processes whose records came without a fork naming them (their parent's was lost).
     pub orphans: u32,
+    /// Phase marks (zero-length madvise calls) in the trace.
+    pub phase_marks: u64,
     pub truncated: bool,
     /// Set when writing failed (e.g. a full disk); the file was salvaged up to its last chunk.
     pub write_error: Option<String>,
@@ -86,6 +88,7 @@ pub struct Receiver {
     cur: Option<(u32, u32)>,
     packets: u64,
     orphans: u32,
+    phase_marks: u64,
     /// The first write error; after it, packets are read and dropped.
     failed: Option<Error>,
 }
@@ -121,6 +124,7 @@ impl Receiver {
             cur: None,
             packets: 0,
             orphans: 0,
+            phase_marks: 0,
             failed: None,
         })
     }
@@ -240,6 +244,7 @@ impl Receiver {
             }
             6 => {
                 need(3)?;
+                self.phase_marks += u64::from(a[1] == 0);
                 Event::Madvise { addr: a[0], len: a[1], advice: a[2] as u32 }
             }
             7 => {
@@ -405,6 +410,7 @@ impl Receiver {
             packets: self.packets,
             endings,
             orphans: self.orphans,
+            phase_marks: self.phase_marks,
             truncated: truncated || write_error.is_some(),
             write_error,
         })
