@@ -117,32 +117,60 @@ class Interrupted(Exception):
     """SIGINT or SIGTERM arrived while a run or attach was under way."""
 
 
+class _DamonCollapses:
+    """damon-live's work once DAMON runs: rank the regions DAMON finds hot and collapse the
+    hottest through navarro-live's frame reserve (the one Rust path, `LiveCollapser`)."""
+
+    def __init__(self, damon: dm.Damon, pid: int, reserve: str):
+        self.damon, self.pid = damon, pid
+        self.collapser = _core.LiveCollapser(pid, reserve)
+        self.counts: dict[str, int] = {"rankings": 0, "collapsed": 0, "regions_seen": 0}
+        self.failed: dict[str, int] = {}
+
+    def step(self, per: int) -> bool:
+        regions = self.damon.hot_regions()
+        self.counts["rankings"] += 1
+        self.counts["regions_seen"] += len(regions)
+        done = 0
+        for addr, _score in _core.live_rank(self.pid, regions):
+            if done >= per:
+                break
+            ok, reason, _errno = self.collapser.collapse(addr)
+            done += 1
+            if ok:
+                self.counts["collapsed"] += 1
+            elif reason == "gone":
+                raise ProcessLookupError(self.pid)
+            else:
+                self.failed[reason] = self.failed.get(reason, 0) + 1
+        return done > 0
+
+    def counters(self) -> dict:
+        return {**self.counts, "failed": self.failed, "reserve": json.loads(self.collapser.reserve_counters())}
+
+
 class Policy:
     """The active part of a policy: `step()` once per interval while the process runs."""
 
     def __init__(self, pol: LivePolicy, pid: int, rep: Report, changes: SysfsChanges, damon_root: str):
         self.pol, self.pid, self.rep = pol, pid, rep
         self.scanner = None
-        self.damon: dm.Damon | None = None
-        self.collapser = None
-        self.damon_counts: dict[str, int] = {"rankings": 0, "collapsed": 0, "regions_seen": 0}
-        self.failed: dict[str, int] = {}
+        self.damon: _DamonCollapses | None = None
         name = pol.name
         if name in ("navarro-live", "damon-live") and not is_root():
             rep.notes.append(f"{name} needs root (MADV_COLLAPSE on another process needs CAP_SYS_NICE): "
                              f"the program runs without a policy and the report shows what the kernel did")
             return
+        reserve = str(pol.params.get("reserve", "auto"))
         if name == "damon-live":
-            self.damon = dm.Damon(damon_root)
+            damon = dm.Damon(damon_root)
             try:
-                self.damon.start(changes, int(pol["sample_us"]), int(pol["aggr_us"]), max(int(pol["aggr_us"]) * 10, 1000000))
+                damon.start(changes, int(pol["sample_us"]), int(pol["aggr_us"]), max(int(pol["aggr_us"]) * 10, 1000000))
             except (dm.DamonUnavailable, OSError) as e:
                 rep.notes.append(f"damon-live: DAMON is unavailable here: {e}; falling back to navarro-live's rule (collapse when fully populated)")
-                self.damon = None
                 name = "navarro-live"
-        reserve = str(pol.params.get("reserve", "auto"))
-        if self.damon is not None:
-            self.collapser = _core.LiveCollapser(pid, reserve)
+            else:
+                self.damon = _DamonCollapses(damon, pid, reserve)
         if name == "navarro-live":
             self.scanner = _core.NavarroLive(pid, int(pol.params.get("promote_at", 512)), reserve)
 
@@ -153,31 +181,16 @@ class Policy:
     def step(self) -> bool:
         """One scan; True when it found work (collapsed, failed or deferred a range)."""
         per = int(self.pol["per_step"])
-        if self.damon is not None and self.collapser is not None:
-            regions = self.damon.hot_regions()
-            self.damon_counts["rankings"] += 1
-            self.damon_counts["regions_seen"] += len(regions)
-            done = 0
-            for addr, _score in _core.live_rank(self.pid, regions):
-                if done >= per:
-                    break
-                ok, reason, _errno = self.collapser.collapse(addr)
-                done += 1
-                if ok:
-                    self.damon_counts["collapsed"] += 1
-                elif reason == "gone":
-                    raise ProcessLookupError(self.pid)
-                else:
-                    self.failed[reason] = self.failed.get(reason, 0) + 1
-            return done > 0
+        if self.damon is not None:
+            return self.damon.step(per)
         if self.scanner is not None:
             o = json.loads(self.scanner.step(per))
             return o["collapsed"] + o["failed"] + o["deferred"] > 0
         return False
 
     def counters(self) -> dict:
-        if self.damon is not None and self.collapser is not None:
-            return {**self.damon_counts, "failed": self.failed, "reserve": json.loads(self.collapser.reserve_counters())}
+        if self.damon is not None:
+            return self.damon.counters()
         if self.scanner is not None:
             return json.loads(self.scanner.counters())
         return {}
