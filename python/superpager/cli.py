@@ -841,8 +841,8 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--fetches", action="store_true", help="record instruction fetches too (one run per basic block)")
     cp.add_argument("--from-mark", action="store_true",
                     help="record accesses only from the program's first phase mark (a zero-length madvise) on; "
-                         "before it, the address-space events, and at it one access per resident page (the build "
-                         "runs at qemu's speed, untraced)")
+                         "before it, the address-space events and touches of the resident pages near each and, at "
+                         "the mark, of all of them (the build runs at qemu's speed, untraced)")
     cp.add_argument("--lackey", action="store_true", help="use Valgrind lackey instead of qemu-user (100x slower)")
     cp.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the program to run, after --")
     cp.set_defaults(fn=cmd_capture)

@@ -146,8 +146,9 @@ def capture(cmd: Sequence[str], out: str, fetches: bool = False, lackey: bool = 
     """Run `cmd` and record it into `out`. `progress(accesses, seconds)` is called about twice a
     second. The program's output goes where ours goes unless `stdout` says otherwise (as for
     subprocess); `cwd` is the directory it runs in. `from_mark`: before the program's first phase
-    mark (a zero-length madvise), record only the first load and the first store of each page;
-    from the mark on, everything (docs/CAPTURE.md, "From the mark")."""
+    mark (a zero-length madvise), record no accesses but touches of the pages it has resident,
+    before each address-space event near them and at the mark; from the mark on, everything
+    (docs/CAPTURE.md, "From the mark")."""
     if from_mark and lackey:
         raise CaptureError("capture: --from-mark works with qemu-user only, not with --lackey")
     argv = resolve_command(cmd)
@@ -214,8 +215,8 @@ def capture(cmd: Sequence[str], out: str, fetches: bool = False, lackey: bool = 
     seconds = time.monotonic() - t0
     r = _result(out, list(cmd), "qemu-user", summary, proc.returncode, seconds, interrupted)
     if from_mark and not r.phase_marks:
-        r.notes.append("--from-mark: the program made no phase mark (a zero-length madvise), so the whole trace "
-                       "holds only the first load and store of each page")
+        r.notes.append("--from-mark: the program made no phase mark (a zero-length madvise), so the trace holds "
+                       "no accesses of its own, only touches of its resident pages before address-space events")
     return r
 
 

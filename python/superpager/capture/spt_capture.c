@@ -177,6 +177,17 @@ static inline void close_run(struct vcpu *c)
     c->run_open = 0;
 }
 
+/* Close the open run, if any, and open one of `count` accesses at `va`. */
+static inline void open_run(struct vcpu *c, uint64_t va, uint32_t count, int kind, unsigned shift)
+{
+    close_run(c);
+    c->run_addr = va;
+    c->run_count = count;
+    c->run_kind = (uint8_t)kind;
+    c->run_shift = (uint8_t)shift;
+    c->run_open = 1;
+}
+
 /*
  * Decoding `info` without a call into QEMU per access. QEMU 7.2 builds it as
  * (MemOp << 4 | mmu index) | direction << 16, with the size in MemOp's low 3 bits
@@ -218,12 +229,7 @@ static inline void data_access(unsigned int vcpu_index, qemu_plugin_meminfo_t in
             c->run_kind = K_MODIFY;
         return;
     }
-    close_run(c);
-    c->run_addr = va;
-    c->run_count = 1;
-    c->run_kind = (uint8_t)kind;
-    c->run_shift = (uint8_t)info_size_shift(info);
-    c->run_open = 1;
+    open_run(c, va, 1, kind, info_size_shift(info));
 }
 
 /* One callback for both directions: qemu 7.2 calls a callback registered for loads only on
@@ -245,12 +251,7 @@ struct tb_info {
 
 static void fetch_run(struct vcpu *c, uint64_t va, uint32_t n)
 {
-    close_run(c);
-    c->run_addr = va;
-    c->run_count = n;
-    c->run_kind = K_FETCH;
-    c->run_shift = 0;
-    c->run_open = 1;
+    open_run(c, va, n, K_FETCH, 0);
 }
 
 /* With fetches: a callback per executed block records its fetch runs and counts. */
@@ -443,12 +444,7 @@ static void send_initial_maps(struct vcpu *c)
 /* One access record for a resident page. */
 static void emit_touch(struct vcpu *c, uint64_t va, int kind)
 {
-    close_run(c);
-    c->run_addr = va;
-    c->run_count = 1;
-    c->run_kind = (uint8_t)kind;
-    c->run_shift = 3;
-    c->run_open = 1;
+    open_run(c, va, 1, kind, 3);
     close_run(c);
 }
 
@@ -464,6 +460,9 @@ static void emit_resident(struct vcpu *c, uint64_t lo, uint64_t hi)
         die("from_mark: cannot read /proc/self/maps and /proc/self/pagemap");
     char line[4608];
     uint64_t ent[512];
+    /* qemu-user keeps the pages of a break the guest lowered mapped (and resident): the guest's
+     * heap ends at its break. */
+    uint64_t brk_end = (last_brk + 4095) & ~4095ull;
     while (fgets(line, sizeof line, f)) {
         unsigned long long s, e;
         char perms[8];
@@ -471,9 +470,6 @@ static void emit_resident(struct vcpu *c, uint64_t lo, uint64_t hi)
             continue;
         int kind = perms[1] == 'w' ? K_STORE : K_LOAD;
         uint64_t end = e < hi ? e : hi;
-        /* qemu-user keeps the pages of a break the guest lowered mapped (and resident): the
-         * guest's heap ends at its break. */
-        uint64_t brk_end = (last_brk + 4095) & ~4095ull;
         if (last_brk && s < brk_end && brk_end < end)
             end = brk_end;
         for (uint64_t va = s > lo ? s : lo; va < end;) {
@@ -560,8 +556,10 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t num
         emit_resident_around(c, a1, a2);
     else if (num == NR_mremap)
         emit_resident_around(c, a1, a2 > a3 ? a2 : a3);
-    else if (num == NR_brk && a1 && last_brk)
-        emit_resident_around(c, a1 < last_brk ? a1 : last_brk, a1 < last_brk ? last_brk - a1 : a1 - last_brk);
+    else if (num == NR_brk && a1 && last_brk) {
+        uint64_t lo = a1 < last_brk ? a1 : last_brk, hi = a1 < last_brk ? last_brk : a1;
+        emit_resident_around(c, lo, hi - lo);
+    }
     switch (num) {
     case NR_exit_group:
     case NR_exit:
