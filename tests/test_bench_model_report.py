@@ -24,3 +24,35 @@ def test_the_report_carries_the_host_notes_such_as_splintering():
     r = render(rows(), 5, notes=[n])
     assert f"Note on `host`: {n}." in r
     assert r.index("Note on `host`") < r.index(END)
+
+
+def test_model_traces_keeps_captures_and_predicts_from_them_next_time(tmp_path, monkeypatch, capsys):
+    import argparse
+    import importlib
+    from superpager import bench_model, workloads
+    live_run = importlib.import_module("superpager.live.run")
+    captured = []
+
+    def fake_capture(_exe, program, mib, trace):
+        captured.append((program, mib))
+        with open(trace, "w") as f:
+            f.write("trace")
+
+    monkeypatch.setattr(live_run, "thp_mode", lambda: "madvise")
+    monkeypatch.setattr(workloads, "build", lambda _name: "/bin/true")
+    monkeypatch.setattr(bench_model, "measure", lambda _e, _p, _m, pol: 1.0 if pol == "base" else 0.8)
+    monkeypatch.setattr(bench_model, "_capture", fake_capture)
+    monkeypatch.setattr(bench_model, "predicted", lambda trace, _p: (1.2, 4.0, 0.1) if open(trace).read() == "trace" else (0, 0, 0))
+    keep = tmp_path / "traces"
+    a = argparse.Namespace(model_sizes="64", model_programs="rand,gups", model_traces=str(keep), repeats=2, out=None)
+    assert bench_model.main(a) == 0
+    assert captured == [("rand", 64), ("gups", 64)]
+    assert sorted(p.name for p in keep.iterdir()) == ["gups-64.spt", "rand-64.spt"]
+    assert "| rand | 64MiB |" in capsys.readouterr().out
+    # Run again: predicted from the kept captures, nothing captured.
+    assert bench_model.main(a) == 0
+    assert captured == [("rand", 64), ("gups", 64)]
+    assert "predicting from" in capsys.readouterr().err
+    # Without it, captures are temporary.
+    a.model_traces = None
+    assert bench_model.main(a) == 0 and len(captured) == 4

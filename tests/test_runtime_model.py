@@ -169,6 +169,39 @@ def test_tlb_probe_calls_2mb_pages_splintered_when_the_sparse_chase_is_slower(mo
     assert calibrate_mod.tlb_probe(None, 1000, 3) is None
 
 
+def test_walkers_are_the_most_walks_seen_overlapping():
+    ks = [1, 2, 4, 8, 16, 32]
+    # A core with 6 walkers: 4KB pages' extra cost falls as 1/k up to 6 chases, then holds.
+    walk = 150.0
+    ns_2m = [300.0 / k for k in ks]
+    ns_4k = [b + walk / min(k, 6) for k, b in zip(ks, ns_2m)]
+    assert calibrate_mod.walkers_from(ks, ns_4k, ns_2m) == 6
+    # Overlap never counts above k: noise that makes the extra cost vanish at 32 chases says 32.
+    ns_4k[-1] = ns_2m[-1] - 0.5
+    assert calibrate_mod.walkers_from(ks, ns_4k, ns_2m) == 32
+    # No extra cost with one chase (THP failed, or a machine without walks to see): no verdict.
+    assert calibrate_mod.walkers_from(ks, ns_2m, ns_2m) is None
+
+
+def test_walk_probe_takes_medians_and_needs_2mb_pages(monkeypatch):
+    calls = []
+
+    def fake(huge):
+        def chains(_b, footprint, pages, _steps, seed, ks):
+            calls.append((pages, seed))
+            base = [300.0 / k for k in ks]
+            ns = [b + (150.0 + seed) / min(k, 4) for k, b in zip(ks, base)] if pages == "4k" else base
+            return ns, (huge if pages == "2m" else 0)
+        return chains
+    monkeypatch.setattr(calibrate_mod, "chains", fake(1 << 30))
+    w = calibrate_mod.walk_probe(None, 1 << 30, 1000, 3)
+    assert w["chains"] == list(calibrate_mod.WALK_CHAINS) and w["walkers"] == 4
+    assert w["ns_4k"][0] == 452.0, "the median of seeds 1-3 (151, 152, 153 over 300)"
+    assert sorted(calls) == [(pg, s) for pg in ("2m", "4k") for s in (1, 2, 3)]
+    monkeypatch.setattr(calibrate_mod, "chains", fake(0))
+    assert calibrate_mod.walk_probe(None, 1 << 30, 1000, 3) is None
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="needs Linux /proc")
 def test_calibrate_writes_a_machine_host_then_reads(tmp_path):
     if not _core.host_cache_levels():
@@ -187,8 +220,16 @@ def test_calibrate_writes_a_machine_host_then_reads(tmp_path):
     items = json.loads(p.stdout)["items"]
     lat = [i for i in items if i["item"].endswith("latency")]
     assert lat and all("measured by superpager calibrate" in i["source"] for i in lat), lat
-    # The TLB probe: run wherever 2MB pages are to be had, and shown with its verdict.
+    # The walk probe: its walkers, where it gave a verdict, are host's and say so.
     text = out.read_text()
+    walks = [i for i in items if i["item"] == "page walks in flight"]
+    assert len(walks) == 1, items
+    if "[calibration.walk_probe]" in text and "\nwalkers = " in text.split("[calibration.walk_probe]")[1]:
+        assert "measured by calibrate's walk probe" in walks[0]["source"], walks
+        assert int(walks[0]["value"]) == _core.machine_info(str(out))["cache"]["walkers"]
+    else:
+        assert "measured" not in walks[0]["source"], walks
+    # The TLB probe: run wherever 2MB pages are to be had, and shown with its verdict.
     probe = [i for i in items if i["item"] == "2MB pages in the TLB"]
     if "[calibration.tlb_probe]" not in text:
         assert not probe and "TLB probe: not run" in p0.stdout

@@ -82,6 +82,9 @@ def main(a) -> int:
         print(f"superpager: error: bench --model: unknown program(s) {', '.join(bad)} (one of {', '.join(PROGRAMS)})", file=sys.stderr)
         return 2
     rows = []
+    keep = getattr(a, "model_traces", None)
+    if keep:
+        os.makedirs(keep, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="superpager-model-") as tmp:
         for program in programs:
             for mib in sizes:
@@ -91,10 +94,14 @@ def main(a) -> int:
                     order = ["base", "thp"] if rnd % 2 == 0 else ["thp", "base"]
                     for pol in order:
                         (base if pol == "base" else thp).append(measure(exe, program, mib, pol))
-                trace = os.path.join(tmp, f"{program}-{mib}.spt")
-                _capture(exe, program, mib, trace)
+                trace = os.path.join(keep or tmp, f"{program}-{mib}.spt")
+                if keep and os.path.exists(trace):
+                    say(f"{program} {mib}MiB: predicting from {trace} (captured before)")
+                else:
+                    _capture(exe, program, mib, trace)
                 ms, ls, base_pred = predicted(trace, program)
-                os.unlink(trace)
+                if not keep:
+                    os.unlink(trace)
                 speed = [b / t for b, t in zip(base, thp)]
                 rows.append((program, mib, statistics.median(base), statistics.median(thp), statistics.median(speed), min(speed), max(speed), ms, ls, base_pred))
                 say(f"{program} {mib}MiB: measured {rows[-1][4]:.3f}x, model {ms:.3f}x, linear {ls:.3f}x")

@@ -817,7 +817,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--os", action="store_true", help="instead: the OS model at scale (64GiB prelude time, 384GiB host RSS)")
     b.add_argument("--capture", action="store_true", help="instead: capture speed (vs native and lackey) and trace bytes per access")
     b.add_argument("--model", action="store_true", help="instead: the runtime model's predicted 2MB-page speedups against measured ones on this machine (root; docs/RUNTIME_MODEL.md)")
-    b.add_argument("--model-sizes", metavar="MIB,...", help="with --model: table sizes in MiB (default 64,256,1024,4096; python3-dict stops at 256)")
+    b.add_argument("--model-sizes", metavar="MIB,...", help="with --model: table sizes in MiB (default 64,256,1024,4096)")
+    b.add_argument("--model-traces", metavar="DIR", help="with --model: keep each capture as DIR/PROGRAM-MIB.spt, and predict from one "
+                   "already there instead of capturing again (delete it to recapture); default: captures are temporary")
     b.add_argument("--model-programs", metavar="NAME,...", help="with --model: programs (default rand,gups,chase,bsearch,btree,hashjoin,stream of model_access.c, and python3-dict, Debian's python3 on model_dict.py)")
     b.add_argument("--live", action="store_true", help="instead: real programs' access-phase speedup under the live policies on this machine (root; docs/LIVE.md)")
     b.add_argument("--live-sizes", metavar="MIB,...", help="with --live: table sizes in MiB (default 128,512,1024,4096, plus gups with holes at 1024 and a long gups at 4096)")

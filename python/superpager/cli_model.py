@@ -34,10 +34,13 @@ Runs a dependent pointer chase (model/chase.c, compiled on first use) over footp
 to --largest, on 2MB and on 4KB pages, and takes each cache level's latency, memory's latency and
 the sizes the levels are seen to hold. Then the TLB probe: one line per 4KB page over 32MiB on
 2MB pages against the same lines packed together, which tells whether the TLB holds 2MB pages
-whole (a virtual machine whose host uses 4KB pages splinters them). Writes a machine TOML: the host preset (geometry from
-CPUID) with the measured numbers and a [calibration] table saying how they were measured. The
-host machine reads it from then on (superpager machines host --explain shows it), as long as it
-was made on this CPU. Takes about a minute; nothing else should run meanwhile.
+whole (a virtual machine whose host uses 4KB pages splinters them). Last, the walk probe: 1 to
+32 chases at once over --largest, on 4KB and 2MB pages; how far the 4KB pages' extra cost falls
+as chases are added gives how many page walks overlap (the model's walkers). Writes a machine
+TOML: the host preset (geometry from CPUID) with the measured numbers and a [calibration] table
+saying how they were measured. The host machine reads it from then on (superpager machines host
+--explain shows it), as long as it was made on this CPU. Takes about two minutes; nothing else
+should run meanwhile.
 
 examples:
   superpager calibrate
@@ -124,6 +127,14 @@ def cmd_calibrate(a) -> int:
         held = "as smaller pieces (splintered: the model, which is native, may misjudge 2MB gains here)" if p["splintered"] else "whole"
         print(f"TLB probe: 2MB pages are held {held}; one line per 4KB page over {human_bytes(p['span'])} on 2MB pages takes "
               f"{p['sparse_2m_ns']:.1f} ns a step, {p['packed_2m_ns']:.1f} packed together, {p['sparse_4k_ns']:.1f} on 4KB pages")
+    w = r.get("walk_probe")
+    if w is None:
+        print("walk probe: not run (no 2MB pages to be had here)")
+    else:
+        extra = ", ".join(f"{k}: {a - b:.1f}" for k, a, b in zip(w["chains"], w["ns_4k"], w["ns_2m"]))
+        verdict = (f"{w['walkers']} walks in flight at most (the model's walkers)" if w["walkers"] is not None
+                   else "4KB pages cost no more than 2MB pages with one chase, so no verdict (walkers from the core table)")
+        print(f"walk probe: {verdict}; what a load costs more on 4KB pages, ns, by chases at once over {human_bytes(w['footprint'])}: {extra}")
     print(f"wrote {out}")
     return 0
 

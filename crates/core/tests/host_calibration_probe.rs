@@ -1,7 +1,8 @@
-//! The TLB probe's result (`superpager calibrate`) survives the calibration file: written by
-//! `calibrated_toml`, read back by `read_calibration`, and shown by the host's explanation.
+//! The TLB and walk probes' results (`superpager calibrate`) survive the calibration file:
+//! written by `calibrated_toml`, read back by `read_calibration`; the walk probe's walkers go
+//! into `[cache]`.
 
-use superpager_core::mmu::host::{calibrated_toml, read_calibration, CalibrationInput, TlbProbe};
+use superpager_core::mmu::host::{calibrated_toml, read_calibration, Calibration, CalibrationInput, TlbProbe, WalkProbe};
 
 const TEMPLATE: &str = r#"
 name = "host"
@@ -23,7 +24,7 @@ cycles = 14
 clock_ghz = 2.0
 "#;
 
-fn input(probe: Option<TlbProbe>) -> CalibrationInput {
+fn input(probe: Option<TlbProbe>, walk: Option<WalkProbe>) -> CalibrationInput {
     CalibrationInput {
         cpu: "Test CPU".into(),
         date: "2026-11-28".into(),
@@ -34,6 +35,7 @@ fn input(probe: Option<TlbProbe>) -> CalibrationInput {
         dram_cycles: 500.0,
         points: vec![(1 << 20, "2m".into(), 5.0)],
         tlb_probe: probe,
+        walk_probe: walk,
     }
 }
 
@@ -41,16 +43,24 @@ fn probe(splintered: bool) -> TlbProbe {
     TlbProbe { lines: 8192, span: 32 << 20, packed_2m_ns: 5.9, sparse_2m_ns: if splintered { 21.6 } else { 6.1 }, sparse_4k_ns: 45.5, splintered }
 }
 
-fn round_trip(p: Option<TlbProbe>) -> (Option<TlbProbe>, Vec<String>) {
-    let text = calibrated_toml(TEMPLATE, &input(p)).unwrap();
+fn read_back(text: &str) -> (Calibration, Vec<String>) {
     let dir = std::env::temp_dir().join(format!("sp-probe-{}-{}", std::process::id(), text.len()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("host.toml");
-    std::fs::write(&path, &text).unwrap();
+    std::fs::write(&path, text).unwrap();
     let mut notes = Vec::new();
     let cal = read_calibration(&path, "Test CPU", &mut notes).expect("reads back");
     std::fs::remove_dir_all(&dir).unwrap();
+    (cal, notes)
+}
+
+fn round_trip(p: Option<TlbProbe>) -> (Option<TlbProbe>, Vec<String>) {
+    let (cal, notes) = read_back(&calibrated_toml(TEMPLATE, &input(p, None)).unwrap());
     (cal.tlb_probe, notes)
+}
+
+fn walk(walkers: Option<u32>) -> WalkProbe {
+    WalkProbe { footprint: 1 << 30, chains: vec![1, 4, 16], ns_4k: vec![443.7, 91.1, 20.5], ns_2m: vec![288.1, 63.7, 15.3], walkers }
 }
 
 #[test]
@@ -70,4 +80,23 @@ fn a_probe_that_held_2mb_pages_whole_reads_back_unsplintered() {
 fn a_file_without_the_probe_has_none() {
     // Calibrations written before the probe existed, or where 2MB pages could not be had.
     assert_eq!(round_trip(None).0, None);
+}
+
+#[test]
+fn the_walk_probe_is_read_back_and_its_walkers_replace_the_tables() {
+    let text = calibrated_toml(TEMPLATE, &input(None, Some(walk(Some(16))))).unwrap();
+    let v: toml::Value = toml::from_str(&text).unwrap();
+    assert_eq!(v["cache"]["walkers"].as_integer(), Some(16), "{text}");
+    let (cal, notes) = read_back(&text);
+    assert_eq!(cal.walk_probe, Some(walk(Some(16))));
+    assert!(notes.is_empty(), "{notes:?}");
+    assert!(walk(None).summary().contains("1: 155.6, 4: 27.4, 16: 5.2"), "{}", walk(None).summary());
+}
+
+#[test]
+fn a_walk_probe_without_a_verdict_leaves_the_tables_walkers() {
+    let text = calibrated_toml(TEMPLATE, &input(None, Some(walk(None)))).unwrap();
+    let v: toml::Value = toml::from_str(&text).unwrap();
+    assert!(v["cache"].get("walkers").is_none(), "{text}");
+    assert_eq!(read_back(&text).0.walk_probe, Some(walk(None)));
 }

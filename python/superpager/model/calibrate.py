@@ -7,9 +7,11 @@ latency is the chase's time at a footprint well inside it and beyond the level a
 quarter of its size, at least four times the level above); memory's is the time at the
 largest footprint. A level whose chase slows to memory's latency before its CPUID size (a
 virtual machine's share of a shared last-level cache) is given the size it was seen to hold.
-Times become cycles at the clock /proc/cpuinfo reports. Last, the TLB probe (`tlb_probe`):
+Times become cycles at the clock /proc/cpuinfo reports. Then the TLB probe (`tlb_probe`):
 whether the TLB holds 2MB pages whole, or as smaller pieces as a virtual machine whose host
-backs guest memory with 4KB pages does.
+backs guest memory with 4KB pages does. Last, the walk probe (`walk_probe`): k independent
+chases at once at the largest footprint, on 4KB and 2MB pages, to measure how many page walks
+overlap (the model's `walkers`).
 """
 
 from __future__ import annotations
@@ -34,11 +36,23 @@ def chase_binary() -> Path:
 
 def chase(binary: Path, footprint: int, pages: str, steps: int, seed: int, layout: str = "dense") -> tuple[float, int]:
     """ns per step and the 2MB-page bytes the chase ran on."""
-    r = subprocess.run([str(binary), str(footprint), pages, str(steps), str(seed), layout], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise CalibrateError(f"the {layout} chase at {footprint} bytes on {pages} pages failed: {r.stderr.strip() or r.returncode}")
-    f = dict(kv.split("=") for kv in r.stdout.split())
+    f = _run_chase(binary, [str(footprint), pages, str(steps), str(seed), layout], f"the {layout} chase at {footprint} bytes on {pages} pages")
     return float(f["ns_per_step"]), int(f["huge_bytes"])
+
+
+def chains(binary: Path, footprint: int, pages: str, steps: int, seed: int, ks: tuple[int, ...]) -> tuple[list[float], int]:
+    """ns per load with k chases at once over one cycle, for each k in `ks`, and the 2MB-page
+    bytes they ran on."""
+    f = _run_chase(binary, [str(footprint), pages, str(steps), str(seed), "dense", ",".join(map(str, ks))],
+                   f"the chase of {','.join(map(str, ks))} chains at {footprint} bytes on {pages} pages")
+    return [float(f[f"ns_k{k}"]) for k in ks], int(f["huge_bytes"])
+
+
+def _run_chase(binary: Path, args: list[str], what: str) -> dict[str, str]:
+    r = subprocess.run([str(binary), *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise CalibrateError(f"{what} failed: {r.stderr.strip() or r.returncode}")
+    return dict(kv.split("=") for kv in r.stdout.split())
 
 
 def clock_ghz() -> float:
@@ -107,6 +121,41 @@ def tlb_probe(binary: Path, steps: int, repeats: int) -> dict | None:
             "sparse_4k_ns": round(sparse_4k, 3), "splintered": sparse > SPLINTER_RATIO * packed}
 
 
+# The walk probe: k chases at once (chase.c's CHAINS) over the largest footprint, on 4KB and on
+# 2MB pages. A round's k loads are independent, so up to k misses, and on 4KB pages up to k
+# walks, can be in flight. 32 is beyond the page walkers any x86-64 core documents (Zen 3/4: 6;
+# Golden Cove: 4; AMD Software Optimization Guide for Family 19h, Intel Architecture Day 2021)
+# and about where the data misses themselves stop overlapping (24 L1D misses in flight on Zen).
+WALK_CHAINS = (1, 2, 4, 8, 16, 32)
+
+
+def walkers_from(ks: tuple[int, ...] | list[int], ns_4k: list[float], ns_2m: list[float]) -> int | None:
+    """How many walks the machine overlaps: extra(k) = what a load costs more on 4KB pages than
+    on 2MB pages with k chases at once; with one chase every walk is waited out, so extra(1) /
+    extra(k) is how many overlap at k, which cannot be more than k. The most seen at any k,
+    rounded. None when 4KB pages cost no more than 2MB pages at one chase (no walk to see)."""
+    extra = {k: a - b for k, a, b in zip(ks, ns_4k, ns_2m)}
+    one = extra.get(1)
+    if one is None or one <= 0:
+        return None
+    seen = [float(k) if e <= 0 else min(float(k), one / e) for k, e in extra.items()]
+    return max(1, round(max(seen)))
+
+
+def walk_probe(binary: Path, footprint: int, steps: int, repeats: int) -> dict | None:
+    """The walk probe (docs/RUNTIME_MODEL.md, "The walk probe"): medians over `repeats` runs of
+    k chases at once, on 4KB and 2MB pages; None when 2MB pages are not to be had here."""
+    ks = WALK_CHAINS
+    out = {}
+    for pg in ("2m", "4k"):
+        runs = [chains(binary, footprint, pg, steps, seed, ks) for seed in range(1, repeats + 1)]
+        if pg == "2m" and min(h for _, h in runs) < footprint // 2:
+            return None
+        out[pg] = [round(statistics.median(r[0][i] for r in runs), 3) for i in range(len(ks))]
+    return {"footprint": footprint, "chains": list(ks), "ns_4k": out["4k"], "ns_2m": out["2m"],
+            "walkers": walkers_from(ks, out["4k"], out["2m"])}
+
+
 def fit(points: list[tuple[int, str, float]], levels: list[tuple[str, int, int, float]], clock: float, line: int = 64) -> dict:
     """Latencies (cycles) per level and memory, and the sizes the chase saw, from the 2MB
     points. `levels`: (name, bytes, ways, cycles) of the host's `[cache]`."""
@@ -148,6 +197,9 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
     if progress:
         progress(len(pts), len(pts), "the TLB probe (2MB pages held whole?)")
     probe = tlb_probe(chase_binary(), steps, repeats)
+    if progress:
+        progress(len(pts), len(pts), f"the walk probe ({len(WALK_CHAINS)} chain counts at {largest >> 20} MiB, how many walks overlap)")
+    walk = walk_probe(chase_binary(), largest, steps, repeats)
     inp = {
         "cpu": "",  # this CPU's model name, filled in by the core
         "date": datetime.date.today().isoformat(),
@@ -156,6 +208,7 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
         "clock_ghz": clock,
         "points": [[fp, pg, ns] for fp, pg, ns in pts],
         "tlb_probe": probe,
+        "walk_probe": walk,
         **f,
     }
     text = _core.calibrated_host_toml(json.dumps(inp))

@@ -11,8 +11,15 @@
  * two; one that holds them as 4KB pieces (a virtual machine whose host backs guest memory with
  * 4KB pages) misses in the sparse chase.
  *
- * usage: chase FOOTPRINT_BYTES PAGES(4k|2m) STEPS SEED [dense|sparse]
- * prints: ns_per_step=<f> huge_bytes=<n>
+ * CHAINS (a comma list, e.g. 1,4,16) runs, for each k in it, k chases at once over the same
+ * cycle, entered at k evenly spaced points and stepped in turn in one loop: the k loads of a
+ * round are independent of each other, so as many misses (and, on 4KB pages, walks) can be in
+ * flight as the core allows, up to k. STEPS counts loads in all chains together. calibrate's
+ * walk probe compares 4KB and 2MB pages at each k: how far the extra cost of 4KB pages falls
+ * as k grows says how many walks the machine overlaps.
+ *
+ * usage: chase FOOTPRINT_BYTES PAGES(4k|2m) STEPS SEED [dense|sparse [CHAINS]]
+ * prints: ns_per_step=<f> huge_bytes=<n> sink=<0|1>, and with CHAINS ns_k<k>=<f> for each k
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -22,6 +29,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#define MAX_CHAINS 64
+
 static uint64_t rng;
 static uint64_t next(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
 
@@ -30,6 +39,20 @@ static uint64_t next(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17
 static char *line_at(char *buf, uint64_t i, int sparse) {
     if (!sparse) return buf + i * 64;
     return buf + i * 4096 + ((i * 2654435761u) >> 7) % 64 * 64;
+}
+
+/* k chases stepped in turn from q[0..k) (left where they stopped): `warm` loads untimed, then
+ * `steps` loads timed; ns per load. With k = 1 this is the plain dependent chase. */
+static double chase_ns(char **q, int k, uint64_t warm, uint64_t steps) {
+    uint64_t rounds = steps / k ? steps / k : 1, warm_rounds = warm / k;
+    for (uint64_t r = 0; r < warm_rounds; r++)
+        for (int j = 0; j < k; j++) q[j] = *(char **)q[j];
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (uint64_t r = 0; r < rounds; r++)
+        for (int j = 0; j < k; j++) q[j] = *(char **)q[j];
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / (double)(rounds * k);
 }
 
 static long anon_huge_kb(void) {
@@ -43,9 +66,18 @@ static long anon_huge_kb(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5 && argc != 6) { fprintf(stderr, "usage: chase FOOTPRINT PAGES(4k|2m) STEPS SEED [dense|sparse]\n"); return 2; }
-    int sparse = argc == 6 && strcmp(argv[5], "sparse") == 0;
-    if (argc == 6 && !sparse && strcmp(argv[5], "dense") != 0) { fprintf(stderr, "chase: layout '%s' is not dense or sparse\n", argv[5]); return 2; }
+    if (argc < 5 || argc > 7) { fprintf(stderr, "usage: chase FOOTPRINT PAGES(4k|2m) STEPS SEED [dense|sparse [CHAINS]]\n"); return 2; }
+    int sparse = argc >= 6 && strcmp(argv[5], "sparse") == 0;
+    if (argc >= 6 && !sparse && strcmp(argv[5], "dense") != 0) { fprintf(stderr, "chase: layout '%s' is not dense or sparse\n", argv[5]); return 2; }
+    /* The chain counts to run (CHAINS), at most MAX_CHAINS of them, each 1..MAX_CHAINS. */
+    int chains[MAX_CHAINS], nchains = 0;
+    if (argc == 7) {
+        for (char *tok = strtok(argv[6], ","); tok; tok = strtok(0, ",")) {
+            long k = strtol(tok, 0, 10);
+            if (k < 1 || k > MAX_CHAINS || nchains == MAX_CHAINS) { fprintf(stderr, "chase: chain count '%s' is not 1..%d\n", tok, MAX_CHAINS); return 2; }
+            chains[nchains++] = (int)k;
+        }
+    }
     uint64_t bytes = strtoull(argv[1], 0, 10), steps = strtoull(argv[3], 0, 10);
     int huge = strcmp(argv[2], "2m") == 0;
     rng = strtoull(argv[4], 0, 10) | 1;
@@ -63,17 +95,27 @@ int main(int argc, char **argv) {
     for (uint64_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
     for (uint64_t i = n - 1; i > 0; i--) { uint64_t j = next() % i; uint32_t t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
     for (uint64_t i = 0; i < n; i++) *(char **)line_at(buf, perm[i], sparse) = line_at(buf, perm[(i + 1) % n], sparse);
+    /* Chain j of k enters the cycle at its (j * n / k)-th line. */
+    static char *entry[MAX_CHAINS][MAX_CHAINS];
+    for (int c = 0; c < nchains; c++)
+        for (int j = 0; j < chains[c]; j++) entry[c][j] = line_at(buf, perm[(uint64_t)j * n / chains[c]], sparse);
     free(perm);
     long huge_kb = anon_huge_kb();
-    /* Warm up: one pass over the cycle (at most the step count). */
-    char *p = buf;
     uint64_t warm = n < steps ? n : steps;
-    for (uint64_t i = 0; i < warm; i++) p = *(char **)p;
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    for (uint64_t i = 0; i < steps; i++) p = *(char **)p;
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    double ns = (b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec);
-    printf("ns_per_step=%.4f huge_bytes=%ld sink=%d\n", ns / steps, huge_kb * 1024, (int)((uintptr_t)p & 1));
+    if (nchains == 0) {
+        char *p = buf;
+        double ns = chase_ns(&p, 1, warm, steps);
+        printf("ns_per_step=%.4f huge_bytes=%ld sink=%d\n", ns, huge_kb * 1024, (int)((uintptr_t)p & 1));
+        return 0;
+    }
+    double ns[MAX_CHAINS];
+    uintptr_t sink = 0;
+    for (int c = 0; c < nchains; c++) {
+        ns[c] = chase_ns(entry[c], chains[c], warm, steps);
+        for (int j = 0; j < chains[c]; j++) sink ^= (uintptr_t)entry[c][j];
+    }
+    printf("ns_per_step=%.4f huge_bytes=%ld sink=%d", ns[0], huge_kb * 1024, (int)(sink & 1));
+    for (int c = 0; c < nchains; c++) printf(" ns_k%d=%.4f", chains[c], ns[c]);
+    printf("\n");
     return 0;
 }

@@ -97,6 +97,8 @@ pub struct Calibration {
     pub dram_cycles: f64,
     /// The TLB probe's result, when calibrate ran it (files written before it existed have none).
     pub tlb_probe: Option<TlbProbe>,
+    /// The walk probe's result, likewise.
+    pub walk_probe: Option<WalkProbe>,
 }
 
 /// `superpager calibrate`'s TLB probe (model/calibrate.py, docs/RUNTIME_MODEL.md): a chase over
@@ -151,6 +153,57 @@ impl TlbProbe {
     }
 }
 
+/// `superpager calibrate`'s walk probe (model/calibrate.py, docs/RUNTIME_MODEL.md, "The walk
+/// probe"): k chases at once over one random cycle of `footprint` bytes (chase.c's CHAINS), on
+/// 4KB and on 2MB pages, ns per load at each k. The extra cost of 4KB pages at k chains, against
+/// one chain's, is how far their walks overlap; `walkers` is the most walks seen in flight at
+/// once, max over k of min(k, extra(1) / extra(k)), and replaces the core table's page walkers
+/// in `[cache]`. None where 4KB pages cost no more than 2MB pages at one chain (nothing to
+/// measure).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+pub struct WalkProbe {
+    pub footprint: u64,
+    pub chains: Vec<u32>,
+    pub ns_4k: Vec<f64>,
+    pub ns_2m: Vec<f64>,
+    pub walkers: Option<u32>,
+}
+
+impl WalkProbe {
+    /// What the probe measured, in one line: the extra ns a load on 4KB pages at each k.
+    pub fn summary(&self) -> String {
+        let extra: Vec<String> = self.chains.iter().zip(self.ns_4k.iter().zip(&self.ns_2m)).map(|(k, (a, b))| format!("{k}: {:.1}", a - b)).collect();
+        format!("k chases at once over {}, extra ns a load on 4KB pages over 2MB pages by k: {}", Bytes(self.footprint), extra.join(", "))
+    }
+
+    fn from_toml(v: &toml::Value) -> Option<WalkProbe> {
+        let floats = |k: &str| v.get(k)?.as_array()?.iter().map(toml_number).collect::<Option<Vec<f64>>>();
+        let chains: Vec<u32> = v.get("chains")?.as_array()?.iter().map(|c| c.as_integer().map(|i| i as u32)).collect::<Option<_>>()?;
+        let (ns_4k, ns_2m) = (floats("ns_4k")?, floats("ns_2m")?);
+        if ns_4k.len() != chains.len() || ns_2m.len() != chains.len() {
+            return None;
+        }
+        let walkers = match v.get("walkers") {
+            Some(w) => Some(u32::try_from(w.as_integer()?).ok().filter(|w| *w >= 1)?),
+            None => None,
+        };
+        Some(WalkProbe { footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0, chains, ns_4k, ns_2m, walkers })
+    }
+
+    fn to_toml(&self) -> toml::Value {
+        let round = |x: &f64| toml::Value::Float((x * 1000.0).round() / 1000.0);
+        let mut p = toml::map::Map::new();
+        p.insert("footprint".into(), toml::Value::String(Bytes(self.footprint).to_string()));
+        p.insert("chains".into(), toml::Value::Array(self.chains.iter().map(|k| toml::Value::Integer(*k as i64)).collect()));
+        p.insert("ns_4k".into(), toml::Value::Array(self.ns_4k.iter().map(round).collect()));
+        p.insert("ns_2m".into(), toml::Value::Array(self.ns_2m.iter().map(round).collect()));
+        if let Some(w) = self.walkers {
+            p.insert("walkers".into(), toml::Value::Integer(w as i64));
+        }
+        toml::Value::Table(p)
+    }
+}
+
 /// A TOML number, float or integer (a hand-edited file may write `dram_cycles = 300`).
 fn toml_number(x: &toml::Value) -> Option<f64> {
     x.as_float().or_else(|| x.as_integer().map(|i| i as f64))
@@ -171,6 +224,9 @@ pub struct CalibrationInput {
     /// None where 2MB pages could not be had.
     #[serde(default)]
     pub tlb_probe: Option<TlbProbe>,
+    /// None where 2MB pages could not be had.
+    #[serde(default)]
+    pub walk_probe: Option<WalkProbe>,
 }
 
 /// The calibrated host machine file: `host_toml` (the host preset as built from CPUID) with the
@@ -191,6 +247,9 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
         }
     }
     cache.insert("dram_cycles".into(), toml::Value::Float((c.dram_cycles * 10.0).round() / 10.0));
+    if let Some(w) = c.walk_probe.as_ref().and_then(|p| p.walkers) {
+        cache.insert("walkers".into(), toml::Value::Integer(w as i64));
+    }
     if let Some(cost) = t.get_mut("cost").and_then(|x| x.as_table_mut()) {
         cost.insert("clock_ghz".into(), toml::Value::Float(c.clock_ghz));
     }
@@ -212,6 +271,9 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     cal.insert("points".into(), toml::Value::Array(pts));
     if let Some(p) = &c.tlb_probe {
         cal.insert("tlb_probe".into(), p.to_toml());
+    }
+    if let Some(p) = &c.walk_probe {
+        cal.insert("walk_probe".into(), p.to_toml());
     }
     t.insert("calibration".into(), toml::Value::Table(cal));
     t.insert("name".into(), toml::Value::String("host".into()));
@@ -262,6 +324,7 @@ pub fn read_calibration(path: &std::path::Path, cpu: &str, notes: &mut Vec<Strin
         level_sizes,
         dram_cycles: cache.get("dram_cycles").and_then(toml_number)?,
         tlb_probe: cal.get("tlb_probe").and_then(TlbProbe::from_toml),
+        walk_probe: cal.get("walk_probe").and_then(WalkProbe::from_toml),
     })
 }
 
@@ -617,6 +680,18 @@ impl HostReport {
         self.usable_calibration().and_then(|c| c.level_sizes.get(i)).filter(|s| !s.is_empty())
     }
 
+    /// Concurrent page walks: calibrate's walk probe where it measured them, else the core
+    /// table's (`core_resources`); and where the number came from.
+    pub fn walkers(&self) -> (u32, String) {
+        match self.usable_calibration().and_then(|c| Some((c, c.walk_probe.as_ref()?.walkers?))) {
+            Some((c, w)) => (w, format!("measured by calibrate's walk probe on {} ({})", c.date, c.path)),
+            None => {
+                let r = core_resources(&self.vendor, self.family, self.model);
+                (r.walkers, r.source.to_string())
+            }
+        }
+    }
+
     /// The `[cache]` section: geometry from CPUID/sysfs, latencies calibrated or estimated,
     /// out-of-order resources from `core_resources`. None when no data cache was found.
     pub fn cache_toml(&self) -> Option<toml::Value> {
@@ -640,7 +715,7 @@ impl HostReport {
         t.insert("levels".into(), toml::Value::Array(levels));
         t.insert("dram_cycles".into(), toml::Value::Float(self.latency(caches.len()).0));
         t.insert("mlp".into(), toml::Value::Integer(r.mlp as i64));
-        t.insert("walkers".into(), toml::Value::Integer(r.walkers as i64));
+        t.insert("walkers".into(), toml::Value::Integer(self.walkers().0 as i64));
         t.insert("rob".into(), toml::Value::Integer(r.rob as i64));
         Some(toml::Value::Table(t))
     }
@@ -721,11 +796,13 @@ impl HostReport {
                 }
             }
             let r = core_resources(&self.vendor, self.family, self.model);
-            out.push((
-                format!("out-of-order resources ({})", r.core),
-                format!("ROB {}, {} L1D misses in flight, {} page walkers", r.rob, r.mlp, r.walkers),
-                r.source.to_string(),
-            ));
+            out.push((format!("out-of-order resources ({})", r.core), format!("ROB {}, {} L1D misses in flight", r.rob, r.mlp), r.source.to_string()));
+            let (w, src) = self.walkers();
+            let how = match self.usable_calibration().and_then(|c| c.walk_probe.as_ref()) {
+                Some(p) => format!("{src}: {}", p.summary()),
+                None => src,
+            };
+            out.push(("page walks in flight".to_string(), w.to_string(), how));
         }
         out
     }
