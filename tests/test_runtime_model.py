@@ -183,6 +183,14 @@ def test_walkers_are_the_most_walks_seen_overlapping():
     assert calibrate_mod.walkers_from(ks, ns_2m, ns_2m) is None
 
 
+def test_mlp_is_the_most_misses_seen_overlapping():
+    ks = [1, 2, 4, 8, 16, 32]
+    # 14 misses in flight at most: 280 ns alone, 20 ns a load from 14 chases on.
+    assert calibrate_mod.mlp_from(ks, [280.0 / min(k, 14) for k in ks]) == 14
+    assert calibrate_mod.mlp_from(ks, [280.0, 140.0, 70.0, 35.0, 17.5, 8.75]) == 32
+    assert calibrate_mod.mlp_from(ks, [0.0] * 6) is None
+
+
 def test_walk_probe_takes_medians_and_needs_2mb_pages(monkeypatch):
     calls = []
 
@@ -196,6 +204,7 @@ def test_walk_probe_takes_medians_and_needs_2mb_pages(monkeypatch):
     monkeypatch.setattr(calibrate_mod, "chains", fake(1 << 30))
     w = calibrate_mod.walk_probe(None, 1 << 30, 1000, 3)
     assert w["chains"] == list(calibrate_mod.WALK_CHAINS) and w["walkers"] == 4
+    assert w["mlp"] == 32, "the fake's 2MB loads overlap perfectly: 300 / k ns"
     assert w["ns_4k"][0] == 452.0, "the median of seeds 1-3 (151, 152, 153 over 300)"
     assert sorted(calls) == [(pg, s) for pg in ("2m", "4k") for s in (1, 2, 3)]
     monkeypatch.setattr(calibrate_mod, "chains", fake(0))
@@ -222,13 +231,14 @@ def test_calibrate_writes_a_machine_host_then_reads(tmp_path):
     assert lat and all("measured by superpager calibrate" in i["source"] for i in lat), lat
     # The walk probe: its walkers, where it gave a verdict, are host's and say so.
     text = out.read_text()
-    walks = [i for i in items if i["item"] == "page walks in flight"]
-    assert len(walks) == 1, items
-    if "[calibration.walk_probe]" in text and "\nwalkers = " in text.split("[calibration.walk_probe]")[1]:
-        assert "measured by calibrate's walk probe" in walks[0]["source"], walks
-        assert int(walks[0]["value"]) == _core.machine_info(str(out))["cache"]["walkers"]
-    else:
-        assert "measured" not in walks[0]["source"], walks
+    for item, key in [("page walks in flight", "walkers"), ("misses in flight", "mlp")]:
+        row = [i for i in items if i["item"] == item]
+        assert len(row) == 1, items
+        if "[calibration.walk_probe]" in text and f"\n{key} = " in text.split("[calibration.walk_probe]")[1]:
+            assert "measured by calibrate's walk probe" in row[0]["source"], row
+            assert int(row[0]["value"]) == _core.machine_info(str(out))["cache"][key]
+        else:
+            assert "measured" not in row[0]["source"], row
     # The TLB probe: run wherever 2MB pages are to be had, and shown with its verdict.
     probe = [i for i in items if i["item"] == "2MB pages in the TLB"]
     if "[calibration.tlb_probe]" not in text:

@@ -35,8 +35,9 @@ to --largest, on 2MB and on 4KB pages, and takes each cache level's latency, mem
 the sizes the levels are seen to hold. Then the TLB probe: one line per 4KB page over 32MiB on
 2MB pages against the same lines packed together, which tells whether the TLB holds 2MB pages
 whole (a virtual machine whose host uses 4KB pages splinters them). Last, the walk probe: 1 to
-32 chases at once over --largest, on 4KB and 2MB pages; how far the 4KB pages' extra cost falls
-as chases are added gives how many page walks overlap (the model's walkers). Writes a machine
+32 chases at once over --largest, on 4KB and 2MB pages; how far the time a load takes falls as
+chases are added gives how many misses overlap (the model's mlp), and how far the 4KB pages'
+extra cost falls, how many page walks do (walkers). Writes a machine
 TOML: the host preset (geometry from CPUID) with the measured numbers and a [calibration] table
 saying how they were measured. The host machine reads it from then on (superpager machines host
 --explain shows it), as long as it was made on this CPU. Takes about two minutes; nothing else
@@ -132,9 +133,11 @@ def cmd_calibrate(a) -> int:
         print("walk probe: not run (no 2MB pages to be had here)")
     else:
         extra = ", ".join(f"{k}: {a - b:.1f}" for k, a, b in zip(w["chains"], w["ns_4k"], w["ns_2m"]))
-        verdict = (f"{w['walkers']} walks in flight at most (the model's walkers)" if w["walkers"] is not None
-                   else "4KB pages cost no more than 2MB pages with one chase, so no verdict (walkers from the core table)")
-        print(f"walk probe: {verdict}; what a load costs more on 4KB pages, ns, by chases at once over {human_bytes(w['footprint'])}: {extra}")
+        walks = (f"{w['walkers']} walks in flight at most (the model's walkers)" if w["walkers"] is not None
+                 else "4KB pages cost no more than 2MB pages with one chase, so walkers from the core table")
+        print(f"walk probe: {w['mlp']} misses in flight at most (the model's mlp), {walks}; by chases at once over "
+              f"{human_bytes(w['footprint'])}, ns a load on 2MB pages: {', '.join(f'{k}: {b:.1f}' for k, b in zip(w['chains'], w['ns_2m']))}; "
+              f"what 4KB pages add: {extra}")
     print(f"wrote {out}")
     return 0
 

@@ -60,7 +60,7 @@ fn round_trip(p: Option<TlbProbe>) -> (Option<TlbProbe>, Vec<String>) {
 }
 
 fn walk(walkers: Option<u32>) -> WalkProbe {
-    WalkProbe { footprint: 1 << 30, chains: vec![1, 4, 16], ns_4k: vec![443.7, 91.1, 20.5], ns_2m: vec![288.1, 63.7, 15.3], walkers }
+    WalkProbe { footprint: 1 << 30, chains: vec![1, 4, 16], ns_4k: vec![443.7, 91.1, 20.5], ns_2m: vec![288.1, 63.7, 15.3], walkers, mlp: Some(14) }
 }
 
 #[test]
@@ -87,10 +87,12 @@ fn the_walk_probe_is_read_back_and_its_walkers_replace_the_tables() {
     let text = calibrated_toml(TEMPLATE, &input(None, Some(walk(Some(16))))).unwrap();
     let v: toml::Value = toml::from_str(&text).unwrap();
     assert_eq!(v["cache"]["walkers"].as_integer(), Some(16), "{text}");
+    assert_eq!(v["cache"]["mlp"].as_integer(), Some(14), "{text}");
     let (cal, notes) = read_back(&text);
     assert_eq!(cal.walk_probe, Some(walk(Some(16))));
     assert!(notes.is_empty(), "{notes:?}");
-    assert!(walk(None).summary().contains("1: 155.6, 4: 27.4, 16: 5.2"), "{}", walk(None).summary());
+    let said = walk(None).summary();
+    assert!(said.contains("2MB pages 1: 288.1, 4: 63.7, 16: 15.3; what 4KB pages add 1: 155.6, 4: 27.4, 16: 5.2"), "{said}");
 }
 
 #[test]
@@ -98,5 +100,13 @@ fn a_walk_probe_without_a_verdict_leaves_the_tables_walkers() {
     let text = calibrated_toml(TEMPLATE, &input(None, Some(walk(None)))).unwrap();
     let v: toml::Value = toml::from_str(&text).unwrap();
     assert!(v["cache"].get("walkers").is_none(), "{text}");
+    assert_eq!(v["cache"]["mlp"].as_integer(), Some(14), "{text}");
     assert_eq!(read_back(&text).0.walk_probe, Some(walk(None)));
+}
+
+#[test]
+fn a_walk_probe_of_the_first_version_without_mlp_reads_back() {
+    let text = calibrated_toml(TEMPLATE, &input(None, Some(WalkProbe { mlp: None, ..walk(Some(32)) }))).unwrap();
+    assert!(!text.contains("mlp"), "{text}");
+    assert_eq!(read_back(&text).0.walk_probe, Some(WalkProbe { mlp: None, ..walk(Some(32)) }));
 }

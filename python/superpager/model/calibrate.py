@@ -10,8 +10,8 @@ virtual machine's share of a shared last-level cache) is given the size it was s
 Times become cycles at the clock /proc/cpuinfo reports. Then the TLB probe (`tlb_probe`):
 whether the TLB holds 2MB pages whole, or as smaller pieces as a virtual machine whose host
 backs guest memory with 4KB pages does. Last, the walk probe (`walk_probe`): k independent
-chases at once at the largest footprint, on 4KB and 2MB pages, to measure how many page walks
-overlap (the model's `walkers`).
+chases at once at the largest footprint, on 4KB and 2MB pages, to measure how many misses and
+how many page walks overlap (the model's `mlp` and `walkers`).
 """
 
 from __future__ import annotations
@@ -129,17 +129,29 @@ def tlb_probe(binary: Path, steps: int, repeats: int) -> dict | None:
 WALK_CHAINS = (1, 2, 4, 8, 16, 32)
 
 
-def walkers_from(ks: tuple[int, ...] | list[int], ns_4k: list[float], ns_2m: list[float]) -> int | None:
-    """How many walks the machine overlaps: extra(k) = what a load costs more on 4KB pages than
-    on 2MB pages with k chases at once; with one chase every walk is waited out, so extra(1) /
-    extra(k) is how many overlap at k, which cannot be more than k. The most seen at any k,
-    rounded. None when 4KB pages cost no more than 2MB pages at one chase (no walk to see)."""
-    extra = {k: a - b for k, a, b in zip(ks, ns_4k, ns_2m)}
-    one = extra.get(1)
+def overlap(ks: tuple[int, ...] | list[int], cost: list[float]) -> int | None:
+    """How many of something overlap, from its cost per load with k chases at once: with one
+    chase each is waited out, so cost(1) / cost(k) is how many overlap at k, which cannot be more
+    than k (a cost of zero or less at k: all of them, k). The most seen at any k, rounded. None
+    without a positive cost at one chase (nothing to see)."""
+    by_k = dict(zip(ks, cost))
+    one = by_k.get(1)
     if one is None or one <= 0:
         return None
-    seen = [float(k) if e <= 0 else min(float(k), one / e) for k, e in extra.items()]
+    seen = [float(k) if c <= 0 else min(float(k), one / c) for k, c in by_k.items()]
     return max(1, round(max(seen)))
+
+
+def walkers_from(ks: tuple[int, ...] | list[int], ns_4k: list[float], ns_2m: list[float]) -> int | None:
+    """How many walks the machine overlaps: `overlap` of what a load costs more on 4KB pages than
+    on 2MB pages. None when 4KB pages cost no more than 2MB pages at one chase."""
+    return overlap(ks, [a - b for a, b in zip(ns_4k, ns_2m)])
+
+
+def mlp_from(ks: tuple[int, ...] | list[int], ns_2m: list[float]) -> int | None:
+    """How many misses the machine overlaps: `overlap` of the load's time on 2MB pages (where
+    walks are fewest) at the footprint where every load misses to memory."""
+    return overlap(ks, ns_2m)
 
 
 def walk_probe(binary: Path, footprint: int, steps: int, repeats: int) -> dict | None:
@@ -153,7 +165,7 @@ def walk_probe(binary: Path, footprint: int, steps: int, repeats: int) -> dict |
             return None
         out[pg] = [round(statistics.median(r[0][i] for r in runs), 3) for i in range(len(ks))]
     return {"footprint": footprint, "chains": list(ks), "ns_4k": out["4k"], "ns_2m": out["2m"],
-            "walkers": walkers_from(ks, out["4k"], out["2m"])}
+            "walkers": walkers_from(ks, out["4k"], out["2m"]), "mlp": mlp_from(ks, out["2m"])}
 
 
 def fit(points: list[tuple[int, str, float]], levels: list[tuple[str, int, int, float]], clock: float, line: int = 64) -> dict:

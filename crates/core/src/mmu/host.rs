@@ -155,11 +155,11 @@ impl TlbProbe {
 
 /// `superpager calibrate`'s walk probe (model/calibrate.py, docs/RUNTIME_MODEL.md, "The walk
 /// probe"): k chases at once over one random cycle of `footprint` bytes (chase.c's CHAINS), on
-/// 4KB and on 2MB pages, ns per load at each k. The extra cost of 4KB pages at k chains, against
-/// one chain's, is how far their walks overlap; `walkers` is the most walks seen in flight at
-/// once, max over k of min(k, extra(1) / extra(k)), and replaces the core table's page walkers
-/// in `[cache]`. None where 4KB pages cost no more than 2MB pages at one chain (nothing to
-/// measure).
+/// 4KB and on 2MB pages, ns per load at each k. Each replaces a core-table number in `[cache]`:
+/// - `mlp`, the most misses seen in flight at once: max over k of min(k, ns_2m(1) / ns_2m(k))
+///   (on 2MB pages, where walks are fewest);
+/// - `walkers`, the most walks seen in flight: the same rule on extra(k) = ns_4k(k) - ns_2m(k),
+///   what 4KB pages add. None where 4KB pages cost no more than 2MB pages at one chain.
 #[derive(Clone, Debug, PartialEq, serde::Deserialize)]
 pub struct WalkProbe {
     pub footprint: u64,
@@ -167,13 +167,18 @@ pub struct WalkProbe {
     pub ns_4k: Vec<f64>,
     pub ns_2m: Vec<f64>,
     pub walkers: Option<u32>,
+    /// Absent in files of the probe's first version (walkers only).
+    #[serde(default)]
+    pub mlp: Option<u32>,
 }
 
 impl WalkProbe {
-    /// What the probe measured, in one line: the extra ns a load on 4KB pages at each k.
+    /// What the probe measured, in one line: ns a load on 2MB pages, and what 4KB pages add, at each k.
     pub fn summary(&self) -> String {
-        let extra: Vec<String> = self.chains.iter().zip(self.ns_4k.iter().zip(&self.ns_2m)).map(|(k, (a, b))| format!("{k}: {:.1}", a - b)).collect();
-        format!("k chases at once over {}, extra ns a load on 4KB pages over 2MB pages by k: {}", Bytes(self.footprint), extra.join(", "))
+        let by_k = |f: &dyn Fn(f64, f64) -> f64| -> String {
+            self.chains.iter().zip(self.ns_4k.iter().zip(&self.ns_2m)).map(|(k, (a, b))| format!("{k}: {:.1}", f(*a, *b))).collect::<Vec<_>>().join(", ")
+        };
+        format!("k chases at once over {}, by k: ns a load on 2MB pages {}; what 4KB pages add {}", Bytes(self.footprint), by_k(&|_, b| b), by_k(&|a, b| a - b))
     }
 
     fn from_toml(v: &toml::Value) -> Option<WalkProbe> {
@@ -183,11 +188,13 @@ impl WalkProbe {
         if ns_4k.len() != chains.len() || ns_2m.len() != chains.len() {
             return None;
         }
-        let walkers = match v.get("walkers") {
-            Some(w) => Some(u32::try_from(w.as_integer()?).ok().filter(|w| *w >= 1)?),
-            None => None,
+        // A count present must be a positive integer (else the probe is not read at all).
+        let count = |k: &str| match v.get(k) {
+            Some(w) => u32::try_from(w.as_integer()?).ok().filter(|w| *w >= 1).map(Some),
+            None => Some(None),
         };
-        Some(WalkProbe { footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0, chains, ns_4k, ns_2m, walkers })
+        let (walkers, mlp) = (count("walkers")?, count("mlp")?);
+        Some(WalkProbe { footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0, chains, ns_4k, ns_2m, walkers, mlp })
     }
 
     fn to_toml(&self) -> toml::Value {
@@ -197,8 +204,10 @@ impl WalkProbe {
         p.insert("chains".into(), toml::Value::Array(self.chains.iter().map(|k| toml::Value::Integer(*k as i64)).collect()));
         p.insert("ns_4k".into(), toml::Value::Array(self.ns_4k.iter().map(round).collect()));
         p.insert("ns_2m".into(), toml::Value::Array(self.ns_2m.iter().map(round).collect()));
-        if let Some(w) = self.walkers {
-            p.insert("walkers".into(), toml::Value::Integer(w as i64));
+        for (k, n) in [("walkers", self.walkers), ("mlp", self.mlp)] {
+            if let Some(n) = n {
+                p.insert(k.into(), toml::Value::Integer(n as i64));
+            }
         }
         toml::Value::Table(p)
     }
@@ -247,8 +256,10 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
         }
     }
     cache.insert("dram_cycles".into(), toml::Value::Float((c.dram_cycles * 10.0).round() / 10.0));
-    if let Some(w) = c.walk_probe.as_ref().and_then(|p| p.walkers) {
-        cache.insert("walkers".into(), toml::Value::Integer(w as i64));
+    for (k, n) in [("walkers", c.walk_probe.as_ref().and_then(|p| p.walkers)), ("mlp", c.walk_probe.as_ref().and_then(|p| p.mlp))] {
+        if let Some(n) = n {
+            cache.insert(k.into(), toml::Value::Integer(n as i64));
+        }
     }
     if let Some(cost) = t.get_mut("cost").and_then(|x| x.as_table_mut()) {
         cost.insert("clock_ghz".into(), toml::Value::Float(c.clock_ghz));
@@ -683,12 +694,18 @@ impl HostReport {
     /// Concurrent page walks: calibrate's walk probe where it measured them, else the core
     /// table's (`core_resources`); and where the number came from.
     pub fn walkers(&self) -> (u32, String) {
-        match self.usable_calibration().and_then(|c| Some((c, c.walk_probe.as_ref()?.walkers?))) {
-            Some((c, w)) => (w, format!("measured by calibrate's walk probe on {} ({})", c.date, c.path)),
-            None => {
-                let r = core_resources(&self.vendor, self.family, self.model);
-                (r.walkers, r.source.to_string())
-            }
+        self.probed(|p| p.walkers, core_resources(&self.vendor, self.family, self.model).walkers)
+    }
+
+    /// L1D misses in flight, the same way.
+    pub fn mlp(&self) -> (u32, String) {
+        self.probed(|p| p.mlp, core_resources(&self.vendor, self.family, self.model).mlp)
+    }
+
+    fn probed(&self, pick: fn(&WalkProbe) -> Option<u32>, table: u32) -> (u32, String) {
+        match self.usable_calibration().and_then(|c| Some((c, pick(c.walk_probe.as_ref()?)?))) {
+            Some((c, n)) => (n, format!("measured by calibrate's walk probe on {} ({})", c.date, c.path)),
+            None => (table, core_resources(&self.vendor, self.family, self.model).source.to_string()),
         }
     }
 
@@ -714,7 +731,7 @@ impl HostReport {
         t.insert("line_bytes".into(), toml::Value::Integer(caches[0].line as i64));
         t.insert("levels".into(), toml::Value::Array(levels));
         t.insert("dram_cycles".into(), toml::Value::Float(self.latency(caches.len()).0));
-        t.insert("mlp".into(), toml::Value::Integer(r.mlp as i64));
+        t.insert("mlp".into(), toml::Value::Integer(self.mlp().0 as i64));
         t.insert("walkers".into(), toml::Value::Integer(self.walkers().0 as i64));
         t.insert("rob".into(), toml::Value::Integer(r.rob as i64));
         Some(toml::Value::Table(t))
@@ -796,13 +813,15 @@ impl HostReport {
                 }
             }
             let r = core_resources(&self.vendor, self.family, self.model);
-            out.push((format!("out-of-order resources ({})", r.core), format!("ROB {}, {} L1D misses in flight", r.rob, r.mlp), r.source.to_string()));
-            let (w, src) = self.walkers();
-            let how = match self.usable_calibration().and_then(|c| c.walk_probe.as_ref()) {
-                Some(p) => format!("{src}: {}", p.summary()),
-                None => src,
-            };
-            out.push(("page walks in flight".to_string(), w.to_string(), how));
+            out.push((format!("reorder buffer ({})", r.core), r.rob.to_string(), r.source.to_string()));
+            let probe = self.usable_calibration().and_then(|c| c.walk_probe.as_ref());
+            for (item, (n, src)) in [("misses in flight", self.mlp()), ("page walks in flight", self.walkers())] {
+                let how = match probe {
+                    Some(p) if src.starts_with("measured") => format!("{src}: {}", p.summary()),
+                    _ => src,
+                };
+                out.push((item.to_string(), n.to_string(), how));
+            }
         }
         out
     }
