@@ -82,7 +82,7 @@ def main(a) -> int:
         print(f"superpager: error: bench --model: unknown program(s) {', '.join(bad)} (one of {', '.join(PROGRAMS)})", file=sys.stderr)
         return 2
     rows = []
-    keep = getattr(a, "model_traces", None)
+    keep = a.model_traces
     if keep:
         os.makedirs(keep, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="superpager-model-") as tmp:

@@ -135,7 +135,8 @@ def cmd_calibrate(a) -> int:
         extra = ", ".join(f"{k}: {a - b:.1f}" for k, a, b in zip(w["chains"], w["ns_4k"], w["ns_2m"]))
         walks = (f"{w['walkers']} walks in flight at most (the model's walkers)" if w["walkers"] is not None
                  else "4KB pages cost no more than 2MB pages with one chase, so walkers from the core table")
-        print(f"walk probe: {w['mlp']} misses in flight at most (the model's mlp), {walks}; by chases at once over "
+        misses = f"{w['mlp']} misses in flight at most (the model's mlp)" if w["mlp"] is not None else "no miss overlap measured, so mlp from the core table"
+        print(f"walk probe: {misses}, {walks}; by chases at once over "
               f"{human_bytes(w['footprint'])}, ns a load on 2MB pages: {', '.join(f'{k}: {b:.1f}' for k, b in zip(w['chains'], w['ns_2m']))}; "
               f"what 4KB pages add: {extra}")
     print(f"wrote {out}")

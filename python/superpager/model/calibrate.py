@@ -210,7 +210,7 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
         progress(len(pts), len(pts), "the TLB probe (2MB pages held whole?)")
     probe = tlb_probe(chase_binary(), steps, repeats)
     if progress:
-        progress(len(pts), len(pts), f"the walk probe ({len(WALK_CHAINS)} chain counts at {largest >> 20} MiB, how many walks overlap)")
+        progress(len(pts), len(pts), f"the walk probe ({len(WALK_CHAINS)} chain counts at {largest >> 20} MiB: how many misses and walks overlap)")
     walk = walk_probe(chase_binary(), largest, steps, repeats)
     inp = {
         "cpu": "",  # this CPU's model name, filled in by the core

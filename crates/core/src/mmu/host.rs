@@ -204,12 +204,18 @@ impl WalkProbe {
         p.insert("chains".into(), toml::Value::Array(self.chains.iter().map(|k| toml::Value::Integer(*k as i64)).collect()));
         p.insert("ns_4k".into(), toml::Value::Array(self.ns_4k.iter().map(round).collect()));
         p.insert("ns_2m".into(), toml::Value::Array(self.ns_2m.iter().map(round).collect()));
+        self.insert_counts(&mut p);
+        toml::Value::Table(p)
+    }
+
+    /// The counts it measured (`walkers`, `mlp`), as integer keys of `t`; none where it gave no
+    /// verdict. Both the probe's own table and `[cache]` carry them.
+    fn insert_counts(&self, t: &mut toml::map::Map<String, toml::Value>) {
         for (k, n) in [("walkers", self.walkers), ("mlp", self.mlp)] {
             if let Some(n) = n {
-                p.insert(k.into(), toml::Value::Integer(n as i64));
+                t.insert(k.into(), toml::Value::Integer(n as i64));
             }
         }
-        toml::Value::Table(p)
     }
 }
 
@@ -256,10 +262,8 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
         }
     }
     cache.insert("dram_cycles".into(), toml::Value::Float((c.dram_cycles * 10.0).round() / 10.0));
-    for (k, n) in [("walkers", c.walk_probe.as_ref().and_then(|p| p.walkers)), ("mlp", c.walk_probe.as_ref().and_then(|p| p.mlp))] {
-        if let Some(n) = n {
-            cache.insert(k.into(), toml::Value::Integer(n as i64));
-        }
+    if let Some(p) = &c.walk_probe {
+        p.insert_counts(cache);
     }
     if let Some(cost) = t.get_mut("cost").and_then(|x| x.as_table_mut()) {
         cost.insert("clock_ghz".into(), toml::Value::Float(c.clock_ghz));
@@ -692,21 +696,25 @@ impl HostReport {
     }
 
     /// Concurrent page walks: calibrate's walk probe where it measured them, else the core
-    /// table's (`core_resources`); and where the number came from.
+    /// table's (`core_resources`); and where the number came from (with the probe's figures).
     pub fn walkers(&self) -> (u32, String) {
-        self.probed(|p| p.walkers, core_resources(&self.vendor, self.family, self.model).walkers)
+        self.probed(|p| p.walkers, |r| r.walkers)
     }
 
     /// L1D misses in flight, the same way.
     pub fn mlp(&self) -> (u32, String) {
-        self.probed(|p| p.mlp, core_resources(&self.vendor, self.family, self.model).mlp)
+        self.probed(|p| p.mlp, |r| r.mlp)
     }
 
-    fn probed(&self, pick: fn(&WalkProbe) -> Option<u32>, table: u32) -> (u32, String) {
-        match self.usable_calibration().and_then(|c| Some((c, pick(c.walk_probe.as_ref()?)?))) {
-            Some((c, n)) => (n, format!("measured by calibrate's walk probe on {} ({})", c.date, c.path)),
-            None => (table, core_resources(&self.vendor, self.family, self.model).source.to_string()),
-        }
+    fn probed(&self, probe: fn(&WalkProbe) -> Option<u32>, table: fn(&CoreResources) -> u32) -> (u32, String) {
+        let measured = self.usable_calibration().and_then(|c| {
+            let p = c.walk_probe.as_ref()?;
+            Some((probe(p)?, format!("measured by calibrate's walk probe on {} ({}): {}", c.date, c.path, p.summary())))
+        });
+        measured.unwrap_or_else(|| {
+            let r = core_resources(&self.vendor, self.family, self.model);
+            (table(&r), r.source.to_string())
+        })
     }
 
     /// The `[cache]` section: geometry from CPUID/sysfs, latencies calibrated or estimated,
@@ -814,13 +822,8 @@ impl HostReport {
             }
             let r = core_resources(&self.vendor, self.family, self.model);
             out.push((format!("reorder buffer ({})", r.core), r.rob.to_string(), r.source.to_string()));
-            let probe = self.usable_calibration().and_then(|c| c.walk_probe.as_ref());
             for (item, (n, src)) in [("misses in flight", self.mlp()), ("page walks in flight", self.walkers())] {
-                let how = match probe {
-                    Some(p) if src.starts_with("measured") => format!("{src}: {}", p.summary()),
-                    _ => src,
-                };
-                out.push((item.to_string(), n.to_string(), how));
+                out.push((item.to_string(), n.to_string(), src));
             }
         }
         out
