@@ -106,15 +106,23 @@ def test_bad_cache_sections_name_the_key(tmp_path):
 
 def test_a_phase_mark_costs_what_follows_it(tmp_path):
     body = "mmap 0x7f0000000000 0x4000000 rw- private|anonymous -1 0x0\n"
-    body += "".join(f"S 0x{0x7f0000000000 + i * 4096:x} 8\n" for i in range(2000))
+    # 5000 pages: more than host's second-level TLB holds, so the phase walks.
+    body += "".join(f"S 0x{0x7f0000000000 + i * 4096:x} 8\n" for i in range(5000))
     body += "madvise 0x7f0000000000 0x0 0\n"
-    body += "".join(f"L 0x{0x7f0000000000 + (i * 7919 % 2000) * 4096:x} 8\n" for i in range(3000))
+    body += "".join(f"L 0x{0x7f0000000000 + (i * 7919 % 5000) * 4096:x} 8\n" for i in range(3000))
     t = text_trace(tmp_path, body)
     r = sp.simulate(t, machine="host", policy="base")
     assert r.phase["accesses"] == 3000
     assert r.phase["faults"] == 0, "the faults were all before the mark"
     assert 0 < r.phase["cycles.total"] < r["cycles.total"]
     assert r.phase["cycles.fault"] == 0
+    # What each cache level served in the phase, under the whole run's key names: every data
+    # access of the phase is served by exactly one level, and its walks' references likewise.
+    levels = [k for k in r.phase if k.startswith("cache.") and k.endswith(".data.hits")] + ["cache.dram.data"]
+    assert len(levels) >= 3 and sum(r.phase[k] for k in levels) == 3000
+    walk_served = sum(r.phase[k] for k in r.phase if k.startswith("cache.") and (k.endswith(".walk.hits") or k == "cache.dram.walk"))
+    assert walk_served == r.phase["walk.refs"] > 0
+    assert r.phase["cache.L1d.data.hits"] <= r["cache.L1d.data.hits"]
     # Without a mark: no phase.
     u = sp.simulate(text_trace(tmp_path, body.replace("madvise 0x7f0000000000 0x0 0\n", ""), "u"), machine="host", policy="base")
     assert u.phase == {} and "phase" not in u.to_dict()
