@@ -1,9 +1,17 @@
+import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 import superpager as sp
+
+# `host` reads the calibration `superpager calibrate` wrote on this machine, if any; the tests
+# run on the CPU's own numbers (as in CI, where none was made) unless a test points this at a
+# file it wrote. A developer's calibration would otherwise change what host is (nested on a
+# virtual machine whose TLB splinters 2MB pages) and with it what the tests see.
+os.environ["SUPERPAGER_CALIBRATION"] = os.path.join(tempfile.gettempdir(), "superpager-tests-no-calibration", "host.toml")
 
 
 @pytest.fixture

@@ -158,7 +158,11 @@ def test_calibrate_fit_reads_latencies_and_the_size_a_level_holds():
     assert f["level_cycles"] == [4.0, 12.0, 60.0]
     assert f["dram_cycles"] == 200.0
     assert f["level_sizes"][:2] == ["", ""]
-    assert int(f["level_sizes"][2]) == 4 << 20
+    assert f["level_sizes"][2] == "4MiB" and calibrate_mod.size_bytes("4MiB") == 4 << 20 == calibrate_mod.size_bytes(str(4 << 20))
+    assert calibrate_mod.size_text(3 << 19) == "1536KiB" and calibrate_mod.size_text(1000) == "1000"
+    # Memory short of the TLB's reach: the first point at least twice the 4MiB the L3 held.
+    assert f["near_memory"] == {"footprint": 8 << 20, "ns": 100.0, "cycles": 200.0}
+    assert calibrate_mod.near_memory([(1 << 20, 5.0)], 4 << 20, 2.0, 60.0) is None
 
 
 def test_tlb_probe_calls_2mb_pages_splintered_when_the_sparse_chase_is_slower(monkeypatch):
@@ -262,3 +266,13 @@ def test_calibrate_writes_a_machine_host_then_reads(tmp_path):
     p = subprocess.run([sys.executable, "-m", "superpager.cli", "predict", str(trace), "--policies", "base,fixed:2MiB"],
                        capture_output=True, text=True, env=env)
     assert p.returncode == 0 and "TLB probe found 2MB pages held in the TLB as smaller pieces" in p.stderr, p.stderr
+    # Splintered, with memory measured short of the TLB's reach: host is nested over 4KB host
+    # pages and its memory latency is that point's, both shown with their source.
+    if "[calibration.near_memory]" in text:
+        p = subprocess.run([sys.executable, "-m", "superpager.cli", "machines", "host", "--explain", "--json"], capture_output=True, text=True, env=env)
+        items = {i["item"]: i for i in json.loads(p.stdout)["items"]}
+        assert items["page walks"]["value"] == "nested, over 4KB host pages", items
+        assert "short of the TLB's reach" in items["memory latency"]["source"], items["memory latency"]
+        p = subprocess.run([sys.executable, "-m", "superpager.cli", "predict", str(trace), "--machine", "host+native", "--policies", "base"],
+                           capture_output=True, text=True, env=env)
+        assert p.returncode == 0, p.stderr

@@ -36,6 +36,7 @@ fn input(probe: Option<TlbProbe>, walk: Option<WalkProbe>) -> CalibrationInput {
         points: vec![(1 << 20, "2m".into(), 5.0)],
         tlb_probe: probe,
         walk_probe: walk,
+        near_memory: None,
     }
 }
 

@@ -168,6 +168,22 @@ def walk_probe(binary: Path, footprint: int, steps: int, repeats: int) -> dict |
             "walkers": walkers_from(ks, out["4k"], out["2m"]), "mlp": mlp_from(ks, out["2m"])}
 
 
+def size_text(n: int) -> str:
+    """A byte count as the machine files write sizes: 2MiB, 768KiB (bytes where neither is exact)."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def size_bytes(s: str) -> int:
+    """`size_text` read back; also a plain byte count (files calibrate wrote before it)."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if s.endswith(unit):
+            return int(s[: -len(unit)]) << shift
+    return int(s)
+
+
 def fit(points: list[tuple[int, str, float]], levels: list[tuple[str, int, int, float]], clock: float, line: int = 64) -> dict:
     """Latencies (cycles) per level and memory, and the sizes the chase saw, from the 2MB
     points. `levels`: (name, bytes, ways, cycles) of the host's `[cache]`."""
@@ -188,14 +204,29 @@ def fit(points: list[tuple[int, str, float]], levels: list[tuple[str, int, int, 
         eff = max(seen) if seen else size
         if eff < size // 2:
             sets = max(1, eff // line // ways)
-            sizes.append(str(sets * ways * line))
+            sizes.append(size_text(sets * ways * line))
         else:
             sizes.append("")
         prev = size if eff >= size // 2 else eff
     cyc = [round(x * clock, 2) for x in lat]
     for i in range(1, len(cyc)):  # a level is never faster than the one above it
         cyc[i] = max(cyc[i], cyc[i - 1])
-    return {"level_cycles": cyc, "level_sizes": sizes, "dram_cycles": max(round(dram * clock, 2), cyc[-1])}
+    return {"level_cycles": cyc, "level_sizes": sizes, "dram_cycles": max(round(dram * clock, 2), cyc[-1]),
+            "near_memory": near_memory(huge, prev, clock, cyc[-1])}
+
+
+def near_memory(huge: list[tuple[int, float]], last_seen: int, clock: float, floor: float) -> dict | None:
+    """Memory's latency where the chase leaves the last cache level but not yet the TLB: the 2MB
+    point at the smallest footprint at least twice what the last level was seen to hold (half
+    of it or less still hits there). The `host` model uses it instead of the largest point's
+    on a machine whose 2MB pages the TLB splinters, where the chase over `largest` also pays a
+    4KB TLB miss and a two-dimensional walk on most steps, which the nested model then charges
+    itself (docs/RUNTIME_MODEL.md, "The splintered host"). None: no point that far."""
+    beyond = [(fp, ns) for fp, ns in huge if fp >= 2 * last_seen]
+    if not beyond:
+        return None
+    fp, ns = beyond[0]
+    return {"footprint": fp, "ns": round(ns, 3), "cycles": max(round(ns * clock, 2), floor)}
 
 
 def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats: int = 3, progress=None) -> dict:

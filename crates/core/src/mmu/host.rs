@@ -99,6 +99,17 @@ pub struct Calibration {
     pub tlb_probe: Option<TlbProbe>,
     /// The walk probe's result, likewise.
     pub walk_probe: Option<WalkProbe>,
+    /// Memory's latency before the TLB's reach ends (files written before it existed have none).
+    pub near_memory: Option<NearMemory>,
+}
+
+impl Calibration {
+    /// The TLB probe found 2MB pages splintered and memory's latency short of it was measured:
+    /// `host` is then the guest of a hypervisor with 4KB pages (`splinter`).
+    pub fn splintered(&self) -> Option<(&TlbProbe, &NearMemory)> {
+        let p = self.tlb_probe.as_ref().filter(|p| p.splintered)?;
+        Some((p, self.near_memory.as_ref()?))
+    }
 }
 
 /// `superpager calibrate`'s TLB probe (model/calibrate.py, docs/RUNTIME_MODEL.md): a chase over
@@ -224,6 +235,35 @@ fn toml_number(x: &toml::Value) -> Option<f64> {
     x.as_float().or_else(|| x.as_integer().map(|i| i as f64))
 }
 
+/// Memory's latency where calibrate's chase has left the last cache level but not yet the TLB's
+/// reach: the 2MB point at the smallest footprint at least twice what the last level was seen to
+/// hold (model/calibrate.py `near_memory`). On a machine whose TLB splinters 2MB pages, the chase
+/// at its largest footprint also pays a 4KB TLB miss and a two-dimensional walk on most steps;
+/// `host` is then nested (the walks are simulated) and takes memory's latency from here, so the
+/// walks are not charged twice (docs/RUNTIME_MODEL.md, "The splintered host").
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+pub struct NearMemory {
+    pub footprint: u64,
+    pub ns: f64,
+    pub cycles: f64,
+}
+
+impl NearMemory {
+    fn from_toml(v: &toml::Value) -> Option<NearMemory> {
+        let (ns, cycles) = (v.get("ns").and_then(toml_number)?, v.get("cycles").and_then(toml_number)?);
+        (ns > 0.0 && cycles > 0.0).then_some(())?;
+        Some(NearMemory { footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0, ns, cycles })
+    }
+
+    fn to_toml(&self) -> toml::Value {
+        let mut p = toml::map::Map::new();
+        p.insert("footprint".into(), toml::Value::String(Bytes(self.footprint).to_string()));
+        p.insert("ns".into(), toml::Value::Float((self.ns * 1000.0).round() / 1000.0));
+        p.insert("cycles".into(), toml::Value::Float((self.cycles * 10.0).round() / 10.0));
+        toml::Value::Table(p)
+    }
+}
+
 /// What `superpager calibrate` hands over to be written as the calibrated host machine.
 #[derive(Clone, Debug, serde::Deserialize)]
 pub struct CalibrationInput {
@@ -242,6 +282,9 @@ pub struct CalibrationInput {
     /// None where 2MB pages could not be had.
     #[serde(default)]
     pub walk_probe: Option<WalkProbe>,
+    /// None where no point lay that far beyond the last level.
+    #[serde(default)]
+    pub near_memory: Option<NearMemory>,
 }
 
 /// The calibrated host machine file: `host_toml` (the host preset as built from CPUID) with the
@@ -290,9 +333,30 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     if let Some(p) = &c.walk_probe {
         cal.insert("walk_probe".into(), p.to_toml());
     }
+    if let Some(m) = &c.near_memory {
+        cal.insert("near_memory".into(), m.to_toml());
+    }
     t.insert("calibration".into(), toml::Value::Table(cal));
+    if let (Some(m), true) = (&c.near_memory, c.tlb_probe.as_ref().is_some_and(|p| p.splintered)) {
+        splinter(t, m.cycles)?;
+    }
     t.insert("name".into(), toml::Value::String("host".into()));
     toml::to_string(&v).map_err(|e| e.to_string())
+}
+
+/// Make machine table `t` the guest of a hypervisor that backs it with 4KB pages: nested walks
+/// over host tables of as many levels as the guest's, 2MB guest pages splintered into 4KB TLB
+/// entries (docs/MODEL.md, "Splintering"), and memory's latency `dram_cycles` (`NearMemory`).
+fn splinter(t: &mut toml::map::Map<String, toml::Value>, dram_cycles: f64) -> std::result::Result<(), String> {
+    let walker = t.get_mut("walker").and_then(|w| w.as_table_mut()).ok_or("the host machine has no [walker] section")?;
+    let levels = walker.get("levels").and_then(|l| l.as_integer()).ok_or("the host machine's [walker] has no levels")?;
+    let mut nested = toml::map::Map::new();
+    nested.insert("host_levels".into(), toml::Value::Integer(levels));
+    nested.insert("host_page_size".into(), toml::Value::String("4KiB".into()));
+    walker.insert("nested".into(), toml::Value::Table(nested));
+    let cache = t.get_mut("cache").and_then(|x| x.as_table_mut()).ok_or("the host machine has no [cache] section")?;
+    cache.insert("dram_cycles".into(), toml::Value::Float((dram_cycles * 10.0).round() / 10.0));
+    Ok(())
 }
 
 /// Where `calibrate` writes, and `host` reads, the calibration: $SUPERPAGER_CALIBRATION, else
@@ -340,6 +404,7 @@ pub fn read_calibration(path: &std::path::Path, cpu: &str, notes: &mut Vec<Strin
         dram_cycles: cache.get("dram_cycles").and_then(toml_number)?,
         tlb_probe: cal.get("tlb_probe").and_then(TlbProbe::from_toml),
         walk_probe: cal.get("walk_probe").and_then(WalkProbe::from_toml),
+        near_memory: cal.get("near_memory").and_then(NearMemory::from_toml),
     })
 }
 
@@ -656,11 +721,17 @@ pub fn detect(c: &dyn Cpuid, sysfs_cache: &std::path::Path) -> HostReport {
 pub fn detect_here() -> HostReport {
     let mut r = detect(&NativeCpuid, std::path::Path::new("/sys/devices/system/cpu/cpu0/cache"));
     r.calibration = calibration_path().and_then(|p| read_calibration(&p, &r.model_name, &mut r.notes));
-    if let Some(p) = r.calibration.as_ref().and_then(|c| c.tlb_probe.as_ref()).filter(|p| p.splintered) {
-        r.notes.push(format!(
-            "calibrate's TLB probe found 2MB pages held in the TLB as smaller pieces ({}), as in a virtual machine whose host backs guest memory with 4KB pages; the model is native and gives a 2MB page one whole TLB entry, so here it may misjudge what 2MB pages gain (docs/RUNTIME_MODEL.md, \"The TLB probe\")",
-            p.summary()
-        ));
+    if let Some(c) = r.calibration.as_ref() {
+        match (c.splintered(), c.tlb_probe.as_ref().filter(|p| p.splintered)) {
+            (Some(_), _) => r.notes.push(
+                "calibrate's TLB probe found 2MB pages held in the TLB as smaller pieces, as in a virtual machine whose host backs guest memory with 4KB pages: host models this machine so, nested walks over 4KB host pages with 2MB pages splintered (host+native: as if they were held whole; docs/RUNTIME_MODEL.md, \"The splintered host\")".to_string(),
+            ),
+            (None, Some(p)) => r.notes.push(format!(
+                "calibrate's TLB probe found 2MB pages held in the TLB as smaller pieces ({}), as in a virtual machine whose host backs guest memory with 4KB pages; this calibration predates the splintered model, so host is native here and may misjudge what 2MB pages gain (run superpager calibrate again; docs/RUNTIME_MODEL.md, \"The splintered host\")",
+                p.summary()
+            )),
+            _ => {}
+        }
     }
     r
 }
@@ -685,7 +756,20 @@ impl HostReport {
     pub fn latency(&self, i: usize) -> (f64, String) {
         let n = self.data_caches().len();
         match self.usable_calibration() {
-            Some(k) => (if i < n { k.level_cycles[i] } else { k.dram_cycles }, format!("measured by superpager calibrate on {} ({})", k.date, k.path)),
+            Some(k) => {
+                let src = format!("measured by superpager calibrate on {} ({})", k.date, k.path);
+                match k.splintered() {
+                    Some((_, m)) if i >= n => (
+                        m.cycles,
+                        format!(
+                            "{src}: the 2MB chase at {}, {:.1} ns, short of the TLB's reach (the nested walks are charged apart)",
+                            Bytes(m.footprint),
+                            m.ns
+                        ),
+                    ),
+                    _ => (if i < n { k.level_cycles[i] } else { k.dram_cycles }, src),
+                }
+            }
             None => (ESTIMATED_LATENCY[if i < n { i.min(2) } else { 3 }], "ESTIMATE (run superpager calibrate)".to_string()),
         }
     }
@@ -778,6 +862,9 @@ impl HostReport {
         }
         if let Some(c) = self.cache_toml() {
             t.insert("cache".into(), c);
+            if let Some((_, m)) = self.usable_calibration().and_then(Calibration::splintered) {
+                splinter(t, m.cycles).expect("the host preset has [walker] levels and [cache]");
+            }
         }
         if let (Some(cal), Some(cost)) = (&self.calibration, t.get_mut("cost").and_then(|c| c.as_table_mut())) {
             cost.insert("clock_ghz".into(), toml::Value::Float(cal.clock_ghz));
@@ -806,8 +893,11 @@ impl HostReport {
         for (i, c) in self.data_caches().iter().enumerate() {
             let (v, src) = self.latency(i);
             out.push((format!("L{} latency", c.level), format!("{v:.1} cycles"), src.clone()));
-            if let Some(sz) = self.seen_size(i).filter(|s| **s != Bytes(c.bytes).to_string()) {
-                out.push((format!("L{} size seen", c.level), sz.clone(), format!("{src}: the chase slows beyond it (CPUID says {})", Bytes(c.bytes))));
+            // A plain byte count (files calibrate wrote before the twenty-fourth session) in
+            // binary units, as CPUID's size beside it.
+            let seen = self.seen_size(i).map(|s| s.parse::<u64>().map_or(s.clone(), |b| Bytes(b).to_string()));
+            if let Some(sz) = seen.filter(|s| *s != Bytes(c.bytes).to_string()) {
+                out.push((format!("L{} size seen", c.level), sz, format!("{src}: the chase slows beyond it (CPUID says {})", Bytes(c.bytes))));
             }
         }
         if n > 0 {
@@ -818,6 +908,14 @@ impl HostReport {
                 if let Some(p) = &k.tlb_probe {
                     let held = if p.splintered { "as smaller pieces (splintered)" } else { "whole" };
                     out.push(("2MB pages in the TLB".to_string(), held.to_string(), format!("calibrate's TLB probe on {}: {}", k.date, p.summary())));
+                }
+                if k.splintered().is_some() {
+                    out.push((
+                        "page walks".to_string(),
+                        "nested, over 4KB host pages".to_string(),
+                        "the TLB probe's splintering: a guest whose hypervisor backs it with 4KB pages (host+native: one-dimensional walks, 2MB pages whole)"
+                            .to_string(),
+                    ));
                 }
             }
             let r = core_resources(&self.vendor, self.family, self.model);

@@ -489,7 +489,8 @@ impl Machine {
     /// the guest's; `+nocoalesce`: the same machine with PTE coalescing turned off (to measure
     /// what coalescing gives); `+base=SIZE`: the same machine with another base page;
     /// `+nocache`: without its data caches (the one-cycle-per-access model); `+dependence=F`:
-    /// the fraction of the program's misses on a dependent chain (docs/RUNTIME_MODEL.md).
+    /// the fraction of the program's misses on a dependent chain (docs/RUNTIME_MODEL.md);
+    /// `+native`: a nested machine (`host` where its TLB splinters 2MB pages) without nesting.
     pub fn load(spec: &str) -> Result<Machine> {
         let mut parts = spec.split('+');
         let name = parts.next().unwrap_or_default();
@@ -516,6 +517,12 @@ impl Machine {
                     Ok(d) if (0.0..=1.0).contains(&d) => c.dependence = d,
                     _ => return Err(Error::usage(format!("machine '{spec}': +dependence={v}: a fraction from 0 to 1"))),
                 }
+            } else if suffix == "native" {
+                // `host` on a machine whose TLB splinters 2MB pages is nested (mmu/host.rs,
+                // `splinter`); this is the same machine with its pages held whole.
+                if m.nested.take().is_none() {
+                    return Err(Error::usage(format!("machine '{spec}': {name} is not nested, so +native changes nothing")));
+                }
             } else if suffix == "nocoalesce" {
                 if m.coalescing == Coalescing::None {
                     return Err(Error::usage(format!("machine '{spec}': {name} does not coalesce PTEs, so +nocoalesce changes nothing")));
@@ -539,12 +546,12 @@ impl Machine {
             Some(("nested", h)) => h,
             _ => {
                 return Err(Error::usage(format!(
-                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +nocoalesce, +base=SIZE, +nocache or +dependence=F"
+                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nocoalesce, +base=SIZE, +nocache or +dependence=F"
                 )))
             }
         };
         if self.nested.is_some() {
-            return Err(Error::usage(format!("machine '{spec}': nested twice")));
+            return Err(Error::usage(format!("machine '{spec}': nested twice (a host whose TLB splinters 2MB pages is nested already; +native undoes it)")));
         }
         let host_page = HostPage::parse(host).map_err(|m| Error::usage(format!("machine '{spec}': host page: {m}")))?;
         if self.software_handler_cycles.is_some() {
