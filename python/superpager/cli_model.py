@@ -119,7 +119,7 @@ def cmd_calibrate(a) -> int:
     rows = [[name, f"{c:.1f}", r["level_sizes"][i] and human_bytes(size_bytes(r["level_sizes"][i])) or "as CPUID"] for i, (name, _b, _w, c) in enumerate(info["cache"]["levels"])]
     near = r.get("near_memory")
     splintered = bool(r.get("tlb_probe") and r["tlb_probe"]["splintered"] and near)
-    if splintered:
+    if near is not None and splintered:
         # host is nested here: memory's latency short of the TLB's reach (calibrate.near_memory).
         rows.append(["memory", f"{near['cycles']:.1f}", f"(the 2MB chase at {human_bytes(near['footprint'])}; {r['dram_cycles']:.1f} at the largest)"])
     else:
