@@ -19,6 +19,14 @@ def test_the_report_counts_predictions_within_tolerance_and_marks_misses():
     assert "Note on `host`" not in r
 
 
+def test_a_nested_host_gets_the_native_column_and_its_count():
+    # The 11th entry: host+native's speedup (host nested: its TLB splinters 2MB pages).
+    r = render([rows()[0] + (1.30,), rows()[1] + (1.62,)], 5, notes=[])
+    assert "| native | error |" in r and "| 1.300x | +18.2% |" in r and "| 1.620x | -1.8% |" in r
+    assert "native (`host+native`: one-dimensional walks, 2MB pages whole): 1 of 2." in r
+    assert "native" not in render([r + (None,) for r in rows()], 5, notes=[])
+
+
 def test_the_report_carries_the_host_notes_such_as_splintering():
     n = "calibrate's TLB probe found 2MB pages held in the TLB as smaller pieces (...)"
     r = render(rows(), 5, notes=[n])
@@ -42,7 +50,7 @@ def test_model_traces_keeps_captures_and_predicts_from_them_next_time(tmp_path, 
     monkeypatch.setattr(workloads, "build", lambda _name: "/bin/true")
     monkeypatch.setattr(bench_model, "measure", lambda _e, _p, _m, pol: 1.0 if pol == "base" else 0.8)
     monkeypatch.setattr(bench_model, "_capture", fake_capture)
-    monkeypatch.setattr(bench_model, "predicted", lambda trace, _p: (1.2, 4.0, 0.1) if open(trace).read() == "trace" else (0, 0, 0))
+    monkeypatch.setattr(bench_model, "predicted", lambda trace, _p: (1.2, 4.0, 0.1, None) if open(trace).read() == "trace" else (0, 0, 0, None))
     keep = tmp_path / "traces"
     a = argparse.Namespace(model_sizes="64", model_programs="rand,gups", model_traces=str(keep), repeats=2, out=None)
     assert bench_model.main(a) == 0
