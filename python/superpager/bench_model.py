@@ -138,9 +138,9 @@ def render(rows, repeats: int, notes: list[str] | None = None) -> str:
     any_native = any(len(r) > 10 and r[10] is not None for r in rows)
     out = [START, f"Measured on {cpu_model()}; access-phase speedup of 2MB pages (thp) over 4KB pages (base), median of {repeats} "
            "alternating pairs, with the range of the pairs' ratios; predictions from one capture each (`superpager predict "
-           "--policies base,fixed:2MiB`), the runtime model on the calibrated `host` and the linear model on `host+nocache`"
-           + (" (`host+native+nocache`: the linear model as it was, native)" if any_native else "")
-           + (" (and, `host` being nested here because its TLB splinters 2MB pages, the same model native on `host+native`). " if any_native else ". ")
+           "--policies base,fixed:2MiB`), the runtime model on the calibrated `host`, the linear model on "
+           + ("`host+native+nocache` (`host` is nested here, its TLB splintering 2MB pages; the linear model stays the native one), "
+              "and the runtime model native on `host+native`. " if any_native else "`host+nocache`. ")
            + f"Error = prediction / measurement - 1; within ±{TOLERANCE:.0%} is marked ok.", "",
            "| program | size | base s | thp s | measured | range | model | error | linear | error | model base s |"
            + (" native | error |" if any_native else ""),
