@@ -158,7 +158,7 @@ def test_calibrate_fit_reads_latencies_and_the_size_a_level_holds():
     assert f["level_cycles"] == [4.0, 12.0, 60.0]
     assert f["dram_cycles"] == 200.0
     assert f["level_sizes"][:2] == ["", ""]
-    assert f["level_sizes"][2] == "4MiB" and calibrate_mod.size_bytes("4MiB") == 4 << 20 == calibrate_mod.size_bytes(str(4 << 20))
+    assert f["level_sizes"][2] == "4MiB"
     assert calibrate_mod.size_text(3 << 19) == "1536KiB" and calibrate_mod.size_text(1000) == "1000"
     # Memory short of the TLB's reach: the first point at least twice the 4MiB the L3 held.
     assert f["near_memory"] == {"footprint": 8 << 20, "ns": 100.0, "cycles": 200.0}

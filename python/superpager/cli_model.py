@@ -96,7 +96,7 @@ def _split(spec: str) -> list[str]:
 def cmd_calibrate(a) -> int:
     import sys
     from .cbuild import BuildError
-    from .model.calibrate import CalibrateError, calibrate, size_bytes
+    from .model.calibrate import CalibrateError, calibrate
     from .model.calibrate import footprints as fps
     from .fmt import human_bytes
     out = Path(a.out) if a.out else default_calibration_path()
@@ -116,10 +116,11 @@ def cmd_calibrate(a) -> int:
         print(json.dumps(r, indent=2))
         return 0
     info = _core.machine_info(str(out))
-    rows = [[name, f"{c:.1f}", r["level_sizes"][i] and human_bytes(size_bytes(r["level_sizes"][i])) or "as CPUID"] for i, (name, _b, _w, c) in enumerate(info["cache"]["levels"])]
-    near = r.get("near_memory")
-    splintered = bool(r.get("tlb_probe") and r["tlb_probe"]["splintered"] and near)
-    if near is not None and splintered:
+    # A level's size as the written file holds it: the seen size where calibrate gave one.
+    rows = [[name, f"{c:.1f}", r["level_sizes"][i] and human_bytes(b) or "as CPUID"] for i, (name, b, _w, c) in enumerate(info["cache"]["levels"])]
+    # Splintered with a near point: host is nested, with that point as memory's latency.
+    near = r.get("near_memory") if (r.get("tlb_probe") or {}).get("splintered") else None
+    if near is not None:
         # host is nested here: memory's latency short of the TLB's reach (calibrate.near_memory).
         rows.append(["memory", f"{near['cycles']:.1f}", f"(the 2MB chase at {human_bytes(near['footprint'])}; {r['dram_cycles']:.1f} at the largest)"])
     else:
@@ -135,7 +136,7 @@ def cmd_calibrate(a) -> int:
         print("TLB probe: not run (no 2MB pages to be had here)")
     else:
         held = ("as smaller pieces (splintered: host is modelled as a guest over 4KB host pages, nested walks; host+native for one-dimensional ones)"
-                if splintered else "as smaller pieces (splintered)" if p["splintered"] else "whole")
+                if near is not None else "as smaller pieces (splintered)" if p["splintered"] else "whole")
         print(f"TLB probe: 2MB pages are held {held}; one line per 4KB page over {human_bytes(p['span'])} on 2MB pages takes "
               f"{p['sparse_2m_ns']:.1f} ns a step, {p['packed_2m_ns']:.1f} packed together, {p['sparse_4k_ns']:.1f} on 4KB pages")
     w = r.get("walk_probe")

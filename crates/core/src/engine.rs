@@ -1045,7 +1045,7 @@ impl Engine {
             // What each cache level served in the phase, under the whole run's key names
             // (`cache.L2.walk.hits`, `cache.dram.walk`): a prediction's stalls come from these.
             if let Some(c) = &self.mmu.caches {
-                let keys: Vec<String> = c.settled().levels.iter().map(|l| format!("cache.{}.", l.name)).collect();
+                let keys: Vec<String> = c.spec.levels.iter().map(|l| format!("cache.{}.", l.name)).collect();
                 for (who, served) in [("data", &d.cache_data), ("walk", &d.cache_walk)] {
                     for (i, n) in served.iter().enumerate() {
                         let key = keys.get(i).map_or(format!("cache.dram.{who}"), |k| format!("{k}{who}.hits"));

@@ -176,14 +176,6 @@ def size_text(n: int) -> str:
     return str(n)
 
 
-def size_bytes(s: str) -> int:
-    """`size_text` read back; also a plain byte count (files calibrate wrote before it)."""
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if s.endswith(unit):
-            return int(s[: -len(unit)]) << shift
-    return int(s)
-
-
 def fit(points: list[tuple[int, str, float]], levels: list[tuple[str, int, int, float]], clock: float, line: int = 64) -> dict:
     """Latencies (cycles) per level and memory, and the sizes the chase saw, from the 2MB
     points. `levels`: (name, bytes, ways, cycles) of the host's `[cache]`."""

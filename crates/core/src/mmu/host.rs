@@ -104,11 +104,12 @@ pub struct Calibration {
 }
 
 impl Calibration {
-    /// The TLB probe found 2MB pages splintered and memory's latency short of it was measured:
-    /// `host` is then the guest of a hypervisor with 4KB pages (`splinter`).
-    pub fn splintered(&self) -> Option<(&TlbProbe, &NearMemory)> {
-        let p = self.tlb_probe.as_ref().filter(|p| p.splintered)?;
-        Some((p, self.near_memory.as_ref()?))
+    /// Memory's latency short of the TLB's reach, where the TLB probe found 2MB pages splintered:
+    /// `host` is then the guest of a hypervisor with 4KB pages (`nest_over_4kib_pages`). None
+    /// without splintering, or in a file written before the near point was measured.
+    pub fn splintered(&self) -> Option<&NearMemory> {
+        self.tlb_probe.as_ref().filter(|p| p.splintered)?;
+        self.near_memory.as_ref()
     }
 }
 
@@ -304,7 +305,10 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
             l.insert("size".into(), toml::Value::String(sz.clone()));
         }
     }
-    cache.insert("dram_cycles".into(), toml::Value::Float((c.dram_cycles * 10.0).round() / 10.0));
+    // Splintered: memory's latency short of the TLB's reach, since the walks are nested below.
+    let near = c.near_memory.as_ref().filter(|_| c.tlb_probe.as_ref().is_some_and(|p| p.splintered));
+    let dram = near.map_or(c.dram_cycles, |m| m.cycles);
+    cache.insert("dram_cycles".into(), toml::Value::Float((dram * 10.0).round() / 10.0));
     if let Some(p) = &c.walk_probe {
         p.insert_counts(cache);
     }
@@ -337,8 +341,8 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
         cal.insert("near_memory".into(), m.to_toml());
     }
     t.insert("calibration".into(), toml::Value::Table(cal));
-    if let (Some(m), true) = (&c.near_memory, c.tlb_probe.as_ref().is_some_and(|p| p.splintered)) {
-        splinter(t, m.cycles)?;
+    if near.is_some() {
+        nest_over_4kib_pages(t)?;
     }
     t.insert("name".into(), toml::Value::String("host".into()));
     toml::to_string(&v).map_err(|e| e.to_string())
@@ -346,16 +350,15 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
 
 /// Make machine table `t` the guest of a hypervisor that backs it with 4KB pages: nested walks
 /// over host tables of as many levels as the guest's, 2MB guest pages splintered into 4KB TLB
-/// entries (docs/MODEL.md, "Splintering"), and memory's latency `dram_cycles` (`NearMemory`).
-fn splinter(t: &mut toml::map::Map<String, toml::Value>, dram_cycles: f64) -> std::result::Result<(), String> {
+/// entries (docs/MODEL.md, "Splintering"). Its memory latency is the caller's to set
+/// (`NearMemory`).
+fn nest_over_4kib_pages(t: &mut toml::map::Map<String, toml::Value>) -> std::result::Result<(), String> {
     let walker = t.get_mut("walker").and_then(|w| w.as_table_mut()).ok_or("the host machine has no [walker] section")?;
     let levels = walker.get("levels").and_then(|l| l.as_integer()).ok_or("the host machine's [walker] has no levels")?;
     let mut nested = toml::map::Map::new();
     nested.insert("host_levels".into(), toml::Value::Integer(levels));
     nested.insert("host_page_size".into(), toml::Value::String("4KiB".into()));
     walker.insert("nested".into(), toml::Value::Table(nested));
-    let cache = t.get_mut("cache").and_then(|x| x.as_table_mut()).ok_or("the host machine has no [cache] section")?;
-    cache.insert("dram_cycles".into(), toml::Value::Float((dram_cycles * 10.0).round() / 10.0));
     Ok(())
 }
 
@@ -759,7 +762,7 @@ impl HostReport {
             Some(k) => {
                 let src = format!("measured by superpager calibrate on {} ({})", k.date, k.path);
                 match k.splintered() {
-                    Some((_, m)) if i >= n => (
+                    Some(m) if i >= n => (
                         m.cycles,
                         format!(
                             "{src}: the 2MB chase at {}, {:.1} ns, short of the TLB's reach (the nested walks are charged apart)",
@@ -862,8 +865,9 @@ impl HostReport {
         }
         if let Some(c) = self.cache_toml() {
             t.insert("cache".into(), c);
-            if let Some((_, m)) = self.usable_calibration().and_then(Calibration::splintered) {
-                splinter(t, m.cycles).expect("the host preset has [walker] levels and [cache]");
+            // Its memory latency is already the near point's (`latency`).
+            if self.usable_calibration().and_then(Calibration::splintered).is_some() {
+                nest_over_4kib_pages(t).expect("the host preset has [walker] levels");
             }
         }
         if let (Some(cal), Some(cost)) = (&self.calibration, t.get_mut("cost").and_then(|c| c.as_table_mut())) {
