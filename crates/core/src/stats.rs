@@ -431,15 +431,15 @@ impl Results {
         }
         if let Some(caches) = &e.mmu.caches {
             // What each data-cache level served, by requester (mmu/cache.rs).
-            let caches = caches.settled();
-            for l in &caches.levels {
+            let (levels, dram) = caches.counts();
+            for l in &levels {
                 for (who, r) in [("data", 0), ("walk", 1)] {
                     c.insert(format!("cache.{}.{who}.hits", l.name), l.hits[r]);
                     c.insert(format!("cache.{}.{who}.misses", l.name), l.misses[r]);
                 }
             }
-            c.insert("cache.dram.data".into(), caches.dram[0]);
-            c.insert("cache.dram.walk".into(), caches.dram[1]);
+            c.insert("cache.dram.data".into(), dram[0]);
+            c.insert("cache.dram.walk".into(), dram[1]);
         }
         c.extend(cycles(e));
         c.insert("cycles.idle".into(), e.idle_cycles);

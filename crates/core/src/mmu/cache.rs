@@ -14,8 +14,17 @@
 //!   here. Instruction fetches do not go through these caches.
 //!
 //! - The engine queues its references (`Caches::defer`) and the levels apply them in batches,
-//!   in order, prefetching each one's set rows a few references ahead; every counter read
-//!   applies the queue first (`Caches::settled`), so no reader can tell the difference.
+//!   in order, prefetching each one's set rows a few references ahead, on the engine's thread
+//!   or a thread of their own. Every counter read applies the queue first (`Caches::counts`),
+//!   so no reader can tell the difference.
+//! - Since no level changes another, each level's state depends only on the references that
+//!   reach it: the first level's on every reference, each later level's on the misses of the
+//!   level before. So the hierarchy is a pipeline, and the first level can instead run where
+//!   the engine makes the reference, queueing only its misses
+//!   (`Caches::with_first_level_here`; its tags are a few KiB, in the host's own L1). That
+//!   pays where most references would stop there and the replay thread is the slower side: a
+//!   nested walk's repeated host entries. Where the engine's thread is the slower side, it only
+//!   adds to it.
 //!
 //! What a level served, split by requester (the program, or the page walker), is all the
 //! cost model needs: stats::cache_cycles turns the counts into stall cycles with the overlap
@@ -146,16 +155,21 @@ impl CacheLevel {
     /// Look `line` up: on a hit move it to the front of its set, on a miss put it there (the
     /// set's least recent line falls out). Returns whether it hit.
     ///
+    /// FRONT: first see whether the line is already the set's most recent, where nothing moves.
+    /// That branch pays where the row is far (the wide routine would wait for all of it) and
+    /// costs where it is near and the answer unpredictable (the first level: a mispredicted
+    /// branch costs more than the wide routine, which leaves such a row as it was anyway).
+    ///
     /// # Safety
     /// With WIDE, the caller must be compiled with AVX2 enabled (`#[target_feature]`); the
     /// level's own `wide` says whether the CPU has it.
     #[inline(always)]
-    unsafe fn access<const WIDE: bool>(&mut self, line: u64) -> bool {
+    unsafe fn access<const WIDE: bool, const FRONT: bool>(&mut self, line: u64) -> bool {
         let base = self.set_of(line) * self.row;
         let tag = (line >> self.tag_shift) as u32;
         debug_assert!(line >> self.tag_shift < EMPTY as u64, "line {line:#x} beyond the tags' reach (Caches::check_memory)");
         let row = &mut self.tags[base..base + self.row];
-        if row[0] == tag {
+        if (FRONT || !(WIDE && self.wide)) && row[0] == tag {
             return true; // already the most recent: nothing moves
         }
         #[cfg(target_arch = "x86_64")]
@@ -189,7 +203,8 @@ const AHEAD: usize = 16;
 /// on any x86-64 of the last decade), where a prefetch is an instruction spent for nothing.
 const PREFETCH_FROM: usize = 256 << 10;
 
-/// The levels and what they served.
+/// The levels that replay the queue (every level, or the levels after the first where the
+/// first runs on the engine's side) and what they served.
 pub struct CacheState {
     pub levels: Vec<CacheLevel>,
     /// References no level held, by requester.
@@ -210,7 +225,7 @@ impl CacheState {
         let n = self.levels.len();
         for (i, l) in self.levels.iter_mut().enumerate() {
             // SAFETY: the caller's contract, passed on.
-            if unsafe { l.access::<WIDE>(line) } {
+            if unsafe { l.access::<WIDE, true>(line) } {
                 l.hits[r] += 1;
                 return i;
             }
@@ -223,7 +238,7 @@ impl CacheState {
     /// Ask the host to bring `line`'s set row of every far level into its cache.
     #[inline(always)]
     fn prefetch(&self, line: u64) {
-        for l in &self.levels[1..] {
+        for l in &self.levels {
             if !l.far {
                 continue;
             }
@@ -318,8 +333,9 @@ const THREAD_MIN_REFS_PER_READ: u64 = 16_384;
 struct Inner {
     batch: Batch,
     replay: Replay,
-    /// First-level hits of collapsed same-page runs (`Caches::first_level_hits`), added to the
-    /// first level when the counters are read (never touched by the replay thread).
+    /// First-level hits of collapsed same-page runs (`Caches::first_level_hits`) while the first
+    /// level replays, added to it when the counters are read (never touched by the replay
+    /// thread).
     pending_first_level_hits: u64,
     reads: u64,
     refs: u64,
@@ -356,7 +372,7 @@ impl Inner {
         // SAFETY: drained just above (or replaying here).
         let s = unsafe { self.state_mut() };
         if let Some(l) = s.levels.first_mut() {
-            l.hits[0] += pending;
+            l.hits[Requester::Data as usize] += pending;
         }
         s
     }
@@ -380,16 +396,6 @@ impl Inner {
             Replay::Thread(t) => unsafe { t.state_mut() },
         }
     }
-
-    /// # Safety
-    /// Only after `settle`, with no `flush` since.
-    unsafe fn state(&self) -> &CacheState {
-        match &self.replay {
-            Replay::Here(s) => s,
-            // SAFETY: the caller's contract: the other thread is idle.
-            Replay::Thread(t) => unsafe { t.state() },
-        }
-    }
 }
 
 impl CacheState {
@@ -398,15 +404,27 @@ impl CacheState {
     }
 }
 
-/// The levels, what they served, and the queue of references they have not yet seen.
+/// What one level served, by requester (`Caches::counts`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LevelCounts {
+    pub name: String,
+    pub hits: [u64; 2],
+    pub misses: [u64; 2],
+}
+
+/// The levels, what they served, and the queue of references the replaying levels have not
+/// yet seen.
 ///
-/// Invariant: every counter read goes through `Caches::settled`, which has every queued
+/// Invariant: every counter read goes through `Caches::counts`, which has every queued
 /// reference applied first, so a reader sees exactly the state an in-order, one-at-a-time
 /// hierarchy would have (the queue changes when references are applied, and on which thread,
 /// never their order or outcome).
 pub struct Caches {
     pub spec: CacheSpec,
     line_shift: u32,
+    /// The first level where it runs on the engine's side, applied as each reference is made
+    /// (`with_first_level_here`); None where it replays with the others (or there are no levels).
+    first: Option<CacheLevel>,
     // A RefCell so that readers holding `&Caches` (results, samples, `Engine::now`) can
     // settle the queue before they count.
     inner: std::cell::RefCell<Inner>,
@@ -423,11 +441,27 @@ impl Caches {
         let wide = levels.iter().any(|l| l.wide);
         let replay = Replay::Here(CacheState { levels, dram: [0; 2], wide });
         let inner = Inner { batch: Batch::EMPTY, replay, pending_first_level_hits: 0, reads: 0, refs: 0 };
-        let mut c = Caches { spec: spec.clone(), line_shift: spec.line_bytes.trailing_zeros(), inner: std::cell::RefCell::new(inner) };
+        let mut c = Caches { spec: spec.clone(), line_shift: spec.line_bytes.trailing_zeros(), first: None, inner: std::cell::RefCell::new(inner) };
         if thread {
             c.set_replay_thread(true);
         }
         c
+    }
+
+    /// The first level taken out of the replay, to run where references are made: only its
+    /// misses are queued (module comment). Every queued reference is applied first, so no count
+    /// changes.
+    pub fn with_first_level_here(mut self) -> Caches {
+        if self.first.is_some() {
+            return self;
+        }
+        let i = self.inner.get_mut();
+        let s = i.settle();
+        if !s.levels.is_empty() {
+            self.first = Some(s.levels.remove(0));
+            s.wide = s.levels.iter().any(|l| l.wide);
+        }
+        self
     }
 
     /// Replay on a thread of their own (`on`), or on the caller's: every queued reference is
@@ -460,7 +494,7 @@ impl Caches {
         Ok(())
     }
 
-    /// Whether the levels replay on a thread of their own now.
+    /// Whether the levels after the first replay on a thread of their own now.
     pub fn on_replay_thread(&self) -> bool {
         matches!(self.inner.borrow().replay, Replay::Thread(_))
     }
@@ -469,9 +503,30 @@ impl Caches {
     /// that served it (`levels.len()` = memory).
     pub fn access(&mut self, pa: u64, who: Requester) -> usize {
         let line = pa >> self.line_shift;
-        let s = self.inner.get_mut().settle();
         // SAFETY: WIDE = false takes no AVX2 path (the answer is the same either way).
-        unsafe { s.apply::<false>(line, who as usize) }
+        if unsafe { self.first_level::<false>(line, who) } {
+            return 0;
+        }
+        let s = self.inner.get_mut().settle();
+        // SAFETY: as above.
+        self.first.is_some() as usize + unsafe { s.apply::<false>(line, who as usize) }
+    }
+
+    /// `line` through the first level where it runs here: whether it hit (false where it
+    /// replays).
+    ///
+    /// # Safety
+    /// With WIDE, as for `CacheLevel::access`.
+    #[inline(always)]
+    unsafe fn first_level<const WIDE: bool>(&mut self, line: u64, who: Requester) -> bool {
+        let Some(f) = &mut self.first else { return false };
+        // SAFETY: the caller's contract.
+        let hit = unsafe { f.access::<WIDE, false>(line) };
+        // Counted without a branch: whether a reference hits the first level is as good as
+        // random here.
+        f.hits[who as usize] += hit as u64;
+        f.misses[who as usize] += !hit as u64;
+        hit
     }
 
     /// One reference to physical address `pa`, queued: the levels see it, in order, before
@@ -479,10 +534,24 @@ impl Caches {
     /// served a reference, only the counts do).
     #[inline(always)]
     pub fn defer(&mut self, pa: u64, who: Requester) {
+        // SAFETY: WIDE = false takes no AVX2 path.
+        unsafe { self.defer_in::<false>(pa, who) }
+    }
+
+    /// `defer`, with the first level's AVX2 set operations where WIDE.
+    ///
+    /// # Safety
+    /// With WIDE, as for `CacheLevel::access`.
+    #[inline(always)]
+    pub unsafe fn defer_in<const WIDE: bool>(&mut self, pa: u64, who: Requester) {
         let line = pa >> self.line_shift;
+        // SAFETY: the caller's contract.
+        let hit = unsafe { self.first_level::<WIDE>(line, who) };
+        // Queued only if it missed, without a branch: the slot is written either way and kept
+        // only on a miss (a batch is never full between calls, so slot n exists).
         let i = self.inner.get_mut();
         i.batch.refs[i.batch.n] = line << 1 | who as u64;
-        i.batch.n += 1;
+        i.batch.n += !hit as usize;
         if i.batch.n == BATCH {
             i.flush();
         }
@@ -492,22 +561,26 @@ impl Caches {
     /// its line addresses are gone, so they count as first-level hits; docs/RUNTIME_MODEL.md).
     #[inline(always)]
     pub fn first_level_hits(&mut self, n: u64) {
-        self.inner.get_mut().pending_first_level_hits += n;
+        match &mut self.first {
+            Some(f) => f.hits[Requester::Data as usize] += n,
+            None => self.inner.get_mut().pending_first_level_hits += n,
+        }
     }
 
-    /// The levels and their counters, with every queued reference applied.
-    pub fn settled(&self) -> std::cell::Ref<'_, CacheState> {
-        self.inner.borrow_mut().settle();
-        // SAFETY: settled just now, and nothing can flush while the Ref lives (flushing needs
-        // the RefCell mutably).
-        std::cell::Ref::map(self.inner.borrow(), |i| unsafe { i.state() })
+    /// What each level served, first level first, and what memory served (references no level
+    /// held), by requester, with every queued reference applied.
+    pub fn counts(&self) -> (Vec<LevelCounts>, [u64; 2]) {
+        let mut i = self.inner.borrow_mut();
+        let rest = i.settle();
+        let of = |l: &CacheLevel| LevelCounts { name: l.name.clone(), hits: l.hits, misses: l.misses };
+        (self.first.iter().chain(&rest.levels).map(of).collect(), rest.dram)
     }
 
     /// References served by each level (then memory), for one requester.
     pub fn served(&self, who: Requester) -> Vec<u64> {
         let r = who as usize;
-        let s = self.settled();
-        s.levels.iter().map(|l| l.hits[r]).chain(std::iter::once(s.dram[r])).collect()
+        let (levels, dram) = self.counts();
+        levels.iter().map(|l| l.hits[r]).chain(std::iter::once(dram[r])).collect()
     }
 }
 
@@ -576,20 +649,21 @@ mod tests {
         for who in [Requester::Data, Requester::Walk] {
             assert_eq!(a.served(who), b.served(who));
         }
-        let (a, b) = (a.settled(), b.settled());
-        for (x, y) in a.levels.iter().zip(&b.levels) {
-            assert_eq!((x.hits, x.misses), (y.hits, y.misses));
-        }
+        assert_eq!(a.counts(), b.counts());
     }
 
     #[test]
     fn queued_references_count_exactly_as_references_applied_at_once() {
         // Three levels, small enough that a pseudo-random stream hits and misses in each; the
         // queue is read mid-batch (a partial batch) and after several full ones. Queued, the
-        // levels replay on this thread and on a thread of their own.
+        // levels replay on this thread and on a thread of their own, with the first level among
+        // them or on this side.
         let s = spec(&[(1 << 10, 2), (1 << 13, 4), (1 << 15, 16)]);
-        for thread in [false, true] {
+        for (thread, here) in [(false, false), (true, false), (false, true), (true, true)] {
             let (mut now, mut queued) = (Caches::with_replay_thread(&s, false), Caches::with_replay_thread(&s, thread));
+            if here {
+                queued = queued.with_first_level_here();
+            }
             assert_eq!(queued.on_replay_thread(), thread);
             for (i, (pa, who)) in stream(100_000, 1 << 17).enumerate() {
                 now.access(pa, who);
@@ -604,8 +678,62 @@ mod tests {
             }
             assert_same_counts(&now, &queued);
             assert_eq!(queued.on_replay_thread(), thread, "3 reads in 100,000 references keep the thread");
-            let a = now.settled();
-            assert!(a.levels.iter().all(|l| l.hits[0] > 0 && l.misses[0] > 0), "the stream exercises every level");
+            let (levels, _) = now.counts();
+            assert!(levels.iter().all(|l| l.hits[0] > 0 && l.misses[0] > 0), "the stream exercises every level");
+        }
+    }
+
+    /// The first level runs as references are made and the later levels replay its misses:
+    /// the counts must be those of one hierarchy applying every reference in order. Checked
+    /// against a plain one written here (a Vec per set, most recent first, filled on the way),
+    /// on a stream where runs of references repeat a few lines, as a nested walk's host
+    /// entries do, so that the first level both hits and misses often.
+    #[test]
+    fn the_pipeline_counts_what_one_hierarchy_applying_every_reference_counts() {
+        let levels = [(1u64 << 10, 2u32), (1 << 13, 4), (1 << 15, 16)];
+        let s = spec(&levels);
+        let mut plain: Vec<Vec<Vec<u64>>> = levels.iter().map(|&(b, w)| vec![Vec::new(); (b / 64 / w as u64) as usize]).collect();
+        let mut plain_hits = vec![[0u64; 2]; levels.len() + 1];
+        for (thread, here) in [(false, false), (true, false), (false, true), (true, true)] {
+            let mut c = Caches::with_replay_thread(&s, thread);
+            if here {
+                c = c.with_first_level_here();
+            }
+            plain.iter_mut().flatten().for_each(|set| set.clear());
+            plain_hits.iter_mut().for_each(|h| *h = [0; 2]);
+            let hot = [0x10_0000u64, 0x10_0040, 0x20_0000];
+            for (i, (pa, who)) in stream(60_000, 1 << 17).enumerate() {
+                let pa = if i % 5 < 3 { hot[i % 3] } else { pa };
+                c.defer(pa, who);
+                let line = pa >> 6;
+                let mut served = levels.len();
+                for (l, &(_, ways)) in levels.iter().enumerate() {
+                    let sets = plain[l].len() as u64;
+                    let set = &mut plain[l][(line % sets) as usize];
+                    let hit = set.iter().position(|&x| x == line);
+                    match hit {
+                        Some(k) => {
+                            set.remove(k);
+                        }
+                        None if set.len() == ways as usize => {
+                            set.pop();
+                        }
+                        None => {}
+                    }
+                    set.insert(0, line);
+                    if hit.is_some() {
+                        served = l;
+                        break;
+                    }
+                }
+                plain_hits[served][who as usize] += 1;
+            }
+            for who in [Requester::Data, Requester::Walk] {
+                let want: Vec<u64> = plain_hits.iter().map(|h| h[who as usize]).collect();
+                assert_eq!(c.served(who), want, "{who:?}, replay thread {thread}, first level here {here}");
+            }
+            let (counted, _) = c.counts();
+            assert!(counted[0].hits[1] > 10_000 && counted[0].misses[1] > 1_000, "the first level hits and misses: {counted:?}");
         }
     }
 
@@ -648,7 +776,7 @@ mod tests {
             here.defer(pa, who);
             there.defer(pa, who);
             if i % 100 == 0 {
-                let _ = there.settled(); // a counter read every 100 references
+                let _ = there.counts(); // a counter read every 100 references
             }
         }
         assert!(!there.on_replay_thread(), "64 reads at fewer than 16,384 references apart");

@@ -245,7 +245,14 @@ impl Mmu {
             track_evictions: false,
             evictions: Vec::new(),
             last_walk: (0, 0),
-            caches: machine.cache.as_ref().map(cache::Caches::new),
+            // A nested walk makes ten or more references per access, most of them to a few host
+            // entry lines the first level holds: there the replay thread is the slower side, and
+            // the first level runs beside the engine instead (mmu/cache.rs; docs/RUNTIME_MODEL.md,
+            // "Speed").
+            caches: machine.cache.as_ref().map(|c| match machine.nested {
+                Some(_) => cache::Caches::new(c).with_first_level_here(),
+                None => cache::Caches::new(c),
+            }),
             probes,
             holders,
             machine,

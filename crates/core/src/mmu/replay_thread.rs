@@ -120,15 +120,9 @@ impl ReplayThread {
 
     /// # Safety
     /// Only after `drain`, with no `publish` since.
-    pub unsafe fn state(&self) -> &CacheState {
-        // SAFETY: the caller's contract: the replay thread has nothing to apply.
-        unsafe { &*self.shared.state.get() }
-    }
-
-    /// # Safety
-    /// As for `state`.
     pub unsafe fn state_mut(&mut self) -> &mut CacheState {
-        // SAFETY: as for `state`; `&mut self` keeps every other reference out.
+        // SAFETY: the caller's contract: the replay thread has nothing to apply; `&mut self`
+        // keeps every other reference out.
         unsafe { &mut *self.shared.state.get() }
     }
 
