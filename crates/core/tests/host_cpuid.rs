@@ -92,6 +92,15 @@ fn family_19h_splits_into_zen_3_and_zen_4_by_model() {
 }
 
 #[test]
+fn family_17h_splits_into_zen_and_zen_2_by_model() {
+    let rome = core_resources("AuthenticAMD", 0x17, 0x31);
+    assert_eq!((rome.core, rome.rob, rome.walkers), ("Zen 2", 224, 2), "Rome, this machine on 2026-12-01");
+    assert_eq!(core_resources("AuthenticAMD", 0x17, 0x01).rob, 192, "Naples (Zen)");
+    assert_eq!(core_resources("AuthenticAMD", 0x17, 0x71).core, "Zen 2", "Matisse");
+    assert_eq!(core_resources("AuthenticAMD", 0x17, 0x08).core, "Zen / Zen+", "Pinnacle Ridge (Zen+)");
+}
+
+#[test]
 fn hidden_leaves_fall_back_and_say_so() {
     let mut m = HashMap::new();
     m.insert((0, 0), vendor_regs(b"GenuineIntel", 0x1c));

@@ -460,6 +460,22 @@ pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
             walkers: 6,
             source: "AMD Software Optimization Guide for Family 19h (256-entry retire queue on Zen 3, 6 page table walkers); 24 outstanding L1D misses: ESTIMATE",
         },
+        // Zen 2: Rome (0x31), Renoir and Lucienne (0x60-0x6F), Matisse (0x71), Van Gogh (0x90),
+        // Mendocino (0xA0). The rest of family 17h is Zen and Zen+.
+        ("AuthenticAMD", 0x17, 0x30..=0x3F | 0x60..=0x7F | 0x90..=0xAF) => CoreResources {
+            core: "Zen 2",
+            rob: 224,
+            mlp: 22,
+            walkers: 2,
+            source: "Software Optimization Guide for AMD Family 17h Models 30h and Greater Processors, pub. 56305 (224-entry retire queue, two hardware page table walkers); 22 outstanding L1D misses: ESTIMATE",
+        },
+        ("AuthenticAMD", 0x17, _) => CoreResources {
+            core: "Zen / Zen+",
+            rob: 192,
+            mlp: 22,
+            walkers: 2,
+            source: "Software Optimization Guide for AMD Family 17h Processors, pub. 55723 (192-entry retire queue, two page table walkers); 22 outstanding L1D misses: ESTIMATE",
+        },
         ("AuthenticAMD", 0x1A, _) => CoreResources {
             core: "Zen 5",
             rob: 448,
