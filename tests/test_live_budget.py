@@ -56,19 +56,36 @@ def test_auto_takes_the_idle_cpu_plus_its_own_between_floor_and_one():
     assert s["max_cpu"] == "auto" and s["min"] == bd.FLOOR and s["max"] == pytest.approx(1.0)
 
 
-def test_auto_changes_the_share_only_once_a_window_and_credits_time_at_the_old_one():
+def test_auto_changes_the_share_once_a_window_the_first_one_short_and_credits_time_at_the_old_one():
     st = FakeStat(cpus=2)
     b = bd.Budget("auto", t0=0.0, own_cpu0=0.0, stat=st)
-    st.advance(0.5, idle_cpus=1.0)
-    b.update(0.5, own_cpu=0.0)
-    assert b.share() == bd.START  # half a window: not yet
-    st.advance(0.5, idle_cpus=1.0)
-    b.update(1.0, own_cpu=0.0)
+    st.advance(0.2, idle_cpus=1.0)
+    b.update(0.2, own_cpu=0.0)
+    assert b.share() == bd.START  # within the first window: not yet
+    st.advance(0.05, idle_cpus=1.0)
+    b.update(bd.FIRST_WINDOW_S, own_cpu=0.0)
+    assert b.share() == pytest.approx(1.0)  # the first window is short
+    # The first window passed at START, what follows at the new share.
+    assert b.allowance() == pytest.approx(bd.START * bd.FIRST_WINDOW_S)
+    # Later windows are whole ones: half a window later the share stays, though the machine
+    # is now busy.
+    st.advance(0.5, idle_cpus=0.0)
+    b.update(bd.FIRST_WINDOW_S + 0.5, own_cpu=0.0)
     assert b.share() == pytest.approx(1.0)
-    # The second passed at START, the next at the new share.
-    assert b.allowance() == pytest.approx(bd.START * 1.0)
-    b.update(1.5, own_cpu=0.0)
-    assert b.allowance() == pytest.approx(bd.START + 0.5)
+    assert b.allowance() == pytest.approx(bd.START * bd.FIRST_WINDOW_S + 0.5)
+    st.advance(0.5, idle_cpus=0.0)
+    b.update(bd.FIRST_WINDOW_S + bd.WINDOW_S, own_cpu=0.0)
+    assert b.share() == bd.FLOOR
+
+
+def test_the_next_step_waits_the_interval_unless_work_is_pending_and_never_outruns_the_budget():
+    from superpager.live.run import next_step_at
+    # Within the budget: the interval, or at once when the last step left ready ranges.
+    assert next_step_at(10.0, 0.05, pending=False, step_cpu=1.0, allowance=2.0, share=1.0) == pytest.approx(10.05)
+    assert next_step_at(10.0, 0.05, pending=True, step_cpu=1.0, allowance=2.0, share=1.0) == 10.0
+    # Over it (0.3 CPU s more than allowed at half a CPU): 0.6 s later, pending or not.
+    for pending in (False, True):
+        assert next_step_at(10.0, 0.05, pending=pending, step_cpu=2.3, allowance=2.0, share=0.5) == pytest.approx(10.6)
 
 
 def test_auto_without_proc_stat_keeps_its_starting_share():
