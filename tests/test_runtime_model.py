@@ -165,6 +165,32 @@ def test_calibrate_fit_reads_latencies_and_the_size_a_level_holds():
     assert calibrate_mod.near_memory([(1 << 20, 5.0)], 4 << 20, 2.0, 60.0) is None
 
 
+def test_the_clock_is_the_fastest_add_chain_and_cpuinfo_only_where_there_is_none(tmp_path):
+    # A stand-in for chase.c's `clock` mode: each call prints the next time, or exits 3 (no add
+    # chain for this architecture).
+    times = tmp_path / "times"
+    times.write_text("0.5\n0.25\n0.4\n0.3\n0.26\n")
+    fake = tmp_path / "chase"
+    fake.write_text(f"#!/bin/sh\nt=$(head -n1 {times}); sed -i 1d {times}\n"
+                    "[ -z \"$t\" ] && exit 3\necho ns_per_add=$t sink=1\n")
+    fake.chmod(0o755)
+    assert calibrate_mod.measured_clock_ghz(fake) == 4.0  # 1 / 0.25 ns, the fastest of five
+    assert calibrate_mod.measured_clock_ghz(fake) is None  # exit 3: the caller takes /proc/cpuinfo
+    fake.write_text("#!/bin/sh\necho broken >&2; exit 1\n")
+    with pytest.raises(calibrate_mod.CalibrateError, match="clock measurement.*broken"):
+        calibrate_mod.measured_clock_ghz(fake)
+
+
+def test_the_add_chain_runs_at_a_clock_a_core_can_have():
+    # The real chase.c: one dependent add a cycle, so 1 / ns is a core's clock. Not a timing
+    # target: any machine's is between 0.5 and 8 GHz, and an add chain the compiler folded or
+    # a loop that does not depend on itself would read far outside.
+    ghz = calibrate_mod.measured_clock_ghz(calibrate_mod.chase_binary())
+    if ghz is None:
+        pytest.skip("chase.c has no add chain for this architecture (x86-64 and AArch64 only)")
+    assert 0.5 < ghz < 8.0, ghz
+
+
 def test_tlb_probe_calls_2mb_pages_splintered_when_the_sparse_chase_is_slower(monkeypatch):
     # chase() stands in for model/chase.c: (ns, 2MB-page bytes) by pages and layout.
     def fake(times, huge=32 << 20):

@@ -42,7 +42,8 @@ whole). Last, the walk probe: 1 to
 chases are added gives how many misses overlap (the model's mlp), and how far the 4KB pages'
 extra cost falls, how many page walks do (walkers). Writes a machine
 TOML: the host preset (geometry from CPUID) with the measured numbers and a [calibration] table
-saying how they were measured. The host machine reads it from then on (superpager machines host
+saying how they were measured. Times become cycles at the clock a chain of dependent adds
+measures (a virtual machine's /proc/cpuinfo gives only the nominal clock). The host machine reads it from then on (superpager machines host
 --explain shows it), as long as it was made on this CPU. Takes about two minutes; nothing else
 should run meanwhile.
 
@@ -126,7 +127,7 @@ def cmd_calibrate(a) -> int:
     else:
         rows.append(["memory", f"{r['dram_cycles']:.1f}", ""])
     print(table(rows, ["level", "cycles", "size seen"]))
-    print(f"clock {r['clock_ghz']} GHz; {len(fps(largest)) * 2} points")
+    print(f"{r['clock_how']}; {len(fps(largest)) * 2} points")
     walk = {(fp, pg): ns for fp, pg, ns in r["points"]}
     big = max(fp for fp, _ in walk)
     if (big, "4k") in walk:

@@ -20,6 +20,12 @@
  *
  * usage: chase FOOTPRINT_BYTES PAGES(4k|2m) STEPS SEED [dense|sparse [CHAINS]]
  * prints: ns_per_step=<f> huge_bytes=<n> sink=<0|1>, and with CHAINS ns_k<k>=<f> for each k
+ *
+ * usage: chase clock STEPS
+ * prints: ns_per_add=<f>: STEPS additions, each taking the one before's result, so each takes
+ * one cycle (an integer add's latency on every x86-64 and AArch64 core) and 1 / ns_per_add is
+ * the clock the core runs at now, which a virtual machine's /proc/cpuinfo does not tell (it
+ * gives the nominal clock, not the boosted one). Exit status 3 on other architectures.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -41,8 +47,29 @@ static char *line_at(char *buf, uint64_t i, int sparse) {
     return buf + i * 4096 + ((i * 2654435761u) >> 7) % 64 * 64;
 }
 
+/* The plain dependent chase: `steps` loads from p, the pointer kept in a register, so each
+ * step's latency is the load's alone. */
+static char *chase1(char *p, uint64_t steps) {
+    for (uint64_t i = 0; i < steps; i++) p = *(char **)p;
+    return p;
+}
+/* The plain chase from *p: `warm` loads untimed, then `steps` loads timed; ns per load. Until the
+ * twenty-seventh session the latency points went through chase_ns with k = 1, whose pointer
+ * lives in q[] in memory: each step then also waited for its store to reach the next load
+ * (store-to-load forwarding), a few cycles on every level's latency (9.2 cycles for L1 on a
+ * Zen 2, whose documented L1 latency is 4-5). */
+static double chase_plain_ns(char **p, uint64_t warm, uint64_t steps) {
+    struct timespec a, b;
+    *p = chase1(*p, warm);
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    *p = chase1(*p, steps);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / (double)(steps ? steps : 1);
+}
 /* k chases stepped in turn from q[0..k) (left where they stopped): `warm` loads untimed, then
- * `steps` loads timed; ns per load. With k = 1 this is the plain dependent chase. */
+ * `steps` loads timed; ns per load. Each chain's pointer lives in q[], so every step also pays
+ * a store-to-load forwarding: the walk probe compares 4KB with 2MB pages at the same k, where
+ * that cost is the same on both sides. */
 static double chase_ns(char **q, int k, uint64_t warm, uint64_t steps) {
     uint64_t rounds = steps / k ? steps / k : 1, warm_rounds = warm / k;
     for (uint64_t r = 0; r < warm_rounds; r++)
@@ -55,6 +82,28 @@ static double chase_ns(char **q, int k, uint64_t warm, uint64_t steps) {
     return ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / (double)(rounds * k);
 }
 
+/* `steps` dependent adds (rounded up to 64), in blocks of 64 so the loop's own counter and
+ * branch run beside the chain; ns per add. */
+static int add_chain_ns(uint64_t steps, double *ns) {
+#if defined(__x86_64__) || defined(__aarch64__)
+    uint64_t x = 0, blocks = (steps + 63) / 64;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (uint64_t i = 0; i < blocks; i++) {
+#if defined(__x86_64__)
+        __asm__ volatile(".rept 64\n\taddq $1, %0\n\t.endr" : "+r"(x));
+#else
+        __asm__ volatile(".rept 64\n\tadd %0, %0, #1\n\t.endr" : "+r"(x));
+#endif
+    }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    *ns = ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / (double)(blocks * 64);
+    return x == blocks * 64;
+#else
+    (void)steps; (void)ns;
+    return -1;
+#endif
+}
 static long anon_huge_kb(void) {
     FILE *f = fopen("/proc/self/smaps_rollup", "r");
     char line[256]; long kb = -1;
@@ -66,6 +115,13 @@ static long anon_huge_kb(void) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "clock") == 0) {
+        double ns;
+        int ok = add_chain_ns(strtoull(argv[2], 0, 10), &ns);
+        if (ok < 0) { fprintf(stderr, "chase: clock: no add chain for this architecture\n"); return 3; }
+        printf("ns_per_add=%.5f sink=%d\n", ns, ok);
+        return 0;
+    }
     if (argc < 5 || argc > 7) { fprintf(stderr, "usage: chase FOOTPRINT PAGES(4k|2m) STEPS SEED [dense|sparse [CHAINS]]\n"); return 2; }
     int sparse = argc >= 6 && strcmp(argv[5], "sparse") == 0;
     if (argc >= 6 && !sparse && strcmp(argv[5], "dense") != 0) { fprintf(stderr, "chase: layout '%s' is not dense or sparse\n", argv[5]); return 2; }
@@ -104,7 +160,7 @@ int main(int argc, char **argv) {
     uint64_t warm = n < steps ? n : steps;
     if (nchains == 0) {
         char *p = buf;
-        double ns = chase_ns(&p, 1, warm, steps);
+        double ns = chase_plain_ns(&p, warm, steps);
         printf("ns_per_step=%.4f huge_bytes=%ld sink=%d\n", ns, huge_kb * 1024, (int)((uintptr_t)p & 1));
         return 0;
     }
