@@ -47,6 +47,10 @@ static char *line_at(char *buf, uint64_t i, int sparse) {
     return buf + i * 4096 + ((i * 2654435761u) >> 7) % 64 * 64;
 }
 
+/* Nanoseconds from a to b. */
+static double ns_between(struct timespec a, struct timespec b) {
+    return (b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec);
+}
 /* The plain dependent chase: `steps` loads from p, the pointer kept in a register, so each
  * step's latency is the load's alone. */
 static char *chase1(char *p, uint64_t steps) {
@@ -64,7 +68,7 @@ static double chase_plain_ns(char **p, uint64_t warm, uint64_t steps) {
     clock_gettime(CLOCK_MONOTONIC, &a);
     *p = chase1(*p, steps);
     clock_gettime(CLOCK_MONOTONIC, &b);
-    return ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / (double)(steps ? steps : 1);
+    return ns_between(a, b) / (double)(steps ? steps : 1);
 }
 /* k chases stepped in turn from q[0..k) (left where they stopped): `warm` loads untimed, then
  * `steps` loads timed; ns per load. Each chain's pointer lives in q[], so every step also pays
@@ -79,7 +83,7 @@ static double chase_ns(char **q, int k, uint64_t warm, uint64_t steps) {
     for (uint64_t r = 0; r < rounds; r++)
         for (int j = 0; j < k; j++) q[j] = *(char **)q[j];
     clock_gettime(CLOCK_MONOTONIC, &b);
-    return ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / (double)(rounds * k);
+    return ns_between(a, b) / (double)(rounds * k);
 }
 
 /* `steps` dependent adds (rounded up to 64), in blocks of 64 so the loop's own counter and
@@ -97,7 +101,7 @@ static int add_chain_ns(uint64_t steps, double *ns) {
 #endif
     }
     clock_gettime(CLOCK_MONOTONIC, &b);
-    *ns = ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / (double)(blocks * 64);
+    *ns = ns_between(a, b) / (double)(blocks * 64);
     return x == blocks * 64;
 #else
     (void)steps; (void)ns;
