@@ -40,7 +40,11 @@ the TLB's reach, at the chase twice the last level's size (host+native: as if 2M
 whole). Last, the walk probe: 1 to
 32 chases at once over --largest, on 4KB and 2MB pages; how far the time a load takes falls as
 chases are added gives how many misses overlap (the model's mlp), and how far the 4KB pages'
-extra cost falls, how many page walks do (walkers). Writes a machine
+extra cost falls, how many page walks do (walkers). Then the last level's fit: the model itself
+runs the chase at --largest with the last cache level at up to 11 sizes, from CPUID's down to the
+level above's, and keeps the size at which it takes the time measured there on 4KB and 2MB pages
+(a virtual machine gets only a share of a shared last level; --no-last-level-fit keeps CPUID's
+size). Writes a machine
 TOML: the host preset (geometry from CPUID) with the measured numbers and a [calibration] table
 saying how they were measured. Times become cycles at the clock a chain of dependent adds
 measures (a virtual machine's /proc/cpuinfo gives only the nominal clock). The host machine reads it from then on (superpager machines host
@@ -108,7 +112,7 @@ def cmd_calibrate(a) -> int:
             print(f"\r[{done}/{total}] {what}      ", end="", file=sys.stderr, flush=True)
 
     try:
-        r = calibrate(out, largest=largest, steps=a.steps, repeats=a.repeats, progress=progress)
+        r = calibrate(out, largest=largest, steps=a.steps, repeats=a.repeats, progress=progress, last_level_fit=a.last_level_fit)
     except (CalibrateError, BuildError) as e:
         raise _core.UsageError(f"calibrate: {e}") from None
     if sys.stderr.isatty():
@@ -118,7 +122,10 @@ def cmd_calibrate(a) -> int:
         return 0
     info = _core.machine_info(str(out))
     # A level's size as the written file holds it: the seen size where calibrate gave one.
-    rows = [[name, f"{c:.1f}", r["level_sizes"][i] and human_bytes(b) or "as CPUID"] for i, (name, b, _w, c) in enumerate(info["cache"]["levels"])]
+    fitted = r.get("last_level_fit")
+    n_levels = len(info["cache"]["levels"])
+    rows = [[name, f"{c:.1f}", (f"{human_bytes(b)} (fitted)" if fitted and i == n_levels - 1 else human_bytes(b) if r["level_sizes"][i] else "as CPUID")]
+            for i, (name, b, _w, c) in enumerate(info["cache"]["levels"])]
     # Splintered with a near point: host is nested, with that point as memory's latency.
     near = r.get("near_memory") if (r.get("tlb_probe") or {}).get("splintered") else None
     if near is not None:
@@ -126,7 +133,7 @@ def cmd_calibrate(a) -> int:
         rows.append(["memory", f"{near['cycles']:.1f}", f"(the 2MB chase at {human_bytes(near['footprint'])}; {r['dram_cycles']:.1f} at the largest)"])
     else:
         rows.append(["memory", f"{r['dram_cycles']:.1f}", ""])
-    print(table(rows, ["level", "cycles", "size seen"]))
+    print(table(rows, ["level", "cycles", "size simulated"]))
     print(f"{r['clock_how']}; {len(fps(largest)) * 2} points")
     walk = {(fp, pg): ns for fp, pg, ns in r["points"]}
     big = max(fp for fp, _ in walk)
@@ -151,6 +158,16 @@ def cmd_calibrate(a) -> int:
         print(f"walk probe: {misses}, {walks}; by chases at once over "
               f"{human_bytes(w['footprint'])}, ns a load on 2MB pages: {', '.join(f'{k}: {b:.1f}' for k, b in zip(w['chains'], w['ns_2m']))}; "
               f"what 4KB pages add: {extra}")
+    f = r.get("last_level_fit")
+    if f is None:
+        print(f"last-level fit: not run ({r['last_level_fit_skipped']}); the last level keeps "
+              f"{'the size the chase saw' if r['level_sizes'][-1] else 'the size CPUID gives'}")
+    else:
+        at = f["sizes"].index(f["chosen"])
+        print(f"last-level fit: {rows[-2][0]} simulated at {human_bytes(f['chosen'])}; there the model takes {f['ns_4k'][at]:.1f} ns a step "
+              f"on 4KB pages and {f['ns_2m'][at]:.1f} on 2MB for the chase over {human_bytes(f['footprint'])}, against "
+              f"{f['measured_4k_ns']:.1f} and {f['measured_2m_ns']:.1f} measured ({len(f['sizes'])} sizes tried, "
+              f"{human_bytes(f['sizes'][0])} to {human_bytes(f['sizes'][-1])})")
     print(f"wrote {out}")
     return 0
 
@@ -207,5 +224,8 @@ def add_parsers(sub, raw) -> None:
     c.add_argument("--largest", default="1GiB", type=footprint, help="largest chase footprint (default: 1GiB; memory's latency is taken there)")
     c.add_argument("--steps", type=_positive, default=2_000_000, help="chase steps per point (default: 2000000)")
     c.add_argument("--repeats", type=_positive, default=3, help="runs per point; the median is kept (default: 3)")
+    c.add_argument("--no-last-level-fit", dest="last_level_fit", action="store_false",
+                   help="keep the last cache level at the size CPUID gives (or the chase saw) instead of fitting it "
+                        "to the chase at --largest (docs/RUNTIME_MODEL.md, \"The last level's fit\")")
     c.add_argument("--json", action="store_true", help="print the measurements as JSON")
     c.set_defaults(fn=cmd_calibrate)

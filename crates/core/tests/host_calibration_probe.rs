@@ -37,6 +37,7 @@ fn input(probe: Option<TlbProbe>, walk: Option<WalkProbe>) -> CalibrationInput {
         tlb_probe: probe,
         walk_probe: walk,
         near_memory: None,
+        last_level_fit: None,
     }
 }
 

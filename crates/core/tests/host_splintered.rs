@@ -27,6 +27,7 @@ fn input(splintered: bool, near: Option<NearMemory>) -> CalibrationInput {
         tlb_probe: Some(probe),
         walk_probe: None,
         near_memory: near,
+        last_level_fit: None,
     }
 }
 

@@ -12,7 +12,9 @@ clock /proc/cpuinfo reports where chase.c has no add chain for the architecture)
 whether the TLB holds 2MB pages whole, or as smaller pieces as a virtual machine whose host
 backs guest memory with 4KB pages does. Last, the walk probe (`walk_probe`): k independent
 chases at once at the largest footprint, on 4KB and 2MB pages, to measure how many misses and
-how many page walks overlap (the model's `mlp` and `walkers`).
+how many page walks overlap (the model's `mlp` and `walkers`). Last of all, the last level's fit
+(`fit_last_level`): the model itself is run on the chase at the largest footprint with the last
+level at shrinking sizes, and keeps the size at which it takes the time the chase measured there.
 """
 
 from __future__ import annotations
@@ -248,7 +250,122 @@ def near_memory(huge: list[tuple[int, float]], last_seen: int, clock: float, flo
     return {"footprint": fp, "ns": round(ns, 3), "cycles": max(round(ns * clock, 2), floor)}
 
 
-def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats: int = 3, progress=None) -> dict:
+# The last level's fit (docs/RUNTIME_MODEL.md, "The last level's fit"). Sizes tried: the level's
+# size times each scale, down to the level above's size; the chase trace the model runs has
+# FIT_ACCESSES steps (2M: each of the 65,536 page-table lines of a 1GiB footprint is read about
+# 60 times, so first reads are under 2% of them).
+FIT_SCALES = (1, 3 / 4, 1 / 2, 3 / 8, 1 / 4, 3 / 16, 1 / 8, 3 / 32, 1 / 16, 3 / 64, 1 / 32)
+FIT_ACCESSES = 2_000_000
+
+
+def fit_sizes(size: int, above: int, ways: int, line: int = 64) -> list[int]:
+    """The last level's sizes the fit tries, largest first: `size` times each of FIT_SCALES,
+    rounded down to whole sets, none below `above` (the level above's size)."""
+    unit = ways * line
+    out: list[int] = []
+    for s in FIT_SCALES:
+        n = int(size * s) // unit * unit
+        if n >= max(above, unit) and n not in out:
+            out.append(n)
+    return out
+
+
+def fit_choice(ns_4k: list[float], ns_2m: list[float], measured_4k: float, measured_2m: float) -> int:
+    """Index of the size whose predictions come nearest the measurement: the smallest root mean
+    square of the two log ratios; the first (largest size) on a tie."""
+    import math
+    err = [math.sqrt((math.log(a / measured_4k) ** 2 + math.log(b / measured_2m) ** 2) / 2) for a, b in zip(ns_4k, ns_2m)]
+    return min(range(len(err)), key=lambda i: (round(err[i], 12), i))
+
+
+def model_chase_ns(machine_toml: str, trace: str) -> tuple[float, float]:
+    """ns a step the model gives for the chase `trace` (every step dependent) on 4KB and on 2MB
+    pages, with `host` read from `machine_toml` (the faults and zeroing of first touches are left
+    out: calibrate's chase touches its memory before it is timed)."""
+    import os
+    import tempfile
+    from .predict import predict
+    with tempfile.TemporaryDirectory(prefix="superpager-fit-") as d:
+        path = Path(d) / "host.toml"
+        path.write_text(machine_toml)
+        before = os.environ.get("SUPERPAGER_CALIBRATION")
+        os.environ["SUPERPAGER_CALIBRATION"] = str(path)
+        try:
+            rows = predict(trace, "host+dependence=1", ["base", "fixed:2MiB"], progress=False)
+        finally:
+            if before is None:
+                del os.environ["SUPERPAGER_CALIBRATION"]
+            else:
+                os.environ["SUPERPAGER_CALIBRATION"] = before
+    step = [(r["seconds"] - r["faults"] - r["zeroing"] - r["copying"]) / r["accesses"] * 1e9 for r in rows]
+    return step[0], step[1]
+
+
+def chase_trace(path: str, footprint: int) -> None:
+    """calibrate's chase as a trace the model runs: one random cycle of 64-byte lines over
+    `footprint`, FIT_ACCESSES steps, each load the address the one before read."""
+    from .. import api
+    api.gen("chase", path, size=size_text(footprint), accesses=FIT_ACCESSES, seed=1, progress=False)
+
+
+def fit_skipped(wanted: bool, levels: list[tuple[str, int, int, float]], largest: int, at_largest: dict[str, float]) -> str | None:
+    """Why the last level's fit does not run, or None where it does. It needs two levels, the
+    chase on both page sizes at `largest`, and `largest` at least 4x the last level: below that
+    the chase's own lines fit in the level, and the fit would measure them, not how long a
+    page-table line stays."""
+    if not wanted:
+        return "--no-last-level-fit"
+    if len(levels) < 2:
+        return "one data-cache level"
+    if "4k" not in at_largest or "2m" not in at_largest:
+        return f"no chase on both 4KB and 2MB pages at {size_text(largest)}"
+    if largest < 4 * levels[-1][1]:
+        return f"--largest {size_text(largest)} is under 4x the {levels[-1][0]}'s {size_text(levels[-1][1])}"
+    return None
+
+
+def fit_last_level(inp: dict, levels: list[tuple[str, int, int, float]], footprint: int, measured_4k: float, measured_2m: float,
+                   progress=None) -> dict | None:
+    """The last level's capacity at which the model, run on calibrate's own chase at `footprint`,
+    takes the time the chase measured there on 4KB and 2MB pages. `inp`: calibrate's input to
+    the machine file as it stands (the seen sizes in `level_sizes`). None with fewer than two
+    levels. Why: a virtual machine shares its host's last level with other tenants; the capacity
+    that keeps a page-table line between two walks that read it is what is left to this machine,
+    which neither CPUID nor the cyclic chase (whose lines all come back at once) measures."""
+    import tempfile
+    if len(levels) < 2:
+        return None
+    name, size, ways, _ = levels[-1]
+    seen = inp["level_sizes"][-1]
+    if seen:
+        size = _parse_size(seen)
+    sizes = fit_sizes(size, levels[-2][1], ways)
+    ns_4k, ns_2m = [], []
+    with tempfile.TemporaryDirectory(prefix="superpager-fit-") as d:
+        trace = str(Path(d) / "chase.spt")
+        chase_trace(trace, footprint)
+        for i, n in enumerate(sizes):
+            if progress:
+                progress(i, len(sizes), f"the last level's fit: the model on the chase at {size_text(footprint)} with {name} at {size_text(n)}")
+            text = _core.calibrated_host_toml(json.dumps({**inp, "level_sizes": [*inp["level_sizes"][:-1], size_text(n)]}))
+            a, b = model_chase_ns(text, trace)
+            ns_4k.append(round(a, 3))
+            ns_2m.append(round(b, 3))
+    best = fit_choice(ns_4k, ns_2m, measured_4k, measured_2m)
+    return {"footprint": footprint, "measured_4k_ns": measured_4k, "measured_2m_ns": measured_2m,
+            "sizes": sizes, "ns_4k": ns_4k, "ns_2m": ns_2m, "chosen": sizes[best]}
+
+
+def _parse_size(text: str) -> int:
+    """A size as calibrate writes them (size_text): 2MiB, 768KiB, or plain bytes."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if text.endswith(unit):
+            return int(text[: -len(unit)]) << shift
+    return int(text)
+
+
+def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats: int = 3, progress=None,
+              last_level_fit: bool = True) -> dict:
     """Measure, fit, and write the calibrated host machine to `out`. Returns what was written."""
     levels = [(name, size, ways, 0.0) for name, size, ways in _core.host_cache_levels()]
     if not levels:
@@ -277,9 +394,16 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
         "walk_probe": walk,
         **f,
     }
+    at_largest = {pg: ns for fp, pg, ns in pts if fp == largest}
+    why = fit_skipped(last_level_fit, levels, largest, at_largest)
+    if why is None:
+        fitted = fit_last_level(inp, levels, largest, at_largest["4k"], at_largest["2m"], progress=progress)
+        assert fitted is not None  # fit_skipped saw two levels
+        inp["last_level_fit"] = fitted
+        inp["level_sizes"] = [*inp["level_sizes"][:-1], size_text(fitted["chosen"])]
     text = _core.calibrated_host_toml(json.dumps(inp))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(text)
     tmp.replace(out)
-    return {**inp, "clock_how": clock_how}
+    return {**inp, "clock_how": clock_how, "last_level_fit_skipped": why}

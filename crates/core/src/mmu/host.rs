@@ -101,6 +101,9 @@ pub struct Calibration {
     pub walk_probe: Option<WalkProbe>,
     /// Memory's latency before the TLB's reach ends (files written before it existed have none).
     pub near_memory: Option<NearMemory>,
+    /// The last level's capacity fitted to the chase at the largest footprint (files written
+    /// before the twenty-eighth session have none).
+    pub last_level_fit: Option<LastLevelFit>,
 }
 
 impl Calibration {
@@ -286,6 +289,9 @@ pub struct CalibrationInput {
     /// None where no point lay that far beyond the last level.
     #[serde(default)]
     pub near_memory: Option<NearMemory>,
+    /// None where the chase at the largest footprint lacks a 4KB or a 2MB point.
+    #[serde(default)]
+    pub last_level_fit: Option<LastLevelFit>,
 }
 
 /// The calibrated host machine file: `host_toml` (the host preset as built from CPUID) with the
@@ -340,6 +346,9 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     if let Some(m) = &c.near_memory {
         cal.insert("near_memory".into(), m.to_toml());
     }
+    if let Some(f) = &c.last_level_fit {
+        cal.insert("last_level_fit".into(), f.to_toml());
+    }
     t.insert("calibration".into(), toml::Value::Table(cal));
     if near.is_some() {
         nest_over_4kib_pages(t)?;
@@ -360,6 +369,80 @@ fn nest_over_4kib_pages(t: &mut toml::map::Map<String, toml::Value>) -> std::res
     nested.insert("host_page_size".into(), toml::Value::String("4KiB".into()));
     walker.insert("nested".into(), toml::Value::Table(nested));
     Ok(())
+}
+
+/// `superpager calibrate`'s fit of the last cache level's capacity (model/calibrate.py
+/// `fit_last_level`; docs/RUNTIME_MODEL.md, "The last level's fit"). The model itself is run on
+/// the chase at `footprint` (one random cycle of lines, every step dependent), on 4KB and on 2MB
+/// pages, with the last level at each of `sizes`; `chosen` is the size whose predicted ns a step
+/// come nearest to what the chase measured there (root mean square of the log ratios, both page
+/// sizes; the larger size on a tie). Why a fit at all: a virtual machine shares its host's last
+/// level with other tenants, and what keeps a page-table line between two of its walks is the
+/// capacity left to it, which CPUID's size does not say and a cyclic chase alone does not show.
+/// Invariants: `sizes`, `ns_4k` and `ns_2m` have one entry per size, sizes descending, and
+/// `chosen` is one of `sizes`.
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+pub struct LastLevelFit {
+    pub footprint: u64,
+    pub measured_4k_ns: f64,
+    pub measured_2m_ns: f64,
+    pub sizes: Vec<u64>,
+    pub ns_4k: Vec<f64>,
+    pub ns_2m: Vec<f64>,
+    pub chosen: u64,
+}
+
+impl LastLevelFit {
+    /// What was measured and what the model gave at the size chosen, in one line.
+    pub fn summary(&self) -> String {
+        let at = self.sizes.iter().position(|s| *s == self.chosen).unwrap_or(0);
+        format!(
+            "the model on the chase at {} gives {:.1} ns a step on 4KB pages and {:.1} on 2MB with the last level at {}, against {:.1} and {:.1} measured ({} sizes tried, {} down to {})",
+            Bytes(self.footprint),
+            self.ns_4k.get(at).copied().unwrap_or(f64::NAN),
+            self.ns_2m.get(at).copied().unwrap_or(f64::NAN),
+            Bytes(self.chosen),
+            self.measured_4k_ns,
+            self.measured_2m_ns,
+            self.sizes.len(),
+            Bytes(self.sizes.first().copied().unwrap_or(0)),
+            Bytes(self.sizes.last().copied().unwrap_or(0)),
+        )
+    }
+
+    fn from_toml(v: &toml::Value) -> Option<LastLevelFit> {
+        let floats = |k: &str| v.get(k)?.as_array()?.iter().map(toml_number).collect::<Option<Vec<f64>>>();
+        let bytes = |x: &toml::Value| Bytes::parse(x.as_str()?).ok().map(|b| b.0);
+        let sizes: Vec<u64> = v.get("sizes")?.as_array()?.iter().map(bytes).collect::<Option<_>>()?;
+        let (ns_4k, ns_2m) = (floats("ns_4k")?, floats("ns_2m")?);
+        let chosen = bytes(v.get("chosen")?)?;
+        if ns_4k.len() != sizes.len() || ns_2m.len() != sizes.len() || !sizes.contains(&chosen) {
+            return None;
+        }
+        Some(LastLevelFit {
+            footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0,
+            measured_4k_ns: v.get("measured_4k_ns").and_then(toml_number)?,
+            measured_2m_ns: v.get("measured_2m_ns").and_then(toml_number)?,
+            sizes,
+            ns_4k,
+            ns_2m,
+            chosen,
+        })
+    }
+
+    fn to_toml(&self) -> toml::Value {
+        let round = |x: &f64| toml::Value::Float((x * 1000.0).round() / 1000.0);
+        let size = |b: &u64| toml::Value::String(Bytes(*b).to_string());
+        let mut p = toml::map::Map::new();
+        p.insert("footprint".into(), size(&self.footprint));
+        p.insert("measured_4k_ns".into(), round(&self.measured_4k_ns));
+        p.insert("measured_2m_ns".into(), round(&self.measured_2m_ns));
+        p.insert("sizes".into(), toml::Value::Array(self.sizes.iter().map(size).collect()));
+        p.insert("ns_4k".into(), toml::Value::Array(self.ns_4k.iter().map(round).collect()));
+        p.insert("ns_2m".into(), toml::Value::Array(self.ns_2m.iter().map(round).collect()));
+        p.insert("chosen".into(), size(&self.chosen));
+        toml::Value::Table(p)
+    }
 }
 
 /// Where `calibrate` writes, and `host` reads, the calibration: $SUPERPAGER_CALIBRATION, else
@@ -408,6 +491,7 @@ pub fn read_calibration(path: &std::path::Path, cpu: &str, notes: &mut Vec<Strin
         tlb_probe: cal.get("tlb_probe").and_then(TlbProbe::from_toml),
         walk_probe: cal.get("walk_probe").and_then(WalkProbe::from_toml),
         near_memory: cal.get("near_memory").and_then(NearMemory::from_toml),
+        last_level_fit: cal.get("last_level_fit").and_then(LastLevelFit::from_toml),
     })
 }
 
@@ -917,7 +1001,15 @@ impl HostReport {
             // binary units, as CPUID's size beside it.
             let seen = self.seen_size(i).map(|s| s.parse::<u64>().map_or(s.clone(), |b| Bytes(b).to_string()));
             if let Some(sz) = seen.filter(|s| *s != Bytes(c.bytes).to_string()) {
-                out.push((format!("L{} size seen", c.level), sz, format!("{src}: the chase slows beyond it (CPUID says {})", Bytes(c.bytes))));
+                let fit = self.usable_calibration().and_then(|k| k.last_level_fit.as_ref()).filter(|f| i + 1 == n && Bytes(f.chosen).to_string() == sz);
+                match fit {
+                    Some(f) => out.push((
+                        format!("L{} size (fitted)", c.level),
+                        sz,
+                        format!("{src}: calibrate's last-level fit, {} (CPUID says {})", f.summary(), Bytes(c.bytes)),
+                    )),
+                    None => out.push((format!("L{} size seen", c.level), sz, format!("{src}: the chase slows beyond it (CPUID says {})", Bytes(c.bytes)))),
+                }
             }
         }
         if n > 0 {

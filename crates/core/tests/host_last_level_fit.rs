@@ -1,0 +1,140 @@
+//! Calibrate's last-level fit (docs/RUNTIME_MODEL.md, "The last level's fit") survives the
+//! calibration file, its size is the one `host` simulates, and `machines host --explain` says
+//! where that size came from.
+
+use std::collections::HashMap;
+use superpager_core::mmu::host::{calibrated_toml, detect, read_calibration, CacheGeometry, Calibration, CalibrationInput, Cpuid, LastLevelFit};
+
+const TEMPLATE: &str = r#"
+name = "host"
+description = "test"
+page_sizes = ["4KiB", "2MiB"]
+[cache]
+dram_cycles = 300
+[[cache.levels]]
+name = "L1d"
+size = "32KiB"
+ways = 8
+cycles = 5
+[[cache.levels]]
+name = "L2"
+size = "16MiB"
+ways = 16
+cycles = 40
+[cost]
+clock_ghz = 2.0
+"#;
+
+fn fit() -> LastLevelFit {
+    LastLevelFit {
+        footprint: 1 << 30,
+        measured_4k_ns: 331.391,
+        measured_2m_ns: 209.152,
+        sizes: vec![16 << 20, 8 << 20, 2 << 20],
+        ns_4k: vec![165.5, 190.0, 303.3],
+        ns_2m: vec![146.6, 150.0, 208.7],
+        chosen: 2 << 20,
+    }
+}
+
+fn input(f: Option<LastLevelFit>) -> CalibrationInput {
+    let last = f.as_ref().map_or(String::new(), |f| format!("{}MiB", f.chosen >> 20));
+    CalibrationInput {
+        cpu: "Test CPU".into(),
+        date: "2026-12-02".into(),
+        method: "test".into(),
+        clock_ghz: 3.342,
+        level_cycles: vec![4.0, 43.3],
+        level_sizes: vec![String::new(), last],
+        dram_cycles: 414.3,
+        points: vec![(1 << 30, "4k".into(), 331.391), (1 << 30, "2m".into(), 209.152)],
+        tlb_probe: None,
+        walk_probe: None,
+        near_memory: None,
+        last_level_fit: f,
+    }
+}
+
+fn read_back(text: &str, tag: &str) -> (Calibration, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("sp-llfit-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("host.toml");
+    std::fs::write(&path, text).unwrap();
+    let mut notes = Vec::new();
+    let cal = read_calibration(&path, "Test CPU", &mut notes).expect("reads back");
+    assert!(notes.is_empty(), "{notes:?}");
+    (cal, path)
+}
+
+#[test]
+fn the_fit_is_written_and_read_back_whole_and_sizes_the_last_level() {
+    let text = calibrated_toml(TEMPLATE, &input(Some(fit()))).unwrap();
+    let v: toml::Value = toml::from_str(&text).unwrap();
+    assert_eq!(v["cache"]["levels"][1]["size"].as_str(), Some("2MiB"), "{text}");
+    assert_eq!(v["calibration"]["last_level_fit"]["chosen"].as_str(), Some("2MiB"), "{text}");
+    let (cal, path) = read_back(&text, "whole");
+    assert_eq!(cal.last_level_fit, Some(fit()));
+    assert_eq!(cal.level_sizes[1], "2MiB");
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn a_file_without_the_fit_has_none() {
+    let text = calibrated_toml(TEMPLATE, &input(None)).unwrap();
+    assert!(!text.contains("last_level_fit"), "{text}");
+    let (cal, path) = read_back(&text, "none");
+    assert_eq!(cal.last_level_fit, None);
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn a_fit_whose_choice_is_not_among_its_sizes_is_not_read() {
+    let text = calibrated_toml(TEMPLATE, &input(Some(fit()))).unwrap().replace("chosen = \"2MiB\"", "chosen = \"4MiB\"");
+    let (cal, path) = read_back(&text, "bad");
+    assert_eq!(cal.last_level_fit, None, "a hand-edited choice outside the sizes tried");
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn the_summary_gives_the_model_at_the_chosen_size_beside_the_measurement() {
+    let said = fit().summary();
+    assert!(
+        said.contains("at 1GiB gives 303.3 ns a step on 4KB pages and 208.7 on 2MB with the last level at 2MiB, against 331.4 and 209.2 measured"),
+        "{said}"
+    );
+    assert!(said.contains("3 sizes tried, 16MiB down to 2MiB"), "{said}");
+}
+
+struct NoLeaves;
+
+impl Cpuid for NoLeaves {
+    fn query(&self, _leaf: u32, _sub: u32) -> [u32; 4] {
+        [0; 4]
+    }
+}
+
+#[test]
+fn explain_names_the_fitted_last_level_and_not_a_seen_one() {
+    let (cal, path) = read_back(&calibrated_toml(TEMPLATE, &input(Some(fit()))).unwrap(), "explain");
+    let mut r = detect(&NoLeaves, std::path::Path::new("/nonexistent"));
+    let level = |level: u32, bytes: u64, ways: u32| CacheGeometry {
+        level,
+        kind: "Data".into(),
+        bytes,
+        ways,
+        line: 64,
+        sets: (bytes / 64 / ways as u64) as u32,
+        source: "test".into(),
+    };
+    r.caches = vec![level(1, 32 << 10, 8), level(2, 16 << 20, 16)];
+    r.model_name = "Test CPU".into();
+    r.calibration = Some(cal);
+    let rows: HashMap<String, (String, String)> = r.explain().into_iter().map(|(k, v, s)| (k, (v, s))).collect();
+    let (size, src) = rows.get("L2 size (fitted)").unwrap_or_else(|| panic!("{:?}", rows.keys()));
+    assert_eq!(size, "2MiB");
+    assert!(src.contains("calibrate's last-level fit") && src.contains("CPUID says 16MiB"), "{src}");
+    assert!(!rows.contains_key("L2 size seen"));
+    let toml = r.cache_toml().unwrap();
+    assert_eq!(toml["levels"][1]["size"].as_str(), Some("2MiB"), "host simulates the fitted size");
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
