@@ -64,3 +64,26 @@ def test_model_traces_keeps_captures_and_predicts_from_them_next_time(tmp_path, 
     # Without it, captures are temporary.
     a.model_traces = None
     assert bench_model.main(a) == 0 and len(captured) == 4
+
+
+def test_the_report_gives_the_machines_state_when_calibrated_and_at_the_start_and_end():
+    r = render(rows(), 5, notes=[], state=((1 << 30, 331.4, 209.2, "2026-12-02"), [(180.5, 158.4), None]))
+    assert ("calibrate's chase over 1024MiB took 331.4 / 209.2 ns a step on 4KB / 2MB pages when `host` was calibrated (2026-12-02); "
+            "at the bench's start 180.5 / 158.4; at the bench's end: no 2MB pages to be had.") in r, r
+    assert r.index("The machine's state") < r.index(END)
+    assert "The machine's state" not in render(rows(), 5, notes=[])
+
+
+def test_the_calibrated_chase_is_the_largest_footprints_pair(tmp_path, monkeypatch):
+    from superpager import _core, bench_model
+    f = tmp_path / "host.toml"
+    f.write_text('[calibration]\ndate = "2026-12-02"\n'
+                 '[[calibration.points]]\nfootprint = "512MiB"\nns = 160.0\npages = "4k"\n'
+                 '[[calibration.points]]\nfootprint = "1GiB"\nns = 331.4\npages = "4k"\n'
+                 '[[calibration.points]]\nfootprint = "1GiB"\nns = 209.2\npages = "2m"\n')
+    monkeypatch.setenv("SUPERPAGER_CALIBRATION", str(f))
+    monkeypatch.setattr(_core, "host_explain", lambda: ([("L1 latency", "4 cycles", "measured by superpager calibrate on 2026-12-02")], []))
+    assert bench_model.calibrated_chase() == (1 << 30, 331.4, 209.2, "2026-12-02")
+    # A calibration host does not use (another CPU's: its latencies are ESTIMATEs) says nothing.
+    monkeypatch.setattr(_core, "host_explain", lambda: ([("L1 latency", "5 cycles", "ESTIMATE (run superpager calibrate)")], []))
+    assert bench_model.calibrated_chase() is None

@@ -73,6 +73,47 @@ def predicted(trace: str, program: str) -> tuple[float, float, float, float | No
     return m[1]["speedup"], lin[1]["speedup"], m[0]["seconds"], native
 
 
+def calibrated_chase() -> tuple[int, float, float, str] | None:
+    """The chase at the calibration's largest footprint as calibrate measured it: (footprint,
+    ns a step on 4KB pages, on 2MB pages, the date), from the file `host` reads; None without
+    one, or without both points."""
+    import tomllib
+    from . import _core
+    from .cli_model import default_calibration_path
+    path = default_calibration_path()
+    # Only a calibration `host` uses (made on this CPU) says what the predictions rest on.
+    if not path.exists() or not any("measured by superpager calibrate" in src for _, _, src in _core.host_explain()[0]):
+        return None
+    try:
+        cal = tomllib.loads(path.read_text()).get("calibration", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    from .model.calibrate import _parse_size
+    pts = [(_parse_size(p["footprint"]), p["pages"], float(p["ns"])) for p in cal.get("points", [])]
+    if not pts:
+        return None
+    big = max(fp for fp, _, _ in pts)
+    at = {pg: ns for fp, pg, ns in pts if fp == big}
+    if "4k" not in at or "2m" not in at:
+        return None
+    return big, at["4k"], at["2m"], str(cal.get("date", ""))
+
+
+def chase_now(footprint: int, repeats: int = 3) -> tuple[float, float] | None:
+    """calibrate's chase at `footprint` now (ns a step on 4KB and on 2MB pages, medians of
+    `repeats`): whether the machine is still in the state it was calibrated in (on a shared
+    host, a neighbour's load moves it). None where 2MB pages could not be had."""
+    from .model.calibrate import chase, chase_binary
+    b = chase_binary()
+    out = []
+    for pg in ("4k", "2m"):
+        runs = [chase(b, footprint, pg, 2_000_000, seed) for seed in range(1, repeats + 1)]
+        if pg == "2m" and min(h for _, h in runs) < footprint // 2:
+            return None
+        out.append(statistics.median(ns for ns, _ in runs))
+    return out[0], out[1]
+
+
 def main(a) -> int:
     from . import workloads
     from .live.run import thp_mode
@@ -91,6 +132,11 @@ def main(a) -> int:
         print(f"superpager: error: bench --model: unknown program(s) {', '.join(bad)} (one of {', '.join(PROGRAMS)})", file=sys.stderr)
         return 2
     rows = []
+    cal = calibrated_chase()
+    states = []
+    if cal is not None:
+        say(f"calibrate's chase over {cal[0] >> 20}MiB, as at the start (it was {cal[1]:.1f} / {cal[2]:.1f} ns on 4KB / 2MB pages when calibrated)")
+        states.append(chase_now(cal[0]))
     keep = a.model_traces
     if keep:
         os.makedirs(keep, exist_ok=True)
@@ -114,7 +160,10 @@ def main(a) -> int:
                 speed = [b / t for b, t in zip(base, thp)]
                 rows.append((program, mib, statistics.median(base), statistics.median(thp), statistics.median(speed), min(speed), max(speed), ms, ls, base_pred, native))
                 say(f"{program} {mib}MiB: measured {rows[-1][4]:.3f}x, model {ms:.3f}x, linear {ls:.3f}x")
-    report = render(rows, a.repeats)
+    if cal is not None:
+        say(f"calibrate's chase over {cal[0] >> 20}MiB, as at the end")
+        states.append(chase_now(cal[0]))
+    report = render(rows, a.repeats, state=(cal, states) if cal is not None else None)
     if a.out:
         from .bench_capture import write_section
         write_section(a.out, report, START, END)
@@ -129,10 +178,12 @@ def _capture(exe: str, program: str, mib: int, trace: str) -> None:
     capture(command(exe, program, mib), trace, stdout=subprocess.DEVNULL, from_mark=program in FROM_MARK)
 
 
-def render(rows, repeats: int, notes: list[str] | None = None) -> str:
+def render(rows, repeats: int, notes: list[str] | None = None, state=None) -> str:
     """The report section. `notes`: what the host machine's numbers rest on, where that limits
     the predictions (`machines host --explain`'s notes: estimated latencies, a calibration of
-    another CPU, 2MB pages the TLB splinters); None reads them here."""
+    another CPU, 2MB pages the TLB splinters); None reads them here. `state`: calibrate's chase
+    when calibrated (`calibrated_chase`) and at the bench's start and end (`chase_now`), or
+    None."""
     from .hostinfo import cpu_model
     # Rows carry an 11th entry, the native model's speedup, where host was nested.
     any_native = any(len(r) > 10 and r[10] is not None for r in rows)
@@ -166,5 +217,12 @@ def render(rows, repeats: int, notes: list[str] | None = None) -> str:
         from . import _core
         notes = _core.host_explain()[1]
     out += [f"Note on `host`: {n}." if not n.endswith(".") else f"Note on `host`: {n}" for n in notes]
+    if state is not None:
+        (fp, c4, c2, date), now = state
+        said = "; ".join(f"at the bench's {when} {s[0]:.1f} / {s[1]:.1f}" if s else f"at the bench's {when}: no 2MB pages to be had"
+                         for when, s in zip(("start", "end"), now))
+        out.append(f"The machine's state: calibrate's chase over {fp >> 20}MiB took {c4:.1f} / {c2:.1f} ns a step on 4KB / 2MB pages "
+                   f"when `host` was calibrated ({date}); {said}. The predictions rest on the first pair; where the later ones "
+                   "differ, the machine (a shared host's caches) was not what it was calibrated in.")
     out.append(END)
     return "\n".join(out)
