@@ -3,7 +3,7 @@
 //! where that size came from.
 
 use std::collections::HashMap;
-use superpager_core::mmu::host::{calibrated_toml, detect, read_calibration, CacheGeometry, Calibration, CalibrationInput, Cpuid, LastLevelFit};
+use superpager_core::mmu::host::{calibrated_toml, clock_how, detect, read_calibration, CacheGeometry, Calibration, CalibrationInput, Cpuid, LastLevelFit};
 
 const TEMPLATE: &str = r#"
 name = "host"
@@ -42,7 +42,8 @@ fn input(f: Option<LastLevelFit>) -> CalibrationInput {
     CalibrationInput {
         cpu: "Test CPU".into(),
         date: "2026-12-02".into(),
-        method: "test".into(),
+        method: "dependent pointer chase (test); clock measured by a chain of dependent adds (model/chase.c clock), 3.342 GHz; /proc/cpuinfo says 2.246 GHz"
+            .into(),
         clock_ghz: 3.342,
         level_cycles: vec![4.0, 43.3],
         level_sizes: vec![String::new(), last],
@@ -134,7 +135,17 @@ fn explain_names_the_fitted_last_level_and_not_a_seen_one() {
     assert_eq!(size, "2MiB");
     assert!(src.contains("calibrate's last-level fit") && src.contains("CPUID says 16MiB"), "{src}");
     assert!(!rows.contains_key("L2 size seen"));
+    // The clock row says how calibrate had the clock (its method's clause).
+    let (ghz, how) = rows.get("clock").expect("a clock row");
+    assert_eq!(ghz, "3.34 GHz");
+    assert!(how.ends_with(": clock measured by a chain of dependent adds (model/chase.c clock), 3.342 GHz; /proc/cpuinfo says 2.246 GHz"), "{how}");
     let toml = r.cache_toml().unwrap();
     assert_eq!(toml["levels"][1]["size"].as_str(), Some("2MiB"), "host simulates the fitted size");
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn the_clocks_clause_is_cut_from_the_method_and_absent_in_older_files() {
+    assert_eq!(clock_how("chase, 2MB pages, median of 3; clock from /proc/cpuinfo (2.4 GHz)"), "clock from /proc/cpuinfo (2.4 GHz)");
+    assert_eq!(clock_how("dependent pointer chase, median of 3"), "");
 }

@@ -90,6 +90,9 @@ pub struct Calibration {
     pub cpu: String,
     pub date: String,
     pub clock_ghz: f64,
+    /// How calibrate had the clock (the `clock ...` part of `[calibration].method`: measured by
+    /// an add chain, or /proc/cpuinfo's); "" in files written before the clock was measured.
+    pub clock_how: String,
     pub level_cycles: Vec<f64>,
     /// Each level's size as the chase saw it ("" where it kept CPUID's): a virtual machine may
     /// get a small share of a large shared last-level cache.
@@ -458,6 +461,12 @@ pub fn calibration_path() -> Option<std::path::PathBuf> {
     Some(base.join("superpager").join("host.toml"))
 }
 
+/// The clock's part of calibrate's `method` text: from its "; clock ..." clause to the end
+/// ("clock measured by a chain of dependent adds (...), 3.342 GHz; /proc/cpuinfo says 2.246 GHz").
+pub fn clock_how(method: &str) -> String {
+    method.find("; clock ").map_or(String::new(), |i| method[i + 2..].to_string())
+}
+
 /// Read a calibration file (a machine TOML with a `[calibration]` table); None if it is absent,
 /// unreadable, or not of this CPU (`cpu` differs from the model name), with a note saying why.
 pub fn read_calibration(path: &std::path::Path, cpu: &str, notes: &mut Vec<String>) -> Option<Calibration> {
@@ -485,6 +494,7 @@ pub fn read_calibration(path: &std::path::Path, cpu: &str, notes: &mut Vec<Strin
         cpu: got.to_string(),
         date: cal.get("date").and_then(|d| d.as_str()).unwrap_or_default().to_string(),
         clock_ghz: v.get("cost").and_then(|c| c.get("clock_ghz")).and_then(toml_number).unwrap_or(2.5),
+        clock_how: clock_how(cal.get("method").and_then(|m| m.as_str()).unwrap_or_default()),
         level_cycles,
         level_sizes,
         dram_cycles: cache.get("dram_cycles").and_then(toml_number)?,
@@ -1016,7 +1026,8 @@ impl HostReport {
             let (v, src) = self.latency(n);
             out.push(("memory latency".to_string(), format!("{v:.1} cycles"), src));
             if let Some(k) = self.usable_calibration() {
-                out.push(("clock".to_string(), format!("{:.2} GHz", k.clock_ghz), format!("as calibrate converted its timings ({})", k.path)));
+                let how = if k.clock_how.is_empty() { String::new() } else { format!(": {}", k.clock_how) };
+                out.push(("clock".to_string(), format!("{:.2} GHz", k.clock_ghz), format!("as calibrate converted its timings ({}){how}", k.path)));
                 if let Some(p) = &k.tlb_probe {
                     let held = if p.splintered { "as smaller pieces (splintered)" } else { "whole" };
                     out.push(("2MB pages in the TLB".to_string(), held.to_string(), format!("calibrate's TLB probe on {}: {}", k.date, p.summary())));
