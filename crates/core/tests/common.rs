@@ -115,3 +115,25 @@ pub fn run_scenario(text: &str, name: &str, machine: &str, policy: &str, cfg: su
     while r.step(8).unwrap() {}
     r.results()
 }
+
+/// A two-level host machine file for the calibration-file tests: what `calibrated_toml` writes
+/// into.
+pub const CALIBRATION_TEMPLATE: &str = r#"
+name = "host"
+description = "test"
+page_sizes = ["4KiB", "2MiB"]
+[cache]
+dram_cycles = 300
+[[cache.levels]]
+name = "L1d"
+size = "32KiB"
+ways = 8
+cycles = 5
+[[cache.levels]]
+name = "L2"
+size = "1MiB"
+ways = 8
+cycles = 14
+[cost]
+clock_ghz = 2.0
+"#;

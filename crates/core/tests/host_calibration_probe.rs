@@ -4,25 +4,8 @@
 
 use superpager_core::mmu::host::{calibrated_toml, read_calibration, Calibration, CalibrationInput, TlbProbe, WalkProbe};
 
-const TEMPLATE: &str = r#"
-name = "host"
-description = "test"
-page_sizes = ["4KiB", "2MiB"]
-[cache]
-dram_cycles = 300
-[[cache.levels]]
-name = "L1d"
-size = "32KiB"
-ways = 8
-cycles = 5
-[[cache.levels]]
-name = "L2"
-size = "1MiB"
-ways = 8
-cycles = 14
-[cost]
-clock_ghz = 2.0
-"#;
+mod common;
+use common::CALIBRATION_TEMPLATE as TEMPLATE;
 
 fn input(probe: Option<TlbProbe>, walk: Option<WalkProbe>) -> CalibrationInput {
     CalibrationInput {

@@ -5,25 +5,8 @@
 use std::collections::HashMap;
 use superpager_core::mmu::host::{calibrated_toml, clock_how, detect, read_calibration, CacheGeometry, Calibration, CalibrationInput, Cpuid, LastLevelFit};
 
-const TEMPLATE: &str = r#"
-name = "host"
-description = "test"
-page_sizes = ["4KiB", "2MiB"]
-[cache]
-dram_cycles = 300
-[[cache.levels]]
-name = "L1d"
-size = "32KiB"
-ways = 8
-cycles = 5
-[[cache.levels]]
-name = "L2"
-size = "16MiB"
-ways = 16
-cycles = 40
-[cost]
-clock_ghz = 2.0
-"#;
+mod common;
+use common::CALIBRATION_TEMPLATE as TEMPLATE;
 
 fn fit() -> LastLevelFit {
     LastLevelFit {
