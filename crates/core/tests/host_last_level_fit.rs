@@ -122,6 +122,9 @@ fn explain_names_the_fitted_last_level_and_not_a_seen_one() {
     let (ghz, how) = rows.get("clock").expect("a clock row");
     assert_eq!(ghz, "3.34 GHz");
     assert!(how.ends_with(": clock measured by a chain of dependent adds (model/chase.c clock), 3.342 GHz; /proc/cpuinfo says 2.246 GHz"), "{how}");
+    // predict and bench --model repeat the host's notes: this one says the L2 is fitted.
+    let note = r.fit_note().expect("a note for a level fitted below CPUID's size");
+    assert!(note.starts_with("calibrate's last-level fit simulates the L2 at 2MiB (CPUID says 16MiB): there the model on the chase at 1GiB"), "{note}");
     let toml = r.cache_toml().unwrap();
     assert_eq!(toml["levels"][1]["size"].as_str(), Some("2MiB"), "host simulates the fitted size");
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
@@ -131,4 +134,19 @@ fn explain_names_the_fitted_last_level_and_not_a_seen_one() {
 fn the_clocks_clause_is_cut_from_the_method_and_absent_in_older_files() {
     assert_eq!(clock_how("chase, 2MB pages, median of 3; clock from /proc/cpuinfo (2.4 GHz)"), "clock from /proc/cpuinfo (2.4 GHz)");
     assert_eq!(clock_how("dependent pointer chase, median of 3"), "");
+}
+
+#[test]
+fn a_fit_that_kept_cpuids_size_gives_no_note() {
+    let kept = LastLevelFit { chosen: 16 << 20, ..fit() };
+    let (cal, path) = read_back(&calibrated_toml(TEMPLATE, &input(Some(kept))).unwrap(), "kept");
+    let mut r = detect(&NoLeaves, std::path::Path::new("/nonexistent"));
+    r.caches = vec![
+        CacheGeometry { level: 2, kind: "Unified".into(), bytes: 16 << 20, ways: 16, line: 64, sets: 16384, source: "test".into() },
+        CacheGeometry { level: 1, kind: "Data".into(), bytes: 32 << 10, ways: 8, line: 64, sets: 64, source: "test".into() },
+    ];
+    r.model_name = "Test CPU".into();
+    r.calibration = Some(cal);
+    assert_eq!(r.fit_note(), None);
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }

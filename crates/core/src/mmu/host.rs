@@ -846,10 +846,29 @@ pub fn detect_here() -> HostReport {
             _ => {}
         }
     }
+    if let Some(n) = r.fit_note() {
+        r.notes.push(n);
+    }
     r
 }
 
 impl HostReport {
+    /// A note where calibrate's last-level fit made the last level smaller than CPUID says:
+    /// every prediction on `host` rests on it, so `predict` and `bench --model` repeat it.
+    pub fn fit_note(&self) -> Option<String> {
+        let last = *self.data_caches().last()?;
+        let fit = self.usable_calibration()?.last_level_fit.as_ref()?;
+        (fit.chosen < last.bytes).then(|| {
+            format!(
+                "calibrate's last-level fit simulates the L{} at {} (CPUID says {}): there {} (docs/RUNTIME_MODEL.md, \"The last level's fit\")",
+                last.level,
+                Bytes(fit.chosen),
+                Bytes(last.bytes),
+                fit.summary()
+            )
+        })
+    }
+
     /// The data caches the model uses: data and unified levels, in order.
     pub fn data_caches(&self) -> Vec<&CacheGeometry> {
         let mut v: Vec<&CacheGeometry> = self.caches.iter().filter(|c| c.kind != "Instruction").collect();
