@@ -84,6 +84,11 @@ def test_the_calibrated_chase_is_the_largest_footprints_pair(tmp_path, monkeypat
     monkeypatch.setenv("SUPERPAGER_CALIBRATION", str(f))
     monkeypatch.setattr(_core, "host_explain", lambda: ([("L1 latency", "4 cycles", "measured by superpager calibrate on 2026-12-02")], []))
     assert bench_model.calibrated_chase() == (1 << 30, 331.4, 209.2, "2026-12-02")
+    # A hand-edited point whose footprint is not a size: nothing said, no crash.
+    good = f.read_text()
+    f.write_text(good.replace('footprint = "512MiB"', 'footprint = "lots"'))
+    assert bench_model.calibrated_chase() is None
+    f.write_text(good)
     # A calibration host does not use (another CPU's: its latencies are ESTIMATEs) says nothing.
     monkeypatch.setattr(_core, "host_explain", lambda: ([("L1 latency", "5 cycles", "ESTIMATE (run superpager calibrate)")], []))
     assert bench_model.calibrated_chase() is None

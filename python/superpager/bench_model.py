@@ -84,12 +84,13 @@ def calibrated_chase() -> tuple[int, float, float, str] | None:
     # Only a calibration `host` uses (made on this CPU) says what the predictions rest on.
     if not path.exists() or not any("measured by superpager calibrate" in src for _, _, src in _core.host_explain()[0]):
         return None
+    from .capture import CaptureError
+    from .workloads import parse_size
     try:
         cal = tomllib.loads(path.read_text()).get("calibration", {})
-    except (OSError, tomllib.TOMLDecodeError):
+        pts = [(parse_size(p["footprint"]), p["pages"], float(p["ns"])) for p in cal.get("points", [])]
+    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError, CaptureError):
         return None
-    from .model.calibrate import _parse_size
-    pts = [(_parse_size(p["footprint"]), p["pages"], float(p["ns"])) for p in cal.get("points", [])]
     if not pts:
         return None
     big = max(fp for fp, _, _ in pts)
@@ -103,15 +104,11 @@ def chase_now(footprint: int, repeats: int = 3) -> tuple[float, float] | None:
     """calibrate's chase at `footprint` now (ns a step on 4KB and on 2MB pages, medians of
     `repeats`): whether the machine is still in the state it was calibrated in (on a shared
     host, a neighbour's load moves it). None where 2MB pages could not be had."""
-    from .model.calibrate import chase, chase_binary
+    from .model.calibrate import chase_binary, median_chase
     b = chase_binary()
-    out = []
-    for pg in ("4k", "2m"):
-        runs = [chase(b, footprint, pg, 2_000_000, seed) for seed in range(1, repeats + 1)]
-        if pg == "2m" and min(h for _, h in runs) < footprint // 2:
-            return None
-        out.append(statistics.median(ns for ns, _ in runs))
-    return out[0], out[1]
+    ns_4k, _ = median_chase(b, footprint, "4k", 2_000_000, repeats)
+    ns_2m, huge = median_chase(b, footprint, "2m", 2_000_000, repeats)
+    return None if huge < footprint // 2 else (ns_4k, ns_2m)
 
 
 def main(a) -> int:

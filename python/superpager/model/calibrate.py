@@ -112,7 +112,7 @@ def measure(largest: int = 1 << 30, steps: int = 2_000_000, repeats: int = 3, pa
     done = 0
     for pg in pages:
         for fp in fps:
-            ns = statistics.median(chase(b, fp, pg, steps, seed)[0] for seed in range(1, repeats + 1))
+            ns = median_chase(b, fp, pg, steps, repeats)[0]
             pts.append((fp, pg, ns))
             done += 1
             if progress:
@@ -134,12 +134,18 @@ PROBE_LINES = PROBE_SPAN // 4096
 SPLINTER_RATIO = 1.5
 
 
+def median_chase(binary: Path, footprint: int, pages: str, steps: int, repeats: int, layout: str = "dense") -> tuple[float, int]:
+    """The chase's median ns a step over seeds 1..`repeats`, and the fewest 2MB-page bytes any
+    of those runs had."""
+    runs = [chase(binary, footprint, pages, steps, seed, layout) for seed in range(1, repeats + 1)]
+    return statistics.median(ns for ns, _ in runs), min(h for _, h in runs)
+
+
 def tlb_probe(binary: Path, steps: int, repeats: int) -> dict | None:
     """Whether the TLB holds 2MB pages whole (docs/RUNTIME_MODEL.md, "The TLB probe"); None when
     2MB pages are not to be had here."""
     def med(footprint: int, pages: str, layout: str) -> tuple[float, int]:
-        runs = [chase(binary, footprint, pages, steps, seed, layout) for seed in range(1, repeats + 1)]
-        return statistics.median(ns for ns, _ in runs), min(h for _, h in runs)
+        return median_chase(binary, footprint, pages, steps, repeats, layout)
 
     packed, huge_packed = med(PROBE_LINES * 64, "2m", "dense")
     sparse, huge_sparse = med(PROBE_SPAN, "2m", "sparse")
@@ -338,7 +344,8 @@ def fit_last_level(inp: dict, levels: list[tuple[str, int, int, float]], footpri
     name, size, ways, _ = levels[-1]
     seen = inp["level_sizes"][-1]
     if seen:
-        size = _parse_size(seen)
+        from ..workloads import parse_size
+        size = parse_size(seen)
     sizes = fit_sizes(size, levels[-2][1], ways)
     ns_4k, ns_2m = [], []
     with tempfile.TemporaryDirectory(prefix="superpager-fit-") as d:
@@ -354,14 +361,6 @@ def fit_last_level(inp: dict, levels: list[tuple[str, int, int, float]], footpri
     best = fit_choice(ns_4k, ns_2m, measured_4k, measured_2m)
     return {"footprint": footprint, "measured_4k_ns": measured_4k, "measured_2m_ns": measured_2m,
             "sizes": sizes, "ns_4k": ns_4k, "ns_2m": ns_2m, "chosen": sizes[best]}
-
-
-def _parse_size(text: str) -> int:
-    """A size as calibrate writes them (size_text): 2MiB, 768KiB, or plain bytes."""
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if text.endswith(unit):
-            return int(text[: -len(unit)]) << shift
-    return int(text)
 
 
 def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats: int = 3, progress=None,
