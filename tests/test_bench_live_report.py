@@ -48,3 +48,16 @@ def test_live_idle_refuses_what_is_not_a_number_of_seconds():
     for bad in ("-1", "soon", "inf"):
         r = subprocess.run([sys.executable, "-m", "superpager.cli", "bench", "--live", "--live-idle", bad], capture_output=True, text=True)
         assert r.returncode == 2 and "--live-idle" in r.stderr, (bad, r.stderr)
+
+
+def test_damon_live_gets_its_speedup_its_collapses_and_how_it_saw_damon():
+    r = runs({"base": [1.0, 1.0, 1.0], "thp": [0.8, 0.8, 0.8], "navarro-live": [0.85, 0.85, 0.85]}, "gups")
+    r[("gups", 512, False, None, "damon-live")] = [Run(t, 0.3, 1 << 20, c, 0.2, h, a) for t, c, h, a in
+                                                   ((0.9, 100, 0.4, 1), (0.95, 40, 0.2, 0), (0.92, 90, 0.35, 1))]
+    note = "damon-live reads kdamond 0 (pid 73; ...) through its damon_aggregated trace events"
+    t = render(r, CASES[:1], ["base", "thp", "navarro-live", "damon-live"], 3, "", "madvise", 0.0, note)
+    assert f"How damon-live saw DAMON: {note}." in t
+    # base 1.0 / damon-live's median 0.92 = 1.09x; collapses 90, aggregations 1, huge 35% (medians).
+    row = next(line for line in t.split("\n") if line.startswith("| gups | 512MiB"))
+    assert "| 1.09x (1.05–1.11) |" in row and row.endswith("| 90, 1, 35% |"), row
+    assert "damon-live collapses, DAMON aggregations read, huge share at exit" in t

@@ -38,6 +38,8 @@ class Run:
     collapsed: int
     policy_cpu_s: float
     huge_fraction: float
+    aggregations: int = 0
+    """damon-live on another agent's monitor: its DAMON aggregations that arrived during the run."""
 
 
 def one(exe: str, program: str, mib: int, policy: str, holes: bool, ops: str | None = None) -> Run:
@@ -52,7 +54,7 @@ def one(exe: str, program: str, mib: int, policy: str, holes: bool, ops: str | N
     kv = dict(re.findall(r"(\w+)=(\S+)", text))
     rss, touched, huge = int(kv["rss_bytes"]), int(kv["touched_bytes"]), int(kv["anon_huge_bytes"])
     return Run(float(kv["access_s"]), float(kv["populate_s"]), max(0, rss - touched), int(rep.counters.get("collapsed", 0)),
-               rep.step_cpu_s, huge / rss if rss else 0.0)
+               rep.step_cpu_s, huge / rss if rss else 0.0, int(rep.counters.get("aggregations", 0)))
 
 
 def _ops(program: str) -> str:
@@ -62,7 +64,7 @@ def _ops(program: str) -> str:
 def main(a) -> int:
     from . import workloads
     from .live.run import thp_mode
-    from .live.damon import Damon, DamonUnavailable
+    from .live.damon import availability
 
     def say(m: str) -> None:
         print(f"bench --live: {m}", file=sys.stderr, flush=True)
@@ -75,13 +77,13 @@ def main(a) -> int:
               f"{'missing' if mode is None else 'never'})", file=sys.stderr)
         return 2
     policies = list(POLICIES)
-    damon_why = ""
-    try:
-        Damon().check()
-    except DamonUnavailable as e:
-        damon_why = str(e)
+    damon_ok, damon_note = availability()
+    damon_why = "" if damon_ok else damon_note
+    if not damon_ok:
         policies.remove("damon-live")
         say(f"damon-live left out: {damon_why}")
+    elif damon_note:
+        say(damon_note)
     from .live.policies import parse_policy
     for extra in a.live_policy or []:
         try:
@@ -115,7 +117,7 @@ def main(a) -> int:
                 runs.setdefault((program, mib, holes, ops, pol), []).append(one(exe, program, mib, pol, holes, ops))
             done += 1
             say(f"{_label(program, holes, ops)} {mib}MiB: round {rnd + 1}/{a.repeats} ({done}/{total})")
-    report = render(runs, cases, policies, a.repeats, damon_why, mode, a.live_idle)
+    report = render(runs, cases, policies, a.repeats, damon_why, mode, a.live_idle, damon_note if damon_ok else "")
     if a.out:
         from .bench_capture import write_section
         write_section(a.out, report, START, END)
@@ -132,7 +134,7 @@ def _med(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
-def render(runs, cases, policies, repeats: int, damon_why: str, mode: str | None, idle: float = 0.0) -> str:
+def render(runs, cases, policies, repeats: int, damon_why: str, mode: str | None, idle: float = 0.0, damon_note: str = "") -> str:
     flags = f" --live-idle {idle:g}" if idle else ""
     lines = [START, "## Measured: access-phase speedup over `base` (`bench --live`)", "",
              f"Produced by `superpager bench --live --repeats {repeats}{flags}` on {machine_line()}, THP mode `{mode}`. "
@@ -142,9 +144,14 @@ def render(runs, cases, policies, repeats: int, damon_why: str, mode: str | None
              "(its smaps_rollup Rss at the end minus what it wrote), median.", ""]
     if damon_why:
         lines += [f"damon-live is not in the table: {damon_why}.", ""]
+    elif damon_note and "damon-live" in policies:
+        lines += [f"How damon-live saw DAMON: {damon_note}.", ""]
     head = "| program | size | base access s (median, min–max) | " + " | ".join(f"`{p}` speedup" for p in policies if p != "base") + \
         " | bloat thp | bloat navarro-live | navarro-live collapses, its CPU s | huge share at exit (thp / navarro-live) | populate s (base / thp / navarro-live)" \
         " | whole run s, populate + access (base / thp / navarro-live) |"
+    damon = "damon-live" in policies
+    if damon:
+        head += " damon-live collapses, DAMON aggregations read, huge share at exit |"
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
     verdicts = []
     for program, mib, holes, ops in cases:
@@ -170,6 +177,10 @@ def render(runs, cases, policies, repeats: int, damon_why: str, mode: str | None
                   " / ".join(f"{_med([r.populate_s for r in x]):.2f}" for x in (base, thp, nl)),
                   # The access phase alone hides what collapses during population cost the program.
                   " / ".join(f"{_med([r.populate_s + r.access_s for r in x]):.2f}" for x in (base, thp, nl))]
+        if damon:
+            dl = runs.get((program, mib, holes, ops, "damon-live"))
+            cells.append(f"{_med([r.collapsed for r in dl]):.0f}, {_med([r.aggregations for r in dl]):.0f}, "
+                         f"{_med([r.huge_fraction for r in dl]) * 100:.0f}%" if dl else "–")
         lines.append("| " + " | ".join(cells) + " |")
         if "thp" in sp and "navarro-live" in sp:
             within = sp["navarro-live"] >= 0.9 * sp["thp"]

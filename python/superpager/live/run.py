@@ -121,7 +121,7 @@ class _DamonCollapses:
     """damon-live's work once DAMON runs: rank the regions DAMON finds hot and collapse the
     hottest through navarro-live's frame reserve (the one Rust path, `LiveCollapser`)."""
 
-    def __init__(self, damon: dm.Damon, pid: int, reserve: str):
+    def __init__(self, damon: dm.Damon | dm.DamonTrace, pid: int, reserve: str):
         self.damon, self.pid = damon, pid
         self.collapser = _core.LiveCollapser(pid, reserve)
         self.counts: dict[str, int] = {"rankings": 0, "collapsed": 0, "regions_seen": 0}
@@ -150,7 +150,14 @@ class _DamonCollapses:
         return done > 0, len(ranked) > done and ok_count > 0
 
     def counters(self) -> dict:
-        return {**self.counts, "failed": self.failed, "reserve": json.loads(self.collapser.reserve_counters())}
+        c = {**self.counts, "failed": self.failed, "reserve": json.loads(self.collapser.reserve_counters())}
+        if isinstance(self.damon, dm.DamonTrace):
+            # Another agent's monitor: how many of its aggregations arrived while the program ran
+            # (none yet: nothing ranked, so nothing collapsed).
+            c["monitor"], c["aggregations"] = "shared", self.damon.aggregations
+        else:
+            c["monitor"] = "own"
+        return c
 
 
 class Policy:
@@ -167,13 +174,15 @@ class Policy:
             return
         reserve = str(pol.params.get("reserve", "auto"))
         if name == "damon-live":
-            damon = dm.Damon(damon_root)
             try:
-                damon.start(changes, int(pol["sample_us"]), int(pol["aggr_us"]), max(int(pol["aggr_us"]) * 10, 1000000))
+                damon, note = dm.open_monitor(changes, int(pol["sample_us"]), int(pol["aggr_us"]),
+                                              max(int(pol["aggr_us"]) * 10, 1000000), damon_root)
             except (dm.DamonUnavailable, OSError) as e:
                 rep.notes.append(f"damon-live: DAMON is unavailable here: {e}; falling back to navarro-live's rule (collapse when fully populated)")
                 name = "navarro-live"
             else:
+                if note:
+                    rep.notes.append(note)
                 self.damon = _DamonCollapses(damon, pid, reserve)
         if name == "navarro-live":
             self.scanner = _core.NavarroLive(pid, int(pol.params.get("promote_at", 512)), reserve)

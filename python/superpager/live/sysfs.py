@@ -2,7 +2,9 @@
 
 Every setting a live run changes (THP and mTHP modes, hugetlb reservations, a DAMON monitor) goes
 through `SysfsChanges.set`, which first appends the old value to a record file (fsync'd), then
-writes the new one. `restore()` puts every value back in reverse order and deletes the record;
+writes the new one. A directory it creates in a pseudo filesystem (a tracefs instance:
+`make_dir`) and a filesystem it mounts (tracefs where none is mounted: `mount`) are recorded the
+same way, and undone by rmdir and umount. `restore()` puts every value back in reverse order and deletes the record;
 `run` and `attach` call it on exit, Ctrl-C and SIGTERM. If superpager itself dies (SIGKILL, a
 crash), the record stays: `restore_stale()` — run at the start of every live command and by
 `superpager restore` — restores the records whose owner is no longer running.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -36,6 +39,11 @@ def read_setting(path: str) -> str:
     return text
 
 
+def _remove_dir(path: str) -> None:
+    """rmdir: a tracefs instance goes with the files the kernel put in it."""
+    os.rmdir(path)
+
+
 def _write(path: str, value: str) -> None:
     with open(path, "w") as f:
         f.write(value)
@@ -57,12 +65,20 @@ def _start_time(pid: int) -> str | None:
     return f[19] if f else None
 
 
+# What a record entry undoes: a value written (its old value goes back), a directory made
+# (removed), a filesystem mounted (unmounted). Records written before kinds existed hold values.
+VALUE, DIR, MOUNT = "value", "dir", "mount"
+
+
 class SysfsChanges:
-    """Settings changed by this process, with their restore record. Use as a context manager."""
+    """Settings changed by this process, with their restore record. Use as a context manager.
+
+    Invariant: every entry of `changes` is (path, old, kind) and is in the record file on disk
+    before the change it undoes is made."""
 
     def __init__(self, label: str = "live"):
         self.label = label
-        self.changes: list[tuple[str, str]] = []
+        self.changes: list[tuple[str, str, str]] = []
         self.record: Path | None = None
 
     def _save(self) -> None:
@@ -72,7 +88,7 @@ class SysfsChanges:
             self.record = d / f"restore-{os.getpid()}-{int(time.time() * 1000)}.json"
         tmp = self.record.with_suffix(".tmp")
         body = {"pid": os.getpid(), "start": _start_time(os.getpid()), "label": self.label,
-                "changes": [{"path": p, "old": o} for p, o in self.changes]}
+                "changes": [{"path": p, "old": o, "kind": k} for p, o, k in self.changes]}
         with open(tmp, "w") as f:
             json.dump(body, f, indent=1)
             f.flush()
@@ -84,24 +100,51 @@ class SysfsChanges:
         old = read_setting(path)
         if old == value:
             return
-        self.changes.append((path, old))
+        self._recorded(path, old, VALUE, lambda: _write(path, value))
+
+    def make_dir(self, path: str) -> None:
+        """Creates directory `path` (a tracefs instance), recorded so that restore removes it.
+        Raises OSError as the kernel does (FileExistsError where it is there already)."""
+        self._recorded(path, "", DIR, lambda: os.mkdir(path))
+
+    def mount(self, fstype: str, path: str) -> None:
+        """Mounts a `fstype` filesystem on directory `path`, recorded so that restore unmounts it.
+        Raises OSError with mount's message where it fails."""
+        def do() -> None:
+            r = subprocess.run(["mount", "-t", fstype, fstype, path], capture_output=True, text=True)
+            if r.returncode != 0:
+                raise OSError(f"mount -t {fstype} {path}: {(r.stderr or r.stdout).strip()}")
+        self._recorded(path, fstype, MOUNT, do)
+
+    def _recorded(self, path: str, old: str, kind: str, change) -> None:
+        """Records how to undo a change, then makes it; where it fails, the record drops it."""
+        self.changes.append((path, old, kind))
         self._save()
         try:
-            _write(path, value)
+            change()
         except OSError:
             self.changes.pop()
             self._save()
             raise
 
     def restore(self) -> list[str]:
-        """Puts every changed value back, newest first; returns the problems (empty when all went back)."""
+        """Undoes every change, newest first; returns the problems (empty when all went back)."""
         problems = []
-        for path, old in reversed(self.changes):
+        for path, old, kind in reversed(self.changes):
             try:
-                if os.path.exists(path) and read_setting(path) != old:
+                if kind == DIR:
+                    if os.path.isdir(path):
+                        _remove_dir(path)
+                elif kind == MOUNT:
+                    if os.path.ismount(path):
+                        r = subprocess.run(["umount", path], capture_output=True, text=True)
+                        if r.returncode != 0:
+                            problems.append(f"{path}: could not unmount {old}: {(r.stderr or r.stdout).strip()}")
+                elif os.path.exists(path) and read_setting(path) != old:
                     _write(path, old)
             except OSError as e:
-                problems.append(f"{path}: could not restore '{old}': {e.strerror}")
+                what = "remove it" if kind == DIR else f"restore '{old}'"
+                problems.append(f"{path}: could not {what}: {e.strerror}")
         self.changes.clear()
         if self.record is not None:
             self.record.unlink(missing_ok=True)
@@ -129,7 +172,7 @@ def restore_stale() -> list[str]:
         try:
             body = json.loads(rec.read_text())
             pid, start = int(body["pid"]), body.get("start")
-            changes = [(c["path"], c["old"]) for c in body["changes"]]
+            changes = [(c["path"], c["old"], c.get("kind", VALUE)) for c in body["changes"]]
         except (OSError, ValueError, KeyError, TypeError) as e:
             out.append(f"{rec}: unreadable restore record, left in place ({e})")
             continue
