@@ -57,7 +57,7 @@ def test_damon_live_gets_its_speedup_its_collapses_and_how_it_saw_damon():
     note = "damon-live reads kdamond 0 (pid 73; ...) through its damon_aggregated trace events"
     t = render(r, CASES[:1], ["base", "thp", "navarro-live", "damon-live"], 3, "", "madvise", 0.0, note)
     assert f"How damon-live saw DAMON: {note}." in t
-    # base 1.0 / damon-live's median 0.92 = 1.09x; collapses 90, aggregations 1, huge 35% (medians).
+    # base 1.0 / damon-live's median 0.92 = 1.09x; collapses 90, aggregations 1, huge 35%, bloat 1MiB (medians).
     row = next(line for line in t.split("\n") if line.startswith("| gups | 512MiB"))
-    assert "| 1.09x (1.05–1.11) |" in row and row.endswith("| 90, 1, 35% |"), row
-    assert "damon-live collapses, DAMON aggregations read, huge share at exit" in t
+    assert "| 1.09x (1.05–1.11) |" in row and row.endswith("| 90, 1, 35%, 1.0MiB |"), row
+    assert "damon-live collapses, DAMON aggregations read, huge share at exit, bloat" in t

@@ -107,7 +107,7 @@ def main(a) -> int:
     total = len(cases) * a.repeats
     done = 0
     for program, mib, holes, ops in cases:
-        pols = [p for p in policies if not (holes and p == "damon-live")]
+        pols = list(policies)
         for rnd in range(a.repeats):
             order = pols[rnd % len(pols):] + pols[:rnd % len(pols)]
             for pol in order:
@@ -151,7 +151,7 @@ def render(runs, cases, policies, repeats: int, damon_why: str, mode: str | None
         " | whole run s, populate + access (base / thp / navarro-live) |"
     damon = "damon-live" in policies
     if damon:
-        head += " damon-live collapses, DAMON aggregations read, huge share at exit |"
+        head += " damon-live collapses, DAMON aggregations read, huge share at exit, bloat |"
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
     verdicts = []
     for program, mib, holes, ops in cases:
@@ -180,7 +180,7 @@ def render(runs, cases, policies, repeats: int, damon_why: str, mode: str | None
         if damon:
             dl = runs.get((program, mib, holes, ops, "damon-live"))
             cells.append(f"{_med([r.collapsed for r in dl]):.0f}, {_med([r.aggregations for r in dl]):.0f}, "
-                         f"{_med([r.huge_fraction for r in dl]) * 100:.0f}%" if dl else "–")
+                         f"{_med([r.huge_fraction for r in dl]) * 100:.0f}%, {_med([r.bloat for r in dl]) / MiB:.1f}MiB" if dl else "–")
         lines.append("| " + " | ".join(cells) + " |")
         if "thp" in sp and "navarro-live" in sp:
             within = sp["navarro-live"] >= 0.9 * sp["thp"]
