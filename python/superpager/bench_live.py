@@ -107,9 +107,8 @@ def main(a) -> int:
     total = len(cases) * a.repeats
     done = 0
     for program, mib, holes, ops in cases:
-        pols = list(policies)
         for rnd in range(a.repeats):
-            order = pols[rnd % len(pols):] + pols[:rnd % len(pols)]
+            order = policies[rnd % len(policies):] + policies[:rnd % len(policies)]
             for pol in order:
                 # An idle machine first: on a VM whose host takes freed memory back, that
                 # memory is then cold, as for a program started on an idle machine.

@@ -18,6 +18,11 @@ pub struct HotRegion {
 /// pages of the accesses of the region holding each frame), hottest first, ties by address.
 pub fn rank_ranges(pid: i32, regions: &[HotRegion]) -> Result<Vec<(u64, u64)>, LiveError> {
     let mut regions: Vec<HotRegion> = regions.iter().copied().filter(|r| r.end > r.start && r.accesses > 0).collect();
+    if regions.is_empty() {
+        // Nothing was accessed (or the monitor has not aggregated yet): every score would be 0,
+        // so the process's page tables are not read at all.
+        return Ok(Vec::new());
+    }
     regions.sort_by_key(|r| r.start);
     let pm = Pagemap::open(pid)?;
     let kf = KpageFlagsFile::open();
@@ -52,4 +57,18 @@ pub fn rank_ranges(pid: i32, regions: &[HotRegion]) -> Result<Vec<(u64, u64)>, L
     }
     out.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_accessed_region_ranks_nothing_without_reading_the_process() {
+        // pid -1 names no process: reading it would be an error.
+        assert_eq!(rank_ranges(-1, &[]).unwrap(), vec![]);
+        let cold = [HotRegion { start: 0, end: 1 << 30, accesses: 0 }, HotRegion { start: 1 << 30, end: 1 << 30, accesses: 5 }];
+        assert_eq!(rank_ranges(-1, &cold).unwrap(), vec![]);
+        assert!(rank_ranges(-1, &[HotRegion { start: 0, end: 4096, accesses: 1 }]).is_err(), "with a hot region the process is read");
+    }
 }

@@ -7,7 +7,8 @@
                   anonymous VMA (process_madvise MADV_COLLAPSE) once promote_at of its 512
                   pages are populated; `reserve` faults the copy's new frame in beforehand
     damon-live    collapses the hottest 2MB ranges first, by DAMON's physical-address monitor,
-                  through the same frame reserve (`reserve`)
+                  through the same frame reserve (`reserve`); a kdamond of its own, or where the
+                  kernel refuses one, the running paddr kdamond's results (its trace events)
     hugetlb-1g    the shim maps allocations of at least 1GB on reserved 1GB hugetlb pages
 """
 from __future__ import annotations
@@ -62,8 +63,8 @@ POLICIES: dict[str, PolicyInfo] = {
                                 "reserve": _RESERVE,
                                 **_BUDGET}),
     "damon-live": PolicyInfo("damon-live", "collapse the hottest 2MB ranges first, by DAMON's physical-address access monitor", True,
-                             {"sample_us": Param(5000, "DAMON's sampling interval (us)"),
-                              "aggr_us": Param(100000, "DAMON's aggregation interval (us)"),
+                             {"sample_us": Param(5000, "DAMON's sampling interval (us; a kdamond of its own only)"),
+                              "aggr_us": Param(100000, "DAMON's aggregation interval (us; a kdamond of its own only)"),
                               "reserve": _RESERVE,
                               **{**_BUDGET, "interval_ms": Param(200, "time between two rankings (ms)"), "per_step": Param(32, "collapses per ranking")}}),
     "hugetlb-1g": PolicyInfo("hugetlb-1g", "the shim maps allocations >= min bytes on 1GB hugetlb pages (falls back to thp placement)", False,

@@ -124,13 +124,18 @@ class _DamonCollapses:
     def __init__(self, damon: dm.Damon | dm.DamonTrace, pid: int, reserve: str):
         self.damon, self.pid = damon, pid
         self.collapser = _core.LiveCollapser(pid, reserve)
-        self.counts: dict[str, int] = {"rankings": 0, "collapsed": 0, "regions_seen": 0}
+        self.counts: dict[str, int] = {"rankings": 0, "no_hot_regions": 0, "collapsed": 0, "regions_seen": 0}
         self.failed: dict[str, int] = {}
 
     def step(self, per: int) -> tuple[bool, bool]:
         """(busy, pending), as `Policy.step`: pending when the ranking held more than `per` and
         this step's collapses are not all failing (a failing kernel is not retried at once)."""
         regions = self.damon.hot_regions()
+        if not regions:
+            # Nothing accessed in the monitor's last aggregation, or none has arrived yet (a
+            # shared monitor aggregates on its own schedule): nothing to rank.
+            self.counts["no_hot_regions"] += 1
+            return False, False
         self.counts["rankings"] += 1
         self.counts["regions_seen"] += len(regions)
         done = ok_count = 0
