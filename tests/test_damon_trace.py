@@ -3,6 +3,10 @@ tracefs instance of ours (superpager/live/damon.py, DamonTrace), the instance re
 removed like every other change, and on this machine's kernel where such a monitor runs."""
 import json
 import os
+import re
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -189,8 +193,10 @@ def test_damon_live_on_this_machines_running_monitor(tmp_path):
     assert c["monitor"] == "shared" and c["aggregations"] >= 1 and c["rankings"] + c["no_hot_regions"] >= 2, c
     assert any("damon_aggregated trace events" in n for n in rep.notes), rep.notes
     assert rep.settings_restored
-    top = dm.tracefs_mount() or dm.TRACEFS
-    assert not list(Path(top).glob("instances/superpager-*")), "the tracefs instance was left behind"
+    top = dm.tracefs_mount()
+    if top is not None:  # else the run mounted tracefs itself, and unmounted it
+        assert not list(Path(top).glob("instances/superpager-*")), "the tracefs instance was left behind"
+    assert not list((tmp_path / "state").glob("tracefs-*")), "the run's own tracefs mount point was left behind"
     assert not list((tmp_path / "state").glob("restore-*.json"))
 
 
@@ -219,3 +225,35 @@ def test_hot_regions_waits_for_nothing(tmp_path, monkeypatch):
         assert time.monotonic() - t0 < 1.0
     finally:
         os.close(keep)
+
+
+def test_a_killed_superpagers_instance_is_removed_by_restore(tmp_path):
+    """SIGKILL leaves the tracefs instance and its record; `superpager restore` removes both."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: tracefs and MADV_COLLAPSE on another process")
+    if dm.running_paddr_kdamond() is None or not _refused():
+        pytest.skip("no running paddr kdamond here to share")
+    mounted = dm.tracefs_mount()
+    env = {**os.environ, "SUPERPAGER_STATE": str(tmp_path / "state")}
+    cli = [sys.executable, "-m", "superpager.cli"]
+    p = subprocess.Popen(cli + ["run", "--policy", "damon-live", "--quiet", "--", "sleep", "30"],
+                         env=env, stderr=subprocess.PIPE, start_new_session=True)
+    # Where tracefs is not mounted, the run mounts it in its state directory.
+    top = Path(mounted) if mounted else tmp_path / "state" / f"tracefs-{p.pid}"
+    inst = top / "instances" / f"superpager-{p.pid}"
+    try:
+        deadline = time.monotonic() + 20
+        while not (inst / dm.DamonTrace.EVENT).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (inst / dm.DamonTrace.EVENT).exists(), "damon-live made no tracefs instance"
+        os.killpg(p.pid, signal.SIGKILL)  # superpager and its program, no chance to clean up
+        p.wait()
+        assert inst.exists(), "the crash left the instance (what restore is for)"
+        r = subprocess.run(cli + ["restore"], env=env, capture_output=True, text=True)
+        # The instance and its event's switch, and tracefs's mount and mount point where none was.
+        assert r.returncode == 0 and re.search(r"restored [24] setting", r.stdout), r
+        assert not inst.exists()
+        if not mounted:
+            assert not top.exists(), "the run's own tracefs mount point is still there"
+    finally:
+        restore_stale()

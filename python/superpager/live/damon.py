@@ -15,7 +15,8 @@ its results instead (`DamonTrace`): every aggregation interval a kdamond emits o
 include/trace/events/damon.h), whatever its schemes do. superpager enables that event in a
 tracefs instance of its own, so the system's trace buffer and the monitor's settings stay as
 they were; the instance (and tracefs's mount, where none was mounted) is recorded in
-`SysfsChanges` and removed on exit and after a crash. The monitor's own intervals then apply
+`SysfsChanges` and removed on exit and after a crash; a mount of its own sits in superpager's
+state directory, so no path of the system's changes. The monitor's own intervals then apply
 (here: sampling every 0.5 s, aggregating every 5 s), not damon-live's `sample_us`/`aggr_us`,
 and the report says so.
 """
@@ -26,10 +27,9 @@ import os
 import re
 from pathlib import Path
 
-from .sysfs import SysfsChanges
+from .sysfs import SysfsChanges, state_dir
 
 DAMON_ADMIN = "/sys/kernel/mm/damon/admin"
-TRACEFS = "/sys/kernel/tracing"
 
 
 class DamonUnavailable(Exception):
@@ -174,9 +174,14 @@ class DamonTrace:
         self.monitor = self.check()
         top = self.tracefs or tracefs_mount()
         if top is None:
-            top = TRACEFS
-            if not os.path.isdir(top):
-                raise DamonUnavailable(f"tracefs is not mounted and {top} is missing (a kernel without CONFIG_TRACING)")
+            # A mount of our own, on a directory of our own: the system's mount table keeps its
+            # paths, and no other user of tracefs loses it when this run unmounts.
+            if not Path("/sys/kernel/tracing").is_dir():
+                raise DamonUnavailable("tracefs is not mounted and /sys/kernel/tracing is missing (a kernel without CONFIG_TRACING)")
+            d = state_dir()
+            d.mkdir(parents=True, exist_ok=True)
+            top = str(d / f"tracefs-{os.getpid()}")
+            changes.make_dir(top)
             changes.mount("tracefs", top)
         inst = Path(top) / "instances" / f"superpager-{os.getpid()}"
         if not (Path(top) / self.EVENT).exists():
