@@ -42,6 +42,7 @@ def gen(
     base: int = 0x7F0000000000,
     passes: int = 1,
     progress: Callable[[float], None] | None = None,
+    warm: bool = False,
 ) -> dict: ...
 def trace_import(src: str, fmt: str, out: str, fetches: bool = True, collapse: bool = True,
                  progress: Callable[[float], None] | None = None) -> dict: ...

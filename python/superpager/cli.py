@@ -404,7 +404,7 @@ def cmd_scenarios(a) -> int:
 
 def cmd_gen(a) -> int:
     s = api.gen(a.kind, a.out, size=a.size, accesses=a.accesses, seed=a.seed, stride=a.stride, elem=a.elem,
-                alpha=a.alpha, base=a.base, passes=a.passes)
+                alpha=a.alpha, base=a.base, passes=a.passes, warm=a.warm)
     note = f" ({human(a.accesses)} updates, each a load and a store)" if a.kind == "gups" and a.accesses else ""
     print(f"wrote {s['path']}: {human(s['accesses'])} accesses{note} in {human(s['records'])} records, "
           f"{human_bytes(s['bytes'])} ({s['bytes'] / max(s['accesses'], 1):.2f} bytes per access)")
@@ -749,6 +749,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--elem", type=int_in(1, 255), default=8, help="element size in bytes (default 8)")
     g.add_argument("--alpha", type=finite_float(0.0, 100.0), default=0.99, help="Zipf exponent (default 0.99)")
     g.add_argument("--passes", type=int_in(1, 2**32), default=1, help="passes for seq/stride (default 1)")
+    g.add_argument("--warm", action="store_true",
+                   help="chase only: write every page (in a random order) and run the cycle once (at most --accesses steps) "
+                        "before a phase mark, so predict times the steady state, as calibrate's chase.c does")
     g.add_argument("--base", type=int_in(0, 2**64 - 1), default=0x7F0000000000,
                    help="start address of the main region (default 0x7f0000000000); region and size stay below 2^47")
     g.set_defaults(fn=cmd_gen)

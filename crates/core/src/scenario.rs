@@ -351,6 +351,7 @@ impl Scenario {
                         alpha: r.float("alpha")?.unwrap_or(0.99),
                         base: 0x7f00_0000_0000,
                         passes: r.get("passes", parse_count)?.unwrap_or(1),
+                        warm: false,
                     };
                     p.check().map_err(|e| r.err("gen", e.to_string().trim_start_matches("usage: ").to_string()))?;
                     let name = format!("superpager-gen-{}-{}-{}-{}-{}-{}.spt", p.kind, p.size, p.accesses, p.seed, p.alpha, p.passes);

@@ -533,7 +533,7 @@ fn check_output(path: &str, inputs: Vec<String>) -> PyResult<()> {
 
 /// Generate a synthetic workload into an .spt file.
 #[pyfunction]
-#[pyo3(signature = (kind, out, size="64MiB", accesses=0, seed=1, stride="4KiB", elem=8, alpha=0.99, base=0x7f00_0000_0000u64, passes=1, progress=None))]
+#[pyo3(signature = (kind, out, size="64MiB", accesses=0, seed=1, stride="4KiB", elem=8, alpha=0.99, base=0x7f00_0000_0000u64, passes=1, progress=None, warm=false))]
 #[allow(clippy::too_many_arguments)]
 fn gen(
     py: Python<'_>,
@@ -548,6 +548,7 @@ fn gen(
     base: u64,
     passes: u64,
     progress: Option<PyObject>,
+    warm: bool,
 ) -> PyResult<PyObject> {
     let p = tr::gen::GenParams {
         kind: kind.to_string(),
@@ -559,12 +560,16 @@ fn gen(
         alpha,
         base,
         passes,
+        warm,
     };
     let mut meta = BTreeMap::new();
     meta.insert("source".to_string(), format!("superpager gen {kind}"));
     meta.insert(
         "params".to_string(),
-        format!("size={size} accesses={accesses} seed={seed} stride={stride} elem={elem} alpha={alpha} base={base:#x} passes={passes}"),
+        format!(
+            "size={size} accesses={accesses} seed={seed} stride={stride} elem={elem} alpha={alpha} base={base:#x} passes={passes}{}",
+            if warm { " warm" } else { "" }
+        ),
     );
     tr::spt::check_output(out, &[]).map_err(err)?;
     let tmp = format!("{out}.partial");

@@ -309,9 +309,11 @@ def model_chase_ns(machine_toml: str, trace: str) -> tuple[float, float]:
 
 def chase_trace(path: str, footprint: int) -> None:
     """calibrate's chase as a trace the model runs: one random cycle of 64-byte lines over
-    `footprint`, FIT_ACCESSES steps, each load the address the one before read."""
+    `footprint`, FIT_ACCESSES steps, each load the address the one before read, after what
+    chase.c does before it times (every page written, the cycle run once: `gen --warm`), so that
+    the model's timed steps, like the measured ones, include no first touch."""
     from .. import api
-    api.gen("chase", path, size=size_text(footprint), accesses=FIT_ACCESSES, seed=1, progress=False)
+    api.gen("chase", path, size=size_text(footprint), accesses=FIT_ACCESSES, seed=1, progress=False, warm=True)
 
 
 def fit_skipped(wanted: bool, levels: list[tuple[str, int, int, float]], largest: int, at_largest: dict[str, float]) -> str | None:

@@ -127,11 +127,25 @@ pub struct GenParams {
     pub alpha: f64,
     pub base: u64,
     pub passes: u64,
+    /// chase only: touch every page and run the chase round once before a phase mark, so that
+    /// what follows the mark is the steady state calibrate's chase.c times (`warm` below).
+    pub warm: bool,
 }
 
 impl Default for GenParams {
     fn default() -> Self {
-        GenParams { kind: "gups".into(), size: 64 << 20, accesses: 0, seed: 1, stride: 4096, elem: 8, alpha: 0.99, base: 0x7f00_0000_0000, passes: 1 }
+        GenParams {
+            kind: "gups".into(),
+            size: 64 << 20,
+            accesses: 0,
+            seed: 1,
+            stride: 4096,
+            elem: 8,
+            alpha: 0.99,
+            base: 0x7f00_0000_0000,
+            passes: 1,
+            warm: false,
+        }
     }
 }
 
@@ -179,6 +193,9 @@ impl GenParams {
         }
         if !self.alpha.is_finite() || self.alpha < 0.0 {
             return Err(Error::usage(format!("alpha must be a finite number >= 0, got {}", self.alpha)));
+        }
+        if self.warm && self.kind != "chase" {
+            return Err(Error::usage(format!("--warm applies to chase only, not {}", self.kind)));
         }
         Ok(())
     }
@@ -265,17 +282,48 @@ pub fn generate<S: RecordSink>(p: &GenParams, sink: &mut S, progress: &mut dyn F
             let a = (rng.next_u64() & !3) | 5;
             let c = rng.next_u64() | 1;
             let mut x = rng.below(nodes);
-            for i in 0..n {
-                tick(i, n, progress);
-                sink.access(Access::new(p.base + x * line, AccessKind::Load, 8))?;
+            let step = |x: u64| {
+                let mut x = x;
                 loop {
                     x = (x.wrapping_mul(a).wrapping_add(c)) & m;
                     if x < nodes {
-                        break;
+                        return x;
                     }
                 }
+            };
+            if p.warm {
+                // As calibrate's chase.c before it times: every page first written (in a random
+                // order, as chase.c writes its cycle's pointers in the cycle's order), then
+                // min(lines, accesses) steps untimed. Without this, a chase shorter than a few
+                // passes over its pages is mostly first touches, whose frames come in allocation
+                // order and so share their host entry lines: on a nested machine the model's
+                // walks then look cheaper than the timed chase's (docs/RUNTIME_MODEL.md).
+                let pages = p.size.div_ceil(4096).max(1);
+                let pm = pages.next_power_of_two() - 1;
+                let (pa, pc) = ((rng.next_u64() & !3) | 5, rng.next_u64() | 1);
+                let mut q = rng.below(pages);
+                for _ in 0..pages {
+                    sink.access(Access::new(p.base + q * 4096, AccessKind::Store, 8))?;
+                    loop {
+                        q = (q.wrapping_mul(pa).wrapping_add(pc)) & pm;
+                        if q < pages {
+                            break;
+                        }
+                    }
+                }
+                for _ in 0..nodes.min(n) {
+                    sink.access(Access::new(p.base + x * line, AccessKind::Load, 8))?;
+                    x = step(x);
+                }
+                emitted += pages + nodes.min(n);
+                sink.event(Event::Madvise { addr: p.base, len: 0, advice: 0 })?;
             }
-            emitted = n;
+            for i in 0..n {
+                tick(i, n, progress);
+                sink.access(Access::new(p.base + x * line, AccessKind::Load, 8))?;
+                x = step(x);
+            }
+            emitted += n;
         }
         "transpose" => {
             let dim = ((p.size / 8) as f64).sqrt() as u64;
@@ -408,6 +456,61 @@ mod tests {
                 assert!(inside, "{k}: access {:#x} outside every region", x.addr);
             }
         }
+    }
+
+    /// Accesses, with the number of accesses before each zero-length madvise (a phase mark).
+    struct Marked(Vec<Access>, Vec<usize>);
+    impl RecordSink for Marked {
+        fn access(&mut self, a: Access) -> Result<()> {
+            self.0.push(a);
+            Ok(())
+        }
+        fn event(&mut self, e: Event) -> Result<()> {
+            if let Event::Madvise { len: 0, .. } = e {
+                self.1.push(self.0.len());
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_warm_chase_touches_every_page_then_runs_the_cycle_once_before_its_mark() {
+        let (size, accesses) = (256 * 1024u64, 10_000u64); // 64 pages, 4,096 lines
+        let p = GenParams { kind: "chase".into(), size, accesses, seed: 3, warm: true, ..Default::default() };
+        let mut m = Marked(vec![], vec![]);
+        let n = generate(&p, &mut m, &mut |_| {}).unwrap();
+        let (pages, lines) = (64usize, 4096usize);
+        assert_eq!(m.1, vec![pages + lines], "one mark, after the touches and one pass of the cycle");
+        assert_eq!(n as usize, m.0.len());
+        assert_eq!(m.0.len(), pages + lines + accesses as usize);
+        let touched: std::collections::HashSet<u64> = m.0[..pages].iter().map(|a| a.addr).collect();
+        assert_eq!(touched.len(), pages, "every page written once");
+        assert!(m.0[..pages].iter().all(|a| a.kind == AccessKind::Store && a.addr % 4096 == 0));
+        assert!(m.0[..pages].windows(2).any(|w| w[1].addr != w[0].addr + 4096), "in a random order, not an address sweep");
+        // After the mark, the chase goes on around the same cycle: its first pass after the mark
+        // repeats the warm pass (the cycle has `lines` nodes).
+        let warm = &m.0[pages..pages + lines];
+        let timed = &m.0[pages + lines..];
+        assert_eq!(warm.iter().map(|a| a.addr).collect::<std::collections::HashSet<_>>().len(), lines);
+        assert_eq!(timed[..lines].iter().map(|a| a.addr).collect::<Vec<_>>(), warm.iter().map(|a| a.addr).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn warm_is_refused_for_kinds_other_than_chase() {
+        let p = GenParams { kind: "gups".into(), warm: true, ..Default::default() };
+        let e = generate(&p, &mut Marked(vec![], vec![]), &mut |_| {}).unwrap_err();
+        assert!(e.to_string().contains("--warm applies to chase only"), "{e}");
+    }
+
+    #[test]
+    fn a_cold_chase_is_what_it_was() {
+        // The warm pass draws its page order after the cycle's constants: without it the trace
+        // is unchanged (traces generated before --warm existed stay reproducible).
+        let cold = run("chase", 256 * 1024, 5000, 3);
+        let p = GenParams { kind: "chase".into(), size: 256 * 1024, accesses: 5000, seed: 3, warm: true, ..Default::default() };
+        let mut m = Marked(vec![], vec![]);
+        generate(&p, &mut m, &mut |_| {}).unwrap();
+        assert_eq!(cold.0[..4096], m.0[64..64 + 4096], "the warm pass is the cold chase's first pass");
     }
 
     #[test]
