@@ -78,12 +78,13 @@ def main(a) -> int:
         return 2
     policies = list(POLICIES)
     damon_ok, damon_note = availability()
-    damon_why = "" if damon_ok else damon_note
-    if not damon_ok:
+    # Why damon-live is left out, or how it sees DAMON where it runs (another agent's monitor).
+    damon_why, damon_how = ("", damon_note) if damon_ok else (damon_note, "")
+    if damon_why:
         policies.remove("damon-live")
         say(f"damon-live left out: {damon_why}")
-    elif damon_note:
-        say(damon_note)
+    elif damon_how:
+        say(damon_how)
     from .live.policies import parse_policy
     for extra in a.live_policy or []:
         try:
@@ -116,7 +117,7 @@ def main(a) -> int:
                 runs.setdefault((program, mib, holes, ops, pol), []).append(one(exe, program, mib, pol, holes, ops))
             done += 1
             say(f"{_label(program, holes, ops)} {mib}MiB: round {rnd + 1}/{a.repeats} ({done}/{total})")
-    report = render(runs, cases, policies, a.repeats, damon_why, mode, a.live_idle, damon_note if damon_ok else "")
+    report = render(runs, cases, policies, a.repeats, damon_why, mode, a.live_idle, damon_how)
     if a.out:
         from .bench_capture import write_section
         write_section(a.out, report, START, END)

@@ -22,7 +22,6 @@ and the report says so.
 """
 from __future__ import annotations
 
-import errno
 import os
 import re
 from pathlib import Path
@@ -203,12 +202,8 @@ class DamonTrace:
             while True:
                 try:
                     b = os.read(fd, 1 << 16)
-                except BlockingIOError:
+                except BlockingIOError:  # EAGAIN: nothing more until the next aggregation
                     break
-                except OSError as e:
-                    if e.errno == errno.EAGAIN:
-                        break
-                    raise
                 if not b:
                     break
                 chunks.append(b)

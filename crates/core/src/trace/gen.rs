@@ -163,6 +163,36 @@ fn anon_mmap(addr: u64, len: u64) -> Event {
     Event::Mmap { addr, len, prot: PROT_READ | PROT_WRITE, flags: MAP_PRIVATE | MAP_ANONYMOUS, fd: -1, offset: 0 }
 }
 
+/// One random cycle through every index of [0, n): a full-period LCG on the next power of two
+/// (Hull-Dobell: a = 1 mod 4, c odd) visits every index of that range once, and skipping the
+/// indices >= n keeps it one cycle on [0, n).
+struct RandomCycle {
+    a: u64,
+    c: u64,
+    mask: u64,
+    n: u64,
+}
+
+impl RandomCycle {
+    /// A cycle on [0, n) and a random place to start it (drawn in that order from `rng`).
+    fn draw(rng: &mut Rng, n: u64) -> (RandomCycle, u64) {
+        let a = (rng.next_u64() & !3) | 5;
+        let c = rng.next_u64() | 1;
+        let cycle = RandomCycle { a, c, mask: n.next_power_of_two() - 1, n };
+        (cycle, rng.below(n))
+    }
+
+    fn next(&self, x: u64) -> u64 {
+        let mut x = x;
+        loop {
+            x = x.wrapping_mul(self.a).wrapping_add(self.c) & self.mask;
+            if x < self.n {
+                return x;
+            }
+        }
+    }
+}
+
 /// Round up to 2MiB so regions look like what a large malloc gets from mmap.
 fn round_2m(x: u64) -> u64 {
     x.saturating_add((2 << 20) - 1) & !((2 << 20) - 1)
@@ -276,21 +306,7 @@ pub fn generate<S: RecordSink>(p: &GenParams, sink: &mut S, progress: &mut dyn F
             let line = 64u64;
             let nodes = (p.size / line).max(2);
             let n = if p.accesses > 0 { p.accesses } else { 4 << 20 };
-            // A full-period LCG on the next power of two (Hull-Dobell: a = 1 mod 4, c odd) is one
-            // cycle through every index; skipping indices >= nodes keeps it one cycle on [0,nodes).
-            let m = nodes.next_power_of_two() - 1;
-            let a = (rng.next_u64() & !3) | 5;
-            let c = rng.next_u64() | 1;
-            let mut x = rng.below(nodes);
-            let step = |x: u64| {
-                let mut x = x;
-                loop {
-                    x = (x.wrapping_mul(a).wrapping_add(c)) & m;
-                    if x < nodes {
-                        return x;
-                    }
-                }
-            };
+            let (cycle, mut x) = RandomCycle::draw(&mut rng, nodes);
             if p.warm {
                 // As calibrate's chase.c before it times: every page first written (in a random
                 // order, as chase.c writes its cycle's pointers in the cycle's order), then
@@ -299,21 +315,14 @@ pub fn generate<S: RecordSink>(p: &GenParams, sink: &mut S, progress: &mut dyn F
                 // order and so share their host entry lines: on a nested machine the model's
                 // walks then look cheaper than the timed chase's (docs/RUNTIME_MODEL.md).
                 let pages = p.size.div_ceil(4096).max(1);
-                let pm = pages.next_power_of_two() - 1;
-                let (pa, pc) = ((rng.next_u64() & !3) | 5, rng.next_u64() | 1);
-                let mut q = rng.below(pages);
+                let (order, mut q) = RandomCycle::draw(&mut rng, pages);
                 for _ in 0..pages {
                     sink.access(Access::new(p.base + q * 4096, AccessKind::Store, 8))?;
-                    loop {
-                        q = (q.wrapping_mul(pa).wrapping_add(pc)) & pm;
-                        if q < pages {
-                            break;
-                        }
-                    }
+                    q = order.next(q);
                 }
                 for _ in 0..nodes.min(n) {
                     sink.access(Access::new(p.base + x * line, AccessKind::Load, 8))?;
-                    x = step(x);
+                    x = cycle.next(x);
                 }
                 emitted += pages + nodes.min(n);
                 sink.event(Event::Madvise { addr: p.base, len: 0, advice: 0 })?;
@@ -321,7 +330,7 @@ pub fn generate<S: RecordSink>(p: &GenParams, sink: &mut S, progress: &mut dyn F
             for i in 0..n {
                 tick(i, n, progress);
                 sink.access(Access::new(p.base + x * line, AccessKind::Load, 8))?;
-                x = step(x);
+                x = cycle.next(x);
             }
             emitted += n;
         }
@@ -422,7 +431,8 @@ pub fn generate<S: RecordSink>(p: &GenParams, sink: &mut S, progress: &mut dyn F
 mod tests {
     use super::*;
 
-    struct Collect(Vec<Access>, Vec<Event>);
+    /// Accesses, events, and the number of accesses before each event.
+    struct Collect(Vec<Access>, Vec<Event>, Vec<usize>);
     impl RecordSink for Collect {
         fn access(&mut self, a: Access) -> Result<()> {
             self.0.push(a);
@@ -430,15 +440,26 @@ mod tests {
         }
         fn event(&mut self, e: Event) -> Result<()> {
             self.1.push(e);
+            self.2.push(self.0.len());
             Ok(())
         }
     }
 
+    impl Collect {
+        /// The number of accesses before each phase mark (a zero-length madvise).
+        fn marks(&self) -> Vec<usize> {
+            self.1.iter().zip(&self.2).filter(|(e, _)| matches!(e, Event::Madvise { len: 0, .. })).map(|(_, &n)| n).collect()
+        }
+    }
+
+    fn collect(p: &GenParams) -> Result<Collect> {
+        let mut c = Collect(vec![], vec![], vec![]);
+        generate(p, &mut c, &mut |_| {})?;
+        Ok(c)
+    }
+
     fn run(kind: &str, size: u64, accesses: u64, seed: u64) -> Collect {
-        let p = GenParams { kind: kind.into(), size, accesses, seed, ..Default::default() };
-        let mut c = Collect(vec![], vec![]);
-        generate(&p, &mut c, &mut |_| {}).unwrap();
-        c
+        collect(&GenParams { kind: kind.into(), size, accesses, seed, ..Default::default() }).unwrap()
     }
 
     #[test]
@@ -458,29 +479,14 @@ mod tests {
         }
     }
 
-    /// Accesses, with the number of accesses before each zero-length madvise (a phase mark).
-    struct Marked(Vec<Access>, Vec<usize>);
-    impl RecordSink for Marked {
-        fn access(&mut self, a: Access) -> Result<()> {
-            self.0.push(a);
-            Ok(())
-        }
-        fn event(&mut self, e: Event) -> Result<()> {
-            if let Event::Madvise { len: 0, .. } = e {
-                self.1.push(self.0.len());
-            }
-            Ok(())
-        }
-    }
-
     #[test]
     fn a_warm_chase_touches_every_page_then_runs_the_cycle_once_before_its_mark() {
         let (size, accesses) = (256 * 1024u64, 10_000u64); // 64 pages, 4,096 lines
         let p = GenParams { kind: "chase".into(), size, accesses, seed: 3, warm: true, ..Default::default() };
-        let mut m = Marked(vec![], vec![]);
+        let mut m = Collect(vec![], vec![], vec![]);
         let n = generate(&p, &mut m, &mut |_| {}).unwrap();
         let (pages, lines) = (64usize, 4096usize);
-        assert_eq!(m.1, vec![pages + lines], "one mark, after the touches and one pass of the cycle");
+        assert_eq!(m.marks(), vec![pages + lines], "one mark, after the touches and one pass of the cycle");
         assert_eq!(n as usize, m.0.len());
         assert_eq!(m.0.len(), pages + lines + accesses as usize);
         let touched: std::collections::HashSet<u64> = m.0[..pages].iter().map(|a| a.addr).collect();
@@ -498,7 +504,7 @@ mod tests {
     #[test]
     fn warm_is_refused_for_kinds_other_than_chase() {
         let p = GenParams { kind: "gups".into(), warm: true, ..Default::default() };
-        let e = generate(&p, &mut Marked(vec![], vec![]), &mut |_| {}).unwrap_err();
+        let e = collect(&p).err().expect("refused");
         assert!(e.to_string().contains("--warm applies to chase only"), "{e}");
     }
 
@@ -508,8 +514,7 @@ mod tests {
         // is unchanged (traces generated before --warm existed stay reproducible).
         let cold = run("chase", 256 * 1024, 5000, 3);
         let p = GenParams { kind: "chase".into(), size: 256 * 1024, accesses: 5000, seed: 3, warm: true, ..Default::default() };
-        let mut m = Marked(vec![], vec![]);
-        generate(&p, &mut m, &mut |_| {}).unwrap();
+        let m = collect(&p).unwrap();
         assert_eq!(cold.0[..4096], m.0[64..64 + 4096], "the warm pass is the cold chase's first pass");
     }
 
