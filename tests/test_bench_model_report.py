@@ -92,3 +92,74 @@ def test_the_calibrated_chase_is_the_largest_footprints_pair(tmp_path, monkeypat
     # A calibration host does not use (another CPU's: its latencies are ESTIMATEs) says nothing.
     monkeypatch.setattr(_core, "host_explain", lambda: ([("L1 latency", "5 cycles", "ESTIMATE (run superpager calibrate)")], []))
     assert bench_model.calibrated_chase() is None
+
+
+def _fake_bench(monkeypatch, calls):
+    """bench --model with its programs, captures and predictions faked; `calls` records the
+    order in which calibrate and the measurements ran."""
+    import importlib
+    from superpager import bench_model, workloads
+    live_run = importlib.import_module("superpager.live.run")
+    monkeypatch.setattr(live_run, "thp_mode", lambda: "madvise")
+    monkeypatch.setattr(workloads, "build", lambda _name: "/bin/true")
+    monkeypatch.setattr(bench_model, "calibrated_chase", lambda: None)
+
+    def measure(_e, _p, _m, pol):
+        calls.append("measure")
+        return 1.0 if pol == "base" else 0.8
+
+    def capture(_exe, _program, _mib, trace):
+        with open(trace, "w") as f:
+            f.write("trace")
+
+    monkeypatch.setattr(bench_model, "measure", measure)
+    monkeypatch.setattr(bench_model, "_capture", capture)
+    monkeypatch.setattr(bench_model, "predicted", lambda _t, _p: (1.2, 4.0, 0.1, None))
+    return bench_model
+
+
+def test_model_calibrate_calibrates_into_the_file_host_reads_before_the_first_run(tmp_path, monkeypatch, capsys):
+    import argparse
+    from superpager.model import calibrate as cal_mod
+    calls: list = []
+    bench_model = _fake_bench(monkeypatch, calls)
+    target = tmp_path / "cal.toml"
+    monkeypatch.setenv("SUPERPAGER_CALIBRATION", str(target))
+    monkeypatch.setattr(cal_mod, "calibrate", lambda out, **_k: calls.append(("calibrate", str(out))))
+    a = argparse.Namespace(model_sizes="64", model_programs="rand", model_traces=None, repeats=2, out=None, model_calibrate=True)
+    assert bench_model.main(a) == 0
+    assert calls[0] == ("calibrate", str(target)) and calls[1:] == ["measure"] * 4
+    assert "calibrated by this bench (`--model-calibrate`)" in capsys.readouterr().out
+    # Without the flag nothing is calibrated and the report does not say so.
+    calls.clear()
+    a.model_calibrate = False
+    assert bench_model.main(a) == 0
+    assert calls == ["measure"] * 4
+    assert "--model-calibrate" not in capsys.readouterr().out
+
+
+def test_model_calibrate_stops_with_calibrates_error_before_measuring(tmp_path, monkeypatch, capsys):
+    import argparse
+    from superpager.model import calibrate as cal_mod
+    calls: list = []
+    bench_model = _fake_bench(monkeypatch, calls)
+    monkeypatch.setenv("SUPERPAGER_CALIBRATION", str(tmp_path / "cal.toml"))
+
+    def refuse(_out, **_k):
+        raise cal_mod.CalibrateError("the host machine has no data caches")
+
+    monkeypatch.setattr(cal_mod, "calibrate", refuse)
+    a = argparse.Namespace(model_sizes="64", model_programs="rand", model_traces=None, repeats=2, out=None, model_calibrate=True)
+    assert bench_model.main(a) == 2
+    assert calls == []
+    err = capsys.readouterr().err
+    assert "bench --model: calibrate: the host machine has no data caches" in err and err.count("\n") >= 1
+
+
+def test_a_model_or_live_flag_without_its_mode_is_refused(capsys):
+    from superpager import cli
+    for args, said in ((["bench", "--model-calibrate"], "--model-calibrate is for --model"),
+                       (["bench", "--model-sizes", "64"], "--model-sizes is for --model"),
+                       (["bench", "--live-idle", "3"], "--live-idle is for --live")):
+        assert cli.main(args) == 2
+        assert said in capsys.readouterr().err

@@ -128,6 +128,18 @@ def main(a) -> int:
     if bad:
         print(f"superpager: error: bench --model: unknown program(s) {', '.join(bad)} (one of {', '.join(PROGRAMS)})", file=sys.stderr)
         return 2
+    fresh = bool(getattr(a, "model_calibrate", False))
+    if fresh:
+        from .cbuild import BuildError
+        from .cli_model import default_calibration_path
+        from .model import calibrate as cal_mod
+        out = default_calibration_path()
+        say(f"calibrating first (superpager calibrate's defaults, a few minutes), into {out}")
+        try:
+            cal_mod.calibrate(out)
+        except (cal_mod.CalibrateError, BuildError, OSError) as e:
+            print(f"superpager: error: bench --model: calibrate: {e}", file=sys.stderr)
+            return 2
     rows = []
     cal = calibrated_chase()
     states = []
@@ -160,7 +172,7 @@ def main(a) -> int:
     if cal is not None:
         say(f"calibrate's chase over {cal[0] >> 20}MiB, as at the end")
         states.append(chase_now(cal[0]))
-    report = render(rows, a.repeats, state=(cal, states) if cal is not None else None)
+    report = render(rows, a.repeats, state=(cal, states) if cal is not None else None, fresh=fresh)
     if a.out:
         from .bench_capture import write_section
         write_section(a.out, report, START, END)
@@ -175,12 +187,12 @@ def _capture(exe: str, program: str, mib: int, trace: str) -> None:
     capture(command(exe, program, mib), trace, stdout=subprocess.DEVNULL, from_mark=program in FROM_MARK)
 
 
-def render(rows, repeats: int, notes: list[str] | None = None, state=None) -> str:
+def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh: bool = False) -> str:
     """The report section. `notes`: what the host machine's numbers rest on, where that limits
     the predictions (`machines host --explain`'s notes: estimated latencies, a calibration of
     another CPU, 2MB pages the TLB splinters); None reads them here. `state`: calibrate's chase
     when calibrated (`calibrated_chase`) and at the bench's start and end (`chase_now`), or
-    None."""
+    None. `fresh`: this bench calibrated `host` right before its first run (--model-calibrate)."""
     from .hostinfo import cpu_model
     # Rows carry an 11th entry, the native model's speedup, where host was nested.
     any_native = any(len(r) > 10 and r[10] is not None for r in rows)
@@ -221,5 +233,7 @@ def render(rows, repeats: int, notes: list[str] | None = None, state=None) -> st
         out.append(f"The machine's state: calibrate's chase over {fp >> 20}MiB took {c4:.1f} / {c2:.1f} ns a step on 4KB / 2MB pages "
                    f"when `host` was calibrated ({date}); {said}. The predictions rest on the first pair; where the later ones "
                    "differ, the machine (a shared host's caches) was not what it was calibrated in.")
+    if fresh:
+        out.append("`host` was calibrated by this bench (`--model-calibrate`), right before its first run.")
     out.append(END)
     return "\n".join(out)

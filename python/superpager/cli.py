@@ -489,6 +489,12 @@ def cmd_mrc(a) -> int:
 
 
 def cmd_bench(a) -> int:
+    # A --model-* or --live-* flag without its mode would be ignored by the bench that runs.
+    for mode, prefix in (("model", "model_"), ("live", "live_")):
+        given = [k for k, v in vars(a).items() if k.startswith(prefix) and v not in (None, False, 0.0)]
+        if given and not getattr(a, mode):
+            flag = "--" + given[0].replace("_", "-")
+            raise _core.UsageError(f"bench: {flag} is for --{mode} (add --{mode})")
     if a.workdir:
         return _bench(a)
     # Traces go to a temporary directory that is removed afterwards, even on Ctrl-C (they take
@@ -823,6 +829,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--model-sizes", metavar="MIB,...", help="with --model: table sizes in MiB (default 64,256,1024,4096)")
     b.add_argument("--model-traces", metavar="DIR", help="with --model: keep each capture as DIR/PROGRAM-MIB.spt, and predict from one "
                    "already there instead of capturing again (delete it to recapture); default: captures are temporary")
+    b.add_argument("--model-calibrate", action="store_true", help="with --model: run `superpager calibrate` first (its defaults, a few minutes; "
+                   "the file SUPERPAGER_CALIBRATION names, else the default one, is replaced), so the predictions rest on the machine as it is "
+                   "when the bench starts; on a shared host it drifts (docs/RUNTIME_MODEL.md)")
     b.add_argument("--model-programs", metavar="NAME,...", help="with --model: programs (default rand,gups,chase,bsearch,btree,hashjoin,stream of model_access.c, and python3-dict, Debian's python3 on model_dict.py)")
     b.add_argument("--live", action="store_true", help="instead: real programs' access-phase speedup under the live policies on this machine (root; docs/LIVE.md)")
     b.add_argument("--live-sizes", metavar="MIB,...", help="with --live: table sizes in MiB (default 128,512,1024,4096, plus gups with holes at 1024 and a long gups at 4096)")
