@@ -106,13 +106,8 @@ def cmd_calibrate(a) -> int:
     from .fmt import human_bytes
     out = Path(a.out) if a.out else default_calibration_path()
     largest = a.largest
-
-    def progress(done, total, what):
-        if sys.stderr.isatty():
-            print(f"\r[{done}/{total}] {what}      ", end="", file=sys.stderr, flush=True)
-
     try:
-        r = calibrate(out, largest=largest, steps=a.steps, repeats=a.repeats, progress=progress, last_level_fit=a.last_level_fit)
+        r = calibrate(out, largest=largest, steps=a.steps, repeats=a.repeats, progress=calibrate_progress, last_level_fit=a.last_level_fit)
     except (CalibrateError, BuildError) as e:
         raise _core.UsageError(f"calibrate: {e}") from None
     if sys.stderr.isatty():
@@ -195,6 +190,13 @@ def _positive(s: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"'{s}' is not a positive whole number")
     return n
+
+
+def calibrate_progress(done: int, total: int, what: str) -> None:
+    """calibrate's progress on a terminal: the step it is at, on one line rewritten."""
+    import sys
+    if sys.stderr.isatty():
+        print(f"\r[{done}/{total}] {what}      ", end="", file=sys.stderr, flush=True)
 
 
 def default_calibration_path() -> Path:
