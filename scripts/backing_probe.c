@@ -13,7 +13,7 @@
  *
  * build: cc -O2 -o backing_probe scripts/backing_probe.c
  * usage: backing_probe [MiB (default 4096)] [repeats (3)] [steps (200000)]
- * prints: the two controls, then a line per group: index, ns a step (median of repeats), and the
+ * prints: how much of the region is on 2MB pages, the two controls, then a line per group: index, ns a step (median of repeats), and the
  * guest-physical 2MB frame of its first page (from /proc/self/pagemap; 0 without root). */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -94,6 +94,21 @@ static char *aligned_map(size_t len, int advice)
     return p;
 }
 
+/* The process's AnonHugePages in bytes (smaps_rollup), or -1 if it cannot be read. */
+static long long anon_huge_bytes(void)
+{
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    char line[256];
+    long long kb = -1;
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "AnonHugePages: %lld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
+}
+
 /* Line i of a group at `base`: a line of its i-th 4KB piece, at an offset a hash of i picks. */
 static char *spread_line(char *base, long i)
 {
@@ -112,6 +127,10 @@ int main(int argc, char **argv)
     size_t len = (size_t)mib << 20;
     char *huge = aligned_map(len, MADV_HUGEPAGE);
     char *small = aligned_map(GROUP, MADV_NOHUGEPAGE);
+    long long huge_bytes = anon_huge_bytes();
+    printf("THP: %lld of %zu MiB on 2MB pages\n", huge_bytes < 0 ? -1 : huge_bytes >> 20, len >> 20);
+    if (huge_bytes >= 0 && (size_t)huge_bytes < len / 2)
+        fprintf(stderr, "backing_probe: warning: fewer than half the region's pages are 2MB pages; groups on 4KB pages read as splintered\n");
     static char *at[LINES];
     for (long i = 0; i < LINES; i++)
         at[i] = small + i * 64;
