@@ -66,7 +66,7 @@ POLICIES: dict[str, PolicyInfo] = {
                              {"sample_us": Param(5000, "DAMON's sampling interval (us; a kdamond of its own only)"),
                               "aggr_us": Param(100000, "DAMON's aggregation interval (us; a kdamond of its own only)"),
                               "reserve": _RESERVE,
-                              **{**_BUDGET, "interval_ms": Param(200, "time between two rankings (ms)"), "per_step": Param(32, "collapses per ranking")}}),
+                              **{**_BUDGET, "interval_ms": Param(200, "time between two steps (ms); a step ranks again when the monitor's regions have changed"), "per_step": Param(32, "collapses per step, hottest ranked range first")}}),
     "hugetlb-1g": PolicyInfo("hugetlb-1g", "the shim maps allocations >= min bytes on 1GB hugetlb pages (falls back to thp placement)", False,
                              {"min": Param(1 << 30, "smallest allocation put on 1GB pages (bytes)"),
                               "reserve": Param(0, "1GB pages to reserve for the run (nr_hugepages, restored after; needs root)")}),

@@ -124,27 +124,36 @@ class _DamonCollapses:
     def __init__(self, damon: dm.Damon | dm.DamonTrace, pid: int, reserve: str):
         self.damon, self.pid = damon, pid
         self.collapser = _core.LiveCollapser(pid, reserve)
-        self.counts: dict[str, int] = {"rankings": 0, "no_hot_regions": 0, "collapsed": 0, "regions_seen": 0}
+        self.counts: dict[str, int] = {"rankings": 0, "rankings_reused": 0, "no_hot_regions": 0, "collapsed": 0, "regions_seen": 0}
         self.failed: dict[str, int] = {}
+        # The last ranking: the regions it was made from, and its ranges not yet tried, hottest
+        # first. While the monitor reports the same regions (a shared monitor aggregates every
+        # few seconds, and steps come every interval_ms), the next step goes on down this list
+        # instead of ranking again: a ranking reads the program's pagemap over every region.
+        self.ranked_from: list[tuple[int, int, int]] | None = None
+        self.queue: list[int] = []
 
     def step(self, per: int) -> tuple[bool, bool]:
-        """(busy, pending), as `Policy.step`: pending when the ranking held more than `per` and
-        this step's collapses are not all failing (a failing kernel is not retried at once)."""
+        """(busy, pending), as `Policy.step`: pending when the ranking holds ranges not yet tried
+        and this step's collapses are not all failing (a failing kernel is not retried at once; a
+        range that failed is tried again after the monitor's next aggregation ranks it again)."""
         regions = self.damon.hot_regions()
         if not regions:
             # Nothing accessed in the monitor's last aggregation, or none has arrived yet (a
             # shared monitor aggregates on its own schedule): nothing to rank.
             self.counts["no_hot_regions"] += 1
             return False, False
-        self.counts["rankings"] += 1
-        self.counts["regions_seen"] += len(regions)
-        done = ok_count = 0
-        ranked = _core.live_rank(self.pid, regions)
-        for addr, _score in ranked:
-            if done >= per:
-                break
+        if regions != self.ranked_from:
+            self.counts["rankings"] += 1
+            self.counts["regions_seen"] += len(regions)
+            self.queue = [addr for addr, _score in _core.live_rank(self.pid, regions)]
+            self.ranked_from = regions
+        else:
+            self.counts["rankings_reused"] += 1
+        batch, self.queue = self.queue[:per], self.queue[per:]
+        ok_count = 0
+        for addr in batch:
             ok, reason, _errno = self.collapser.collapse(addr)
-            done += 1
             if ok:
                 self.counts["collapsed"] += 1
                 ok_count += 1
@@ -152,7 +161,7 @@ class _DamonCollapses:
                 raise ProcessLookupError(self.pid)
             else:
                 self.failed[reason] = self.failed.get(reason, 0) + 1
-        return done > 0, len(ranked) > done and ok_count > 0
+        return len(batch) > 0, bool(self.queue) and ok_count > 0
 
     def counters(self) -> dict:
         c = {**self.counts, "failed": self.failed, "reserve": json.loads(self.collapser.reserve_counters())}
