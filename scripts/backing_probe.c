@@ -13,8 +13,9 @@
  *
  * build: cc -O2 -o backing_probe scripts/backing_probe.c
  * usage: backing_probe [MiB (default 4096)] [repeats (3)] [steps (200000)]
- * prints: how much of the region is on 2MB pages, the two controls, then a line per group: index, ns a step (median of repeats), and the
- * guest-physical 2MB frame of its first page (from /proc/self/pagemap; 0 without root). */
+ * prints: how much of the region is on 2MB pages, the two controls, then a line per group: index,
+ * ns a step (median of repeats), and the guest-physical 2MB frame of its first page (from
+ * /proc/self/pagemap; 0 without root). */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>

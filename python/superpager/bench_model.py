@@ -131,17 +131,15 @@ def main(a) -> int:
     fresh = bool(getattr(a, "model_calibrate", False))
     if fresh:
         from .cbuild import BuildError
-        from .cli_model import calibrate_progress, default_calibration_path
-        from .model import calibrate as cal_mod
+        from .cli_model import calibrate_on_terminal, default_calibration_path
+        from .model.calibrate import CalibrateError
         out = default_calibration_path()
         say(f"calibrating first (superpager calibrate's defaults, a few minutes), into {out}")
         try:
-            cal_mod.calibrate(out, progress=calibrate_progress)
-        except (cal_mod.CalibrateError, BuildError, OSError) as e:
+            calibrate_on_terminal(out)
+        except (CalibrateError, BuildError, OSError) as e:
             print(f"superpager: error: bench --model: calibrate: {e}", file=sys.stderr)
             return 2
-        if sys.stderr.isatty():
-            print(file=sys.stderr)
     rows = []
     cal = calibrated_chase()
     states = []

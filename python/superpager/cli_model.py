@@ -99,19 +99,16 @@ def _split(spec: str) -> list[str]:
 
 
 def cmd_calibrate(a) -> int:
-    import sys
     from .cbuild import BuildError
-    from .model.calibrate import CalibrateError, calibrate
+    from .model.calibrate import CalibrateError
     from .model.calibrate import footprints as fps
     from .fmt import human_bytes
     out = Path(a.out) if a.out else default_calibration_path()
     largest = a.largest
     try:
-        r = calibrate(out, largest=largest, steps=a.steps, repeats=a.repeats, progress=calibrate_progress, last_level_fit=a.last_level_fit)
+        r = calibrate_on_terminal(out, largest=largest, steps=a.steps, repeats=a.repeats, last_level_fit=a.last_level_fit)
     except (CalibrateError, BuildError) as e:
         raise _core.UsageError(f"calibrate: {e}") from None
-    if sys.stderr.isatty():
-        print(file=sys.stderr)
     if a.json:
         print(json.dumps(r, indent=2))
         return 0
@@ -192,11 +189,21 @@ def _positive(s: str) -> int:
     return n
 
 
-def calibrate_progress(done: int, total: int, what: str) -> None:
-    """calibrate's progress on a terminal: the step it is at, on one line rewritten."""
+def calibrate_on_terminal(out: Path, **kw) -> dict:
+    """`model.calibrate.calibrate` with its progress on a terminal: the step it is at, on one
+    line rewritten, and the line ended once it has written `out` (`calibrate` and
+    `bench --model --model-calibrate` both run it so)."""
     import sys
+    from .model import calibrate as cal_mod
+
+    def progress(done: int, total: int, what: str) -> None:
+        if sys.stderr.isatty():
+            print(f"\r[{done}/{total}] {what}      ", end="", file=sys.stderr, flush=True)
+
+    r = cal_mod.calibrate(out, progress=progress, **kw)
     if sys.stderr.isatty():
-        print(f"\r[{done}/{total}] {what}      ", end="", file=sys.stderr, flush=True)
+        print(file=sys.stderr)
+    return r
 
 
 def default_calibration_path() -> Path:
