@@ -179,6 +179,11 @@ def test_the_clock_is_the_fastest_add_chain_and_cpuinfo_only_where_there_is_none
     fake.write_text("#!/bin/sh\necho broken >&2; exit 1\n")
     with pytest.raises(calibrate_mod.CalibrateError, match="clock measurement.*broken"):
         calibrate_mod.measured_clock_ghz(fake)
+    # A chain the core folded (add-immediate on Golden Cove read 0.06 ns, "17 GHz"): refused,
+    # not written into the calibration as a clock.
+    fake.write_text("#!/bin/sh\necho ns_per_add=0.0587 sink=1\n")
+    with pytest.raises(calibrate_mod.CalibrateError, match="faster than any core clocks"):
+        calibrate_mod.measured_clock_ghz(fake)
 
 
 def test_the_add_chain_runs_at_a_clock_a_core_can_have():

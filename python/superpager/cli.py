@@ -336,7 +336,7 @@ def cmd_machines(a) -> int:
         if a.json:
             print(json.dumps({"items": [{"item": i, "value": v, "source": s} for i, v, s in items], "notes": notes}, indent=2))
             return 0
-        print(table([list(r) for r in items], ["item", "value", "source"]))
+        print(table([list(r) for r in items], ["item", "value", "source"], left=3))
         for n in notes:
             print(f"note: {n}")
         return 0

@@ -111,6 +111,31 @@ fn hidden_leaves_fall_back_and_say_so() {
 }
 
 #[test]
+fn a_known_core_with_hidden_leaves_takes_its_own_preset_tlbs() {
+    // Emerald Rapids (family 6, model 0xCF, stepping 2), as a KVM guest reads it: leaf 0x18 zeros.
+    let mut m = HashMap::new();
+    m.insert((0, 0), vendor_regs(b"GenuineIntel", 0x1c));
+    m.insert((1, 0), [(0xC << 16) | (6 << 8) | (0xF << 4) | 2, 0, 0, 0]);
+    let r = detect(&Recorded(m), std::path::Path::new("/nonexistent"));
+    assert_eq!((r.family, r.model), (6, 0xCF));
+    assert!(r.notes[0].contains("golden-cove preset") && r.notes[0].contains("leaf 0x18"), "{:?}", r.notes);
+    let find = |level, size| r.tlbs.iter().find(|g| g.level == level && g.page_sizes.contains(&size)).map(|g| (g.entries, g.ways, g.hit_cycles));
+    assert_eq!(find(1, "4KiB"), Some((96, 6, None)), "Golden Cove's load DTLB, not Zen 3's 64 entries");
+    assert_eq!(find(2, "2MiB"), Some((2048, 16, Some(9))));
+    assert!(r.tlbs[0].source.starts_with("machines/golden-cove.toml"), "{}", r.tlbs[0].source);
+    let src = r.machine_toml(include_str!("../src/machines/host.toml"));
+    assert!(src.contains("TLBs: machines/golden-cove.toml (CPUID gives none here)"), "{src}");
+    let mach = Machine::from_toml(&src, "test").unwrap();
+    assert_eq!(mach.tlbs.len(), r.tlbs.len());
+    // A core with no preset of its own (Skylake-SP's arm also holds Ice Lake) keeps Zen 3's.
+    let mut m = HashMap::new();
+    m.insert((0, 0), vendor_regs(b"GenuineIntel", 0x1c));
+    m.insert((1, 0), [(0x5 << 16) | (6 << 8) | (0x5 << 4) | 4, 0, 0, 0]);
+    let r = detect(&Recorded(m), std::path::Path::new("/nonexistent"));
+    assert!(r.tlbs.is_empty() && r.notes[0].contains("Zen 3 geometry"), "{:?}", r.notes);
+}
+
+#[test]
 fn this_machine_agrees_with_sysfs_on_its_caches() {
     let sys = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
     let from_sysfs = sysfs_caches(sys);

@@ -5,8 +5,9 @@
 //! leaf 4 (deterministic cache parameters); AMD CPUID Fn8000_0005/6 (L1/L2 TLBs and caches),
 //! Fn8000_0019 (1GB TLBs) and Fn8000_001D (cache topology), as the Intel SDM vol. 2A (CPUID)
 //! and the AMD APM vol. 3 (appendix E) define them; `/sys/devices/system/cpu/cpu0/cache` for
-//! caches. A hypervisor may hide leaves (they read as zeros): what CPUID does not give keeps
-//! the static preset's value (machines/host.toml, Zen 3's geometry), and says so.
+//! caches. A hypervisor may hide leaves (they read as zeros): then a core we know takes the TLBs
+//! of its own preset (`CoreResources::tlb_preset`), and what is still missing keeps the static
+//! preset's value (machines/host.toml, Zen 3's geometry); a note says which.
 //! The data caches CPUID or sysfs gives become the machine's `[cache]` section (mmu/cache.rs);
 //! their latencies come from `superpager calibrate` (a calibration file for this CPU) or are
 //! ESTIMATEs, and the core's out-of-order resources from a table of known cores below.
@@ -48,6 +49,9 @@ pub struct TlbGeometry {
     /// Page sizes among 4KiB, 2MiB, 1GiB (4MB, a 32-bit paging size, is dropped).
     pub page_sizes: Vec<&'static str>,
     pub source: String,
+    /// Cycles a hit costs beyond a first-level hit, where the source gives one (a preset's
+    /// `hit_cycles`); CPUID gives none, and `host` then charges its ESTIMATE of 7.
+    pub hit_cycles: Option<u32>,
 }
 
 /// A cache as CPUID or sysfs describes it.
@@ -516,6 +520,9 @@ pub struct CoreResources {
     /// Concurrent hardware page walks.
     pub walkers: u32,
     pub source: &'static str,
+    /// The preset (mmu/machine.rs PRESETS) whose TLBs are this core's, from its vendor's manual:
+    /// `host` takes them when CPUID gives no TLB geometry. None: host.toml's Zen 3 geometry stays.
+    pub tlb_preset: Option<&'static str>,
 }
 
 /// Known cores by (vendor, family, model); unknown ones get ESTIMATEs.
@@ -529,14 +536,17 @@ pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
             mlp: 16,
             walkers: 4,
             source: "Intel Architecture Day 2021 (Golden Cove: 512-entry ROB, 4 page walkers); Intel 64 and IA-32 Optimization Reference Manual, Golden Cove (16 L1D fill buffers)",
+            tlb_preset: Some("golden-cove"),
         },
-        // Skylake / Cascade Lake / Ice Lake server and client.
+        // Skylake / Cascade Lake / Ice Lake server and client. No TLB preset: Ice Lake's TLBs
+        // (Sunny Cove) are not Skylake's.
         ("GenuineIntel", 6, 0x55 | 0x4E | 0x5E | 0x8E | 0x9E | 0x6A | 0x6C | 0x7E) => CoreResources {
             core: "Skylake family",
             rob: 224,
             mlp: 12,
             walkers: 2,
             source: "Intel Optimization Reference Manual, Skylake microarchitecture (224-entry ROB, 12 fill buffers, 2 page walks in parallel)",
+            tlb_preset: None,
         },
         // Zen 4: Genoa and Storm Peak (0x10-0x1F), Raphael (0x60-0x6F), Phoenix (0x70-0x7F),
         // Bergamo and Siena (0xA0-0xAF). The rest of family 19h is Zen 3.
@@ -546,6 +556,7 @@ pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
             mlp: 24,
             walkers: 6,
             source: "Software Optimization Guide for the AMD Zen4 Microarchitecture, pub. 57647 (320-entry retire queue); 6 page table walkers and 24 outstanding L1D misses: ESTIMATE, as Zen 3",
+            tlb_preset: None,
         },
         ("AuthenticAMD", 0x19, _) => CoreResources {
             core: "Zen 3",
@@ -553,6 +564,7 @@ pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
             mlp: 24,
             walkers: 6,
             source: "AMD Software Optimization Guide for Family 19h (256-entry retire queue on Zen 3, 6 page table walkers); 24 outstanding L1D misses: ESTIMATE",
+            tlb_preset: None,
         },
         // Zen 2: Rome (0x31), Renoir and Lucienne (0x60-0x6F), Matisse (0x71), Van Gogh (0x90),
         // Mendocino (0xA0). The rest of family 17h is Zen and Zen+.
@@ -562,6 +574,7 @@ pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
             mlp: 22,
             walkers: 2,
             source: "Software Optimization Guide for AMD Family 17h Models 30h and Greater Processors, pub. 56305 (224-entry retire queue, two hardware page table walkers); 22 outstanding L1D misses: ESTIMATE",
+            tlb_preset: None,
         },
         ("AuthenticAMD", 0x17, _) => CoreResources {
             core: "Zen / Zen+",
@@ -569,6 +582,7 @@ pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
             mlp: 22,
             walkers: 2,
             source: "Software Optimization Guide for AMD Family 17h Processors, pub. 55723 (192-entry retire queue, two page table walkers); 22 outstanding L1D misses: ESTIMATE",
+            tlb_preset: None,
         },
         ("AuthenticAMD", 0x1A, _) => CoreResources {
             core: "Zen 5",
@@ -576,8 +590,9 @@ pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
             mlp: 24,
             walkers: 6,
             source: "AMD Software Optimization Guide for Family 1Ah (448-entry retire queue); L1D misses in flight and page walkers: ESTIMATE, as Zen 3/4",
+            tlb_preset: None,
         },
-        _ => CoreResources { core: "unknown core", rob: 256, mlp: 12, walkers: 2, source: "ESTIMATE: no entry for this core in mmu/host.rs" },
+        _ => CoreResources { core: "unknown core", rob: 256, mlp: 12, walkers: 2, source: "ESTIMATE: no entry for this core in mmu/host.rs", tlb_preset: None },
     }
 }
 
@@ -656,6 +671,7 @@ pub fn intel_tlbs(c: &dyn Cpuid) -> Vec<TlbGeometry> {
             ways: if fully { entries } else { ways },
             page_sizes: sizes,
             source: format!("CPUID leaf 0x18 subleaf {sub}"),
+            hit_cycles: None,
         });
     }
     out
@@ -700,7 +716,7 @@ pub fn amd_tlbs(c: &dyn Cpuid) -> Vec<TlbGeometry> {
             return;
         }
         match power_of_two_sets(entries, ways) {
-            Some(w) if w == ways => out.push(TlbGeometry { level, stream, entries, ways, page_sizes: vec![size], source: src.to_string() }),
+            Some(w) if w == ways => out.push(TlbGeometry { level, stream, entries, ways, page_sizes: vec![size], source: src.to_string(), hit_cycles: None }),
             Some(w) => {
                 let source = format!(
                     "{src} says {ways}-way, but {entries} entries / {ways} ways = {} sets; ESTIMATE: {w}-way, {} sets \
@@ -709,7 +725,7 @@ pub fn amd_tlbs(c: &dyn Cpuid) -> Vec<TlbGeometry> {
                     entries as f64 / ways as f64,
                     entries / w
                 );
-                out.push(TlbGeometry { level, stream, entries, ways: w, page_sizes: vec![size], source });
+                out.push(TlbGeometry { level, stream, entries, ways: w, page_sizes: vec![size], source, hit_cycles: None });
             }
             None => {}
         }
@@ -742,6 +758,31 @@ pub fn amd_tlbs(c: &dyn Cpuid) -> Vec<TlbGeometry> {
             push(level, "data", de, amd_l2_ways(r >> 28, de), "1GiB", src);
             push(level, "instruction", ie, amd_l2_ways(r >> 12 & 0xf, ie), "1GiB", src);
         }
+    }
+    out
+}
+
+/// The TLBs of a preset (mmu/machine.rs PRESETS), as `host` takes them for a core whose CPUID
+/// hides its own: each one's source is the preset's file.
+pub fn preset_tlbs(name: &str) -> Vec<TlbGeometry> {
+    let Some((_, src)) = crate::mmu::machine::PRESETS.iter().find(|p| p.0 == name) else { return Vec::new() };
+    let v: toml::Value = toml::from_str(src).expect("a preset parses");
+    let static_str = |x: &str| -> Option<&'static str> {
+        ["data", "instruction", "unified", "4KiB", "2MiB", "1GiB"].into_iter().find(|k| *k == x)
+    };
+    let mut out = Vec::new();
+    for t in v.get("tlb").and_then(|t| t.as_array()).into_iter().flatten() {
+        let int = |k: &str| t.get(k).and_then(|x| x.as_integer()).and_then(|x| u32::try_from(x).ok());
+        let (Some(level), Some(entries), Some(ways), Some(stream)) =
+            (int("level"), int("entries"), int("ways"), t.get("stream").and_then(|x| x.as_str()).and_then(static_str))
+        else {
+            continue;
+        };
+        let page_sizes: Vec<&'static str> =
+            t.get("page_sizes").and_then(|p| p.as_array()).into_iter().flatten().filter_map(|p| p.as_str().and_then(static_str)).collect();
+        let tlb = t.get("name").and_then(|x| x.as_str()).unwrap_or("?");
+        let source = format!("machines/{name}.toml, its {tlb} (the vendor's manual, as that file cites it)");
+        out.push(TlbGeometry { level, stream, entries, ways, page_sizes, source, hit_cycles: int("hit_cycles") });
     }
     out
 }
@@ -807,16 +848,27 @@ pub fn detect(c: &dyn Cpuid, sysfs_cache: &std::path::Path) -> HostReport {
     let v = vendor(c);
     let (family, model) = family_model(c);
     let mut notes = Vec::new();
-    let tlbs = match v.as_str() {
+    let mut tlbs = match v.as_str() {
         "GenuineIntel" => intel_tlbs(c),
         "AuthenticAMD" | "HygonGenuine" => amd_tlbs(c),
         _ => Vec::new(),
     };
     if tlbs.is_empty() {
-        notes.push(format!(
-            "CPUID gives no TLB geometry on this {v} CPU ({}: leaves read as zeros, as a hypervisor may make them): the TLBs are the static preset's (Zen 3 geometry, an ESTIMATE)",
-            if v == "GenuineIntel" { "leaf 0x18" } else { "Fn8000_0005/6/19" }
-        ));
+        let leaves = if v == "GenuineIntel" { "leaf 0x18" } else { "Fn8000_0005/6/19" };
+        let core = core_resources(&v, family, model);
+        match core.tlb_preset.map(preset_tlbs).filter(|t| !t.is_empty()) {
+            Some(t) => {
+                notes.push(format!(
+                    "CPUID gives no TLB geometry on this {v} CPU ({leaves}: leaves read as zeros, as a hypervisor may make them): the TLBs are the {} preset's, this core's ({}) as its vendor documents them",
+                    core.tlb_preset.unwrap_or_default(),
+                    core.core
+                ));
+                tlbs = t;
+            }
+            None => notes.push(format!(
+                "CPUID gives no TLB geometry on this {v} CPU ({leaves}: leaves read as zeros, as a hypervisor may make them): the TLBs are the static preset's (Zen 3 geometry, an ESTIMATE)"
+            )),
+        }
     }
     let mut caches = match v.as_str() {
         "GenuineIntel" => cpuid_caches(c, 4),
@@ -968,7 +1020,11 @@ impl HostReport {
         let mut v: toml::Value = toml::from_str(template).expect("the host preset parses");
         let t = v.as_table_mut().expect("a table");
         let name = if self.model_name.is_empty() { format!("{} family {} model {}", self.vendor, self.family, self.model) } else { self.model_name.clone() };
-        let how = if self.tlbs.is_empty() { "TLBs: static Zen 3 geometry (CPUID gives none here)" } else { "TLBs from CPUID" };
+        let how = match self.tlbs.first() {
+            None => "TLBs: static Zen 3 geometry (CPUID gives none here)".to_string(),
+            Some(g) if g.source.starts_with("CPUID") => "TLBs from CPUID".to_string(),
+            Some(g) => format!("TLBs: {} (CPUID gives none here)", g.source.split(',').next().unwrap_or_default()),
+        };
         t.insert("description".into(), toml::Value::String(format!("this machine: {name}; {how}")));
         if !self.tlbs.is_empty() {
             let mut list = Vec::new();
@@ -986,7 +1042,8 @@ impl HostReport {
                 e.insert("ways".into(), toml::Value::Integer(g.ways as i64));
                 e.insert("page_sizes".into(), toml::Value::Array(g.page_sizes.iter().map(|s| toml::Value::String(s.to_string())).collect()));
                 if g.level >= 2 {
-                    e.insert("hit_cycles".into(), toml::Value::Integer(7)); // ESTIMATE, as the static preset
+                    // ESTIMATE of 7, as the static preset, where the source gives none.
+                    e.insert("hit_cycles".into(), toml::Value::Integer(g.hit_cycles.unwrap_or(7) as i64));
                 }
                 list.push(toml::Value::Table(e));
             }
