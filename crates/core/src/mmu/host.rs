@@ -856,19 +856,14 @@ pub fn detect(c: &dyn Cpuid, sysfs_cache: &std::path::Path) -> HostReport {
     if tlbs.is_empty() {
         let leaves = if v == "GenuineIntel" { "leaf 0x18" } else { "Fn8000_0005/6/19" };
         let core = core_resources(&v, family, model);
-        match core.tlb_preset.map(preset_tlbs).filter(|t| !t.is_empty()) {
-            Some(t) => {
-                notes.push(format!(
-                    "CPUID gives no TLB geometry on this {v} CPU ({leaves}: leaves read as zeros, as a hypervisor may make them): the TLBs are the {} preset's, this core's ({}) as its vendor documents them",
-                    core.tlb_preset.unwrap_or_default(),
-                    core.core
-                ));
+        let from = match core.tlb_preset.map(|p| (p, preset_tlbs(p))).filter(|(_, t)| !t.is_empty()) {
+            Some((p, t)) => {
                 tlbs = t;
+                format!("the {p} preset's, this core's ({}) as its vendor documents them", core.core)
             }
-            None => notes.push(format!(
-                "CPUID gives no TLB geometry on this {v} CPU ({leaves}: leaves read as zeros, as a hypervisor may make them): the TLBs are the static preset's (Zen 3 geometry, an ESTIMATE)"
-            )),
-        }
+            None => "the static preset's (Zen 3 geometry, an ESTIMATE)".to_string(),
+        };
+        notes.push(format!("CPUID gives no TLB geometry on this {v} CPU ({leaves}: leaves read as zeros, as a hypervisor may make them): the TLBs are {from}"));
     }
     let mut caches = match v.as_str() {
         "GenuineIntel" => cpuid_caches(c, 4),
@@ -1088,13 +1083,18 @@ impl HostReport {
             let seen = self.seen_size(i).map(|s| s.parse::<u64>().map_or(s.clone(), |b| Bytes(b).to_string()));
             if let Some(sz) = seen.filter(|s| *s != Bytes(c.bytes).to_string()) {
                 let fit = self.usable_calibration().and_then(|k| k.last_level_fit.as_ref()).filter(|f| i + 1 == n && Bytes(f.chosen).to_string() == sz);
+                // A size that is no whole number of KiB (a set count for 20 ways) also in MiB.
+                let shown = match sz.strip_suffix('B').and_then(|b| b.parse::<u64>().ok()) {
+                    Some(b) => format!("{sz} ({:.2}MiB)", b as f64 / (1u64 << 20) as f64),
+                    None => sz.clone(),
+                };
                 match fit {
                     Some(f) => out.push((
                         format!("L{} size (fitted)", c.level),
-                        sz,
+                        shown,
                         format!("{src}: calibrate's last-level fit, {} (CPUID says {})", f.summary(), Bytes(c.bytes)),
                     )),
-                    None => out.push((format!("L{} size seen", c.level), sz, format!("{src}: the chase slows beyond it (CPUID says {})", Bytes(c.bytes)))),
+                    None => out.push((format!("L{} size seen", c.level), shown, format!("{src}: the chase slows beyond it (CPUID says {})", Bytes(c.bytes)))),
                 }
             }
         }
