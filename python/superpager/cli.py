@@ -729,7 +729,7 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("machines", help="list machine presets, or show one")
     m.add_argument("name", nargs="?", help="a preset name or a TOML file")
     m.add_argument("--json", action="store_true")
-    m.add_argument("--explain", action="store_true", help="with host: where each number of this CPU's TLBs and caches came from (CPUID, sysfs) and what fell back")
+    m.add_argument("--explain", action="store_true", help="with host: where each number of this CPU's TLBs and caches came from (CPUID, sysfs, this core's preset, calibrate) and what fell back")
     m.set_defaults(fn=cmd_machines)
 
     po = sub.add_parser("policies", help="list policies and their parameters")
