@@ -767,9 +767,7 @@ pub fn amd_tlbs(c: &dyn Cpuid) -> Vec<TlbGeometry> {
 pub fn preset_tlbs(name: &str) -> Vec<TlbGeometry> {
     let Some((_, src)) = crate::mmu::machine::PRESETS.iter().find(|p| p.0 == name) else { return Vec::new() };
     let v: toml::Value = toml::from_str(src).expect("a preset parses");
-    let static_str = |x: &str| -> Option<&'static str> {
-        ["data", "instruction", "unified", "4KiB", "2MiB", "1GiB"].into_iter().find(|k| *k == x)
-    };
+    let static_str = |x: &str| -> Option<&'static str> { ["data", "instruction", "unified", "4KiB", "2MiB", "1GiB"].into_iter().find(|k| *k == x) };
     let mut out = Vec::new();
     for t in v.get("tlb").and_then(|t| t.as_array()).into_iter().flatten() {
         let int = |k: &str| t.get(k).and_then(|x| x.as_integer()).and_then(|x| u32::try_from(x).ok());
