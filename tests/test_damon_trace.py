@@ -242,10 +242,20 @@ def test_a_killed_superpagers_instance_is_removed_by_restore(tmp_path):
     top = Path(mounted) if mounted else tmp_path / "state" / f"tracefs-{p.pid}"
     inst = top / "instances" / f"superpager-{p.pid}"
     try:
+        # Wait for the event to be switched on, not for its file: the kernel makes the file with
+        # the instance, before the run records and writes the switch (a kill in between left 3
+        # settings, not 2 or 4, on a fast machine).
+        event = inst / dm.DamonTrace.EVENT
+
+        def switched_on() -> bool:
+            try:
+                return event.read_text().strip() == "1"
+            except OSError:
+                return False
         deadline = time.monotonic() + 20
-        while not (inst / dm.DamonTrace.EVENT).exists() and time.monotonic() < deadline:
+        while not switched_on() and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert (inst / dm.DamonTrace.EVENT).exists(), "damon-live made no tracefs instance"
+        assert switched_on(), "damon-live made no tracefs instance with its event on"
         os.killpg(p.pid, signal.SIGKILL)  # superpager and its program, no chance to clean up
         p.wait()
         assert inst.exists(), "the crash left the instance (what restore is for)"
