@@ -763,26 +763,33 @@ pub fn amd_tlbs(c: &dyn Cpuid) -> Vec<TlbGeometry> {
 }
 
 /// The TLBs of a preset (mmu/machine.rs PRESETS), as `host` takes them for a core whose CPUID
-/// hides its own: each one's source is the preset's file.
+/// hides its own: loaded as any machine is, and each one's source is the preset's file.
 pub fn preset_tlbs(name: &str) -> Vec<TlbGeometry> {
-    let Some((_, src)) = crate::mmu::machine::PRESETS.iter().find(|p| p.0 == name) else { return Vec::new() };
-    let v: toml::Value = toml::from_str(src).expect("a preset parses");
-    let static_str = |x: &str| -> Option<&'static str> { ["data", "instruction", "unified", "4KiB", "2MiB", "1GiB"].into_iter().find(|k| *k == x) };
-    let mut out = Vec::new();
-    for t in v.get("tlb").and_then(|t| t.as_array()).into_iter().flatten() {
-        let int = |k: &str| t.get(k).and_then(|x| x.as_integer()).and_then(|x| u32::try_from(x).ok());
-        let (Some(level), Some(entries), Some(ways), Some(stream)) =
-            (int("level"), int("entries"), int("ways"), t.get("stream").and_then(|x| x.as_str()).and_then(static_str))
-        else {
-            continue;
-        };
-        let page_sizes: Vec<&'static str> =
-            t.get("page_sizes").and_then(|p| p.as_array()).into_iter().flatten().filter_map(|p| p.as_str().and_then(static_str)).collect();
-        let tlb = t.get("name").and_then(|x| x.as_str()).unwrap_or("?");
-        let source = format!("machines/{name}.toml, its {tlb} (the vendor's manual, as that file cites it)");
-        out.push(TlbGeometry { level, stream, entries, ways, page_sizes, source, hit_cycles: int("hit_cycles") });
-    }
-    out
+    use crate::mmu::machine::{Machine, Stream};
+    use crate::units::PageSize;
+    let Ok(m) = Machine::load(name) else { return Vec::new() };
+    let size = |i: &u32| match m.page_sizes[*i as usize] {
+        PageSize::K4 => Some("4KiB"),
+        PageSize::M2 => Some("2MiB"),
+        PageSize::G1 => Some("1GiB"),
+        _ => None,
+    };
+    m.tlbs
+        .iter()
+        .map(|t| TlbGeometry {
+            level: u32::from(t.level),
+            stream: match t.stream {
+                Stream::Data => "data",
+                Stream::Instruction => "instruction",
+                Stream::Unified => "unified",
+            },
+            entries: t.entries,
+            ways: t.ways,
+            page_sizes: t.sizes.iter().filter_map(size).collect(),
+            source: format!("machines/{name}.toml, its {} (the vendor's manual, as that file cites it)", t.name),
+            hit_cycles: (t.hit_cycles > 0.0).then_some(t.hit_cycles as u32),
+        })
+        .collect()
 }
 
 /// Caches from Intel leaf 4 or AMD Fn8000_001D (the same layout).
