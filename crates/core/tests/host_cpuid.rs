@@ -1,7 +1,7 @@
 //! The `host` machine's CPUID decoders on recorded register values, and detection here.
 
 use std::collections::HashMap;
-use superpager_core::mmu::host::{amd_tlbs, core_resources, cpuid_caches, detect, intel_tlbs, sysfs_caches, Cpuid, NativeCpuid};
+use superpager_core::mmu::host::{amd_tlbs, core_resources, cpuid_caches, detect, intel_tlbs, sysfs_caches, Cpuid, NativeCpuid, TlbsFrom};
 use superpager_core::mmu::machine::Machine;
 
 struct Recorded(HashMap<(u32, u32), [u32; 4]>);
@@ -133,6 +133,44 @@ fn a_known_core_with_hidden_leaves_takes_its_own_preset_tlbs() {
     m.insert((1, 0), [(0x5 << 16) | (6 << 8) | (0x5 << 4) | 4, 0, 0, 0]);
     let r = detect(&Recorded(m), std::path::Path::new("/nonexistent"));
     assert!(r.tlbs.is_empty() && r.notes[0].contains("Zen 3 geometry"), "{:?}", r.notes);
+}
+
+#[test]
+fn a_known_core_whose_cpuid_tlbs_are_smaller_than_its_own_takes_its_preset() {
+    // An AMD EPYC of family 26 model 2 (Zen 5) as a KVM guest reads it, 2026-12-02: Fn8000_0005
+    // gives the L1 TLBs the core has (96-entry data, 64-entry instruction, fully associative),
+    // Fn8000_0006 a 128-entry L2 data TLB (the core's has 4096), Fn8000_0019 zeros.
+    let mut m = HashMap::new();
+    m.insert((0, 0), vendor_regs(b"AuthenticAMD", 0x1c));
+    m.insert((1, 0), [0x00b0_0f21, 0, 0, 0]);
+    m.insert((0x8000_0000, 0), [0x8000_0021, 0, 0, 0]);
+    m.insert((0x8000_0005, 0), [0xff60_ff40, 0xff60_ff40, 0x300c_0140, 0x2008_0140]);
+    m.insert((0x8000_0006, 0), [0x4080_2040, 0x6080_4040, 0x0400_8140, 0x0c00_9140]);
+    let said = amd_tlbs(&Recorded(m.clone()));
+    assert!(said.iter().any(|g| g.level == 2 && g.stream == "data" && g.entries == 128), "{said:?}");
+    let r = detect(&Recorded(m.clone()), std::path::Path::new("/nonexistent"));
+    assert_eq!((r.family, r.model, r.tlbs_from), (26, 2, TlbsFrom::PresetCpuidSmaller));
+    assert!(r.notes[0].contains("128 entries") && r.notes[0].contains("4096") && r.notes[0].contains("zen5 preset"), "{:?}", r.notes);
+    let find = |level, size| r.tlbs.iter().find(|g| g.level == level && g.stream == "data" && g.page_sizes.contains(&size)).map(|g| (g.entries, g.ways));
+    assert_eq!(find(2, "4KiB"), Some((4096, 16)));
+    assert_eq!(find(1, "1GiB"), Some((96, 96)), "the L1 data TLB holds 1GB pages too");
+    let src = r.machine_toml(include_str!("../src/machines/host.toml"));
+    assert!(src.contains("TLBs: machines/zen5.toml (CPUID gives smaller ones than this core has)"), "{src}");
+    assert_eq!(Machine::from_toml(&src, "test").unwrap().tlbs.len(), r.tlbs.len());
+    // A core with no preset of its own (a Zen 4, family 25 model 0x11) keeps what CPUID says.
+    m.insert((1, 0), [(0xA << 20) | (1 << 16) | (0xF << 8) | (1 << 4) | 1, 0, 0, 0]);
+    let r = detect(&Recorded(m), std::path::Path::new("/nonexistent"));
+    assert_eq!((r.family, r.model), (0x19, 0x11));
+    assert_eq!(r.tlbs_from, TlbsFrom::Cpuid, "{:?}", r.notes);
+    // A core with a preset whose CPUID gives at least the preset's reach keeps CPUID's: an
+    // Emerald Rapids whose leaf 0x18 shows a 2048-entry 16-way STLB for 4KB and 2MB pages.
+    let mut m = HashMap::new();
+    m.insert((0, 0), vendor_regs(b"GenuineIntel", 0x1c));
+    m.insert((1, 0), [(0xC << 16) | (6 << 8) | (0xF << 4) | 2, 0, 0, 0]);
+    m.insert((0x18, 0), [0, (16 << 16) | 0b11, 128, 3 | (2 << 5)]);
+    let r = detect(&Recorded(m), std::path::Path::new("/nonexistent"));
+    assert_eq!((r.tlbs_from, r.tlbs.len()), (TlbsFrom::Cpuid, 1), "{:?}", r.notes);
+    assert_eq!(r.tlbs_from, TlbsFrom::Cpuid, "{:?}", r.notes);
 }
 
 #[test]

@@ -80,10 +80,25 @@ pub struct HostReport {
     pub model: u32,
     pub model_name: String,
     pub tlbs: Vec<TlbGeometry>,
+    /// Why `tlbs` are what they are.
+    pub tlbs_from: TlbsFrom,
     pub caches: Vec<CacheGeometry>,
     pub notes: Vec<String>,
     /// Latencies measured by `superpager calibrate` on this CPU (None: ESTIMATEs).
     pub calibration: Option<Calibration>,
+}
+
+/// Where `host`'s TLBs come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlbsFrom {
+    /// CPUID's TLB leaves, as they read.
+    Cpuid,
+    /// The core's preset: CPUID's TLB leaves read as zeros.
+    PresetCpuidHidden,
+    /// The core's preset: CPUID reports fewer 4KB data-TLB entries than the core has.
+    PresetCpuidSmaller,
+    /// Nothing: `tlbs` is empty and the static preset's (Zen 3) TLBs stay.
+    Static,
 }
 
 /// What `superpager calibrate` measured: cycles per level of `[cache]` (then memory) and the
@@ -520,7 +535,7 @@ pub struct CoreResources {
     /// Concurrent hardware page walks.
     pub walkers: u32,
     pub source: &'static str,
-    /// The preset (mmu/machine.rs PRESETS) whose TLBs are this core's, from its vendor's manual:
+    /// The preset (mmu/machine.rs PRESETS) whose TLBs are this core's, from its vendor's documents:
     /// `host` takes them when CPUID gives no TLB geometry. None: host.toml's Zen 3 geometry stays.
     pub tlb_preset: Option<&'static str>,
 }
@@ -590,7 +605,7 @@ pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
             mlp: 24,
             walkers: 6,
             source: "AMD Software Optimization Guide for Family 1Ah (448-entry retire queue); L1D misses in flight and page walkers: ESTIMATE, as Zen 3/4",
-            tlb_preset: None,
+            tlb_preset: Some("zen5"),
         },
         _ => CoreResources { core: "unknown core", rob: 256, mlp: 12, walkers: 2, source: "ESTIMATE: no entry for this core in mmu/host.rs", tlb_preset: None },
     }
@@ -786,10 +801,15 @@ pub fn preset_tlbs(name: &str) -> Vec<TlbGeometry> {
             entries: t.entries,
             ways: t.ways,
             page_sizes: t.sizes.iter().filter_map(size).collect(),
-            source: format!("machines/{name}.toml, its {} (the vendor's manual, as that file cites it)", t.name),
+            source: format!("machines/{name}.toml, its {} (the vendor's documents, as that file cites them)", t.name),
             hit_cycles: (t.hit_cycles > 0.0).then_some(t.hit_cycles as u32),
         })
         .collect()
+}
+
+/// The most 4KB translations any one data (or unified) TLB holds.
+fn largest_4k_data_tlb(tlbs: &[TlbGeometry]) -> u32 {
+    tlbs.iter().filter(|g| g.stream != "instruction" && g.page_sizes.contains(&"4KiB")).map(|g| g.entries).max().unwrap_or(0)
 }
 
 /// Caches from Intel leaf 4 or AMD Fn8000_001D (the same layout).
@@ -858,17 +878,37 @@ pub fn detect(c: &dyn Cpuid, sysfs_cache: &std::path::Path) -> HostReport {
         "AuthenticAMD" | "HygonGenuine" => amd_tlbs(c),
         _ => Vec::new(),
     };
+    let mut tlbs_from = TlbsFrom::Cpuid;
+    let core = core_resources(&v, family, model);
+    let preset = core.tlb_preset.map(|p| (p, preset_tlbs(p))).filter(|(_, t)| !t.is_empty());
     if tlbs.is_empty() {
         let leaves = if v == "GenuineIntel" { "leaf 0x18" } else { "Fn8000_0005/6/19" };
-        let core = core_resources(&v, family, model);
-        let from = match core.tlb_preset.map(|p| (p, preset_tlbs(p))).filter(|(_, t)| !t.is_empty()) {
+        let from = match preset {
             Some((p, t)) => {
                 tlbs = t;
+                tlbs_from = TlbsFrom::PresetCpuidHidden;
                 format!("the {p} preset's, this core's ({}) as its vendor documents them", core.core)
             }
-            None => "the static preset's (Zen 3 geometry, an ESTIMATE)".to_string(),
+            None => {
+                tlbs_from = TlbsFrom::Static;
+                "the static preset's (Zen 3 geometry, an ESTIMATE)".to_string()
+            }
         };
         notes.push(format!("CPUID gives no TLB geometry on this {v} CPU ({leaves}: leaves read as zeros, as a hypervisor may make them): the TLBs are {from}"));
+    } else if let Some((p, t)) = preset {
+        // A hypervisor may report TLBs of its own making; it cannot make the core's smaller, so
+        // CPUID numbers below the core's documented reach are not this core's.
+        let (said, has) = (largest_4k_data_tlb(&tlbs), largest_4k_data_tlb(&t));
+        if said < has {
+            notes.push(format!(
+                "CPUID gives this {} a largest data TLB of {said} entries for 4KB pages ({}), where the core has {has}: \
+                 the numbers are not this core's (a hypervisor's), so the TLBs are the {p} preset's, as its vendor documents them",
+                core.core,
+                tlbs.iter().find(|g| g.entries == said).map_or("CPUID", |g| g.source.as_str())
+            ));
+            tlbs = t;
+            tlbs_from = TlbsFrom::PresetCpuidSmaller;
+        }
     }
     let mut caches = match v.as_str() {
         "GenuineIntel" => cpuid_caches(c, 4),
@@ -878,7 +918,7 @@ pub fn detect(c: &dyn Cpuid, sysfs_cache: &std::path::Path) -> HostReport {
     if caches.is_empty() {
         caches = sysfs_caches(sysfs_cache);
     }
-    HostReport { vendor: v, family, model, model_name: model_name(c), tlbs, caches, notes, calibration: None }
+    HostReport { vendor: v, family, model, model_name: model_name(c), tlbs, tlbs_from, caches, notes, calibration: None }
 }
 
 /// This machine as `host` describes it: `detect` on this CPU, with the calibration file
@@ -1020,10 +1060,12 @@ impl HostReport {
         let mut v: toml::Value = toml::from_str(template).expect("the host preset parses");
         let t = v.as_table_mut().expect("a table");
         let name = if self.model_name.is_empty() { format!("{} family {} model {}", self.vendor, self.family, self.model) } else { self.model_name.clone() };
-        let how = match self.tlbs.first() {
-            None => "TLBs: static Zen 3 geometry (CPUID gives none here)".to_string(),
-            Some(g) if g.source.starts_with("CPUID") => "TLBs from CPUID".to_string(),
-            Some(g) => format!("TLBs: {} (CPUID gives none here)", g.source.split(',').next().unwrap_or_default()),
+        let preset = || self.tlbs.first().map(|g| g.source.split(',').next().unwrap_or_default()).unwrap_or_default();
+        let how = match self.tlbs_from {
+            TlbsFrom::Static => "TLBs: static Zen 3 geometry (CPUID gives none here)".to_string(),
+            TlbsFrom::Cpuid => "TLBs from CPUID".to_string(),
+            TlbsFrom::PresetCpuidHidden => format!("TLBs: {} (CPUID gives none here)", preset()),
+            TlbsFrom::PresetCpuidSmaller => format!("TLBs: {} (CPUID gives smaller ones than this core has)", preset()),
         };
         t.insert("description".into(), toml::Value::String(format!("this machine: {name}; {how}")));
         if !self.tlbs.is_empty() {

@@ -433,12 +433,13 @@ pub fn radix_leaf_level(base: PageSize, bits: u8, levels: u8, p: PageSize) -> u8
 }
 
 /// Presets compiled into the library: (name, one-line summary, TOML).
-pub const PRESETS: [(&str, &str); 8] = [
+pub const PRESETS: [(&str, &str); 9] = [
     ("alpha21264", include_str!("../machines/alpha21264.toml")),
     ("romer95", include_str!("../machines/romer95.toml")),
     ("skylake", include_str!("../machines/skylake.toml")),
     ("golden-cove", include_str!("../machines/golden-cove.toml")),
     ("zen3", include_str!("../machines/zen3.toml")),
+    ("zen5", include_str!("../machines/zen5.toml")),
     ("neoverse-n1", include_str!("../machines/neoverse-n1.toml")),
     ("amsqm09", include_str!("../machines/amsqm09.toml")),
     ("host", include_str!("../machines/host.toml")),
