@@ -536,7 +536,7 @@ pub struct CoreResources {
     pub walkers: u32,
     pub source: &'static str,
     /// The preset (mmu/machine.rs PRESETS) whose TLBs are this core's, from its vendor's documents:
-    /// `host` takes them when CPUID gives no TLB geometry. None: host.toml's Zen 3 geometry stays.
+    /// `host` takes them when CPUID gives no TLB geometry or a smaller one. None: host.toml's Zen 3 geometry stays.
     pub tlb_preset: Option<&'static str>,
 }
 
