@@ -234,6 +234,22 @@ def test_mlp_is_the_most_misses_seen_overlapping():
     assert calibrate_mod.mlp_from(ks, [0.0] * 6) is None
 
 
+def test_calibrate_says_when_the_walk_probe_reached_its_ceiling():
+    from superpager.cli_model import walk_probe_line
+    ks = [1, 2, 4, 8, 16, 32]
+    # This Zen 5 VM's probe over 1GiB (2026-12-02): 4KB pages add nothing from 4 chases on, so
+    # every k overlaps; 32 is all the probe can see, not a count of walkers.
+    w = {"footprint": 1 << 30, "chains": ks, "mlp": 32, "walkers": 32,
+         "ns_2m": [243.6, 115.1, 48.9, 23.8, 11.7, 6.4], "ns_4k": [401.4, 176.9, 73.0, 32.7, 13.7, 7.6]}
+    line = walk_probe_line(w)
+    assert "at least 32 walks in flight" in line and "at least 32 misses in flight" in line, line
+    assert "what 4KB pages add: 1: 157.8" in line, line
+    w.update(walkers=6, mlp=14)
+    line = walk_probe_line(w)
+    assert "6 walks in flight at most (the model's walkers)" in line and "14 misses in flight at most" in line, line
+    assert walk_probe_line(None).startswith("walk probe: not run")
+
+
 def test_walk_probe_takes_medians_and_needs_2mb_pages(monkeypatch):
     calls = []
 

@@ -32,22 +32,21 @@ examples:
 CALIBRATE_EPILOG = """\
 Runs a dependent pointer chase (model/chase.c, compiled on first use) over footprints from 16KiB
 to --largest, on 2MB and on 4KB pages, and takes each cache level's latency, memory's latency and
-the sizes the levels are seen to hold. Then the TLB probe: one line per 4KB page over 32MiB on
-2MB pages against the same lines packed together, which tells whether the TLB holds 2MB pages
-whole (a virtual machine whose host uses 4KB pages splinters them); where it does not, host is
-modelled as that guest: nested walks over 4KB host pages, and memory's latency taken short of
-the TLB's reach, at the chase twice the last level's size (host+native: as if 2MB pages were held
-whole). Last, the walk probe: 1 to
-32 chases at once over --largest, on 4KB and 2MB pages; how far the time a load takes falls as
-chases are added gives how many misses overlap (the model's mlp), and how far the 4KB pages'
-extra cost falls, how many page walks do (walkers). Then the last level's fit: the model itself
-runs the chase at --largest with the last cache level at up to 11 sizes, from CPUID's down to the
-level above's, and keeps the size at which it takes the time measured there on 4KB and 2MB pages
-(a virtual machine gets only a share of a shared last level; --no-last-level-fit keeps CPUID's
-size). Writes a machine
-TOML: the host preset (geometry from CPUID) with the measured numbers and a [calibration] table
-saying how they were measured. Times become cycles at the clock a chain of dependent adds
-measures (a virtual machine's /proc/cpuinfo gives only the nominal clock). The host machine reads it from then on (superpager machines host
+the sizes the levels are seen to hold. Then the TLB probe: one line per 4KB page over 32MiB on 2MB
+pages against the same lines packed together, which tells whether the TLB holds 2MB pages whole (a
+virtual machine whose host uses 4KB pages splinters them); where it does not, host is modelled as
+that guest: nested walks over 4KB host pages, and memory's latency taken short of the TLB's reach,
+at the chase twice the last level's size (host+native: as if 2MB pages were held whole). Next, the
+walk probe: 1 to 32 chases at once over --largest, on 4KB and 2MB pages; how far the time a load
+takes falls as chases are added gives how many misses overlap (the model's mlp), and how far the
+4KB pages' extra cost falls, how many page walks do (walkers; 32 is the most it can find). Then
+the last level's fit: the model itself runs the chase at --largest with the last cache level at up
+to 11 sizes, from CPUID's down to the level above's, and keeps the size at which it takes the time
+measured there on 4KB and 2MB pages (a virtual machine gets only a share of a shared last level;
+--no-last-level-fit keeps CPUID's size). Writes a machine TOML: the host preset (geometry from
+CPUID) with the measured numbers and a [calibration] table saying how they were measured. Times
+become cycles at the clock a chain of dependent adds measures (a virtual machine's /proc/cpuinfo
+gives only the nominal clock). The host machine reads it from then on (superpager machines host
 --explain shows it), as long as it was made on this CPU. Takes about two minutes; nothing else
 should run meanwhile.
 
@@ -139,17 +138,7 @@ def cmd_calibrate(a) -> int:
                 if near is not None else "as smaller pieces (splintered)" if p["splintered"] else "whole")
         print(f"TLB probe: 2MB pages are held {held}; one line per 4KB page over {human_bytes(p['span'])} on 2MB pages takes "
               f"{p['sparse_2m_ns']:.1f} ns a step, {p['packed_2m_ns']:.1f} packed together, {p['sparse_4k_ns']:.1f} on 4KB pages")
-    w = r.get("walk_probe")
-    if w is None:
-        print("walk probe: not run (no 2MB pages to be had here)")
-    else:
-        extra = ", ".join(f"{k}: {a - b:.1f}" for k, a, b in zip(w["chains"], w["ns_4k"], w["ns_2m"]))
-        walks = (f"{w['walkers']} walks in flight at most (the model's walkers)" if w["walkers"] is not None
-                 else "4KB pages cost no more than 2MB pages with one chase, so walkers from the core table")
-        misses = f"{w['mlp']} misses in flight at most (the model's mlp)" if w["mlp"] is not None else "no miss overlap measured, so mlp from the core table"
-        print(f"walk probe: {misses}, {walks}; by chases at once over "
-              f"{human_bytes(w['footprint'])}, ns a load on 2MB pages: {', '.join(f'{k}: {b:.1f}' for k, b in zip(w['chains'], w['ns_2m']))}; "
-              f"what 4KB pages add: {extra}")
+    print(walk_probe_line(r.get("walk_probe")))
     f = r.get("last_level_fit")
     if f is None:
         print(f"last-level fit: not run ({r['last_level_fit_skipped']}); the last level keeps "
@@ -162,6 +151,27 @@ def cmd_calibrate(a) -> int:
               f"{human_bytes(f['sizes'][0])} to {human_bytes(f['sizes'][-1])})")
     print(f"wrote {out}")
     return 0
+
+
+def walk_probe_line(w: dict | None) -> str:
+    """calibrate's one line on its walk probe (None: not run)."""
+    from .fmt import human_bytes
+    if w is None:
+        return "walk probe: not run (no 2MB pages to be had here)"
+    top = max(w["chains"])
+
+    def seen(n: int, what: str, key: str) -> str:
+        # At the probe's largest chase count the overlap may go further than it can see.
+        if n >= top:
+            return f"at least {n} {what}, as many as the chases the probe runs at once (the model's {key}: {n})"
+        return f"{n} {what} at most (the model's {key})"
+    walks = (seen(w["walkers"], "walks in flight", "walkers") if w["walkers"] is not None
+             else "4KB pages cost no more than 2MB pages with one chase, so walkers from the core table")
+    misses = seen(w["mlp"], "misses in flight", "mlp") if w["mlp"] is not None else "no miss overlap measured, so mlp from the core table"
+    extra = ", ".join(f"{k}: {a - b:.1f}" for k, a, b in zip(w["chains"], w["ns_4k"], w["ns_2m"]))
+    return (f"walk probe: {misses}, {walks}; by chases at once over "
+            f"{human_bytes(w['footprint'])}, ns a load on 2MB pages: {', '.join(f'{k}: {b:.1f}' for k, b in zip(w['chains'], w['ns_2m']))}; "
+            f"what 4KB pages add: {extra}")
 
 
 def footprint(s: str) -> int:
