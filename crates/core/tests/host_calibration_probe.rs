@@ -76,6 +76,8 @@ fn the_walk_probe_is_read_back_and_its_walkers_replace_the_tables() {
     let (cal, notes) = read_back(&text);
     assert_eq!(cal.walk_probe, Some(walk(Some(16))));
     assert!(notes.is_empty(), "{notes:?}");
+    // 16 of 16 chases overlapping is the probe's ceiling, not a count; 14 is a count.
+    assert!(walk(None).at_ceiling(16) && !walk(None).at_ceiling(14));
     let said = walk(None).summary();
     assert!(said.contains("2MB pages 1: 288.1, 4: 63.7, 16: 15.3; what 4KB pages add 1: 155.6, 4: 27.4, 16: 5.2"), "{said}");
 }

@@ -211,6 +211,12 @@ pub struct WalkProbe {
 
 impl WalkProbe {
     /// What the probe measured, in one line: ns a load on 2MB pages, and what 4KB pages add, at each k.
+    /// Whether `n` overlapping is all the probe could see: as many as the most chases it ran at
+    /// once, so the machine may overlap more (docs/RUNTIME_MODEL.md, "The walk probe").
+    pub fn at_ceiling(&self, n: u32) -> bool {
+        self.chains.iter().max().is_some_and(|&top| n >= top)
+    }
+
     pub fn summary(&self) -> String {
         let by_k = |f: &dyn Fn(f64, f64) -> f64| -> String {
             self.chains.iter().zip(self.ns_4k.iter().zip(&self.ns_2m)).map(|(k, (a, b))| format!("{k}: {:.1}", f(*a, *b))).collect::<Vec<_>>().join(", ")
@@ -1017,7 +1023,9 @@ impl HostReport {
     fn probed(&self, probe: fn(&WalkProbe) -> Option<u32>, table: fn(&CoreResources) -> u32) -> (u32, String) {
         let measured = self.usable_calibration().and_then(|c| {
             let p = c.walk_probe.as_ref()?;
-            Some((probe(p)?, format!("measured by calibrate's walk probe on {} ({}): {}", c.date, c.path, p.summary())))
+            let n = probe(p)?;
+            let ceiling = if p.at_ceiling(n) { format!("at least {n}, as many as the chases it runs at once; ") } else { String::new() };
+            Some((n, format!("measured by calibrate's walk probe on {} ({}): {ceiling}{}", c.date, c.path, p.summary())))
         });
         measured.unwrap_or_else(|| {
             let r = core_resources(&self.vendor, self.family, self.model);
