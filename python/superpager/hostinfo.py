@@ -10,18 +10,32 @@ import os
 import platform
 
 
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (what `lscpu` prints), or what Python knows."""
+def _cpu(cpuinfo: str) -> tuple[str, str]:
+    """(model name, "family F, model M" or ""), from the first processor's block of cpuinfo."""
+    fields: dict[str, str] = {}
     try:
-        with open("/proc/cpuinfo") as f:
+        with open(cpuinfo) as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break  # the first processor's block is enough
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return platform.processor() or "unknown CPU"
+    name = fields.get("model name") or platform.processor() or "unknown CPU"
+    fam = f"family {fields['cpu family']}, model {fields['model']}" if "cpu family" in fields and "model" in fields else ""
+    return name, fam
 
 
-def machine_line() -> str:
-    """e.g. "AMD EPYC (2 CPUs)": the CPU model and how many CPUs this process may use."""
-    return f"{cpu_model()} ({os.cpu_count()} CPUs)"
+def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The CPU's model name from /proc/cpuinfo (what `lscpu` prints), with its family and model
+    where cpuinfo gives them, or what Python knows. A VM's name is often just "AMD EPYC", which
+    hides the generation (family 23: Zen and Zen 2; 25: Zen 3 and 4; 26: Zen 5)."""
+    name, fam = _cpu(cpuinfo)
+    return f"{name} ({fam})" if fam else name
+
+
+def machine_line(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """e.g. "AMD EPYC (family 26, model 2; 2 CPUs)": the CPU and how many CPUs this process may use."""
+    name, fam = _cpu(cpuinfo)
+    return f"{name} ({fam + '; ' if fam else ''}{os.cpu_count()} CPUs)"
