@@ -210,13 +210,13 @@ pub struct WalkProbe {
 }
 
 impl WalkProbe {
-    /// What the probe measured, in one line: ns a load on 2MB pages, and what 4KB pages add, at each k.
     /// Whether `n` overlapping is all the probe could see: as many as the most chases it ran at
     /// once, so the machine may overlap more (docs/RUNTIME_MODEL.md, "The walk probe").
     pub fn at_ceiling(&self, n: u32) -> bool {
         self.chains.iter().max().is_some_and(|&top| n >= top)
     }
 
+    /// What the probe measured, in one line: ns a load on 2MB pages, and what 4KB pages add, at each k.
     pub fn summary(&self) -> String {
         let by_k = |f: &dyn Fn(f64, f64) -> f64| -> String {
             self.chains.iter().zip(self.ns_4k.iter().zip(&self.ns_2m)).map(|(k, (a, b))| format!("{k}: {:.1}", f(*a, *b))).collect::<Vec<_>>().join(", ")
@@ -813,9 +813,9 @@ pub fn preset_tlbs(name: &str) -> Vec<TlbGeometry> {
         .collect()
 }
 
-/// The most 4KB translations any one data (or unified) TLB holds.
-fn largest_4k_data_tlb(tlbs: &[TlbGeometry]) -> u32 {
-    tlbs.iter().filter(|g| g.stream != "instruction" && g.page_sizes.contains(&"4KiB")).map(|g| g.entries).max().unwrap_or(0)
+/// The data (or unified) TLB that holds the most 4KB translations.
+fn largest_4k_data_tlb(tlbs: &[TlbGeometry]) -> Option<&TlbGeometry> {
+    tlbs.iter().filter(|g| g.stream != "instruction" && g.page_sizes.contains(&"4KiB")).max_by_key(|g| g.entries)
 }
 
 /// Caches from Intel leaf 4 or AMD Fn8000_001D (the same layout).
@@ -904,13 +904,15 @@ pub fn detect(c: &dyn Cpuid, sysfs_cache: &std::path::Path) -> HostReport {
     } else if let Some((p, t)) = preset {
         // A hypervisor may report TLBs of its own making; it cannot make the core's smaller, so
         // CPUID numbers below the core's documented reach are not this core's.
-        let (said, has) = (largest_4k_data_tlb(&tlbs), largest_4k_data_tlb(&t));
-        if said < has {
+        let entries = |g: Option<&TlbGeometry>| g.map_or(0, |g| g.entries);
+        let (said, has) = (largest_4k_data_tlb(&tlbs), entries(largest_4k_data_tlb(&t)));
+        if entries(said) < has {
             notes.push(format!(
-                "CPUID gives this {} a largest data TLB of {said} entries for 4KB pages ({}), where the core has {has}: \
+                "CPUID gives this {} a largest data TLB of {} entries for 4KB pages ({}), where the core has {has}: \
                  the numbers are not this core's (a hypervisor's), so the TLBs are the {p} preset's, as its vendor documents them",
                 core.core,
-                tlbs.iter().find(|g| g.entries == said).map_or("CPUID", |g| g.source.as_str())
+                entries(said),
+                said.map_or("CPUID", |g| g.source.as_str())
             ));
             tlbs = t;
             tlbs_from = TlbsFrom::PresetCpuidSmaller;
