@@ -173,6 +173,36 @@ fn a_known_core_whose_cpuid_tlbs_are_smaller_than_its_own_takes_its_preset() {
 }
 
 #[test]
+fn an_unknown_intel_model_number_with_amx_and_a_2mib_l2_is_taken_as_golden_cove() {
+    // A KVM guest on 2026-12-02, as it reads: leaf 1 model 0xA7 (a Rocket Lake number), leaf 7
+    // with AMX-TILE, leaf 4 a 48KiB 12-way L1D, 2MiB 16-way L2 and 105MiB L3 (Sapphire Rapids'
+    // caches; Rocket Lake has no AMX and a 512KiB L2), leaf 0x18 zeros.
+    let mut m = HashMap::new();
+    m.insert((0, 0), vendor_regs(b"GenuineIntel", 0x20));
+    m.insert((1, 0), [0x000a_0678, 0, 0, 0]);
+    m.insert((7, 0), [0x2, 0xf1bf_27eb, 0x1b41_5fde, 0xbfd1_4410]);
+    m.insert((4, 0), [0x0400_0121, 0x02c0_003f, 0x3f, 0]);
+    m.insert((4, 1), [0x0400_0122, 0x01c0_003f, 0x3f, 0]);
+    m.insert((4, 2), [0x0400_0143, 0x03c0_003f, 0x7ff, 0]);
+    m.insert((4, 3), [0x0400_4163, 0x0380_003f, 0x1_bfff, 4]);
+    let r = detect(&Recorded(m.clone()), std::path::Path::new("/nonexistent"));
+    assert_eq!((r.family, r.model), (6, 0xA7));
+    assert_eq!(r.core.core, "Golden Cove / Raptor Cove", "{:?}", r.notes);
+    assert!(r.notes.iter().any(|n| n.contains("AMX") && n.contains("model 0xa7")), "{:?}", r.notes);
+    assert_eq!(r.tlbs_from, TlbsFrom::PresetCpuidHidden);
+    assert!(r.tlbs.iter().any(|g| g.level == 2 && g.entries == 2048), "the golden-cove STLB: {:?}", r.tlbs);
+    let src = r.machine_toml(include_str!("../src/machines/host.toml"));
+    assert!(src.contains("golden-cove"), "{src}");
+    // Without AMX the same model number stays unknown, and so does AMX beside another L2.
+    m.insert((7, 0), [0x2, 0xf1bf_27eb, 0x1b41_5fde, 0xbfd1_4410 & !(1 << 24)]);
+    let r = detect(&Recorded(m.clone()), std::path::Path::new("/nonexistent"));
+    assert_eq!((r.core.core, r.tlbs_from), ("unknown core", TlbsFrom::Static));
+    m.insert((7, 0), [0x2, 0xf1bf_27eb, 0x1b41_5fde, 0xbfd1_4410]);
+    m.insert((4, 2), [0x0400_0143, 0x03c0_003f, 0x3ff, 0]);
+    assert_eq!(detect(&Recorded(m), std::path::Path::new("/nonexistent")).core.core, "unknown core", "a 1MiB L2");
+}
+
+#[test]
 fn this_machine_agrees_with_sysfs_on_its_caches() {
     let sys = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
     let from_sysfs = sysfs_caches(sys);

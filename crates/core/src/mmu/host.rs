@@ -82,6 +82,8 @@ pub struct HostReport {
     pub tlbs: Vec<TlbGeometry>,
     /// Why `tlbs` are what they are.
     pub tlbs_from: TlbsFrom,
+    /// The core's out-of-order resources and TLB preset (`identify_core`).
+    pub core: CoreResources,
     pub caches: Vec<CacheGeometry>,
     pub notes: Vec<String>,
     /// Latencies measured by `superpager calibrate` on this CPU (None: ESTIMATEs).
@@ -617,6 +619,36 @@ pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
     }
 }
 
+/// AMX-TILE, CPUID leaf 7 subleaf 0 EDX bit 24 (Intel SDM vol. 2A, CPUID): the tile
+/// registers first shipped in Sapphire Rapids' Golden Cove cores and are on Intel's server
+/// cores only.
+const AMX_TILE: u32 = 1 << 24;
+
+/// The core: by `core_resources` from its model number; where that number is one we do not know
+/// (hypervisors report made-up ones: a VM whose cores are Golden Cove reported model 0xA7, a
+/// Rocket Lake number, on 2026-12-02), from what the core has. An Intel core with AMX and
+/// a 2MiB L2 (CPUID leaf 4) is a Golden Cove-class server core: Sapphire and Emerald Rapids have
+/// both, and so does Granite Rapids, whose Redwood Cove this table does not tell apart. The
+/// second value says how the core was told, when it was not by its model number.
+pub fn identify_core(c: &dyn Cpuid, vendor: &str, family: u32, model: u32) -> (CoreResources, Option<String>) {
+    let by_model = core_resources(vendor, family, model);
+    if by_model.core != "unknown core" || vendor != "GenuineIntel" || family != 6 {
+        return (by_model, None);
+    }
+    let amx = c.query(0, 0)[0] >= 7 && c.query(7, 0)[3] & AMX_TILE != 0;
+    let l2 = cpuid_caches(c, 4).into_iter().find(|g| g.level == 2 && g.kind != "Instruction").map(|g| g.bytes);
+    if amx && l2 == Some(2 << 20) {
+        let golden = core_resources(vendor, 6, 0x8F);
+        let how = format!(
+            "model {model:#x} is not one this table knows, but the core has AMX (CPUID leaf 7 EDX[24]) and a 2MiB L2 (leaf 4), \
+             which Intel's server cores have from Sapphire Rapids on: taken as {} (Granite Rapids' Redwood Cove would look the same)",
+            golden.core
+        );
+        return (golden, Some(how));
+    }
+    (by_model, None)
+}
+
 /// Latencies in cycles when no calibration exists: ESTIMATEs of a current server core
 /// (L1 5, L2 16, L3 70, DRAM 300), replaced by `superpager calibrate`'s measurements.
 const ESTIMATED_LATENCY: [f64; 4] = [5.0, 16.0, 70.0, 300.0];
@@ -885,7 +917,8 @@ pub fn detect(c: &dyn Cpuid, sysfs_cache: &std::path::Path) -> HostReport {
         _ => Vec::new(),
     };
     let mut tlbs_from = TlbsFrom::Cpuid;
-    let core = core_resources(&v, family, model);
+    let (core, how) = identify_core(c, &v, family, model);
+    notes.extend(how);
     let preset = core.tlb_preset.map(|p| (p, preset_tlbs(p))).filter(|(_, t)| !t.is_empty());
     if tlbs.is_empty() {
         let leaves = if v == "GenuineIntel" { "leaf 0x18" } else { "Fn8000_0005/6/19" };
@@ -926,7 +959,7 @@ pub fn detect(c: &dyn Cpuid, sysfs_cache: &std::path::Path) -> HostReport {
     if caches.is_empty() {
         caches = sysfs_caches(sysfs_cache);
     }
-    HostReport { vendor: v, family, model, model_name: model_name(c), tlbs, tlbs_from, caches, notes, calibration: None }
+    HostReport { vendor: v, family, model, model_name: model_name(c), tlbs, tlbs_from, core, caches, notes, calibration: None }
 }
 
 /// This machine as `host` describes it: `detect` on this CPU, with the calibration file
@@ -1030,8 +1063,8 @@ impl HostReport {
             Some((n, format!("measured by calibrate's walk probe on {} ({}): {ceiling}{}", c.date, c.path, p.summary())))
         });
         measured.unwrap_or_else(|| {
-            let r = core_resources(&self.vendor, self.family, self.model);
-            (table(&r), r.source.to_string())
+            let r = &self.core;
+            (table(r), r.source.to_string())
         })
     }
 
@@ -1052,7 +1085,7 @@ impl HostReport {
             e.insert("cycles".into(), toml::Value::Float(self.latency(i).0));
             levels.push(toml::Value::Table(e));
         }
-        let r = core_resources(&self.vendor, self.family, self.model);
+        let r = &self.core;
         let mut t = toml::map::Map::new();
         t.insert("line_bytes".into(), toml::Value::Integer(caches[0].line as i64));
         t.insert("levels".into(), toml::Value::Array(levels));
@@ -1174,7 +1207,7 @@ impl HostReport {
                     ));
                 }
             }
-            let r = core_resources(&self.vendor, self.family, self.model);
+            let r = &self.core;
             out.push((format!("reorder buffer ({})", r.core), r.rob.to_string(), r.source.to_string()));
             for (item, (n, src)) in [("misses in flight", self.mlp()), ("page walks in flight", self.walkers())] {
                 out.push((item.to_string(), n.to_string(), src));
