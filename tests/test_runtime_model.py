@@ -212,16 +212,31 @@ def test_tlb_probe_calls_2mb_pages_splintered_when_the_sparse_chase_is_slower(mo
     assert calibrate_mod.tlb_probe(None, 1000, 3) is None
 
 
-def test_walkers_are_the_most_walks_seen_overlapping():
+def test_walkers_are_what_the_busiest_chase_needs():
     ks = [1, 2, 4, 8, 16, 32]
-    # A core with 6 walkers: 4KB pages' extra cost falls as 1/k up to 6 chases, then holds.
-    walk = 150.0
-    ns_2m = [300.0 / k for k in ks]
-    ns_4k = [b + walk / min(k, 6) for k, b in zip(ks, ns_2m)]
-    assert calibrate_mod.walkers_from(ks, ns_4k, ns_2m) == 6
-    # Overlap never counts above k: noise that makes the extra cost vanish at 32 chases says 32.
-    ns_4k[-1] = ns_2m[-1] - 0.5
+
+    def chases(data: float, walk: float, mlp: int, walkers: int) -> tuple[list[float], list[float]]:
+        # What the overlap model says k chases take a load: the busiest of the window (each load a
+        # chain of walk and miss), the fill buffers and the walkers.
+        ns_2m = [data / min(k, mlp) for k in ks]
+        ns_4k = [max((data + walk) / k, data / min(k, mlp), walk / min(k, walkers)) for k in ks]
+        return ns_4k, ns_2m
+
+    # Walks that reach memory (400 ns) on a core with 10 fill buffers and 6 walkers: at 32
+    # chases the walkers are the bottleneck, 400 / 6 ns a load, and the rule reads 6 back.
+    assert calibrate_mod.walkers_from(ks, *chases(300.0, 400.0, 10, 6)) == 6
+    # Walks that hit the caches (150 ns) hide under the misses from 16 chases on: the rule can
+    # only say at least 150 / 30 = 5 of them, never more than there are.
+    assert calibrate_mod.walkers_from(ks, *chases(300.0, 150.0, 10, 6)) == 5
+    # Overlap never counts above k: noise that makes a load free at 32 chases says 32.
+    ns_4k, ns_2m = chases(300.0, 400.0, 10, 6)
+    ns_4k[-1] = 0.0
     assert calibrate_mod.walkers_from(ks, ns_4k, ns_2m) == 32
+    # This Sapphire Rapids VM's probe over 1GiB (2026-12-02): 4KB pages add 105.0 ns with one
+    # chase and a load takes 18.3 ns at 32 chases: 105.0 / 18.3 = 5.7.
+    ns_2m = [153.6, 76.5, 38.9, 21.1, 16.0, 16.1]
+    extra = [105.0, 44.0, 15.3, 6.5, 4.2, 2.2]
+    assert calibrate_mod.walkers_from(ks, [a + b for a, b in zip(ns_2m, extra)], ns_2m) == 6
     # No extra cost with one chase (THP failed, or a machine without walks to see): no verdict.
     assert calibrate_mod.walkers_from(ks, ns_2m, ns_2m) is None
 
@@ -257,7 +272,8 @@ def test_walk_probe_takes_medians_and_needs_2mb_pages(monkeypatch):
         def chains(_b, footprint, pages, _steps, seed, ks):
             calls.append((pages, seed))
             base = [300.0 / k for k in ks]
-            ns = [b + (150.0 + seed) / min(k, 4) for k, b in zip(ks, base)] if pages == "4k" else base
+            w = 150.0 + seed  # 4 walkers, the bottleneck from 4 chases on
+            ns = [max((300.0 + w) / k, w / min(k, 4)) for k in ks] if pages == "4k" else base
             return ns, (huge if pages == "2m" else 0)
         return chains
     monkeypatch.setattr(calibrate_mod, "chains", fake(1 << 30))

@@ -2,7 +2,7 @@
 //! written by `calibrated_toml`, read back by `read_calibration`; the walk probe's walkers go
 //! into `[cache]`.
 
-use superpager_core::mmu::host::{calibrated_toml, read_calibration, Calibration, CalibrationInput, TlbProbe, WalkProbe};
+use superpager_core::mmu::host::{calibrated_toml, read_calibration, Calibration, CalibrationInput, TlbProbe, WalkProbe, WALKERS_RULE};
 
 mod common;
 use common::CALIBRATION_TEMPLATE as TEMPLATE;
@@ -45,7 +45,15 @@ fn round_trip(p: Option<TlbProbe>) -> (Option<TlbProbe>, Vec<String>) {
 }
 
 fn walk(walkers: Option<u32>) -> WalkProbe {
-    WalkProbe { footprint: 1 << 30, chains: vec![1, 4, 16], ns_4k: vec![443.7, 91.1, 20.5], ns_2m: vec![288.1, 63.7, 15.3], walkers, mlp: Some(14) }
+    WalkProbe {
+        footprint: 1 << 30,
+        chains: vec![1, 4, 16],
+        ns_4k: vec![443.7, 91.1, 20.5],
+        ns_2m: vec![288.1, 63.7, 15.3],
+        walkers,
+        mlp: Some(14),
+        walkers_rule: Some(WALKERS_RULE.to_string()),
+    }
 }
 
 #[test]
@@ -96,4 +104,18 @@ fn a_walk_probe_of_the_first_version_without_mlp_reads_back() {
     let text = calibrated_toml(TEMPLATE, &input(None, Some(WalkProbe { mlp: None, ..walk(Some(32)) }))).unwrap();
     assert!(!text.contains("mlp"), "{text}");
     assert_eq!(read_back(&text).0.walk_probe, Some(WalkProbe { mlp: None, ..walk(Some(32)) }));
+}
+
+#[test]
+fn walkers_counted_by_the_earlier_rule_are_not_taken() {
+    // Files written before the thirty-third session counted walks overlapping as the additive
+    // model read them; the overlap model reads the chases differently, so host keeps the table's.
+    let old = WalkProbe { walkers_rule: None, ..walk(Some(32)) };
+    let text = calibrated_toml(TEMPLATE, &input(None, Some(old.clone()))).unwrap();
+    let v: toml::Value = toml::from_str(&text).unwrap();
+    assert!(v["cache"].get("walkers").is_none(), "{text}");
+    assert_eq!(v["cache"]["mlp"].as_integer(), Some(14), "{text}");
+    let back = read_back(&text).0.walk_probe.unwrap();
+    assert_eq!((back.walkers, back.walkers_taken()), (Some(32), None));
+    assert_eq!(walk(Some(32)).walkers_taken(), Some(32));
 }

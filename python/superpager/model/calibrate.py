@@ -168,6 +168,9 @@ def tlb_probe(binary: Path, steps: int, repeats: int) -> dict | None:
 # Golden Cove: 4; AMD Software Optimization Guide for Family 19h, Intel Architecture Day 2021)
 # and about where the data misses themselves stop overlapping (24 L1D misses in flight on Zen).
 WALK_CHAINS = (1, 2, 4, 8, 16, 32)
+# How `walkers` is read from the chases (`walkers_from`); host takes only walkers read by this
+# rule (mmu/host.rs WALKERS_RULE, which must match).
+WALKERS_RULE = "busiest"
 
 
 def overlap(ks: tuple[int, ...] | list[int], cost: list[float]) -> int | None:
@@ -184,9 +187,17 @@ def overlap(ks: tuple[int, ...] | list[int], cost: list[float]) -> int | None:
 
 
 def walkers_from(ks: tuple[int, ...] | list[int], ns_4k: list[float], ns_2m: list[float]) -> int | None:
-    """How many walks the machine overlaps: `overlap` of what a load costs more on 4KB pages than
-    on 2MB pages. None when 4KB pages cost no more than 2MB pages at one chase."""
-    return overlap(ks, [a - b for a, b in zip(ns_4k, ns_2m)])
+    """How many walks the machine overlaps, as the overlap model reads it (docs/RUNTIME_MODEL.md,
+    "Overlap"): a walk holds a walker for extra(1), what a load costs more on 4KB than on 2MB
+    pages with one chase, so a load at k chases, ns_4k(k), takes at least extra(1) / walkers.
+    The most walkers any k needs, min(k, extra(1) / ns_4k(k)), rounded: exact where the walkers
+    are the bottleneck, a lower bound where the walks hide under the data misses. None when 4KB
+    pages cost no more than 2MB pages at one chase."""
+    by_k = dict(zip(ks, zip(ns_4k, ns_2m)))
+    if 1 not in by_k or by_k[1][0] - by_k[1][1] <= 0:
+        return None
+    walk = by_k[1][0] - by_k[1][1]
+    return max(1, round(max(float(k) if t <= 0 else min(float(k), walk / t) for k, (t, _) in by_k.items())))
 
 
 def mlp_from(ks: tuple[int, ...] | list[int], ns_2m: list[float]) -> int | None:
@@ -206,7 +217,7 @@ def walk_probe(binary: Path, footprint: int, steps: int, repeats: int) -> dict |
             return None
         out[pg] = [round(statistics.median(r[0][i] for r in runs), 3) for i in range(len(ks))]
     return {"footprint": footprint, "chains": list(ks), "ns_4k": out["4k"], "ns_2m": out["2m"],
-            "walkers": walkers_from(ks, out["4k"], out["2m"]), "mlp": mlp_from(ks, out["2m"])}
+            "walkers": walkers_from(ks, out["4k"], out["2m"]), "walkers_rule": WALKERS_RULE, "mlp": mlp_from(ks, out["2m"])}
 
 
 def size_text(n: int) -> str:

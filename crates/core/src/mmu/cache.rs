@@ -585,17 +585,24 @@ impl Caches {
 }
 
 /// Stall cycles the caches add, from what each level served (the overlap model of
-/// docs/RUNTIME_MODEL.md). `data[i]`/`walk[i]`: references served by level i (the last entry:
-/// memory), `lat[i]` = `spec.latencies()[i]` their latencies. `accesses`, `instructions`: of the run (instructions 0:
-/// unknown). Returns (data stall, walk stall).
+/// docs/RUNTIME_MODEL.md, "Overlap"). `data[i]`/`walk[i]`: references served by level i (the last
+/// entry: memory), `lat[i]` = `spec.latencies()[i]` their latencies. `accesses`, `instructions`:
+/// of the run (instructions 0: unknown). Returns (data stall, walk stall).
 ///
 /// - A data reference that hits the first level costs nothing beyond `cycles_per_access` (the
-///   pipeline hides an L1 hit); one served by level i stalls `lat[i] - lat[0]`.
-/// - A walk reference costs its full latency: a walk's references are a dependent chain.
-/// - Independent misses overlap. How many are in flight is what the window holds: the accesses
-///   in `rob` instructions times the fraction of them that miss, at least 1 and at most `mlp`
-///   (walks: at most `walkers`). A fraction `dependence` of misses is on a dependent chain and
-///   overlaps with nothing.
+///   pipeline hides an L1 hit); one served by level i stalls `lat[i] - lat[0]`: D in all.
+/// - A walk reference costs its full latency, since a walk's references are a dependent chain:
+///   W in all.
+/// - A fraction `dependence` of both is on a dependent chain and overlaps with nothing.
+/// - The rest overlaps, and takes as long as the busiest of three resources:
+///   - the window: an access that walks and then misses is one chain of both latencies, and the
+///     window holds `rob` instructions' worth of accesses; (D + W) / chains in the window;
+///   - the fill buffers: D / misses in the window, at most `mlp`;
+///   - the page walkers: W / walks in the window, at most `walkers`.
+/// - The data stall is what the misses alone would take (D over the fill buffers' overlap); the walk
+///   stall is what walks add to that. So walks whose references hit the caches hide under the
+///   data misses, and walks that reach memory make the walkers the bottleneck (measured on the
+///   Zen 5 and Sapphire Rapids VMs, docs/RUNTIME_MODEL.md, "Walks under data misses").
 pub fn stall_cycles(spec: &CacheSpec, data: &[u64], walk: &[u64], accesses: u64, instructions: u64, walks: u64) -> (f64, f64) {
     if accesses == 0 {
         return (0.0, 0.0);
@@ -606,10 +613,12 @@ pub fn stall_cycles(spec: &CacheSpec, data: &[u64], walk: &[u64], accesses: u64,
     let data_misses: u64 = data[1..].iter().sum();
     let in_flight = |events: f64, cap: f64| (window * events / accesses as f64).clamp(1.0, cap.max(1.0));
     let d = spec.dependence.clamp(0.0, 1.0);
-    let share = |overlap: f64| d + (1.0 - d) / overlap;
     let data_raw: f64 = data.iter().zip(&lat).skip(1).map(|(&n, &l)| n as f64 * (l - lat[0]).max(0.0)).sum();
     let walk_raw: f64 = walk.iter().zip(&lat).map(|(&n, &l)| n as f64 * l).sum();
-    (data_raw * share(in_flight(data_misses as f64, spec.mlp)), walk_raw * share(in_flight(walks as f64, spec.walkers)))
+    let data_alone = data_raw / in_flight(data_misses as f64, spec.mlp);
+    let chains = in_flight(data_misses.max(walks) as f64, window);
+    let busiest = (data_alone).max((data_raw + walk_raw) / chains).max(walk_raw / in_flight(walks as f64, spec.walkers));
+    (d * data_raw + (1.0 - d) * data_alone, d * walk_raw + (1.0 - d) * (busiest - data_alone))
 }
 
 #[cfg(test)]
@@ -839,5 +848,23 @@ mod tests {
         // Walks: 1000 walks of one reference served by L2 (14 cycles each), 2 walkers.
         let (_, w) = stall_cycles(&s, &[1000, 0, 0], &[0, 1000, 0], 1000, 4000, 1000);
         assert!((w - 1000.0 * 14.0 / 2.0).abs() < 1e-9, "{w}");
+        // Every access walks (one reference, served by L2) and then misses to memory: the fill
+        // buffers are the busiest, 1000 x 196 / 10 = 19600 cycles, against 1000 x 14 / 2 = 7000
+        // for the walkers and 1000 x (196 + 14) / 50 = 4200 for the window. The walks hide.
+        let (d, w) = stall_cycles(&s, &[0, 0, 1000], &[0, 1000, 0], 1000, 4000, 1000);
+        assert!((d - 19600.0).abs() < 1e-9 && w.abs() < 1e-9, "{d} {w}");
+        // The same walks reaching memory (200 cycles): the walkers take 1000 x 200 / 2 = 100000,
+        // and walks add 100000 - 19600.
+        let (d, w) = stall_cycles(&s, &[0, 0, 1000], &[0, 0, 1000], 1000, 4000, 1000);
+        assert!((d - 19600.0).abs() < 1e-9 && (w - 80400.0).abs() < 1e-9, "{d} {w}");
+        // Five accesses in the window, each a chain of an L2 walk and a memory miss, and 10
+        // walkers: now the window is the busiest, 100 x (196 + 14) / 5 = 4200 against 100 x 196 /
+        // 5 = 3920 for the misses alone, so walks add 280.
+        let wide = CacheSpec { walkers: 10.0, ..s.clone() };
+        let (d, w) = stall_cycles(&wide, &[900, 0, 100], &[0, 100, 0], 1000, 4000, 100);
+        assert!((d - 3920.0).abs() < 1e-9 && (w - 280.0).abs() < 1e-9, "{d} {w}");
+        // On a dependent chain both are paid in full.
+        let (d, w) = stall_cycles(&chase, &[0, 0, 1000], &[0, 1000, 0], 1000, 4000, 1000);
+        assert!((d - 196000.0).abs() < 1e-9 && (w - 14000.0).abs() < 1e-9, "{d} {w}");
     }
 }

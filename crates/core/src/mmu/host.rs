@@ -197,8 +197,10 @@ impl TlbProbe {
 /// 4KB and on 2MB pages, ns per load at each k. Each replaces a core-table number in `[cache]`:
 /// - `mlp`, the most misses seen in flight at once: max over k of min(k, ns_2m(1) / ns_2m(k))
 ///   (on 2MB pages, where walks are fewest);
-/// - `walkers`, the most walks seen in flight: the same rule on extra(k) = ns_4k(k) - ns_2m(k),
-///   what 4KB pages add. None where 4KB pages cost no more than 2MB pages at one chain.
+/// - `walkers`, the walkers the busiest chase needs: a walk holds one for extra(1) = ns_4k(1) -
+///   ns_2m(1), so max over k of min(k, extra(1) / ns_4k(k)) (`walkers_rule` "busiest", the
+///   overlap model's reading; cache::stall_cycles). None where 4KB pages cost no more than 2MB
+///   pages at one chain.
 #[derive(Clone, Debug, PartialEq, serde::Deserialize)]
 pub struct WalkProbe {
     pub footprint: u64,
@@ -209,9 +211,22 @@ pub struct WalkProbe {
     /// Absent in files of the probe's first version (walkers only).
     #[serde(default)]
     pub mlp: Option<u32>,
+    /// How `walkers` was read from the chases: "busiest" (the thirty-third session's rule, which
+    /// the overlap model takes). Absent in files whose `walkers` counted walks overlapping as the
+    /// additive model read them; `host` does not take those.
+    #[serde(default)]
+    pub walkers_rule: Option<String>,
 }
 
+/// The `walkers_rule` calibrate writes and `host` takes.
+pub const WALKERS_RULE: &str = "busiest";
+
 impl WalkProbe {
+    /// `walkers` where it was read by the rule the overlap model takes (`WALKERS_RULE`).
+    pub fn walkers_taken(&self) -> Option<u32> {
+        self.walkers.filter(|_| self.walkers_rule.as_deref() == Some(WALKERS_RULE))
+    }
+
     /// Whether `n` overlapping is all the probe could see: as many as the most chases it ran at
     /// once, so the machine may overlap more (docs/RUNTIME_MODEL.md, "The walk probe").
     pub fn at_ceiling(&self, n: u32) -> bool {
@@ -239,7 +254,8 @@ impl WalkProbe {
             None => Some(None),
         };
         let (walkers, mlp) = (count("walkers")?, count("mlp")?);
-        Some(WalkProbe { footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0, chains, ns_4k, ns_2m, walkers, mlp })
+        let walkers_rule = v.get("walkers_rule").and_then(|r| r.as_str()).map(str::to_string);
+        Some(WalkProbe { footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0, chains, ns_4k, ns_2m, walkers, mlp, walkers_rule })
     }
 
     fn to_toml(&self) -> toml::Value {
@@ -249,14 +265,18 @@ impl WalkProbe {
         p.insert("chains".into(), toml::Value::Array(self.chains.iter().map(|k| toml::Value::Integer(*k as i64)).collect()));
         p.insert("ns_4k".into(), toml::Value::Array(self.ns_4k.iter().map(round).collect()));
         p.insert("ns_2m".into(), toml::Value::Array(self.ns_2m.iter().map(round).collect()));
-        self.insert_counts(&mut p);
+        if let Some(r) = &self.walkers_rule {
+            p.insert("walkers_rule".into(), toml::Value::String(r.clone()));
+        }
+        self.insert_counts(&mut p, self.walkers);
         toml::Value::Table(p)
     }
 
     /// The counts it measured (`walkers`, `mlp`), as integer keys of `t`; none where it gave no
-    /// verdict. Both the probe's own table and `[cache]` carry them.
-    fn insert_counts(&self, t: &mut toml::map::Map<String, toml::Value>) {
-        for (k, n) in [("walkers", self.walkers), ("mlp", self.mlp)] {
+    /// verdict. Both the probe's own table (`walkers` as read) and `[cache]` (`walkers` where
+    /// host takes it: `walkers_taken`) carry them.
+    fn insert_counts(&self, t: &mut toml::map::Map<String, toml::Value>, walkers: Option<u32>) {
+        for (k, n) in [("walkers", walkers), ("mlp", self.mlp)] {
             if let Some(n) = n {
                 t.insert(k.into(), toml::Value::Integer(n as i64));
             }
@@ -346,7 +366,7 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     let dram = near.map_or(c.dram_cycles, |m| m.cycles);
     cache.insert("dram_cycles".into(), toml::Value::Float((dram * 10.0).round() / 10.0));
     if let Some(p) = &c.walk_probe {
-        p.insert_counts(cache);
+        p.insert_counts(cache, p.walkers_taken());
     }
     if let Some(cost) = t.get_mut("cost").and_then(|x| x.as_table_mut()) {
         cost.insert("clock_ghz".into(), toml::Value::Float(c.clock_ghz));
@@ -1047,7 +1067,18 @@ impl HostReport {
     /// Concurrent page walks: calibrate's walk probe where it measured them, else the core
     /// table's (`core_resources`); and where the number came from (with the probe's figures).
     pub fn walkers(&self) -> (u32, String) {
-        self.probed(|p| p.walkers, |r| r.walkers)
+        let (n, src) = self.probed(|p| p.walkers_taken(), |r| r.walkers);
+        let stale = self.usable_calibration().filter(|c| c.walk_probe.as_ref().is_some_and(|p| p.walkers.is_some() && p.walkers_taken().is_none()));
+        match stale {
+            Some(c) => (
+                n,
+                format!(
+                    "{src} (calibrate's walk probe of {} read walkers by an earlier rule than the overlap model's; run superpager calibrate again)",
+                    c.date
+                ),
+            ),
+            None => (n, src),
+        }
     }
 
     /// L1D misses in flight, the same way.
