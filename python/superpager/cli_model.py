@@ -165,7 +165,9 @@ def walk_probe_line(w: dict | None) -> str:
         if n >= top:
             return f"at least {n} {what}, as many as the chases the probe runs at once (the model's {key}: {n})"
         return f"{n} {what} at most (the model's {key})"
-    walks = (seen(w["walkers"], "walks in flight", "walkers") if w["walkers"] is not None
+    # Walkers are read as the most any chase needs, so a bound from below at every k
+    # (docs/RUNTIME_MODEL.md, "Walks under data misses").
+    walks = (f"at least {w['walkers']} walks in flight, what the busiest chase needs (the model's walkers: {w['walkers']})" if w["walkers"] is not None
              else "4KB pages cost no more than 2MB pages with one chase, so walkers from the core table")
     misses = seen(w["mlp"], "misses in flight", "mlp") if w["mlp"] is not None else "no miss overlap measured, so mlp from the core table"
     extra = ", ".join(f"{k}: {a - b:.1f}" for k, a, b in zip(w["chains"], w["ns_4k"], w["ns_2m"]))
