@@ -206,20 +206,24 @@ fn cycle_parts(e: &Snapshot) -> [(&'static str, f64); 11] {
 /// (mmu/cache.rs); a nested walk's host references, which do not go through them, cost
 /// `walker.ref_cycles` each.
 pub fn cost_parts(m: &crate::mmu::machine::Machine, i: &CostInputs) -> [(&'static str, f64); 11] {
+    // Hits in TLB levels beyond the first: with caches they overlap as walks do.
+    let tlb_raw: f64 = m.tlbs.iter().zip(&i.tlb_hits).map(|(t, &h)| h as f64 * t.hit_cycles).sum();
+    let tlb_hits: u64 = m.tlbs.iter().zip(&i.tlb_hits).filter(|(t, _)| t.hit_cycles > 0.0).map(|(_, &h)| h).sum();
     let stalls = m.cache.as_ref().map(|spec| {
         let data_accesses: u64 = i.cache_data.iter().sum();
-        let (d, w) = crate::mmu::cache::stall_cycles(spec, &i.cache_data, &i.cache_walk, data_accesses, i.instructions, i.walks);
-        (d, w, i.cache_walk.iter().sum::<u64>())
+        let t = crate::mmu::cache::Translation { walk: &i.cache_walk, walks: i.walks, tlb_cycles: tlb_raw, tlb_hits };
+        let (d, w, tlb) = crate::mmu::cache::stall_cycles(spec, &i.cache_data, t, data_accesses, i.instructions);
+        (d, w, i.cache_walk.iter().sum::<u64>(), tlb)
     });
     let access = match &m.cache {
         // With caches, the program's own work: at least its instructions at `ipc`.
         Some(c) => (i.accesses as f64 * m.cycles_per_access).max(i.instructions as f64 / c.ipc),
         None => i.accesses as f64 * m.cycles_per_access,
     };
-    let tlb: f64 = m.tlbs.iter().zip(&i.tlb_hits).map(|(t, &h)| h as f64 * t.hit_cycles).sum();
+    let tlb = stalls.map_or(tlb_raw, |s| s.3);
     let walk = match (m.software_handler_cycles, stalls) {
         (Some(h), _) => i.walks as f64 * h,
-        (None, Some((_, w, cached))) => w + i.walk_refs.saturating_sub(cached) as f64 * m.walk_ref_cycles,
+        (None, Some((_, w, cached, _))) => w + i.walk_refs.saturating_sub(cached) as f64 * m.walk_ref_cycles,
         (None, None) => i.walk_refs as f64 * m.walk_ref_cycles,
     };
     let kib = |b: u64| b as f64 / 1024.0;

@@ -584,28 +584,40 @@ impl Caches {
     }
 }
 
+/// The translation latencies of a run that the overlap model charges beside its data misses:
+/// walk references by the level that served each (`walk[i]`, as `data`), the walks, and the hits
+/// in TLB levels beyond the first (`tlb_cycles` in all, `tlb_hits` of them).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Translation<'a> {
+    pub walk: &'a [u64],
+    pub walks: u64,
+    pub tlb_cycles: f64,
+    pub tlb_hits: u64,
+}
+
 /// Stall cycles the caches add, from what each level served (the overlap model of
-/// docs/RUNTIME_MODEL.md, "Overlap"). `data[i]`/`walk[i]`: references served by level i (the last
+/// docs/RUNTIME_MODEL.md, "Overlap"). `data[i]`: data references served by level i (the last
 /// entry: memory), `lat[i]` = `spec.latencies()[i]` their latencies. `accesses`, `instructions`:
-/// of the run (instructions 0: unknown). Returns (data stall, walk stall).
+/// of the run (instructions 0: unknown). Returns (data stall, walk stall, TLB-hit stall).
 ///
 /// - A data reference that hits the first level costs nothing beyond `cycles_per_access` (the
 ///   pipeline hides an L1 hit); one served by level i stalls `lat[i] - lat[0]`: D in all.
 /// - A walk reference costs its full latency, since a walk's references are a dependent chain:
-///   W in all.
-/// - A fraction `dependence` of both is on a dependent chain and overlaps with nothing.
+///   W in all. A hit in a TLB level beyond the first costs that level's `hit_cycles`: T in all.
+/// - A fraction `dependence` of each is on a dependent chain and overlaps with nothing.
 /// - The rest overlaps, and takes as long as the busiest of three resources:
-///   - the window: an access that walks and then misses is one chain of both latencies, and the
-///     window holds `rob` instructions' worth of accesses; (D + W) / chains in the window;
+///   - the window: an access's translation (TLB hit or walk) and its miss are one chain, and the
+///     window holds `rob` instructions' worth of accesses; (D + W + T) / chains in the window;
 ///   - the fill buffers: D / misses in the window, at most `mlp`;
 ///   - the page walkers: W / walks in the window, at most `walkers`.
-/// - The data stall is what the misses alone would take (D over the fill buffers' overlap); the walk
-///   stall is what walks add to that. So walks whose references hit the caches hide under the
-///   data misses, and walks that reach memory make the walkers the bottleneck (measured on the
+/// - The data stall is what the misses alone would take (D over the fill buffers' overlap); the
+///   walk stall is what walks add to that, and the TLB-hit stall what the TLB hits add after
+///   them. So translations that hit the TLBs or the caches hide under data misses that fill the
+///   fill buffers, and walks that reach memory make the walkers the bottleneck (measured on the
 ///   Zen 5 and Sapphire Rapids VMs, docs/RUNTIME_MODEL.md, "Walks under data misses").
-pub fn stall_cycles(spec: &CacheSpec, data: &[u64], walk: &[u64], accesses: u64, instructions: u64, walks: u64) -> (f64, f64) {
+pub fn stall_cycles(spec: &CacheSpec, data: &[u64], t: Translation, accesses: u64, instructions: u64) -> (f64, f64, f64) {
     if accesses == 0 {
-        return (0.0, 0.0);
+        return (0.0, 0.0, 0.0);
     }
     let lat = spec.latencies();
     let ipa = if instructions > 0 { instructions as f64 / accesses as f64 } else { spec.instructions_per_access };
@@ -614,11 +626,14 @@ pub fn stall_cycles(spec: &CacheSpec, data: &[u64], walk: &[u64], accesses: u64,
     let in_flight = |events: f64, cap: f64| (window * events / accesses as f64).clamp(1.0, cap.max(1.0));
     let d = spec.dependence.clamp(0.0, 1.0);
     let data_raw: f64 = data.iter().zip(&lat).skip(1).map(|(&n, &l)| n as f64 * (l - lat[0]).max(0.0)).sum();
-    let walk_raw: f64 = walk.iter().zip(&lat).map(|(&n, &l)| n as f64 * l).sum();
+    let walk_raw: f64 = t.walk.iter().zip(&lat).map(|(&n, &l)| n as f64 * l).sum();
     let data_alone = data_raw / in_flight(data_misses as f64, spec.mlp);
-    let chains = in_flight(data_misses.max(walks) as f64, window);
-    let busiest = (data_alone).max((data_raw + walk_raw) / chains).max(walk_raw / in_flight(walks as f64, spec.walkers));
-    (d * data_raw + (1.0 - d) * data_alone, d * walk_raw + (1.0 - d) * (busiest - data_alone))
+    let chains = in_flight(data_misses.max(t.walks).max(t.tlb_hits) as f64, window);
+    let walkers = walk_raw / in_flight(t.walks as f64, spec.walkers);
+    let busiest = |translate: f64| data_alone.max((data_raw + translate) / chains).max(walkers);
+    let (with_walks, with_all) = (busiest(walk_raw), busiest(walk_raw + t.tlb_cycles));
+    let part = |raw: f64, overlapped: f64| d * raw + (1.0 - d) * overlapped;
+    (part(data_raw, data_alone), part(walk_raw, with_walks - data_alone), part(t.tlb_cycles, with_all - with_walks))
 }
 
 #[cfg(test)]
@@ -831,40 +846,54 @@ mod tests {
 
     #[test]
     fn stall_overlaps_independent_misses_up_to_the_window_and_mlp() {
+        fn walks(walk: &[u64], walks: u64) -> Translation<'_> {
+            Translation { walk, walks, ..Translation::default() }
+        }
         let s = spec(&[(1 << 15, 8), (1 << 20, 16)]);
         assert_eq!(s.latencies(), vec![4.0, 14.0, 200.0]);
         // 1000 accesses, 4000 instructions: the 200-instruction window holds 50 accesses.
         // 100 of them went to memory (10% miss): 5 in flight, so each costs (200-4)/5.
-        let (d, w) = stall_cycles(&s, &[900, 0, 100], &[0, 0, 0], 1000, 4000, 0);
+        let (d, w, _) = stall_cycles(&s, &[900, 0, 100], walks(&[0, 0, 0], 0), 1000, 4000);
         assert!((d - 100.0 * 196.0 / 5.0).abs() < 1e-9, "{d}");
         assert_eq!(w, 0.0);
         // Every access misses: 50 in flight, capped at mlp = 10.
-        let (d, _) = stall_cycles(&s, &[0, 0, 1000], &[0, 0, 0], 1000, 4000, 0);
+        let (d, _, _) = stall_cycles(&s, &[0, 0, 1000], walks(&[0, 0, 0], 0), 1000, 4000);
         assert!((d - 1000.0 * 196.0 / 10.0).abs() < 1e-9, "{d}");
         // A pointer chase: nothing overlaps.
         let chase = CacheSpec { dependence: 1.0, ..s.clone() };
-        let (d, _) = stall_cycles(&chase, &[0, 0, 1000], &[0, 0, 0], 1000, 4000, 0);
+        let (d, _, _) = stall_cycles(&chase, &[0, 0, 1000], walks(&[0, 0, 0], 0), 1000, 4000);
         assert!((d - 1000.0 * 196.0).abs() < 1e-9, "{d}");
         // Walks: 1000 walks of one reference served by L2 (14 cycles each), 2 walkers.
-        let (_, w) = stall_cycles(&s, &[1000, 0, 0], &[0, 1000, 0], 1000, 4000, 1000);
+        let (_, w, _) = stall_cycles(&s, &[1000, 0, 0], walks(&[0, 1000, 0], 1000), 1000, 4000);
         assert!((w - 1000.0 * 14.0 / 2.0).abs() < 1e-9, "{w}");
         // Every access walks (one reference, served by L2) and then misses to memory: the fill
         // buffers are the busiest, 1000 x 196 / 10 = 19600 cycles, against 1000 x 14 / 2 = 7000
         // for the walkers and 1000 x (196 + 14) / 50 = 4200 for the window. The walks hide.
-        let (d, w) = stall_cycles(&s, &[0, 0, 1000], &[0, 1000, 0], 1000, 4000, 1000);
+        let (d, w, _) = stall_cycles(&s, &[0, 0, 1000], walks(&[0, 1000, 0], 1000), 1000, 4000);
         assert!((d - 19600.0).abs() < 1e-9 && w.abs() < 1e-9, "{d} {w}");
         // The same walks reaching memory (200 cycles): the walkers take 1000 x 200 / 2 = 100000,
         // and walks add 100000 - 19600.
-        let (d, w) = stall_cycles(&s, &[0, 0, 1000], &[0, 0, 1000], 1000, 4000, 1000);
+        let (d, w, _) = stall_cycles(&s, &[0, 0, 1000], walks(&[0, 0, 1000], 1000), 1000, 4000);
         assert!((d - 19600.0).abs() < 1e-9 && (w - 80400.0).abs() < 1e-9, "{d} {w}");
         // Five accesses in the window, each a chain of an L2 walk and a memory miss, and 10
         // walkers: now the window is the busiest, 100 x (196 + 14) / 5 = 4200 against 100 x 196 /
         // 5 = 3920 for the misses alone, so walks add 280.
         let wide = CacheSpec { walkers: 10.0, ..s.clone() };
-        let (d, w) = stall_cycles(&wide, &[900, 0, 100], &[0, 100, 0], 1000, 4000, 100);
+        let (d, w, _) = stall_cycles(&wide, &[900, 0, 100], walks(&[0, 100, 0], 100), 1000, 4000);
         assert!((d - 3920.0).abs() < 1e-9 && (w - 280.0).abs() < 1e-9, "{d} {w}");
         // On a dependent chain both are paid in full.
-        let (d, w) = stall_cycles(&chase, &[0, 0, 1000], &[0, 1000, 0], 1000, 4000, 1000);
+        let (d, w, _) = stall_cycles(&chase, &[0, 0, 1000], walks(&[0, 1000, 0], 1000), 1000, 4000);
         assert!((d - 196000.0).abs() < 1e-9 && (w - 14000.0).abs() < 1e-9, "{d} {w}");
+        // No walks, but every access hits the second-level TLB (9 cycles) and misses to memory:
+        // the window takes 1000 x (196 + 9) / 50 = 4100, under the fill buffers' 19600, so the TLB
+        // hits add nothing; on a dependent chain they add their 9000 in full.
+        let hits = Translation { walk: &[0, 0, 0], walks: 0, tlb_cycles: 9000.0, tlb_hits: 1000 };
+        let (d, w, t) = stall_cycles(&s, &[0, 0, 1000], hits, 1000, 4000);
+        assert!((d - 19600.0).abs() < 1e-9 && w == 0.0 && t.abs() < 1e-9, "{d} {w} {t}");
+        let (_, _, t) = stall_cycles(&chase, &[0, 0, 1000], hits, 1000, 4000);
+        assert!((t - 9000.0).abs() < 1e-9, "{t}");
+        // All L1 hits: the window is the busiest, 1000 x 9 / 50 = 180 cycles of TLB hits.
+        let (_, _, t) = stall_cycles(&s, &[1000, 0, 0], hits, 1000, 4000);
+        assert!((t - 180.0).abs() < 1e-9, "{t}");
     }
 }
