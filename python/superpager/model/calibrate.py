@@ -173,14 +173,16 @@ WALK_CHAINS = (1, 2, 4, 8, 16, 32)
 WALKERS_RULE = "busiest"
 
 
-def overlap(ks: tuple[int, ...] | list[int], cost: list[float]) -> int | None:
+def overlap(ks: tuple[int, ...] | list[int], cost: list[float], one: float | None = None) -> int | None:
     """How many of something overlap, from its cost per load with k chases at once: with one
-    chase each is waited out, so cost(1) / cost(k) is how many overlap at k, which cannot be more
-    than k (a cost of zero or less at k: all of them, k). The most seen at any k, rounded. None
-    without a positive cost at one chase (nothing to see)."""
+    chase each is waited out, so one / cost(k) is how many overlap at k, which cannot be more
+    than k (a cost of zero or less at k: all of them, k). `one` is what one of them costs alone
+    (default cost(1)). The most seen at any k, rounded. None without a positive cost at one
+    chase (nothing to see)."""
     by_k = dict(zip(ks, cost))
-    one = by_k.get(1)
-    if one is None or one <= 0:
+    if one is None:
+        one = by_k.get(1)
+    if one is None or one <= 0 or 1 not in by_k:
         return None
     seen = [float(k) if c <= 0 else min(float(k), one / c) for k, c in by_k.items()]
     return max(1, round(max(seen)))
@@ -190,14 +192,11 @@ def walkers_from(ks: tuple[int, ...] | list[int], ns_4k: list[float], ns_2m: lis
     """How many walks the machine overlaps, as the overlap model reads it (docs/RUNTIME_MODEL.md,
     "Overlap"): a walk holds a walker for extra(1), what a load costs more on 4KB than on 2MB
     pages with one chase, so a load at k chases, ns_4k(k), takes at least extra(1) / walkers.
-    The most walkers any k needs, min(k, extra(1) / ns_4k(k)), rounded: exact where the walkers
-    are the bottleneck, a lower bound where the walks hide under the data misses. None when 4KB
-    pages cost no more than 2MB pages at one chase."""
-    by_k = dict(zip(ks, zip(ns_4k, ns_2m)))
-    if 1 not in by_k or by_k[1][0] - by_k[1][1] <= 0:
-        return None
-    walk = by_k[1][0] - by_k[1][1]
-    return max(1, round(max(float(k) if t <= 0 else min(float(k), walk / t) for k, (t, _) in by_k.items())))
+    `overlap` of ns_4k with extra(1) as one walk's cost: exact where the walkers are the
+    bottleneck, a lower bound where the walks hide under the data misses. None when 4KB pages
+    cost no more than 2MB pages at one chase."""
+    extra = {k: a - b for k, a, b in zip(ks, ns_4k, ns_2m)}
+    return overlap(ks, ns_4k, one=extra.get(1))
 
 
 def mlp_from(ks: tuple[int, ...] | list[int], ns_2m: list[float]) -> int | None:

@@ -650,13 +650,14 @@ const AMX_TILE: u32 = 1 << 24;
 /// a 2MiB L2 (CPUID leaf 4) is a Golden Cove-class server core: Sapphire and Emerald Rapids have
 /// both, and so does Granite Rapids, whose Redwood Cove this table does not tell apart. The
 /// second value says how the core was told, when it was not by its model number.
-pub fn identify_core(c: &dyn Cpuid, vendor: &str, family: u32, model: u32) -> (CoreResources, Option<String>) {
+/// `caches` are the ones `detect` found (CPUID leaf 4, else sysfs).
+pub fn identify_core(c: &dyn Cpuid, vendor: &str, family: u32, model: u32, caches: &[CacheGeometry]) -> (CoreResources, Option<String>) {
     let by_model = core_resources(vendor, family, model);
     if by_model.core != "unknown core" || vendor != "GenuineIntel" || family != 6 {
         return (by_model, None);
     }
     let amx = c.query(0, 0)[0] >= 7 && c.query(7, 0)[3] & AMX_TILE != 0;
-    let l2 = cpuid_caches(c, 4).into_iter().find(|g| g.level == 2 && g.kind != "Instruction").map(|g| g.bytes);
+    let l2 = caches.iter().find(|g| g.level == 2 && g.kind != "Instruction").map(|g| g.bytes);
     if amx && l2 == Some(2 << 20) {
         let golden = core_resources(vendor, 6, 0x8F);
         let how = format!(
@@ -937,7 +938,15 @@ pub fn detect(c: &dyn Cpuid, sysfs_cache: &std::path::Path) -> HostReport {
         _ => Vec::new(),
     };
     let mut tlbs_from = TlbsFrom::Cpuid;
-    let (core, how) = identify_core(c, &v, family, model);
+    let mut caches = match v.as_str() {
+        "GenuineIntel" => cpuid_caches(c, 4),
+        "AuthenticAMD" | "HygonGenuine" => cpuid_caches(c, 0x8000_001d),
+        _ => Vec::new(),
+    };
+    if caches.is_empty() {
+        caches = sysfs_caches(sysfs_cache);
+    }
+    let (core, how) = identify_core(c, &v, family, model, &caches);
     notes.extend(how);
     let preset = core.tlb_preset.map(|p| (p, preset_tlbs(p))).filter(|(_, t)| !t.is_empty());
     if tlbs.is_empty() {
@@ -970,14 +979,6 @@ pub fn detect(c: &dyn Cpuid, sysfs_cache: &std::path::Path) -> HostReport {
             tlbs = t;
             tlbs_from = TlbsFrom::PresetCpuidSmaller;
         }
-    }
-    let mut caches = match v.as_str() {
-        "GenuineIntel" => cpuid_caches(c, 4),
-        "AuthenticAMD" | "HygonGenuine" => cpuid_caches(c, 0x8000_001d),
-        _ => Vec::new(),
-    };
-    if caches.is_empty() {
-        caches = sysfs_caches(sysfs_cache);
     }
     HostReport { vendor: v, family, model, model_name: model_name(c), tlbs, tlbs_from, core, caches, notes, calibration: None }
 }
