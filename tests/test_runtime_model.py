@@ -92,7 +92,11 @@ def test_bad_cache_sections_name_the_key(tmp_path):
     p = tmp_path / "m.toml"
     p.write_text(good)
     assert _core.machine_info(str(p))["cache"]["levels"][0][1] == 32768
+    assert _core.machine_info(str(p))["cache"]["walk_fill_buffers"] is False, "off unless the file says so"
+    p.write_text(good + "walk_fill_buffers = true\n")
+    assert _core.machine_info(str(p))["cache"]["walk_fill_buffers"] is True
     for bad, key in [
+        (good + "walk_fill_buffers = 3\n", "walk_fill_buffers"),
         (good.replace('"32KiB", ways = 8', '"32KiB", ways = 7'), "cache.levels[0].ways"),
         (good.replace("dram_cycles = 200", "dram_cycles = 2"), "cache.dram_cycles"),
         (good.replace("mlp = 10", "mlp = 0"), "cache.mlp"),

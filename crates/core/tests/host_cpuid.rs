@@ -218,3 +218,17 @@ fn this_machine_agrees_with_sysfs_on_its_caches() {
     let _ = cpuid_caches(&NativeCpuid, 4);
     assert!(Machine::load("host").is_ok());
 }
+
+#[test]
+fn walk_loads_take_the_fill_buffers_on_intel_cores_only() {
+    // Intel's walker loads look up the L1D and its fill buffers (mmu/host.rs,
+    // walk_fill_buffers_source); AMD's guides say nothing of the kind.
+    for (family, model, what) in [(6, 0x8F, "Sapphire Rapids"), (6, 0x55, "Skylake-SP"), (6, 0x01, "an unknown Intel core")] {
+        assert!(core_resources("GenuineIntel", family, model).walk_fill_buffers, "{what}");
+    }
+    for (family, model, what) in
+        [(0x19, 0x01, "Milan"), (0x19, 0x11, "Genoa"), (0x17, 0x31, "Rome"), (0x1A, 0x02, "Turin"), (0x10, 0x02, "an unknown AMD core")]
+    {
+        assert!(!core_resources("AuthenticAMD", family, model).walk_fill_buffers, "{what}");
+    }
+}

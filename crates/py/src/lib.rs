@@ -98,6 +98,7 @@ fn cache_served(levels: Vec<(u64, u32)>, line: u32, addrs: Vec<u64>) -> PyResult
         dram_cycles: 0.0,
         mlp: 1.0,
         walkers: 1.0,
+        walk_fill_buffers: false,
         rob: 1.0,
         instructions_per_access: 1.0,
         ipc: 1.0,
@@ -169,6 +170,7 @@ fn machine_info(py: Python<'_>, spec: &str) -> PyResult<PyObject> {
             x.set_item("dram_cycles", c.dram_cycles)?;
             x.set_item("mlp", c.mlp)?;
             x.set_item("walkers", c.walkers)?;
+            x.set_item("walk_fill_buffers", c.walk_fill_buffers)?;
             x.set_item("rob", c.rob)?;
             x.set_item("instructions_per_access", c.instructions_per_access)?;
             x.set_item("ipc", c.ipc)?;

@@ -64,6 +64,10 @@ pub struct CacheSpec {
     pub mlp: f64,
     /// Page walks in flight at once (the hardware page walkers).
     pub walkers: f64,
+    /// The page walker's loads that miss the first level hold one of its fill buffers (`mlp`)
+    /// as a data miss does: Intel cores, whose walker loads look up "the L1+FB" (the
+    /// PAGE_WALKER_LOADS events). Off: walks take walkers only.
+    pub walk_fill_buffers: bool,
     /// Instructions the out-of-order window holds (reorder buffer entries).
     pub rob: f64,
     /// Instructions per data access to assume when the trace counts no instructions.
@@ -608,7 +612,9 @@ pub struct Translation<'a> {
 /// - The rest overlaps, and takes as long as the busiest of three resources:
 ///   - the window: an access's translation (TLB hit or walk) and its miss are one chain, and the
 ///     window holds `rob` instructions' worth of accesses; (D + W + T) / chains in the window;
-///   - the fill buffers: D / misses in the window, at most `mlp`;
+///   - the fill buffers: D / misses in the window, at most `mlp`; with `walk_fill_buffers`, the
+///     walk references beyond the first level are in this term too, as long as data misses
+///     served by the same level (D + W' over data and walk misses in the window);
 ///   - the page walkers: W / walks in the window, at most `walkers`.
 /// - The data stall is what the misses alone would take (D over the fill buffers' overlap); the
 ///   walk stall is what walks add to that, and the TLB-hit stall what the TLB hits add after
@@ -630,7 +636,16 @@ pub fn stall_cycles(spec: &CacheSpec, data: &[u64], t: Translation, accesses: u6
     let data_alone = data_raw / in_flight(data_misses as f64, spec.mlp);
     let chains = in_flight(data_misses.max(t.walks).max(t.tlb_hits) as f64, window);
     let walkers = walk_raw / in_flight(t.walks as f64, spec.walkers);
-    let busiest = |translate: f64| data_alone.max((data_raw + translate) / chains).max(walkers);
+    // With walk_fill_buffers, the fill buffers also hold the walk references that missed the
+    // first level, each as long as a data miss served by the same level.
+    let fill_buffers = if spec.walk_fill_buffers {
+        let walk_misses: u64 = t.walk[1..].iter().sum();
+        let walk_beyond: f64 = t.walk.iter().zip(&lat).skip(1).map(|(&n, &l)| n as f64 * (l - lat[0]).max(0.0)).sum();
+        (data_raw + walk_beyond) / in_flight((data_misses + walk_misses) as f64, spec.mlp)
+    } else {
+        data_alone
+    };
+    let busiest = |translate: f64| fill_buffers.max((data_raw + translate) / chains).max(walkers);
     let (with_walks, with_all) = (busiest(walk_raw), busiest(walk_raw + t.tlb_cycles));
     let part = |raw: f64, overlapped: f64| d * raw + (1.0 - d) * overlapped;
     (part(data_raw, data_alone), part(walk_raw, with_walks - data_alone), part(t.tlb_cycles, with_all - with_walks))
@@ -651,6 +666,7 @@ mod tests {
             dram_cycles: 200.0,
             mlp: 10.0,
             walkers: 2.0,
+            walk_fill_buffers: false,
             rob: 200.0,
             instructions_per_access: 4.0,
             ipc: 2.0,
@@ -895,5 +911,30 @@ mod tests {
         // All L1 hits: the window is the busiest, 1000 x 9 / 50 = 180 cycles of TLB hits.
         let (_, _, t) = stall_cycles(&s, &[1000, 0, 0], hits, 1000, 4000);
         assert!((t - 180.0).abs() < 1e-9, "{t}");
+    }
+
+    #[test]
+    fn walk_loads_beyond_the_first_level_share_the_fill_buffers_where_the_core_says_so() {
+        let walks = |walk| Translation { walk, walks: 1000, ..Translation::default() };
+        // 10 walkers, so that the walkers are never the busiest here; 1000 accesses, 50 in the
+        // window, each walking (one reference) and then missing to memory (196 beyond L1).
+        let off = CacheSpec { walkers: 10.0, ..spec(&[(1 << 15, 8), (1 << 20, 16)]) };
+        let on = CacheSpec { walk_fill_buffers: true, ..off.clone() };
+        // Walk references served by L2: without the key the fill buffers hold the misses alone,
+        // 1000 x 196 / 10 = 19600, and the walks hide. With it they also hold each walk
+        // reference for 14 - 4 cycles: (196000 + 10000) / 10 = 20600, so walks add 1000.
+        let (d, w, _) = stall_cycles(&off, &[0, 0, 1000], walks(&[0, 1000, 0]), 1000, 4000);
+        assert!((d - 19600.0).abs() < 1e-9 && w.abs() < 1e-9, "{d} {w}");
+        let (d, w, _) = stall_cycles(&on, &[0, 0, 1000], walks(&[0, 1000, 0]), 1000, 4000);
+        assert!((d - 19600.0).abs() < 1e-9 && (w - 1000.0).abs() < 1e-9, "{d} {w}");
+        // Walk references served by memory: the walkers take 1000 x 200 / 10 = 20000, the fill
+        // buffers with the walks (196000 + 196000) / 10 = 39200: 4KB pages' walks double the run.
+        let (_, w, _) = stall_cycles(&off, &[0, 0, 1000], walks(&[0, 0, 1000]), 1000, 4000);
+        assert!((w - 400.0).abs() < 1e-9, "{w}");
+        let (_, w, _) = stall_cycles(&on, &[0, 0, 1000], walks(&[0, 0, 1000]), 1000, 4000);
+        assert!((w - 19600.0).abs() < 1e-9, "{w}");
+        // Walk references that hit L1 take no fill buffer.
+        let (_, w, _) = stall_cycles(&on, &[0, 0, 1000], walks(&[1000, 0, 0]), 1000, 4000);
+        assert!(w.abs() < 1e-9, "{w}");
     }
 }

@@ -202,6 +202,9 @@ struct CacheFile {
     dram_cycles: f64,
     mlp: f64,
     walkers: f64,
+    /// Walk references beyond the first level hold fill buffers (cache.rs CacheSpec).
+    #[serde(default)]
+    walk_fill_buffers: bool,
     rob: f64,
     #[serde(default = "four")]
     instructions_per_access: f64,
@@ -282,6 +285,7 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
         dram_cycles: c.dram_cycles,
         mlp: c.mlp,
         walkers: c.walkers,
+        walk_fill_buffers: c.walk_fill_buffers,
         rob: c.rob,
         instructions_per_access: c.instructions_per_access,
         ipc: c.ipc,
