@@ -563,7 +563,7 @@ pub struct CoreResources {
     /// Concurrent hardware page walks.
     pub walkers: u32,
     /// The walker's loads that miss the L1D take its fill buffers (`[cache] walk_fill_buffers`):
-    /// by vendor, with `WALK_FILL_BUFFERS_SOURCE`.
+    /// by vendor, with `walk_fill_buffers_source` saying why.
     pub walk_fill_buffers: bool,
     pub source: &'static str,
     /// The preset (mmu/machine.rs PRESETS) whose TLBs are this core's, from its vendor's documents:
@@ -578,7 +578,8 @@ pub fn walk_fill_buffers_source(vendor: &str) -> &'static str {
         "Intel's PAGE_WALKER_LOADS.DTLB_L1 event (Haswell, Broadwell: event 0xBC umask 0x11) counts walker loads \"that hit in the L1+FB\": \
          they look up the L1D and its fill buffers as loads do; ESTIMATE that later cores keep this"
     } else {
-        "ESTIMATE: AMD's guides and PPRs name no table-walker traffic in the L1D's miss buffers, so walks take walkers only"
+        "ESTIMATE: nothing AMD publishes (its optimization guides, its PPRs' events) puts table-walker loads in the L1D's miss buffers, \
+         and nothing is known of other vendors here: walks take walkers only"
     }
 }
 
