@@ -1,7 +1,7 @@
 //! The `host` machine's CPUID decoders on recorded register values, and detection here.
 
 use std::collections::HashMap;
-use superpager_core::mmu::host::{amd_tlbs, core_resources, cpuid_caches, detect, intel_tlbs, sysfs_caches, Cpuid, NativeCpuid, TlbsFrom};
+use superpager_core::mmu::host::{amd_tlbs, core_resources, cpuid_caches, detect, intel_tlbs, sysfs_caches, walk_fill_buffers, Cpuid, NativeCpuid, TlbsFrom};
 use superpager_core::mmu::machine::Machine;
 
 struct Recorded(HashMap<(u32, u32), [u32; 4]>);
@@ -193,6 +193,7 @@ fn an_unknown_intel_model_number_with_amx_and_a_2mib_l2_is_taken_as_golden_cove(
     assert!(r.tlbs.iter().any(|g| g.level == 2 && g.entries == 2048), "the golden-cove STLB: {:?}", r.tlbs);
     let src = r.machine_toml(include_str!("../src/machines/host.toml"));
     assert!(src.contains("golden-cove"), "{src}");
+    assert!(src.contains("walk_fill_buffers = true"), "an Intel core's [cache]: {src}");
     // Without AMX the same model number stays unknown, and so does AMX beside another L2.
     m.insert((7, 0), [0x2, 0xf1bf_27eb, 0x1b41_5fde, 0xbfd1_4410 & !(1 << 24)]);
     let r = detect(&Recorded(m.clone()), std::path::Path::new("/nonexistent"));
@@ -222,13 +223,11 @@ fn this_machine_agrees_with_sysfs_on_its_caches() {
 #[test]
 fn walk_loads_take_the_fill_buffers_on_intel_cores_only() {
     // Intel's walker loads look up the L1D and its fill buffers (mmu/host.rs,
-    // walk_fill_buffers_source); AMD's guides say nothing of the kind.
-    for (family, model, what) in [(6, 0x8F, "Sapphire Rapids"), (6, 0x55, "Skylake-SP"), (6, 0x01, "an unknown Intel core")] {
-        assert!(core_resources("GenuineIntel", family, model).walk_fill_buffers, "{what}");
-    }
-    for (family, model, what) in
-        [(0x19, 0x01, "Milan"), (0x19, 0x11, "Genoa"), (0x17, 0x31, "Rome"), (0x1A, 0x02, "Turin"), (0x10, 0x02, "an unknown AMD core")]
-    {
-        assert!(!core_resources("AuthenticAMD", family, model).walk_fill_buffers, "{what}");
+    // walk_fill_buffers); AMD's guides say nothing of the kind.
+    let (intel, why) = walk_fill_buffers("GenuineIntel");
+    assert!(intel && why.contains("L1+FB"), "{why}");
+    for vendor in ["AuthenticAMD", "HygonGenuine"] {
+        let (on, why) = walk_fill_buffers(vendor);
+        assert!(!on && why.starts_with("ESTIMATE"), "{vendor}: {why}");
     }
 }

@@ -628,23 +628,21 @@ pub fn stall_cycles(spec: &CacheSpec, data: &[u64], t: Translation, accesses: u6
     let lat = spec.latencies();
     let ipa = if instructions > 0 { instructions as f64 / accesses as f64 } else { spec.instructions_per_access };
     let window = spec.rob / ipa.max(1e-9); // accesses the window holds
-    let data_misses: u64 = data[1..].iter().sum();
+                                           // References served beyond the first level, and the cycles they stall beyond its latency.
+    let misses = |served: &[u64]| served[1..].iter().sum::<u64>();
+    let beyond_first = |served: &[u64]| served.iter().zip(&lat).skip(1).map(|(&n, &l)| n as f64 * (l - lat[0]).max(0.0)).sum::<f64>();
+    let data_misses = misses(data);
     let in_flight = |events: f64, cap: f64| (window * events / accesses as f64).clamp(1.0, cap.max(1.0));
     let d = spec.dependence.clamp(0.0, 1.0);
-    let data_raw: f64 = data.iter().zip(&lat).skip(1).map(|(&n, &l)| n as f64 * (l - lat[0]).max(0.0)).sum();
+    let data_raw = beyond_first(data);
     let walk_raw: f64 = t.walk.iter().zip(&lat).map(|(&n, &l)| n as f64 * l).sum();
     let data_alone = data_raw / in_flight(data_misses as f64, spec.mlp);
     let chains = in_flight(data_misses.max(t.walks).max(t.tlb_hits) as f64, window);
     let walkers = walk_raw / in_flight(t.walks as f64, spec.walkers);
     // With walk_fill_buffers, the fill buffers also hold the walk references that missed the
     // first level, each as long as a data miss served by the same level.
-    let fill_buffers = if spec.walk_fill_buffers {
-        let walk_misses: u64 = t.walk[1..].iter().sum();
-        let walk_beyond: f64 = t.walk.iter().zip(&lat).skip(1).map(|(&n, &l)| n as f64 * (l - lat[0]).max(0.0)).sum();
-        (data_raw + walk_beyond) / in_flight((data_misses + walk_misses) as f64, spec.mlp)
-    } else {
-        data_alone
-    };
+    let fill_buffers =
+        if spec.walk_fill_buffers { (data_raw + beyond_first(t.walk)) / in_flight((data_misses + misses(t.walk)) as f64, spec.mlp) } else { data_alone };
     let busiest = |translate: f64| fill_buffers.max((data_raw + translate) / chains).max(walkers);
     let (with_walks, with_all) = (busiest(walk_raw), busiest(walk_raw + t.tlb_cycles));
     let part = |raw: f64, overlapped: f64| d * raw + (1.0 - d) * overlapped;

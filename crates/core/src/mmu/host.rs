@@ -562,25 +562,27 @@ pub struct CoreResources {
     pub mlp: u32,
     /// Concurrent hardware page walks.
     pub walkers: u32,
-    /// The walker's loads that miss the L1D take its fill buffers (`[cache] walk_fill_buffers`):
-    /// by vendor, with `walk_fill_buffers_source` saying why.
-    pub walk_fill_buffers: bool,
     pub source: &'static str,
     /// The preset (mmu/machine.rs PRESETS) whose TLBs are this core's, from its vendor's documents:
     /// `host` takes them when CPUID gives no TLB geometry or a smaller one. None: host.toml's Zen 3 geometry stays.
     pub tlb_preset: Option<&'static str>,
 }
 
-/// Where `walk_fill_buffers` comes from, by vendor.
-pub fn walk_fill_buffers_source(vendor: &str) -> &'static str {
-    if vendor == "GenuineIntel" {
-        // The event exists on Haswell and Broadwell; later cores' manuals no longer list it.
-        "Intel's PAGE_WALKER_LOADS.DTLB_L1 event (Haswell, Broadwell: event 0xBC umask 0x11) counts walker loads \"that hit in the L1+FB\": \
+/// Whether the walker's loads that miss the L1D take its fill buffers (`[cache]
+/// walk_fill_buffers`), a property of the vendor's design, and where that comes from.
+pub fn walk_fill_buffers(vendor: &str) -> (bool, &'static str) {
+    let intel = vendor == "GenuineIntel";
+    (
+        intel,
+        if intel {
+            // The event exists on Haswell and Broadwell; later cores' manuals no longer list it.
+            "Intel's PAGE_WALKER_LOADS.DTLB_L1 event (Haswell, Broadwell: event 0xBC umask 0x11) counts walker loads \"that hit in the L1+FB\": \
          they look up the L1D and its fill buffers as loads do; ESTIMATE that later cores keep this"
-    } else {
-        "ESTIMATE: nothing AMD publishes (its optimization guides, its PPRs' events) puts table-walker loads in the L1D's miss buffers, \
+        } else {
+            "ESTIMATE: nothing AMD publishes (its optimization guides, its PPRs' events) puts table-walker loads in the L1D's miss buffers, \
          and nothing is known of other vendors here: walks take walkers only"
-    }
+        },
+    )
 }
 
 /// Known cores by (vendor, family, model); unknown ones get ESTIMATEs.
@@ -593,7 +595,6 @@ pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
             rob: 512,
             mlp: 16,
             walkers: 4,
-            walk_fill_buffers: true,
             source: "Intel Architecture Day 2021 (Golden Cove: 512-entry ROB, 4 page walkers); Intel 64 and IA-32 Optimization Reference Manual, Golden Cove (16 L1D fill buffers)",
             tlb_preset: Some("golden-cove"),
         },
@@ -604,7 +605,6 @@ pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
             rob: 224,
             mlp: 12,
             walkers: 2,
-            walk_fill_buffers: true,
             source: "Intel Optimization Reference Manual, Skylake microarchitecture (224-entry ROB, 12 fill buffers, 2 page walks in parallel)",
             tlb_preset: None,
         },
@@ -615,7 +615,6 @@ pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
             rob: 320,
             mlp: 24,
             walkers: 6,
-            walk_fill_buffers: false,
             source: "Software Optimization Guide for the AMD Zen4 Microarchitecture, pub. 57647 (320-entry retire queue); 6 page table walkers and 24 outstanding L1D misses: ESTIMATE, as Zen 3",
             tlb_preset: None,
         },
@@ -624,7 +623,6 @@ pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
             rob: 256,
             mlp: 24,
             walkers: 6,
-            walk_fill_buffers: false,
             source: "AMD Software Optimization Guide for Family 19h (256-entry retire queue on Zen 3, 6 page table walkers); 24 outstanding L1D misses: ESTIMATE",
             tlb_preset: None,
         },
@@ -635,7 +633,6 @@ pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
             rob: 224,
             mlp: 22,
             walkers: 2,
-            walk_fill_buffers: false,
             source: "Software Optimization Guide for AMD Family 17h Models 30h and Greater Processors, pub. 56305 (224-entry retire queue, two hardware page table walkers); 22 outstanding L1D misses: ESTIMATE",
             tlb_preset: None,
         },
@@ -644,7 +641,6 @@ pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
             rob: 192,
             mlp: 22,
             walkers: 2,
-            walk_fill_buffers: false,
             source: "Software Optimization Guide for AMD Family 17h Processors, pub. 55723 (192-entry retire queue, two page table walkers); 22 outstanding L1D misses: ESTIMATE",
             tlb_preset: None,
         },
@@ -653,11 +649,10 @@ pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
             rob: 448,
             mlp: 24,
             walkers: 6,
-            walk_fill_buffers: false,
             source: "AMD Software Optimization Guide for Family 1Ah (448-entry retire queue); L1D misses in flight and page walkers: ESTIMATE, as Zen 3/4",
             tlb_preset: Some("zen5"),
         },
-        _ => CoreResources { core: "unknown core", rob: 256, mlp: 12, walkers: 2, walk_fill_buffers: vendor == "GenuineIntel", source: "ESTIMATE: no entry for this core in mmu/host.rs", tlb_preset: None },
+        _ => CoreResources { core: "unknown core", rob: 256, mlp: 12, walkers: 2, source: "ESTIMATE: no entry for this core in mmu/host.rs", tlb_preset: None },
     }
 }
 
@@ -1146,7 +1141,7 @@ impl HostReport {
         t.insert("dram_cycles".into(), toml::Value::Float(self.latency(caches.len()).0));
         t.insert("mlp".into(), toml::Value::Integer(self.mlp().0 as i64));
         t.insert("walkers".into(), toml::Value::Integer(self.walkers().0 as i64));
-        t.insert("walk_fill_buffers".into(), toml::Value::Boolean(r.walk_fill_buffers));
+        t.insert("walk_fill_buffers".into(), toml::Value::Boolean(walk_fill_buffers(&self.vendor).0));
         t.insert("rob".into(), toml::Value::Integer(r.rob as i64));
         Some(toml::Value::Table(t))
     }
@@ -1267,8 +1262,8 @@ impl HostReport {
             for (item, (n, src)) in [("misses in flight", self.mlp()), ("page walks in flight", self.walkers())] {
                 out.push((item.to_string(), n.to_string(), src));
             }
-            let fb = if r.walk_fill_buffers { "yes" } else { "no" };
-            out.push(("walk loads in fill buffers".to_string(), fb.to_string(), walk_fill_buffers_source(&self.vendor).to_string()));
+            let (fb, src) = walk_fill_buffers(&self.vendor);
+            out.push(("walk loads in fill buffers".to_string(), if fb { "yes" } else { "no" }.to_string(), src.to_string()));
         }
         out
     }
