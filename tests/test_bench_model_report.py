@@ -103,6 +103,7 @@ def _fake_bench(monkeypatch, calls):
     monkeypatch.setattr(live_run, "thp_mode", lambda: "madvise")
     monkeypatch.setattr(workloads, "build", lambda _name: "/bin/true")
     monkeypatch.setattr(bench_model, "calibrated_chase", lambda: None)
+    monkeypatch.setattr(bench_model, "calibrated_tlb_probe", lambda: None)
 
     def measure(_e, _p, _m, pol):
         calls.append("measure")
@@ -163,3 +164,48 @@ def test_a_model_or_live_flag_without_its_mode_is_refused(capsys):
                        (["bench", "--live-idle", "3"], "--live-idle is for --live")):
         assert cli.main(args) == 2
         assert said in capsys.readouterr().err
+
+
+def test_the_report_says_whether_the_tlb_probes_verdict_held_through_the_bench():
+    same = render(rows(), 5, notes=[], tlb=((1.07, False), [(1.10, False), (0.98, False)]))
+    assert ("2MB pages in the TLB (calibrate's TLB probe, sparse / packed on 2MB pages, splintered above 1.5): held whole (1.07) "
+            "when `host` was calibrated; at the bench's start held whole (1.10); at the bench's end held whole (0.98). "
+            "`host` models the machine as it was when these runs were made.") in same, same
+    assert same.index("2MB pages in the TLB") < same.index(END)
+    changed = render(rows(), 5, notes=[], tlb=((1.07, False), [(1.88, True), None]))
+    assert "at the bench's start splintered (1.88); at the bench's end no 2MB pages to be had" in changed
+    assert "**The verdict changed**" in changed and "(native, as calibrated)" in changed
+    assert "2MB pages in the TLB" not in render(rows(), 5, notes=[])
+
+
+def test_the_calibrated_tlb_probe_is_read_from_the_file_host_reads(tmp_path, monkeypatch):
+    from superpager import _core, bench_model
+    f = tmp_path / "host.toml"
+    f.write_text('[calibration]\ndate = "2026-12-03"\n[calibration.tlb_probe]\npacked_2m_ns = 7.2\nsparse_2m_ns = 12.96\n'
+                 'sparse_4k_ns = 28.2\nsplintered = true\n')
+    monkeypatch.setenv("SUPERPAGER_CALIBRATION", str(f))
+    monkeypatch.setattr(_core, "host_explain", lambda: ([("L1 latency", "4 cycles", "measured by superpager calibrate on 2026-12-03")], []))
+    ratio, splintered = bench_model.calibrated_tlb_probe()
+    assert abs(ratio - 1.8) < 1e-9 and splintered
+    # A probe missing a number, or no probe: nothing said, no crash.
+    f.write_text('[calibration]\n[calibration.tlb_probe]\npacked_2m_ns = 7.2\nsplintered = true\n')
+    assert bench_model.calibrated_tlb_probe() is None
+    f.write_text('[calibration]\ndate = "2026-12-03"\n')
+    assert bench_model.calibrated_tlb_probe() is None
+
+
+def test_the_bench_probes_the_tlb_at_its_start_and_end_where_a_calibration_recorded_a_probe(monkeypatch, capsys):
+    import argparse
+    calls: list = []
+    bench_model = _fake_bench(monkeypatch, calls)
+    monkeypatch.setattr(bench_model, "calibrated_tlb_probe", lambda: (1.07, False))
+
+    def probe_now():
+        calls.append("probe")
+        return (1.9, True)
+
+    monkeypatch.setattr(bench_model, "tlb_probe_now", probe_now)
+    a = argparse.Namespace(model_sizes="64", model_programs="rand", model_traces=None, repeats=1, out=None, model_calibrate=False)
+    assert bench_model.main(a) == 0
+    assert calls[0] == "probe" and calls[-1] == "probe" and calls.count("probe") == 2, calls
+    assert "**The verdict changed**" in capsys.readouterr().out

@@ -73,23 +73,35 @@ def predicted(trace: str, program: str) -> tuple[float, float, float, float | No
     return m[1]["speedup"], lin[1]["speedup"], m[0]["seconds"], native
 
 
-def calibrated_chase() -> tuple[int, float, float, str] | None:
-    """The chase at the calibration's largest footprint as calibrate measured it: (footprint,
-    ns a step on 4KB pages, on 2MB pages, the date), from the file `host` reads; None without
-    one, or without both points."""
+def _calibration() -> dict | None:
+    """The `[calibration]` table of the file `host` reads, or None: no file, one that does not
+    parse, or one `host` does not use (another CPU's: only a calibration made on this CPU says
+    what the predictions rest on)."""
     import tomllib
     from . import _core
     from .cli_model import default_calibration_path
     path = default_calibration_path()
-    # Only a calibration `host` uses (made on this CPU) says what the predictions rest on.
     if not path.exists() or not any("measured by superpager calibrate" in src for _, _, src in _core.host_explain()[0]):
+        return None
+    try:
+        cal = tomllib.loads(path.read_text()).get("calibration", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    return cal if isinstance(cal, dict) else None
+
+
+def calibrated_chase() -> tuple[int, float, float, str] | None:
+    """The chase at the calibration's largest footprint as calibrate measured it: (footprint,
+    ns a step on 4KB pages, on 2MB pages, the date), from the file `host` reads; None without
+    one, or without both points."""
+    cal = _calibration()
+    if cal is None:
         return None
     from .capture import CaptureError
     from .workloads import parse_size
     try:
-        cal = tomllib.loads(path.read_text()).get("calibration", {})
         pts = [(parse_size(p["footprint"]), p["pages"], float(p["ns"])) for p in cal.get("points", [])]
-    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError, CaptureError):
+    except (KeyError, TypeError, ValueError, CaptureError):
         return None
     if not pts:
         return None
@@ -109,6 +121,28 @@ def chase_now(footprint: int, repeats: int = 3) -> tuple[float, float] | None:
     ns_4k, _ = median_chase(b, footprint, "4k", 2_000_000, repeats)
     ns_2m, huge = median_chase(b, footprint, "2m", 2_000_000, repeats)
     return None if huge < footprint // 2 else (ns_4k, ns_2m)
+
+
+def calibrated_tlb_probe() -> tuple[float, bool] | None:
+    """calibrate's TLB probe as the file `host` reads recorded it: (sparse / packed, both on 2MB
+    pages; whether it found 2MB pages splintered), or None without one."""
+    p = (_calibration() or {}).get("tlb_probe")
+    if not isinstance(p, dict):
+        return None
+    try:
+        return float(p["sparse_2m_ns"]) / float(p["packed_2m_ns"]), bool(p["splintered"])
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+
+
+def tlb_probe_now(repeats: int = 3) -> tuple[float, bool] | None:
+    """calibrate's TLB probe now, as `calibrated_tlb_probe` gives it: whether the TLB still
+    holds 2MB pages as it did when `host` was calibrated (a hypervisor may back this VM's memory
+    with 2MB pages one hour and 4KB pages the next, which makes `host` nested or not). None
+    where 2MB pages could not be had."""
+    from .model.calibrate import chase_binary, tlb_probe
+    p = tlb_probe(chase_binary(), 2_000_000, repeats)
+    return None if p is None else (p["sparse_2m_ns"] / p["packed_2m_ns"], bool(p["splintered"]))
 
 
 def main(a) -> int:
@@ -146,6 +180,11 @@ def main(a) -> int:
     if cal is not None:
         say(f"calibrate's chase over {cal[0] >> 20}MiB, as at the start (it was {cal[1]:.1f} / {cal[2]:.1f} ns on 4KB / 2MB pages when calibrated)")
         states.append(chase_now(cal[0]))
+    probe = calibrated_tlb_probe()
+    probes = []
+    if probe is not None:
+        say("calibrate's TLB probe, as at the start (whether 2MB pages are held whole)")
+        probes.append(tlb_probe_now())
     keep = a.model_traces
     if keep:
         os.makedirs(keep, exist_ok=True)
@@ -172,7 +211,11 @@ def main(a) -> int:
     if cal is not None:
         say(f"calibrate's chase over {cal[0] >> 20}MiB, as at the end")
         states.append(chase_now(cal[0]))
-    report = render(rows, a.repeats, state=(cal, states) if cal is not None else None, fresh=fresh)
+    if probe is not None:
+        say("calibrate's TLB probe, as at the end")
+        probes.append(tlb_probe_now())
+    report = render(rows, a.repeats, state=(cal, states) if cal is not None else None, fresh=fresh,
+                    tlb=(probe, probes) if probe is not None else None)
     if a.out:
         from .bench_capture import write_section
         write_section(a.out, report, START, END)
@@ -187,12 +230,14 @@ def _capture(exe: str, program: str, mib: int, trace: str) -> None:
     capture(command(exe, program, mib), trace, stdout=subprocess.DEVNULL, from_mark=program in FROM_MARK)
 
 
-def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh: bool = False) -> str:
+def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh: bool = False, tlb=None) -> str:
     """The report section. `notes`: what the host machine's numbers rest on, where that limits
     the predictions (`machines host --explain`'s notes: estimated latencies, a calibration of
     another CPU, 2MB pages the TLB splinters); None reads them here. `state`: calibrate's chase
     when calibrated (`calibrated_chase`) and at the bench's start and end (`chase_now`), or
-    None. `fresh`: this bench calibrated `host` right before its first run (--model-calibrate)."""
+    None. `fresh`: this bench calibrated `host` right before its first run (--model-calibrate).
+    `tlb`: calibrate's TLB probe when calibrated (`calibrated_tlb_probe`) and at the bench's
+    start and end (`tlb_probe_now`), or None."""
     from .hostinfo import cpu_model
     # Rows carry an 11th entry, the native model's speedup, where host was nested.
     any_native = any(len(r) > 10 and r[10] is not None for r in rows)
@@ -233,7 +278,28 @@ def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh
         out.append(f"The machine's state: calibrate's chase over {fp >> 20}MiB took {c4:.1f} / {c2:.1f} ns a step on 4KB / 2MB pages "
                    f"when `host` was calibrated ({date}); {said}. The predictions rest on the first pair; where the later ones "
                    "differ, the machine (a shared host's caches) was not what it was calibrated in.")
+    if tlb is not None:
+        out.append(tlb_state_line(*tlb))
     if fresh:
         out.append("`host` was calibrated by this bench (`--model-calibrate`), right before its first run.")
     out.append(END)
     return "\n".join(out)
+
+
+def tlb_state_line(calibrated: tuple[float, bool], now: list) -> str:
+    """The report's line on calibrate's TLB probe: its verdict when `host` was calibrated (what
+    the predictions rest on) and at the bench's start and end, each with its ratio (sparse /
+    packed on 2MB pages; splintered above calibrate's SPLINTER_RATIO)."""
+    from .model.calibrate import SPLINTER_RATIO
+
+    def verdict(p) -> str:
+        return "no 2MB pages to be had" if p is None else f"{'splintered' if p[1] else 'held whole'} ({p[0]:.2f})"
+
+    said = "; ".join(f"at the bench's {when} {verdict(p)}" for when, p in zip(("start", "end"), now))
+    changed = any(p is not None and p[1] != calibrated[1] for p in now)
+    return (f"2MB pages in the TLB (calibrate's TLB probe, sparse / packed on 2MB pages, splintered above {SPLINTER_RATIO}): "
+            f"{verdict(calibrated)} when `host` was calibrated; {said}. "
+            + ("**The verdict changed**: the hypervisor backed this machine's memory differently during the bench than when "
+               f"`host` was calibrated, so `host` ({'nested' if calibrated[1] else 'native'}, as calibrated) does not describe "
+               "every run; calibrate again (or `--model-calibrate`) and compare."
+               if changed else "`host` models the machine as it was when these runs were made."))
