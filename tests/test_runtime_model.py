@@ -345,3 +345,19 @@ def test_calibrate_writes_a_machine_host_then_reads(tmp_path):
         p = subprocess.run([sys.executable, "-m", "superpager.cli", "predict", str(trace), "--machine", "host+native", "--policies", "base"],
                            capture_output=True, text=True, env=env)
         assert p.returncode == 0, p.stderr
+
+
+def test_calibrate_says_when_the_tlb_probes_verdict_differs_from_the_calibration_it_replaces(tmp_path):
+    from superpager.cli_model import previous_tlb_probe, tlb_verdict_change
+    f = tmp_path / "host.toml"
+    assert previous_tlb_probe(f) is None  # no file yet
+    f.write_text('[calibration]\ndate = "2026-12-02"\n[calibration.tlb_probe]\nsplintered = false\n')
+    before = previous_tlb_probe(f)
+    assert before == (False, "2026-12-02")
+    line = tlb_verdict_change(before, {"splintered": True})
+    assert line == ("TLB probe: the calibration this replaces (2026-12-02) found 2MB pages held whole, now they are splintered: "
+                    "the hypervisor backs this machine's memory differently, and host is now nested where it was native")
+    assert tlb_verdict_change(before, {"splintered": False}) is None
+    assert tlb_verdict_change(before, None) is None and tlb_verdict_change(None, {"splintered": True}) is None
+    f.write_text("not toml [")
+    assert previous_tlb_probe(f) is None

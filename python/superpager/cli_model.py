@@ -104,6 +104,7 @@ def cmd_calibrate(a) -> int:
     from .fmt import human_bytes
     out = Path(a.out) if a.out else default_calibration_path()
     largest = a.largest
+    before = previous_tlb_probe(out)
     try:
         r = calibrate_on_terminal(out, largest=largest, steps=a.steps, repeats=a.repeats, last_level_fit=a.last_level_fit)
     except (CalibrateError, BuildError) as e:
@@ -138,6 +139,9 @@ def cmd_calibrate(a) -> int:
                 if near is not None else "as smaller pieces (splintered)" if p["splintered"] else "whole")
         print(f"TLB probe: 2MB pages are held {held}; one line per 4KB page over {human_bytes(p['span'])} on 2MB pages takes "
               f"{p['sparse_2m_ns']:.1f} ns a step, {p['packed_2m_ns']:.1f} packed together, {p['sparse_4k_ns']:.1f} on 4KB pages")
+    changed = tlb_verdict_change(before, p)
+    if changed:
+        print(changed)
     print(walk_probe_line(r.get("walk_probe")))
     f = r.get("last_level_fit")
     if f is None:
@@ -199,6 +203,32 @@ def _positive(s: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"'{s}' is not a positive whole number")
     return n
+
+
+def previous_tlb_probe(path: Path) -> tuple[bool, str] | None:
+    """The TLB probe's verdict in the calibration at `path` that calibrate is about to replace:
+    (splintered, its date), or None where there is none to read."""
+    import tomllib
+    try:
+        cal = tomllib.loads(path.read_text()).get("calibration", {})
+        return bool(cal["tlb_probe"]["splintered"]), str(cal.get("date", "an earlier day"))
+    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def tlb_verdict_change(before: tuple[bool, str] | None, probe: dict | None) -> str | None:
+    """A line saying that the TLB probe's verdict differs from the one in the calibration it
+    replaced, or None where it does not (or either is missing). A virtual machine's hypervisor
+    may back its memory with 2MB pages one day and 4KB pages the next (docs/RUNTIME_MODEL.md,
+    "`superpager bench --model`"), which turns `host` from native to nested or back."""
+    if before is None or probe is None or bool(probe["splintered"]) == before[0]:
+        return None
+    def say(splintered: bool) -> str:
+        return "splintered" if splintered else "held whole"
+    now = bool(probe["splintered"])
+    return (f"TLB probe: the calibration this replaces ({before[1]}) found 2MB pages {say(before[0])}, now they are {say(now)}: "
+            f"the hypervisor backs this machine's memory differently, and host is now {'nested' if now else 'native'} "
+            f"where it was {'nested' if before[0] else 'native'}")
 
 
 def calibrate_on_terminal(out: Path, **kw) -> dict:
