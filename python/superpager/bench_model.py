@@ -77,17 +77,12 @@ def _calibration() -> dict | None:
     """The `[calibration]` table of the file `host` reads, or None: no file, one that does not
     parse, or one `host` does not use (another CPU's: only a calibration made on this CPU says
     what the predictions rest on)."""
-    import tomllib
     from . import _core
-    from .cli_model import default_calibration_path
+    from .cli_model import default_calibration_path, read_calibration
     path = default_calibration_path()
     if not path.exists() or not any("measured by superpager calibrate" in src for _, _, src in _core.host_explain()[0]):
         return None
-    try:
-        cal = tomllib.loads(path.read_text()).get("calibration", {})
-    except (OSError, tomllib.TOMLDecodeError):
-        return None
-    return cal if isinstance(cal, dict) else None
+    return read_calibration(path)
 
 
 def calibrated_chase() -> tuple[int, float, float, str] | None:
@@ -126,7 +121,12 @@ def chase_now(footprint: int, repeats: int = 3) -> tuple[float, float] | None:
 def calibrated_tlb_probe() -> tuple[float, bool] | None:
     """calibrate's TLB probe as the file `host` reads recorded it: (sparse / packed, both on 2MB
     pages; whether it found 2MB pages splintered), or None without one."""
-    p = (_calibration() or {}).get("tlb_probe")
+    return _probe_verdict((_calibration() or {}).get("tlb_probe"))
+
+
+def _probe_verdict(p) -> tuple[float, bool] | None:
+    """(sparse / packed on 2MB pages, splintered) of one TLB probe, as calibrate's `tlb_probe`
+    returns it or a calibration file records it; None for no probe or one missing a number."""
     if not isinstance(p, dict):
         return None
     try:
@@ -141,8 +141,7 @@ def tlb_probe_now(repeats: int = 3) -> tuple[float, bool] | None:
     with 2MB pages one hour and 4KB pages the next, which makes `host` nested or not). None
     where 2MB pages could not be had."""
     from .model.calibrate import chase_binary, tlb_probe
-    p = tlb_probe(chase_binary(), 2_000_000, repeats)
-    return None if p is None else (p["sparse_2m_ns"] / p["packed_2m_ns"], bool(p["splintered"]))
+    return _probe_verdict(tlb_probe(chase_binary(), 2_000_000, repeats))
 
 
 def main(a) -> int:

@@ -208,11 +208,12 @@ def _positive(s: str) -> int:
 def previous_tlb_probe(path: Path) -> tuple[bool, str] | None:
     """The TLB probe's verdict in the calibration at `path` that calibrate is about to replace:
     (splintered, its date), or None where there is none to read."""
-    import tomllib
+    cal = read_calibration(path)
+    if cal is None:
+        return None
     try:
-        cal = tomllib.loads(path.read_text()).get("calibration", {})
         return bool(cal["tlb_probe"]["splintered"]), str(cal.get("date", "an earlier day"))
-    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, AttributeError):
+    except (KeyError, TypeError):
         return None
 
 
@@ -246,6 +247,17 @@ def calibrate_on_terminal(out: Path, **kw) -> dict:
     if sys.stderr.isatty():
         print(file=sys.stderr)
     return r
+
+
+def read_calibration(path: Path) -> dict | None:
+    """The `[calibration]` table of the machine file at `path`, or None: no file, or one that
+    does not parse."""
+    import tomllib
+    try:
+        cal = tomllib.loads(path.read_text()).get("calibration", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    return cal if isinstance(cal, dict) else None
 
 
 def default_calibration_path() -> Path:
