@@ -21,6 +21,7 @@ fn input(probe: Option<TlbProbe>, walk: Option<WalkProbe>) -> CalibrationInput {
         walk_probe: walk,
         near_memory: None,
         last_level_fit: None,
+        frames: None,
     }
 }
 

@@ -36,6 +36,7 @@ fn input(f: Option<LastLevelFit>) -> CalibrationInput {
         walk_probe: None,
         near_memory: None,
         last_level_fit: f,
+        frames: None,
     }
 }
 

@@ -28,6 +28,7 @@ fn input(splintered: bool, near: Option<NearMemory>) -> CalibrationInput {
         walk_probe: None,
         near_memory: near,
         last_level_fit: None,
+        frames: None,
     }
 }
 

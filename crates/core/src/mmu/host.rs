@@ -128,6 +128,9 @@ pub struct Calibration {
     /// The last level's capacity fitted to the chase at the largest footprint (files written
     /// before the twenty-eighth session have none).
     pub last_level_fit: Option<LastLevelFit>,
+    /// How a process's 4KB frames lie (files written before the thirty-sixth session, or where
+    /// pagemap gave no frame numbers, have none).
+    pub frames: Option<FrameProbe>,
 }
 
 impl Calibration {
@@ -289,6 +292,57 @@ fn toml_number(x: &toml::Value) -> Option<f64> {
     x.as_float().or_else(|| x.as_integer().map(|i| i as f64))
 }
 
+/// calibrate's frame probe (`[calibration.frames]`): `footprint` bytes touched page by page on
+/// 4KB pages, `repeats` times, each read back from /proc/self/pagemap. `new_runs` is, per
+/// repeat, the share of neighbouring pages whose frames are not neighbours (a new run of frames
+/// starts); `scatter` is their median, which becomes the machine's `[frames] scatter`
+/// (os/frames `Scatter`: the data caches are indexed by the frames a kernel really hands out).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+pub struct FrameProbe {
+    pub footprint: u64,
+    pub new_runs: Vec<f64>,
+    pub scatter: f64,
+}
+
+impl FrameProbe {
+    /// What the probe says, in one line.
+    pub fn summary(&self) -> String {
+        let each: Vec<String> = self.new_runs.iter().map(|f| format!("{f:.2}")).collect();
+        format!(
+            "{} touched page by page on 4KB pages, read back from /proc/self/pagemap: a new run of frames starts at {} of the pages (the median of {})",
+            Bytes(self.footprint),
+            format_args!("{:.2}", self.scatter),
+            each.join(", ")
+        )
+    }
+
+    fn from_toml(v: &toml::Value) -> Option<FrameProbe> {
+        let scatter = v.get("scatter").and_then(toml_number).filter(|f| (0.0..=1.0).contains(f))?;
+        let new_runs = v.get("new_runs")?.as_array()?.iter().filter_map(toml_number).collect();
+        Some(FrameProbe { footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0, new_runs, scatter })
+    }
+
+    fn to_toml(&self) -> toml::Value {
+        let mut p = toml::map::Map::new();
+        p.insert("footprint".into(), toml::Value::String(Bytes(self.footprint).to_string()));
+        p.insert("new_runs".into(), toml::Value::Array(self.new_runs.iter().map(|f| toml::Value::Float((f * 1e4).round() / 1e4)).collect()));
+        p.insert("scatter".into(), toml::Value::Float(self.rounded()));
+        toml::Value::Table(p)
+    }
+
+    /// `scatter` as the files carry it.
+    fn rounded(&self) -> f64 {
+        (self.scatter * 1e4).round() / 1e4
+    }
+
+    /// The machine's `[frames]` table.
+    fn frames_toml(&self) -> toml::Value {
+        let mut f = toml::map::Map::new();
+        f.insert("scatter".into(), toml::Value::Float(self.rounded()));
+        toml::Value::Table(f)
+    }
+}
+
 /// Memory's latency where calibrate's chase has left the last cache level but not yet the TLB's
 /// reach: the 2MB point at the smallest footprint at least twice what the last level was seen to
 /// hold (model/calibrate.py `near_memory`). On a machine whose TLB splinters 2MB pages, the chase
@@ -342,6 +396,9 @@ pub struct CalibrationInput {
     /// None where the chase at the largest footprint lacks a 4KB or a 2MB point.
     #[serde(default)]
     pub last_level_fit: Option<LastLevelFit>,
+    /// None where /proc/self/pagemap gave no frame numbers (not root).
+    #[serde(default)]
+    pub frames: Option<FrameProbe>,
 }
 
 /// The calibrated host machine file: `host_toml` (the host preset as built from CPUID) with the
@@ -398,6 +455,10 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     }
     if let Some(f) = &c.last_level_fit {
         cal.insert("last_level_fit".into(), f.to_toml());
+    }
+    if let Some(f) = &c.frames {
+        cal.insert("frames".into(), f.to_toml());
+        t.insert("frames".into(), f.frames_toml());
     }
     t.insert("calibration".into(), toml::Value::Table(cal));
     if near.is_some() {
@@ -549,6 +610,7 @@ pub fn read_calibration(path: &std::path::Path, cpu: &str, notes: &mut Vec<Strin
         walk_probe: cal.get("walk_probe").and_then(WalkProbe::from_toml),
         near_memory: cal.get("near_memory").and_then(NearMemory::from_toml),
         last_level_fit: cal.get("last_level_fit").and_then(LastLevelFit::from_toml),
+        frames: cal.get("frames").and_then(FrameProbe::from_toml),
     })
 }
 
@@ -1194,6 +1256,9 @@ impl HostReport {
         if let (Some(cal), Some(cost)) = (&self.calibration, t.get_mut("cost").and_then(|c| c.as_table_mut())) {
             cost.insert("clock_ghz".into(), toml::Value::Float(cal.clock_ghz));
         }
+        if let Some(f) = self.calibration.as_ref().and_then(|c| c.frames.as_ref()) {
+            t.insert("frames".into(), f.frames_toml());
+        }
         toml::to_string(&v).expect("serialises")
     }
 
@@ -1256,6 +1321,17 @@ impl HostReport {
                             .to_string(),
                     ));
                 }
+            }
+            if let Some(f) = self.calibration.as_ref().and_then(|c| c.frames.as_ref()) {
+                out.push((
+                    "4KB frames scattered".to_string(),
+                    format!("{:.2} of them start a new run", f.scatter),
+                    format!(
+                        "calibrate's frame probe on {}: {}; the OS model places them so ([frames] scatter)",
+                        self.calibration.as_ref().map_or("", |c| c.date.as_str()),
+                        f.summary()
+                    ),
+                ));
             }
             let r = &self.core;
             out.push((format!("reorder buffer ({})", r.core), r.rob.to_string(), r.source.to_string()));

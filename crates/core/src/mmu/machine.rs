@@ -166,6 +166,10 @@ pub struct Machine {
     pub coalescing: Coalescing,
     /// Data caches and the overlap model; None keeps the one-cycle-per-access model.
     pub cache: Option<CacheSpec>,
+    /// `[frames] scatter`: the fraction of a process's 4KB anonymous frames that start a new
+    /// run at a free frame picked at random (os/frames `Scatter`); 0 (the default) keeps the
+    /// buddy's own order, which on fresh memory is address order.
+    pub frame_scatter: f64,
     pub seed: u64,
     /// Where this machine came from (preset name or file path).
     pub origin: String,
@@ -184,6 +188,7 @@ struct MachineFile {
     cost: CostFile,
     coalescing: Option<CoalescingFile>,
     cache: Option<CacheFile>,
+    frames: Option<FramesFile>,
     /// Where a calibrated machine's latencies came from (`superpager calibrate` writes it:
     /// cpu, date, method); not used by the model.
     #[allow(dead_code)]
@@ -212,6 +217,23 @@ struct CacheFile {
     ipc: f64,
     #[serde(default)]
     dependence: f64,
+}
+
+/// `[frames]`: where the OS model's frame allocator puts a process's 4KB pages.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FramesFile {
+    #[serde(default)]
+    scatter: f64,
+}
+
+/// The `[frames] scatter` fraction, checked.
+fn frame_scatter(v: f64) -> std::result::Result<f64, String> {
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("a fraction from 0 to 1, not {v}"))
+    }
 }
 
 #[derive(Deserialize)]
@@ -496,6 +518,7 @@ impl Machine {
     /// what coalescing gives); `+base=SIZE`: the same machine with another base page;
     /// `+nocache`: without its data caches (the one-cycle-per-access model); `+dependence=F`:
     /// the fraction of the program's misses on a dependent chain (docs/RUNTIME_MODEL.md);
+    /// `+scatter=F`: the fraction of 4KB anonymous frames placed at random (`[frames]`);
     /// `+native`: a nested machine (`host` where its TLB splinters 2MB pages) without nesting.
     pub fn load(spec: &str) -> Result<Machine> {
         let mut parts = spec.split('+');
@@ -522,6 +545,11 @@ impl Machine {
                 match v.parse::<f64>() {
                     Ok(d) if (0.0..=1.0).contains(&d) => c.dependence = d,
                     _ => return Err(Error::usage(format!("machine '{spec}': +dependence={v}: a fraction from 0 to 1"))),
+                }
+            } else if let Some(v) = suffix.strip_prefix("scatter=") {
+                match v.parse::<f64>().map_err(|e| e.to_string()).and_then(frame_scatter) {
+                    Ok(f) => m.frame_scatter = f,
+                    Err(_) => return Err(Error::usage(format!("machine '{spec}': +scatter={v}: a fraction from 0 to 1"))),
                 }
             } else if suffix == "native" {
                 // `host` on a machine whose TLB splinters 2MB pages is nested (mmu/host.rs,
@@ -552,7 +580,7 @@ impl Machine {
             Some(("nested", h)) => h,
             _ => {
                 return Err(Error::usage(format!(
-                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nocoalesce, +base=SIZE, +nocache or +dependence=F"
+                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nocoalesce, +base=SIZE, +nocache, +dependence=F or +scatter=F"
                 )))
             }
         };
@@ -809,6 +837,10 @@ impl Machine {
             cache: match &f.cache {
                 None => None,
                 Some(c) => Some(cache_spec(c).map_err(|(k, m)| cfg(&k, m))?),
+            },
+            frame_scatter: match &f.frames {
+                None => 0.0,
+                Some(fr) => frame_scatter(fr.scatter).map_err(|m| cfg("frames.scatter", m))?,
             },
             seed: f.seed,
             origin: file.to_string(),

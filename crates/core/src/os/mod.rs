@@ -367,7 +367,8 @@ impl Os {
         let frames = memory.0 >> m.base_page.shift();
         let max_order = (m.largest_page().shift() - m.base_page.shift()) as u8;
         // Pageblocks are one last-level table's span (Linux: pageblock_order = the PMD order).
-        let phys = PhysMem::new(frames, max_order, m.bits_per_level).map_err(|e| Error::usage(format!("memory {memory}: {e}")))?;
+        let mut phys = PhysMem::new(frames, max_order, m.bits_per_level).map_err(|e| Error::usage(format!("memory {memory}: {e}")))?;
+        phys.scatter = frames::Scatter::new(m.frame_scatter, m.seed);
         let mut replacement = crate::replacement::build(replacement)?;
         let pages: Vec<u64> = m.page_sizes.iter().map(|s| s.bytes() >> m.base_page.shift()).collect();
         replacement.set_page_sizes(&pages, m.base_page.bytes());
@@ -420,7 +421,9 @@ impl Os {
             if o != self.phys.pageblock_order() {
                 // Before anything is allocated: the frame table is built again with them.
                 assert_eq!(self.phys.free_frames(), self.phys.total_frames(), "pageblocks change only on an empty machine");
+                let scatter = self.phys.scatter.take();
                 self.phys = PhysMem::new(self.phys.total_frames(), self.phys.max_order(), o).map_err(Error::usage)?;
+                self.phys.scatter = scatter;
             }
         }
         self.phys.steal_moves_free_blocks = f.steal_moves_free_blocks;

@@ -199,6 +199,44 @@ crate::counters! {
         /// allocations of such a block whose caller used the zeroed contents (`take_zeroed`).
         pub prezeroed: u64 = "prezero.blocks_zeroed",
         pub prezeroed_used: u64 = "prezero.blocks_used",
+        /// Scattered 4KB anonymous frames (`Scatter`): allocations that started a new run at
+        /// a free frame picked at random, that continued the run of the one before, and that
+        /// found no free movable frame in SCATTER_TRIES picks and took the lists' own.
+        pub scatter_new_runs: u64 = "buddy.scatter_new_runs",
+        pub scatter_run_continued: u64 = "buddy.scatter_run_continued",
+        pub scatter_fallbacks: u64 = "buddy.scatter_fallbacks",
+    }
+}
+
+/// Random picks a scattered allocation makes before it takes the lists' own block: on memory
+/// at most 1 - 2^-16 full a pick fails this often one time in e^16 or so; fuller memory, where
+/// the picks fail, is fragmented already.
+const SCATTER_TRIES: usize = 16;
+
+/// Where a process's 4KB anonymous frames come from when they are scattered (the machine's
+/// `[frames] scatter`). A buddy allocator on fresh memory hands them out in address order
+/// (`take_and_split` keeps each split's lower half and lists the upper, which the next
+/// allocation takes), so a process's pages sit on consecutive frames and the data caches,
+/// indexed by physical address, see its virtual layout. A running kernel's are not so:
+/// `/proc/PID/pagemap` on the development VMs shows a sequentially touched 256MiB region in
+/// runs of one to four frames that start anywhere (`superpager calibrate` measures it,
+/// docs/RUNTIME_MODEL.md "Scattered frames"). So each such allocation starts a new run at a free
+/// frame picked at random with probability `fraction`, and otherwise takes the frame after the
+/// one before if it is free (else starts a new run too).
+///
+/// Invariant: only order-0 `Anon` allocations are placed so, only on free, movable,
+/// non-cache frames (`scatter_target`); everything else allocates as before.
+pub struct Scatter {
+    fraction: f64,
+    rng: crate::trace::gen::Rng,
+    /// The frame the last scattered allocation took.
+    last: Option<u64>,
+}
+
+impl Scatter {
+    /// None for a fraction of 0: the allocator keeps its own order, unchanged.
+    pub fn new(fraction: f64, seed: u64) -> Option<Scatter> {
+        (fraction > 0.0).then(|| Scatter { fraction, rng: crate::trace::gen::Rng::new(seed ^ 0x5343_4154), last: None })
     }
 }
 
@@ -236,6 +274,8 @@ pub struct PhysMem {
     /// Frames holding a cache page's contents while free or reserved (see the header).
     cache_bits: ZeroedBuf<u64>,
     cache_frames: u64,
+    /// Scattered 4KB anonymous frames (`Scatter`); None: the lists' own order.
+    pub scatter: Option<Scatter>,
 }
 
 impl PhysMem {
@@ -277,6 +317,7 @@ impl PhysMem {
             reservs: Reservations::new(frames)?,
             cache_bits: ZeroedBuf::new((n).div_ceil(64))?,
             cache_frames: 0,
+            scatter: None,
         };
         // Cut memory into maximal aligned blocks (a size that is not a multiple of the largest
         // block leaves smaller blocks at the top).
@@ -671,6 +712,11 @@ impl PhysMem {
             self.counters.alloc_failures[(want as usize).min(MAX_ORDER)] += 1;
             return None;
         }
+        if want == 0 && kind == FrameKind::Anon && self.scatter.is_some() {
+            if let Some(p) = self.alloc_scattered() {
+                return Some(p);
+            }
+        }
         let mt = kind.migrate_type();
         // Own type, smallest sufficient order first (`__rmqueue_smallest`).
         for o in want..=self.max_order {
@@ -712,6 +758,40 @@ impl PhysMem {
             }
         }
         self.counters.alloc_failures[want as usize] += 1;
+        None
+    }
+
+    /// A frame a scattered allocation may take: free, in a movable pageblock, holding no cache
+    /// page (the lists give those out last).
+    fn scatter_target(&self, pfn: u64) -> bool {
+        pfn < self.frames && self.kind_of(pfn) == FrameKind::Free && self.pb_type[self.pb_of(pfn)] == MigrateType::Movable as u8 && !self.is_cache_frame(pfn)
+    }
+
+    /// An order-0 anonymous frame placed as `Scatter` says, or None (counted) where no free
+    /// movable frame turned up: the caller then takes the lists' own.
+    fn alloc_scattered(&mut self) -> Option<Pfn> {
+        let s = self.scatter.as_mut()?;
+        let new_run = s.rng.unit() < s.fraction;
+        let next = s.last.map(|l| l + 1).filter(|_| !new_run);
+        if let Some(n) = next.filter(|&n| self.scatter_target(n)) {
+            let ok = self.alloc_at(n, 0, FrameKind::Anon);
+            debug_assert!(ok, "a free frame alloc_at refused");
+            self.counters.scatter_run_continued += 1;
+            self.scatter.as_mut().expect("checked above").last = Some(n);
+            return Some(Pfn(n));
+        }
+        for _ in 0..SCATTER_TRIES {
+            let frames = self.frames;
+            let pfn = self.scatter.as_mut().expect("checked above").rng.below(frames);
+            if self.scatter_target(pfn) {
+                let ok = self.alloc_at(pfn, 0, FrameKind::Anon);
+                debug_assert!(ok, "a free frame alloc_at refused");
+                self.counters.scatter_new_runs += 1;
+                self.scatter.as_mut().expect("checked above").last = Some(pfn);
+                return Some(Pfn(pfn));
+            }
+        }
+        self.counters.scatter_fallbacks += 1;
         None
     }
 
@@ -1384,5 +1464,77 @@ mod tests {
         let f = Owner::file(3, 12345);
         assert_eq!(f.as_file(), Some((3, 12345)));
         assert_eq!(f.as_anon(), None);
+    }
+
+    /// Allocate `n` order-0 anonymous frames on fresh memory scattered by `fraction`; the frames
+    /// and the share of consecutive allocations that took neighbouring frames.
+    fn scattered(fraction: f64, seed: u64, n: usize) -> (PhysMem, Vec<u64>, f64) {
+        let mut m = PhysMem::new(1 << 16, 12, 9).unwrap();
+        m.scatter = Scatter::new(fraction, seed);
+        let got: Vec<u64> = (0..n).map(|_| m.alloc(Order(0), FrameKind::Anon).unwrap().0).collect();
+        m.validate().unwrap();
+        let adjacent = got.windows(2).filter(|w| w[1] == w[0] + 1).count() as f64 / (n - 1) as f64;
+        (m, got, adjacent)
+    }
+
+    #[test]
+    fn unscattered_frames_come_in_address_order() {
+        assert!(Scatter::new(0.0, 1).is_none(), "a fraction of 0 changes nothing");
+        let (m, got, adjacent) = scattered(0.0, 1, 1000);
+        assert_eq!(adjacent, 1.0);
+        assert_eq!(got[1], got[0] + 1);
+        assert_eq!(m.counters.scatter_new_runs + m.counters.scatter_run_continued, 0);
+    }
+
+    #[test]
+    fn scattered_frames_start_new_runs_at_the_fraction_asked() {
+        for (fraction, lo, hi) in [(1.0, 0.0, 0.01), (0.5, 0.45, 0.55), (0.13, 0.83, 0.91)] {
+            let (m, got, adjacent) = scattered(fraction, 7, 4000);
+            assert!((lo..=hi).contains(&adjacent), "fraction {fraction}: {adjacent} of neighbours adjacent");
+            let c = &m.counters;
+            assert_eq!(c.scatter_new_runs + c.scatter_run_continued, 4000);
+            assert_eq!(c.scatter_fallbacks, 0);
+            // Spread over memory: the frames' low bits (what indexes a cache's sets) take
+            // every value, which address order would not for frames 64KiB apart.
+            let mut low = [0u32; 16];
+            for &f in got.iter().step_by(16) {
+                low[(f & 15) as usize] += 1;
+            }
+            assert!(fraction < 0.5 || low.iter().all(|&k| k > 0), "{low:?}");
+            assert!(got.iter().max().unwrap() > &(1 << 15), "picks reach the upper half of memory");
+        }
+    }
+
+    #[test]
+    fn scatter_is_deterministic_and_leaves_other_allocations_alone() {
+        let (_, a, _) = scattered(0.5, 3, 500);
+        let (_, b, _) = scattered(0.5, 3, 500);
+        let (_, c, _) = scattered(0.5, 4, 500);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        let mut plain = PhysMem::new(1 << 16, 12, 9).unwrap();
+        let mut m = PhysMem::new(1 << 16, 12, 9).unwrap();
+        m.scatter = Scatter::new(1.0, 1);
+        for (order, kind) in [(0, FrameKind::PageTable), (9, FrameKind::Anon), (0, FrameKind::File)] {
+            assert_eq!(m.alloc(Order(order), kind), plain.alloc(Order(order), kind), "{kind:?} of order {order} takes the lists' order");
+        }
+        assert_eq!(m.counters.scatter_new_runs, 0);
+    }
+
+    #[test]
+    fn scatter_falls_back_to_the_lists_when_no_pick_is_free() {
+        let mut m = PhysMem::new(1024, 10, 9).unwrap();
+        m.scatter = Scatter::new(1.0, 1);
+        // Fill all but two frames, then ask for them: random picks mostly miss, and every
+        // allocation still succeeds.
+        assert!(m.alloc(Order(9), FrameKind::Anon).is_some());
+        for _ in 0..510 {
+            assert!(m.alloc(Order(0), FrameKind::Wired).is_some());
+        }
+        assert!(m.alloc(Order(0), FrameKind::Anon).is_some());
+        assert!(m.alloc(Order(0), FrameKind::Anon).is_some());
+        assert!(m.alloc(Order(0), FrameKind::Anon).is_none());
+        m.validate().unwrap();
+        assert!(m.counters.scatter_fallbacks >= 1, "{:?}", m.counters.scatter_fallbacks);
     }
 }
