@@ -169,6 +169,26 @@ def test_calibrate_fit_reads_latencies_and_the_size_a_level_holds():
     assert calibrate_mod.near_memory([(1 << 20, 5.0)], 4 << 20, 2.0, 60.0) is None
 
 
+def test_a_last_level_that_reads_as_memory_from_four_times_the_level_above_is_read_short():
+    # The Sapphire Rapids VM's curve (2MB pages, ns): L2 2MiB; 31.7 at 2MiB, memory's time from
+    # 4MiB on, so at 8MiB (four times the L2) the 105MiB L3 reads as memory.
+    levels = [("L1d", 48 << 10, 12, 0.0), ("L2", 2 << 20, 16, 0.0), ("L3", 105 << 20, 15, 0.0)]
+    curve = {16: 1.9, 32: 2.0, 64: 6.0, 128: 6.5, 256: 6.7, 512: 6.8, 1024: 6.8, 2048: 31.7, 4096: 137.0}
+    pts = []
+    for fp in [16 << 10 << k for k in range(15)]:
+        ns = curve.get(fp >> 10, 160.0)
+        pts += [(fp, "2m", ns), (fp, "4k", ns * 1.3)]
+    f = fit(pts, levels, clock=2.5)
+    assert f["level_cycles"][2] == pytest.approx(31.7 * 2.5)
+    assert f["read_short"] == [{"level": 2, "footprint": 2 << 20, "ns": 31.7, "ns_inside": 160.0}]
+    # Where the level serves at four times the level above, the rule stays out of it.
+    curve[8192] = 40.0
+    pts = [(fp, pg, curve.get(fp >> 10, 160.0) * (1.3 if pg == "4k" else 1.0)) for fp, pg, _ in pts]
+    f = fit(pts, levels, clock=2.5)
+    assert f["read_short"] == [] and f["level_cycles"][2] == pytest.approx(40.0 * 2.5)
+    assert calibrate_mod.short_level_point([(2 << 20, 150.0)], 2 << 20, 160.0, 160.0) is None, "nothing faster than memory"
+
+
 def test_the_clock_is_the_fastest_add_chain_and_cpuinfo_only_where_there_is_none(tmp_path):
     # A stand-in for chase.c's `clock` mode: each call prints the next time, or exits 3 (no add
     # chain for this architecture).

@@ -127,6 +127,9 @@ def cmd_calibrate(a) -> int:
         rows.append(["memory", f"{r['dram_cycles']:.1f}", ""])
     print(table(rows, ["level", "cycles", "size simulated"]))
     print(f"{r['clock_how']}; {len(fps(largest)) * 2} points")
+    for k in r.get("read_short", []):
+        print(f"{info['cache']['levels'][k['level']][0]} reads as memory ({k['ns_inside']:.1f} ns) from four times the level above on, so its "
+              f"latency is read at {human_bytes(k['footprint'])} ({k['ns']:.1f} ns), a lower bound (docs/RUNTIME_MODEL.md, \"A last level read short\")")
     walk = {(fp, pg): ns for fp, pg, ns in r["points"]}
     big = max(fp for fp, _ in walk)
     if (big, "4k") in walk:
@@ -143,6 +146,7 @@ def cmd_calibrate(a) -> int:
     if changed:
         print(changed)
     print(walk_probe_line(r.get("walk_probe")))
+    print(frame_probe_line(r.get("frames")))
     f = r.get("last_level_fit")
     if f is None:
         print(f"last-level fit: not run ({r['last_level_fit_skipped']}); the last level keeps "
@@ -155,6 +159,16 @@ def cmd_calibrate(a) -> int:
               f"{human_bytes(f['sizes'][0])} to {human_bytes(f['sizes'][-1])})")
     print(f"wrote {out}")
     return 0
+
+
+def frame_probe_line(f: dict | None) -> str:
+    """calibrate's line on the frame probe (model/calibrate.py `frame_probe`)."""
+    if f is None:
+        return ("frame probe: not run (/proc/self/pagemap gave no frame numbers: run as root); host places 4KB pages "
+                "in the buddy allocator's address order")
+    each = ", ".join(f"{x:.2f}" for x in f["new_runs"])
+    return (f"frame probe: of {f['footprint'] >> 20} MiB touched page by page on 4KB pages, {f['scatter']:.2f} of the pages start "
+            f"a new run of physical frames (median of {each}); host scatters its 4KB pages so ([frames] scatter)")
 
 
 def walk_probe_line(w: dict | None) -> str:
