@@ -34,6 +34,18 @@ def test_the_report_carries_the_host_notes_such_as_splintering():
     assert r.index("Note on `host`") < r.index(END)
 
 
+def test_the_report_says_where_host_puts_4kb_pages():
+    from superpager.bench_model import frames_line
+    cal = {"date": "2026-12-03", "frames": {"footprint": "256MiB", "new_runs": [0.3009, 0.3042, 0.3454], "scatter": 0.3042}}
+    line = frames_line(cal)
+    assert "0.30 of a process's pages start a new run" in line and "2026-12-03" in line and "0.35" in line
+    r = render(rows(), 5, notes=[], frames=line)
+    assert line in r and r.index(line) < r.index(END)
+    for broken in ({}, {"frames": {"scatter": "x", "new_runs": []}}, {"frames": None}):
+        assert "address order" in frames_line(broken), broken
+    assert "4KB pages: " not in render(rows(), 5, notes=[])
+
+
 def test_model_traces_keeps_captures_and_predicts_from_them_next_time(tmp_path, monkeypatch, capsys):
     import argparse
     import importlib

@@ -213,8 +213,10 @@ def main(a) -> int:
     if probe is not None:
         say("calibrate's TLB probe, as at the end")
         probes.append(tlb_probe_now())
+    calibration = _calibration()
     report = render(rows, a.repeats, state=(cal, states) if cal is not None else None, fresh=fresh,
-                    tlb=(probe, probes) if probe is not None else None)
+                    tlb=(probe, probes) if probe is not None else None,
+                    frames=frames_line(calibration) if calibration is not None else None)
     if a.out:
         from .bench_capture import write_section
         write_section(a.out, report, START, END)
@@ -229,14 +231,16 @@ def _capture(exe: str, program: str, mib: int, trace: str) -> None:
     capture(command(exe, program, mib), trace, stdout=subprocess.DEVNULL, from_mark=program in FROM_MARK)
 
 
-def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh: bool = False, tlb=None) -> str:
+def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh: bool = False, tlb=None,
+           frames: str | None = None) -> str:
     """The report section. `notes`: what the host machine's numbers rest on, where that limits
     the predictions (`machines host --explain`'s notes: estimated latencies, a calibration of
     another CPU, 2MB pages the TLB splinters); None reads them here. `state`: calibrate's chase
     when calibrated (`calibrated_chase`) and at the bench's start and end (`chase_now`), or
     None. `fresh`: this bench calibrated `host` right before its first run (--model-calibrate).
     `tlb`: calibrate's TLB probe when calibrated (`calibrated_tlb_probe`) and at the bench's
-    start and end (`tlb_probe_now`), or None."""
+    start and end (`tlb_probe_now`), or None. `frames`: the line on where `host` puts 4KB pages
+    (`frames_line`), or None."""
     from .hostinfo import cpu_model
     # Rows carry an 11th entry, the native model's speedup, where host was nested.
     any_native = any(len(r) > 10 and r[10] is not None for r in rows)
@@ -279,10 +283,27 @@ def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh
                    "differ, the machine (a shared host's caches) was not what it was calibrated in.")
     if tlb is not None:
         out.append(tlb_state_line(*tlb))
+    if frames is not None:
+        out.append(frames)
     if fresh:
         out.append("`host` was calibrated by this bench (`--model-calibrate`), right before its first run.")
     out.append(END)
     return "\n".join(out)
+
+
+def frames_line(calibration: dict) -> str:
+    """The report's line on where `host` puts a program's 4KB pages: scattered as calibrate's
+    frame probe read them (`[calibration.frames]`), or in the buddy's address order where the
+    calibration has no probe."""
+    f = calibration.get("frames")
+    try:
+        each = ", ".join(f"{float(x):.2f}" for x in f["new_runs"])
+        return (f"4KB pages: `host` scatters them as calibrate's frame probe read them ({calibration.get('date', 'undated')}): "
+                f"{float(f['scatter']):.2f} of a process's pages start a new run of frames (readings {each}; docs/RUNTIME_MODEL.md, "
+                "\"Scattered frames\").")
+    except (KeyError, TypeError, ValueError):
+        return ("4KB pages: `host` places them in the buddy allocator's address order (the calibration has no frame probe; "
+                "calibrate reads one as root).")
 
 
 def tlb_state_line(calibrated: tuple[float, bool], now: list) -> str:
