@@ -295,7 +295,7 @@ def frames_line(calibration: dict) -> str:
     """The report's line on where `host` puts a program's 4KB pages: scattered as calibrate's
     frame probe read them (`[calibration.frames]`), or in the buddy's address order where the
     calibration has no probe."""
-    f = calibration.get("frames")
+    f = calibration.get("frames") or {}
     try:
         each = ", ".join(f"{float(x):.2f}" for x in f["new_runs"])
         return (f"4KB pages: `host` scatters them as calibrate's frame probe read them ({calibration.get('date', 'undated')}): "

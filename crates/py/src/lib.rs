@@ -161,6 +161,7 @@ fn machine_info(py: Python<'_>, spec: &str) -> PyResult<PyObject> {
     d.set_item("coalescing", m.coalescing.to_string_for(&m))?;
     d.set_item("clock_ghz", m.clock_ghz)?;
     d.set_item("cycles_per_access", m.cycles_per_access)?;
+    d.set_item("frame_scatter", m.frame_scatter)?;
     match &m.cache {
         None => d.set_item("cache", py.None())?,
         Some(c) => {
