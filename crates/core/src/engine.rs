@@ -133,7 +133,13 @@ impl Engine {
         }
         // A nested machine's host tables, which its data caches see above guest memory.
         let host_tables = match (&machine.cache, &machine.nested) {
-            (Some(_), Some(n)) => Some(HostTables::new(cfg.memory.0, machine.base_page.shift(), machine.bits_per_level as u32, n.host_levels)),
+            (Some(_), Some(n)) => {
+                let t = HostTables::new(cfg.memory.0, machine.base_page.shift(), machine.bits_per_level as u32, n.host_levels);
+                Some(match (n.host_frames, n.host_page) {
+                    (crate::mmu::machine::HostFrames::Scattered, crate::mmu::machine::HostPage::Fixed(p)) => t.scattered(cfg.memory.0, p.shift()),
+                    _ => t,
+                })
+            }
             _ => None,
         };
         if let Some(c) = &machine.cache {
@@ -513,12 +519,14 @@ impl Engine {
             let mut out = [0u64; 8];
             let n = pt.entry_addrs(a.addr, first, leaf, &mut out);
             for &pa in &out[..n] {
+                let mut hpa = pa;
                 if let Some((t, w)) = host {
                     for e in t.walk(pa, w) {
                         unsafe { caches.defer_in::<WIDE>(e, Requester::Walk) };
                     }
+                    hpa = t.hpa(pa);
                 }
-                unsafe { caches.defer_in::<WIDE>(pa, Requester::Walk) };
+                unsafe { caches.defer_in::<WIDE>(hpa, Requester::Walk) };
             }
             // The final guest-physical address's host walk.
             if let Some(((t, w), pa)) = host.and_then(|h| Some((h, pt.paddr(a.addr)?))) {
@@ -531,6 +539,8 @@ impl Engine {
             return;
         }
         if let Some(pa) = pt.paddr(a.addr) {
+            // By host-physical address on a nested machine (mmu/host_tables.rs `hpa`).
+            let pa = self.host_tables.as_ref().map_or(pa, |t| t.hpa(pa));
             unsafe { caches.defer_in::<WIDE>(pa, Requester::Data) };
         }
         if a.count > 1 {

@@ -118,6 +118,49 @@ pub fn run_scenario(text: &str, name: &str, machine: &str, policy: &str, cfg: su
 
 /// A two-level host machine file for the calibration-file tests: what `calibrated_toml` writes
 /// into.
+/// 16MiB touched page by page (as a program fills its array), then 8 passes over one line in
+/// every 64KiB: 256 lines whose virtual addresses share cache set index bits 6-15.
+pub fn strided_trace(name: &str) -> String {
+    use superpager_core::trace::{AccessKind, MAP_ANONYMOUS, MAP_PRIVATE};
+    let base = 0x4000_0000u64;
+    let size = 16u64 << 20;
+    let mut recs = vec![Rec::E(Event::Mmap { addr: base, len: size, prot: 3, flags: MAP_PRIVATE | MAP_ANONYMOUS, fd: -1, offset: 0 })];
+    recs.extend((0..size / 4096).map(|i| Rec::A(Access::new(base + i * 4096, AccessKind::Store, 8))));
+    for _ in 0..8 {
+        recs.extend((0..size / 65536).map(|i| Rec::A(Access::new(base + i * 65536, AccessKind::Load, 8))));
+    }
+    let p = tmp(name);
+    write(&p, &recs, 4096, false);
+    p
+}
+
+/// What `superpager calibrate` hands `calibrated_toml`, with no probes: a two-level machine at
+/// 2.5 GHz. Tests change their own fields with struct update syntax.
+pub fn calibration_input() -> superpager_core::mmu::host::CalibrationInput {
+    superpager_core::mmu::host::CalibrationInput {
+        cpu: "Test CPU".into(),
+        date: "2026-12-03".into(),
+        method: "test".into(),
+        clock_ghz: 2.5,
+        level_cycles: vec![4.0, 12.0],
+        level_sizes: vec![String::new(), String::new()],
+        dram_cycles: 500.0,
+        points: vec![(1 << 20, "2m".into(), 5.0)],
+        tlb_probe: None,
+        walk_probe: None,
+        near_memory: None,
+        last_level_fit: None,
+        frames: None,
+        host_frames: None,
+    }
+}
+
+/// The static host preset (TLBs, walker, costs) with a two-level `[cache]`, as CPUID gives one.
+pub fn host_template() -> String {
+    let cache = "\n[cache]\ndram_cycles = 300\nmlp = 10\nwalkers = 6\nrob = 256\n[[cache.levels]]\nname = \"L1d\"\nsize = \"32KiB\"\nways = 8\ncycles = 5\n[[cache.levels]]\nname = \"L2\"\nsize = \"1MiB\"\nways = 8\ncycles = 14\n";
+    format!("{}{cache}", include_str!("../src/machines/host.toml"))
+}
+
 pub const CALIBRATION_TEMPLATE: &str = r#"
 name = "host"
 description = "test"

@@ -8,21 +8,7 @@ mod common;
 use common::CALIBRATION_TEMPLATE as TEMPLATE;
 
 fn input(probe: Option<TlbProbe>, walk: Option<WalkProbe>) -> CalibrationInput {
-    CalibrationInput {
-        cpu: "Test CPU".into(),
-        date: "2026-11-28".into(),
-        method: "test".into(),
-        clock_ghz: 2.5,
-        level_cycles: vec![4.0, 12.0],
-        level_sizes: vec![String::new(), String::new()],
-        dram_cycles: 500.0,
-        points: vec![(1 << 20, "2m".into(), 5.0)],
-        tlb_probe: probe,
-        walk_probe: walk,
-        near_memory: None,
-        last_level_fit: None,
-        frames: None,
-    }
+    CalibrationInput { tlb_probe: probe, walk_probe: walk, ..common::calibration_input() }
 }
 
 fn probe(splintered: bool) -> TlbProbe {

@@ -23,8 +23,6 @@ fn fit() -> LastLevelFit {
 fn input(f: Option<LastLevelFit>) -> CalibrationInput {
     let last = f.as_ref().map_or(String::new(), |f| format!("{}MiB", f.chosen >> 20));
     CalibrationInput {
-        cpu: "Test CPU".into(),
-        date: "2026-12-02".into(),
         method: "dependent pointer chase (test); clock measured by a chain of dependent adds (model/chase.c clock), 3.342 GHz; /proc/cpuinfo says 2.246 GHz"
             .into(),
         clock_ghz: 3.342,
@@ -32,11 +30,8 @@ fn input(f: Option<LastLevelFit>) -> CalibrationInput {
         level_sizes: vec![String::new(), last],
         dram_cycles: 414.3,
         points: vec![(1 << 30, "4k".into(), 331.391), (1 << 30, "2m".into(), 209.152)],
-        tlb_probe: None,
-        walk_probe: None,
-        near_memory: None,
         last_level_fit: f,
-        frames: None,
+        ..common::calibration_input()
     }
 }
 

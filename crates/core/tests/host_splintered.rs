@@ -7,28 +7,18 @@ use superpager_core::mmu::host::{calibrated_toml, read_calibration, CalibrationI
 use superpager_core::mmu::machine::{HostPage, Machine};
 use superpager_core::units::PageSize;
 
-/// The static host preset (TLBs, walker, costs) with a two-level `[cache]`, as CPUID gives one.
-fn template() -> String {
-    let cache = "\n[cache]\ndram_cycles = 300\nmlp = 10\nwalkers = 6\nrob = 256\n[[cache.levels]]\nname = \"L1d\"\nsize = \"32KiB\"\nways = 8\ncycles = 5\n[[cache.levels]]\nname = \"L2\"\nsize = \"1MiB\"\nways = 8\ncycles = 14\n";
-    format!("{}{cache}", include_str!("../src/machines/host.toml"))
-}
+mod common;
 
 fn input(splintered: bool, near: Option<NearMemory>) -> CalibrationInput {
     let probe = TlbProbe { lines: 8192, span: 32 << 20, packed_2m_ns: 8.9, sparse_2m_ns: if splintered { 29.2 } else { 9.1 }, sparse_4k_ns: 49.8, splintered };
     CalibrationInput {
-        cpu: "Test CPU".into(),
-        date: "2026-11-29".into(),
-        method: "test".into(),
         clock_ghz: 2.445,
         level_cycles: vec![4.0, 11.4],
-        level_sizes: vec![String::new(), String::new()],
         dram_cycles: 710.9,
         points: vec![(8 << 20, "2m".into(), 182.474), (1 << 30, "2m".into(), 290.8)],
         tlb_probe: Some(probe),
-        walk_probe: None,
         near_memory: near,
-        last_level_fit: None,
-        frames: None,
+        ..common::calibration_input()
     }
 }
 
@@ -38,7 +28,7 @@ fn near() -> NearMemory {
 
 /// The file calibrate would write, loaded as a machine file (and its path, for modifiers).
 fn written(inp: &CalibrationInput, tag: &str) -> (Machine, std::path::PathBuf, String) {
-    let text = calibrated_toml(&template(), inp).expect("writes");
+    let text = calibrated_toml(&common::host_template(), inp).expect("writes");
     let dir = std::env::temp_dir().join(format!("sp-splinter-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("host.toml");

@@ -4,10 +4,9 @@
 
 use superpager_core::mmu::host::{calibrated_toml, read_calibration, CalibrationInput, FrameProbe};
 use superpager_core::mmu::machine::Machine;
-use superpager_core::trace::{Access, AccessKind, Event, MAP_ANONYMOUS, MAP_PRIVATE};
 
 mod common;
-use common::{simulate, tmp, write, Rec, CALIBRATION_TEMPLATE};
+use common::{simulate, strided_trace, tmp, CALIBRATION_TEMPLATE};
 
 /// skylake with a two-level data cache (an L2 of 1MiB in 8 ways: set index bits 6-16) and the
 /// `[frames]` text given.
@@ -44,21 +43,7 @@ fn probe() -> FrameProbe {
 }
 
 fn input(frames: Option<FrameProbe>) -> CalibrationInput {
-    CalibrationInput {
-        cpu: "Test CPU".into(),
-        date: "2026-12-03".into(),
-        method: "test".into(),
-        clock_ghz: 2.5,
-        level_cycles: vec![4.0, 12.0],
-        level_sizes: vec![String::new(), String::new()],
-        dram_cycles: 500.0,
-        points: vec![(1 << 20, "2m".into(), 5.0)],
-        tlb_probe: None,
-        walk_probe: None,
-        near_memory: None,
-        last_level_fit: None,
-        frames,
-    }
+    CalibrationInput { frames, ..common::calibration_input() }
 }
 
 #[test]
@@ -81,24 +66,9 @@ fn the_frame_probe_is_written_read_back_and_becomes_the_machines_scatter() {
     assert_eq!(cal.frames, None, "a scatter outside 0..1 is not read");
 }
 
-/// 16MiB touched page by page (as a program fills its array), then 8 passes over one line in
-/// every 64KiB: 256 lines whose virtual addresses share set index bits 6-15.
-fn strided_trace() -> String {
-    let base = 0x4000_0000u64;
-    let size = 16u64 << 20;
-    let mut recs = vec![Rec::E(Event::Mmap { addr: base, len: size, prot: 3, flags: MAP_PRIVATE | MAP_ANONYMOUS, fd: -1, offset: 0 })];
-    recs.extend((0..size / 4096).map(|i| Rec::A(Access::new(base + i * 4096, AccessKind::Store, 8))));
-    for _ in 0..8 {
-        recs.extend((0..size / 65536).map(|i| Rec::A(Access::new(base + i * 65536, AccessKind::Load, 8))));
-    }
-    let p = tmp("strided64k.spt");
-    write(&p, &recs, 4096, false);
-    p
-}
-
 #[test]
 fn scattered_frames_spread_a_strided_array_over_the_cache_sets() {
-    let trace = strided_trace();
+    let trace = strided_trace("strided64k.spt");
     let plain = simulate(&trace, &machine_file("m0.toml", ""), "base", true);
     let scattered = simulate(&trace, &machine_file("m1.toml", "\n[frames]\nscatter = 1.0\n"), "base", true);
     let again = simulate(&trace, &machine_file("m2.toml", "\n[frames]\nscatter = 1.0\n"), "base", true);

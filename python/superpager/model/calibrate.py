@@ -16,7 +16,10 @@ how many page walks overlap (the model's `mlp` and `walkers`). Last of all, the 
 (`fit_last_level`): the model itself is run on the chase at the largest footprint with the last
 level at shrinking sizes, and keeps the size at which it takes the time the chase measured there.
 And the frame probe (`frame_probe`): how the kernel places a process's 4KB pages in physical
-memory, read back from /proc/self/pagemap (the model's `[frames] scatter`).
+memory, read back from /proc/self/pagemap (the model's `[frames] scatter`); and the host-frames
+probe (`host_frames_probe`): whether the caches see a 2MB page's 4KB pieces in order, or
+scattered by a host that backs the guest with 4KB pages (a nested `host`'s
+`[walker.nested] host_frames`).
 """
 
 from __future__ import annotations
@@ -467,6 +470,35 @@ def frame_probe(footprint: int = FRAME_PROBE_BYTES, repeats: int = 3) -> dict | 
     return {"footprint": footprint, "new_runs": shares, "scatter": statistics.median(shares)}
 
 
+# The host-frames probe (docs/RUNTIME_MODEL.md, "Host frames"): 96 lines on 2MB pages, one every
+# 64KiB, against as many one every 68KiB (17 4KB pages: their bits 12-15 take all 16 values).
+# In a 16-way L2 indexed by bits 6-15 (1MiB) or 6-16 (2MiB), the strided lines crowd one or two
+# sets if the host keeps the guest's 4KB pieces of a 2MB page in order; scattered, 96 lines over
+# 16 sets average 6 a set and fit. In order the strided chase is served by the level past L2:
+# about 3x L2's latency or more on every core in the core table (Zen 4: 14 against 50 cycles,
+# AMD Software Optimization Guide for Family 19h; Golden Cove: 16 against 70 and more). Scattered
+# it is served by L2, as the control is. HOST_SCATTERED_BELOW lies between (ESTIMATE: 1 and 3
+# meet at 1.73 in log terms; 1.5 leans towards calling a partly crowded L2 in order).
+HOST_FRAMES_LINES = 96
+HOST_FRAMES_STRIDE = 64 << 10
+HOST_FRAMES_CONTROL = 68 << 10
+HOST_SCATTERED_BELOW = 1.5
+
+
+def host_frames_probe(binary: Path, steps: int, repeats: int) -> dict | None:
+    """Whether the caches see a guest 2MB page's 4KB pieces in order (the host keeps them so) or
+    scattered; None when 2MB pages are not to be had here."""
+    runs = []
+    for stride in (HOST_FRAMES_STRIDE, HOST_FRAMES_CONTROL):
+        ns, huge = median_chase(binary, HOST_FRAMES_LINES * stride, "2m", steps, repeats, f"strided:{stride}")
+        if huge < HOST_FRAMES_LINES * stride // 2:
+            return None
+        runs.append(ns)
+    strided, control = runs
+    return {"lines": HOST_FRAMES_LINES, "strided_ns": round(strided, 3), "control_ns": round(control, 3),
+            "scattered": strided < HOST_SCATTERED_BELOW * control}
+
+
 def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats: int = 3, progress=None,
               last_level_fit: bool = True) -> dict:
     """Measure, fit, and write the calibrated host machine to `out`. Returns what was written."""
@@ -489,6 +521,9 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
     if progress:
         progress(len(pts), len(pts), f"the frame probe ({FRAME_PROBE_BYTES >> 20} MiB on 4KB pages read back from /proc/self/pagemap)")
     frames = frame_probe(repeats=repeats)
+    if progress:
+        progress(len(pts), len(pts), "the host-frames probe (does the L2 see a 2MB page's 4KB pieces in order?)")
+    host_frames = host_frames_probe(chase_binary(), steps, repeats)
     inp = {
         "cpu": "",  # this CPU's model name, filled in by the core
         "date": datetime.date.today().isoformat(),
@@ -499,6 +534,7 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
         "tlb_probe": probe,
         "walk_probe": walk,
         "frames": frames,
+        "host_frames": host_frames,
         **f,
     }
     for r in f["read_short"]:

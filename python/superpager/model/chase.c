@@ -11,6 +11,12 @@
  * two; one that holds them as 4KB pieces (a virtual machine whose host backs guest memory with
  * 4KB pages) misses in the sparse chase.
  *
+ * LAYOUT `strided:BYTES` chases one line every BYTES (a multiple of 64), each at the same offset:
+ * with BYTES 64KiB on 2MB pages every line has the same address bits 6-15, the set index of a
+ * 1MiB 16-way L2, unless the host scatters the guest's 4KB pieces over its own frames (caches
+ * are indexed by the host's physical address). calibrate's host-frames probe compares that
+ * chase with one at BYTES 68KiB, whose lines differ in bits 12-15 whatever the host does.
+ *
  * CHAINS (a comma list, e.g. 1,4,16) runs, for each k in it, k chases at once over the same
  * cycle, entered at k evenly spaced points and stepped in turn in one loop: the k loads of a
  * round are independent of each other, so as many misses (and, on 4KB pages, walks) can be in
@@ -18,7 +24,7 @@
  * walk probe compares 4KB and 2MB pages at each k: how far the extra cost of 4KB pages falls
  * as k grows says how many walks the machine overlaps.
  *
- * usage: chase FOOTPRINT_BYTES PAGES(4k|2m) STEPS SEED [dense|sparse [CHAINS]]
+ * usage: chase FOOTPRINT_BYTES PAGES(4k|2m) STEPS SEED [dense|sparse|strided:BYTES [CHAINS]]
  * prints: ns_per_step=<f> huge_bytes=<n> sink=<0|1>, and with CHAINS ns_k<k>=<f> for each k
  *
  * usage: chase clock STEPS
@@ -40,10 +46,10 @@
 static uint64_t rng;
 static uint64_t next(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
 
-/* Line i of the chase: the i-th 64-byte line, or (sparse) a line of the i-th 4KB page at an
- * offset a multiplicative hash of i picks. */
-static char *line_at(char *buf, uint64_t i, int sparse) {
-    if (!sparse) return buf + i * 64;
+/* Line i of the chase: (stride 64, dense) the i-th 64-byte line; (stride 0, sparse) a line of the
+ * i-th 4KB page at an offset a multiplicative hash of i picks; else the line at i * stride. */
+static char *line_at(char *buf, uint64_t i, uint64_t stride) {
+    if (stride) return buf + i * stride;
     return buf + i * 4096 + ((i * 2654435761u) >> 7) % 64 * 64;
 }
 
@@ -129,9 +135,14 @@ int main(int argc, char **argv) {
         printf("ns_per_add=%.5f sink=%d\n", ns, ok);
         return 0;
     }
-    if (argc < 5 || argc > 7) { fprintf(stderr, "usage: chase FOOTPRINT PAGES(4k|2m) STEPS SEED [dense|sparse [CHAINS]]\n"); return 2; }
-    int sparse = argc >= 6 && strcmp(argv[5], "sparse") == 0;
-    if (argc >= 6 && !sparse && strcmp(argv[5], "dense") != 0) { fprintf(stderr, "chase: layout '%s' is not dense or sparse\n", argv[5]); return 2; }
+    if (argc < 5 || argc > 7) { fprintf(stderr, "usage: chase FOOTPRINT PAGES(4k|2m) STEPS SEED [dense|sparse|strided:BYTES [CHAINS]]\n"); return 2; }
+    /* The distance between lines: 64 (dense), 0 (sparse: one a 4KB page, see line_at), BYTES. */
+    uint64_t stride = 64;
+    if (argc >= 6 && strcmp(argv[5], "sparse") == 0) stride = 0;
+    else if (argc >= 6 && strncmp(argv[5], "strided:", 8) == 0) {
+        stride = strtoull(argv[5] + 8, 0, 10);
+        if (stride < 64 || stride % 64) { fprintf(stderr, "chase: stride '%s' is not a multiple of 64\n", argv[5] + 8); return 2; }
+    } else if (argc >= 6 && strcmp(argv[5], "dense") != 0) { fprintf(stderr, "chase: layout '%s' is not dense, sparse or strided:BYTES\n", argv[5]); return 2; }
     /* The chain counts to run (CHAINS), at most MAX_CHAINS of them, each 1..MAX_CHAINS. */
     int chains[MAX_CHAINS], nchains = 0;
     if (argc == 7) {
@@ -149,19 +160,19 @@ int main(int argc, char **argv) {
     if (raw == MAP_FAILED) { perror("mmap"); return 1; }
     char *buf = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
     if (madvise(buf, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE)) { perror("madvise"); return 1; }
-    uint64_t n = bytes / (sparse ? 4096 : 64);
+    uint64_t unit = stride ? stride : 4096, n = bytes / unit;
     if (n < 2) n = 2;
-    if (n * (sparse ? 4096 : 64) > len) { fprintf(stderr, "chase: footprint %llu is too small\n", (unsigned long long)bytes); return 2; }
+    if (n * unit > len) { fprintf(stderr, "chase: footprint %llu is too small\n", (unsigned long long)bytes); return 2; }
     /* A random cyclic order of the n lines (Sattolo's algorithm), stored as next pointers. */
     uint32_t *perm = malloc(n * sizeof *perm);
     if (!perm) { perror("malloc"); return 1; }
     for (uint64_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
     for (uint64_t i = n - 1; i > 0; i--) { uint64_t j = next() % i; uint32_t t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
-    for (uint64_t i = 0; i < n; i++) *(char **)line_at(buf, perm[i], sparse) = line_at(buf, perm[(i + 1) % n], sparse);
+    for (uint64_t i = 0; i < n; i++) *(char **)line_at(buf, perm[i], stride) = line_at(buf, perm[(i + 1) % n], stride);
     /* Chain j of k enters the cycle at its (j * n / k)-th line. */
     static char *entry[MAX_CHAINS][MAX_CHAINS];
     for (int c = 0; c < nchains; c++)
-        for (int j = 0; j < chains[c]; j++) entry[c][j] = line_at(buf, perm[(uint64_t)j * n / chains[c]], sparse);
+        for (int j = 0; j < chains[c]; j++) entry[c][j] = line_at(buf, perm[(uint64_t)j * n / chains[c]], stride);
     free(perm);
     long huge_kb = anon_huge_kb();
     uint64_t warm = n < steps ? n : steps;

@@ -131,6 +131,9 @@ pub struct Calibration {
     /// How a process's 4KB frames lie (files written before the thirty-sixth session, or where
     /// pagemap gave no frame numbers, have none).
     pub frames: Option<FrameProbe>,
+    /// Whether the host scatters the guest's memory over its frames (files written before the
+    /// thirty-seventh session, or where 2MB pages could not be had, have none).
+    pub host_frames: Option<HostFramesProbe>,
 }
 
 impl Calibration {
@@ -343,6 +346,52 @@ impl FrameProbe {
     }
 }
 
+/// calibrate's host-frames probe (`[calibration.host_frames]`, model/calibrate.py
+/// `host_frames_probe`): a dependent chase on 2MB pages over `lines` lines one every 64KiB
+/// (`strided_ns` a step), and over as many one every 68KiB (`control_ns`). An L2 of 1MiB or 2MiB
+/// in 16 ways indexes its sets by physical bits 6-15 or 6-16: the strided lines share bits 6-15,
+/// and so crowd one or two sets, where the host keeps a guest 2MB page's 4KB pieces in order; the
+/// control's lines differ in bits 12-15 either way. `scattered` is calibrate's verdict: the
+/// strided chase was not much slower than the control, so the L2 did not see the guest's bits
+/// 12-15, and a nested `host` scatters its host frames (`HostFrames::Scattered`). Only a host
+/// that splinters 2MB pages is nested, so only there does the verdict count.
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+pub struct HostFramesProbe {
+    pub lines: u64,
+    pub strided_ns: f64,
+    pub control_ns: f64,
+    pub scattered: bool,
+}
+
+impl HostFramesProbe {
+    /// What the probe says, in one line.
+    pub fn summary(&self) -> String {
+        format!(
+            "a chase on 2MB pages over {} lines one every 64KiB took {:.1} ns a step, over as many one every 68KiB {:.1} ns ({:.2}x): {}",
+            self.lines,
+            self.strided_ns,
+            self.control_ns,
+            self.strided_ns / self.control_ns,
+            if self.scattered { "the L2 does not see the guest's address bits 12-15, so the host scatters its frames" } else { "the L2 sees the guest's address bits 12-15, so the host keeps them in order" }
+        )
+    }
+
+    fn from_toml(v: &toml::Value) -> Option<HostFramesProbe> {
+        let (strided_ns, control_ns) = (v.get("strided_ns").and_then(toml_number)?, v.get("control_ns").and_then(toml_number)?);
+        (strided_ns > 0.0 && control_ns > 0.0).then_some(())?;
+        Some(HostFramesProbe { lines: v.get("lines")?.as_integer()? as u64, strided_ns, control_ns, scattered: v.get("scattered")?.as_bool()? })
+    }
+
+    fn to_toml(&self) -> toml::Value {
+        let mut p = toml::map::Map::new();
+        p.insert("lines".into(), toml::Value::Integer(self.lines as i64));
+        p.insert("strided_ns".into(), toml::Value::Float((self.strided_ns * 1000.0).round() / 1000.0));
+        p.insert("control_ns".into(), toml::Value::Float((self.control_ns * 1000.0).round() / 1000.0));
+        p.insert("scattered".into(), toml::Value::Boolean(self.scattered));
+        toml::Value::Table(p)
+    }
+}
+
 /// Memory's latency where calibrate's chase has left the last cache level but not yet the TLB's
 /// reach: the 2MB point at the smallest footprint at least twice what the last level was seen to
 /// hold (model/calibrate.py `near_memory`). On a machine whose TLB splinters 2MB pages, the chase
@@ -399,6 +448,9 @@ pub struct CalibrationInput {
     /// None where /proc/self/pagemap gave no frame numbers (not root).
     #[serde(default)]
     pub frames: Option<FrameProbe>,
+    /// None where 2MB pages could not be had.
+    #[serde(default)]
+    pub host_frames: Option<HostFramesProbe>,
 }
 
 /// The calibrated host machine file: `host_toml` (the host preset as built from CPUID) with the
@@ -460,9 +512,12 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
         cal.insert("frames".into(), f.to_toml());
         t.insert("frames".into(), f.frames_toml());
     }
+    if let Some(h) = &c.host_frames {
+        cal.insert("host_frames".into(), h.to_toml());
+    }
     t.insert("calibration".into(), toml::Value::Table(cal));
     if near.is_some() {
-        nest_over_4kib_pages(t)?;
+        nest_over_4kib_pages(t, c.host_frames.as_ref())?;
     }
     t.insert("name".into(), toml::Value::String("host".into()));
     toml::to_string(&v).map_err(|e| e.to_string())
@@ -471,13 +526,16 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
 /// Make machine table `t` the guest of a hypervisor that backs it with 4KB pages: nested walks
 /// over host tables of as many levels as the guest's, 2MB guest pages splintered into 4KB TLB
 /// entries (docs/MODEL.md, "Splintering"). Its memory latency is the caller's to set
-/// (`NearMemory`).
-fn nest_over_4kib_pages(t: &mut toml::map::Map<String, toml::Value>) -> std::result::Result<(), String> {
+/// (`NearMemory`). Its frames are scattered where the host-frames probe says so.
+fn nest_over_4kib_pages(t: &mut toml::map::Map<String, toml::Value>, frames: Option<&HostFramesProbe>) -> std::result::Result<(), String> {
     let walker = t.get_mut("walker").and_then(|w| w.as_table_mut()).ok_or("the host machine has no [walker] section")?;
     let levels = walker.get("levels").and_then(|l| l.as_integer()).ok_or("the host machine's [walker] has no levels")?;
     let mut nested = toml::map::Map::new();
     nested.insert("host_levels".into(), toml::Value::Integer(levels));
     nested.insert("host_page_size".into(), toml::Value::String("4KiB".into()));
+    if frames.is_some_and(|f| f.scattered) {
+        nested.insert("host_frames".into(), toml::Value::String("scattered".into()));
+    }
     walker.insert("nested".into(), toml::Value::Table(nested));
     Ok(())
 }
@@ -611,6 +669,7 @@ pub fn read_calibration(path: &std::path::Path, cpu: &str, notes: &mut Vec<Strin
         near_memory: cal.get("near_memory").and_then(NearMemory::from_toml),
         last_level_fit: cal.get("last_level_fit").and_then(LastLevelFit::from_toml),
         frames: cal.get("frames").and_then(FrameProbe::from_toml),
+        host_frames: cal.get("host_frames").and_then(HostFramesProbe::from_toml),
     })
 }
 
@@ -1249,8 +1308,8 @@ impl HostReport {
         if let Some(c) = self.cache_toml() {
             t.insert("cache".into(), c);
             // Its memory latency is already the near point's (`latency`).
-            if self.usable_calibration().and_then(Calibration::splintered).is_some() {
-                nest_over_4kib_pages(t).expect("the host preset has [walker] levels");
+            if let Some(k) = self.usable_calibration().filter(|k| k.splintered().is_some()) {
+                nest_over_4kib_pages(t, k.host_frames.as_ref()).expect("the host preset has [walker] levels");
             }
         }
         if let (Some(cal), Some(cost)) = (&self.calibration, t.get_mut("cost").and_then(|c| c.as_table_mut())) {
@@ -1320,6 +1379,14 @@ impl HostReport {
                         "the TLB probe's splintering: a guest whose hypervisor backs it with 4KB pages (host+native: one-dimensional walks, 2MB pages whole)"
                             .to_string(),
                     ));
+                }
+                if let Some(h) = &k.host_frames {
+                    let (v, how) = match (k.splintered().is_some(), h.scattered) {
+                        (true, true) => ("scattered", "the caches see guest memory by host frames scattered a 4KB page at a time ([walker.nested] host_frames)"),
+                        (true, false) => ("in order", "the caches see guest memory in the host's frames in order"),
+                        (false, _) => ("not modelled", "host is not nested here, so where the host puts guest memory does not enter the model"),
+                    };
+                    out.push(("host frames".to_string(), v.to_string(), format!("calibrate's host-frames probe on {}: {}; {how}", k.date, h.summary())));
                 }
             }
             if let Some(f) = self.calibration.as_ref().and_then(|c| c.frames.as_ref()) {

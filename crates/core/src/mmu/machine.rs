@@ -61,6 +61,41 @@ pub const MAX_STRUCTURE_WAYS: u32 = 4096;
 pub struct NestedSpec {
     pub host_levels: u8,
     pub host_page: HostPage,
+    /// Where the host puts guest memory in its own physical memory, as the data caches (indexed
+    /// by host-physical address) see it.
+    pub host_frames: HostFrames,
+}
+
+/// How a hypervisor's frames back guest-physical memory (`[walker.nested] host_frames`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostFrames {
+    /// Host-physical = guest-physical: one contiguous allocation (the default, and what a host
+    /// backing guest memory with pages as large as the guest's keeps within each page).
+    InOrder,
+    /// Each host page (`host_page_size`) of guest memory sits in a host frame of its own,
+    /// scattered over the host's memory: a host whose free memory is fragmented (the reason a
+    /// host backs a guest with 4KB pages at all) hands them out so. Then a guest 2MB page's
+    /// 4KB pieces fall in cache sets as 4KB pages scattered by the guest do.
+    Scattered,
+}
+
+impl HostFrames {
+    pub fn parse(s: &str) -> std::result::Result<HostFrames, String> {
+        match s {
+            "in-order" => Ok(HostFrames::InOrder),
+            "scattered" => Ok(HostFrames::Scattered),
+            _ => Err(format!("'{s}' is not in-order or scattered")),
+        }
+    }
+}
+
+impl std::fmt::Display for HostFrames {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(match self {
+            HostFrames::InOrder => "in-order",
+            HostFrames::Scattered => "scattered",
+        })
+    }
 }
 
 /// The page size the host maps guest-physical memory with.
@@ -363,6 +398,8 @@ struct PwcFile {
 struct NestedFile {
     host_levels: u8,
     host_page_size: String,
+    /// "in-order" (default) or "scattered" (`HostFrames`).
+    host_frames: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -596,7 +633,7 @@ impl Machine {
                 return Err(Error::usage(format!("machine '{spec}': host page {p} is not one of {name}'s page sizes")));
             }
         }
-        self.nested = Some(NestedSpec { host_levels: self.walk_levels, host_page });
+        self.nested = Some(NestedSpec { host_levels: self.walk_levels, host_page, host_frames: HostFrames::InOrder });
         Ok(())
     }
 
@@ -763,10 +800,14 @@ impl Machine {
         }
         let nested = match &w.nested {
             None => None,
-            Some(n) => Some(NestedSpec {
-                host_levels: n.host_levels,
-                host_page: HostPage::parse(&n.host_page_size).map_err(|m| cfg("walker.nested.host_page_size", m))?,
-            }),
+            Some(n) => {
+                let host_page = HostPage::parse(&n.host_page_size).map_err(|m| cfg("walker.nested.host_page_size", m))?;
+                let host_frames = n.host_frames.as_deref().map_or(Ok(HostFrames::InOrder), HostFrames::parse).map_err(|m| cfg("walker.nested.host_frames", m))?;
+                if host_frames == HostFrames::Scattered && host_page == HostPage::Guest {
+                    return Err(cfg("walker.nested.host_frames", "scattered needs a fixed host_page_size (the frames are scattered a host page at a time)".into()));
+                }
+                Some(NestedSpec { host_levels: n.host_levels, host_page, host_frames })
+            }
         };
         let coalescing = match &f.coalescing {
             None => Coalescing::None,

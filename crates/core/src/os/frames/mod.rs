@@ -783,11 +783,8 @@ impl PhysMem {
         let new_run = s.rng.unit() < s.fraction;
         let next = s.last.map(|l| l + 1).filter(|_| !new_run);
         if let Some(n) = next.filter(|&n| self.scatter_target(n)) {
-            let ok = self.alloc_at(n, 0, FrameKind::Anon);
-            debug_assert!(ok, "a free frame alloc_at refused");
             self.counters.scatter_run_continued += 1;
-            self.scatter.as_mut().expect("checked above").last = Some(n);
-            return Some(Pfn(n));
+            return Some(self.take_scattered(n));
         }
         let span = 1u64 << self.pageblock_order;
         for _ in 0..SCATTER_TRIES {
@@ -805,15 +802,23 @@ impl PhysMem {
             }
             let pfn = ((pb as u64) << self.pageblock_order) + offset;
             if self.scatter_target(pfn) {
-                let ok = self.alloc_at(pfn, 0, FrameKind::Anon);
-                debug_assert!(ok, "a free frame alloc_at refused");
                 self.counters.scatter_new_runs += 1;
-                self.scatter.as_mut().expect("checked above").last = Some(pfn);
-                return Some(Pfn(pfn));
+                return Some(self.take_scattered(pfn));
             }
         }
         self.counters.scatter_fallbacks += 1;
         None
+    }
+
+    /// Take free frame `pfn` (checked by `scatter_target`) for an anonymous page and make it
+    /// the run's last, so the next allocation may continue after it.
+    fn take_scattered(&mut self, pfn: u64) -> Pfn {
+        let ok = self.alloc_at(pfn, 0, FrameKind::Anon);
+        debug_assert!(ok, "a free frame alloc_at refused");
+        if let Some(s) = self.scatter.as_mut() {
+            s.last = Some(pfn);
+        }
+        Pfn(pfn)
     }
 
     /// Relabel the pageblock(s) under a stolen block for `mt`. A block of pageblock size or
