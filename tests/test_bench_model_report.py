@@ -46,6 +46,18 @@ def test_the_report_says_where_host_puts_4kb_pages():
     assert "4KB pages: " not in render(rows(), 5, notes=[])
 
 
+def test_the_report_says_where_a_nested_hosts_frames_put_guest_memory():
+    from superpager.bench_model import frames_line
+    cal = {"date": "2026-12-03", "tlb_probe": {"splintered": True},
+           "host_frames": {"lines": 96, "strided_ns": 6.0, "control_ns": 5.8, "scattered": True}}
+    line = frames_line(cal)
+    assert "Guest memory in the host's frames: scattered" in line and "1.03x" in line, line
+    assert "in order" in frames_line({**cal, "host_frames": {**cal["host_frames"], "strided_ns": 19.7, "scattered": False}})
+    assert "no host-frames probe" in frames_line({**cal, "host_frames": None})
+    # 2MB pages held whole: host is not nested, so the host's frames do not enter the model.
+    assert "Guest memory" not in frames_line({**cal, "tlb_probe": {"splintered": False}})
+
+
 def test_model_traces_keeps_captures_and_predicts_from_them_next_time(tmp_path, monkeypatch, capsys):
     import argparse
     import importlib

@@ -294,16 +294,27 @@ def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh
 def frames_line(calibration: dict) -> str:
     """The report's line on where `host` puts a program's 4KB pages: scattered as calibrate's
     frame probe read them (`[calibration.frames]`), or in the buddy's address order where the
-    calibration has no probe."""
+    calibration has no probe. Where `host` is nested (its TLB probe splintered), a second
+    sentence on where the host puts guest memory (`[calibration.host_frames]`)."""
     f = calibration.get("frames") or {}
     try:
         each = ", ".join(f"{float(x):.2f}" for x in f["new_runs"])
-        return (f"4KB pages: `host` scatters them as calibrate's frame probe read them ({calibration.get('date', 'undated')}): "
+        line = (f"4KB pages: `host` scatters them as calibrate's frame probe read them ({calibration.get('date', 'undated')}): "
                 f"{float(f['scatter']):.2f} of a process's pages start a new run of frames (readings {each}; docs/RUNTIME_MODEL.md, "
                 "\"Scattered frames\").")
     except (KeyError, TypeError, ValueError):
-        return ("4KB pages: `host` places them in the buddy allocator's address order (the calibration has no frame probe; "
+        line = ("4KB pages: `host` places them in the buddy allocator's address order (the calibration has no frame probe; "
                 "calibrate reads one as root).")
+    if not (calibration.get("tlb_probe") or {}).get("splintered"):
+        return line
+    h = calibration.get("host_frames") or {}
+    try:
+        ratio = float(h["strided_ns"]) / float(h["control_ns"])
+        return line + (f" Guest memory in the host's frames: {'scattered' if h['scattered'] else 'in order'}, as calibrate's "
+                       f"host-frames probe read the L2 (one line every 64KiB on 2MB pages {ratio:.2f}x the time of one every 68KiB; "
+                       "docs/RUNTIME_MODEL.md, \"Host frames\").")
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return line + " Guest memory in the host's frames: in order (the calibration has no host-frames probe)."
 
 
 def tlb_state_line(calibrated: tuple[float, bool], now: list) -> str:

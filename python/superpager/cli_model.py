@@ -147,6 +147,7 @@ def cmd_calibrate(a) -> int:
         print(changed)
     print(walk_probe_line(r.get("walk_probe")))
     print(frame_probe_line(r.get("frames")))
+    print(host_frames_line(r.get("host_frames"), near is not None))
     f = r.get("last_level_fit")
     if f is None:
         print(f"last-level fit: not run ({r['last_level_fit_skipped']}); the last level keeps "
@@ -169,6 +170,19 @@ def frame_probe_line(f: dict | None) -> str:
     each = ", ".join(f"{x:.2f}" for x in f["new_runs"])
     return (f"frame probe: of {f['footprint'] >> 20} MiB touched page by page on 4KB pages, {f['scatter']:.2f} of the pages start "
             f"a new run of physical frames (median of {each}); host scatters its 4KB pages so ([frames] scatter)")
+
+
+def host_frames_line(h: dict | None, nested: bool) -> str:
+    """calibrate's line on the host-frames probe (model/calibrate.py `host_frames_probe`);
+    `nested`: host is nested here (its TLB splinters 2MB pages), the only case it counts."""
+    if h is None:
+        return "host-frames probe: not run (no 2MB pages to be had here)"
+    seen = ("does not see the guest's address bits 12-15 (the host scatters a 2MB page's 4KB pieces)" if h["scattered"]
+            else "sees the guest's address bits 12-15 (a 2MB page's 4KB pieces in order)")
+    use = ((", so host's caches see guest memory in scattered host frames ([walker.nested] host_frames)" if h["scattered"]
+            else "; host keeps guest memory in order") if nested else "; host is not nested here, so it does not enter the model")
+    return (f"host-frames probe: one line every 64KiB on 2MB pages takes {h['strided_ns']:.1f} ns a step, one every 68KiB "
+            f"{h['control_ns']:.1f} ({h['strided_ns'] / h['control_ns']:.2f}x): the L2 {seen}{use}")
 
 
 def walk_probe_line(w: dict | None) -> str:

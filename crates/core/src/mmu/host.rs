@@ -372,7 +372,11 @@ impl HostFramesProbe {
             self.strided_ns,
             self.control_ns,
             self.strided_ns / self.control_ns,
-            if self.scattered { "the L2 does not see the guest's address bits 12-15, so the host scatters its frames" } else { "the L2 sees the guest's address bits 12-15, so the host keeps them in order" }
+            if self.scattered {
+                "the L2 does not see the guest's address bits 12-15, so the host scatters its frames"
+            } else {
+                "the L2 sees the guest's address bits 12-15, so the host keeps them in order"
+            }
         )
     }
 
@@ -1382,7 +1386,9 @@ impl HostReport {
                 }
                 if let Some(h) = &k.host_frames {
                     let (v, how) = match (k.splintered().is_some(), h.scattered) {
-                        (true, true) => ("scattered", "the caches see guest memory by host frames scattered a 4KB page at a time ([walker.nested] host_frames)"),
+                        (true, true) => {
+                            ("scattered", "the caches see guest memory by host frames scattered a 4KB page at a time ([walker.nested] host_frames)")
+                        }
                         (true, false) => ("in order", "the caches see guest memory in the host's frames in order"),
                         (false, _) => ("not modelled", "host is not nested here, so where the host puts guest memory does not enter the model"),
                     };

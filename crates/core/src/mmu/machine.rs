@@ -802,9 +802,13 @@ impl Machine {
             None => None,
             Some(n) => {
                 let host_page = HostPage::parse(&n.host_page_size).map_err(|m| cfg("walker.nested.host_page_size", m))?;
-                let host_frames = n.host_frames.as_deref().map_or(Ok(HostFrames::InOrder), HostFrames::parse).map_err(|m| cfg("walker.nested.host_frames", m))?;
+                let host_frames =
+                    n.host_frames.as_deref().map_or(Ok(HostFrames::InOrder), HostFrames::parse).map_err(|m| cfg("walker.nested.host_frames", m))?;
                 if host_frames == HostFrames::Scattered && host_page == HostPage::Guest {
-                    return Err(cfg("walker.nested.host_frames", "scattered needs a fixed host_page_size (the frames are scattered a host page at a time)".into()));
+                    return Err(cfg(
+                        "walker.nested.host_frames",
+                        "scattered needs a fixed host_page_size (the frames are scattered a host page at a time)".into(),
+                    ));
                 }
                 Some(NestedSpec { host_levels: n.host_levels, host_page, host_frames })
             }
