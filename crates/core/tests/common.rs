@@ -116,8 +116,6 @@ pub fn run_scenario(text: &str, name: &str, machine: &str, policy: &str, cfg: su
     r.results()
 }
 
-/// A two-level host machine file for the calibration-file tests: what `calibrated_toml` writes
-/// into.
 /// 16MiB touched page by page (as a program fills its array), then 8 passes over one line in
 /// every 64KiB: 256 lines whose virtual addresses share cache set index bits 6-15.
 pub fn strided_trace(name: &str) -> String {
@@ -161,6 +159,8 @@ pub fn host_template() -> String {
     format!("{}{cache}", include_str!("../src/machines/host.toml"))
 }
 
+/// A two-level host machine file for the calibration-file tests: what `calibrated_toml` writes
+/// into.
 pub const CALIBRATION_TEMPLATE: &str = r#"
 name = "host"
 description = "test"
