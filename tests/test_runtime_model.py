@@ -75,9 +75,34 @@ def test_dependence_serializes_misses(gups):
     assert chain["cache.dram.data"] == free["cache.dram.data"], "dependence changes cost, not what the caches did"
 
 
+def test_a_chain_whose_branches_are_predicted_walks_ahead_under_its_misses(gups):
+    # GUPS's misses as one dependent chain: with walk_ahead its walks start under the step
+    # before's miss (docs/RUNTIME_MODEL.md, "Walks ahead of a dependent chain"), so the walk
+    # stall falls and nothing else moves; independent misses are not changed by it.
+    chain = sp.simulate(gups, machine="host+dependence=1", policy="base")
+    ahead = sp.simulate(gups, machine="host+dependence=1+walk_ahead=1", policy="base")
+    half = sp.simulate(gups, machine="host+dependence=1+walk_ahead=0.5", policy="base")
+    assert chain["cycles.walk"] > 0
+    assert ahead["cycles.walk"] < half["cycles.walk"] < chain["cycles.walk"]
+    for k in ["cycles.data", "walks", "walk.refs", "cache.dram.data", "cache.dram.walk"]:
+        assert ahead[k] == chain[k], k
+    free = sp.simulate(gups, machine="host+dependence=0", policy="base")
+    assert sp.simulate(gups, machine="host+dependence=0+walk_ahead=1", policy="base")["cycles.walk"] == free["cycles.walk"]
+    assert _core.machine_info("host+walk_ahead=0.97")["cache"]["walk_ahead"] == 0.97
+
+
+def test_bench_marks_walk_ahead_only_on_dependent_programs():
+    from superpager.bench_model import DEPENDENCE, PROGRAMS, WALK_AHEAD
+    assert set(WALK_AHEAD) <= set(PROGRAMS)
+    assert all(DEPENDENCE[p] > 0 and 0 <= f <= 1 for p, f in WALK_AHEAD.items())
+    assert WALK_AHEAD["chase"] == 0, "a pointer chase's next address is the loaded word"
+
+
 @pytest.mark.parametrize("spec,want", [
     ("skylake+dependence=0.5", "[cache]"),
     ("host+dependence=2", "fraction"),
+    ("skylake+walk_ahead=0.5", "[cache]"),
+    ("host+walk_ahead=-1", "fraction"),
     ("skylake+nocache", "no [cache]"),
 ])
 def test_modifier_errors_name_the_spec(spec, want):
@@ -100,6 +125,7 @@ def test_bad_cache_sections_name_the_key(tmp_path):
         (good.replace('"32KiB", ways = 8', '"32KiB", ways = 7'), "cache.levels[0].ways"),
         (good.replace("dram_cycles = 200", "dram_cycles = 2"), "cache.dram_cycles"),
         (good.replace("mlp = 10", "mlp = 0"), "cache.mlp"),
+        (good + "walk_ahead = 1.5\n", "cache.walk_ahead"),
         (good.replace('size = "32KiB"', 'size = "32Q"'), "cache.levels[0].size"),
     ]:
         p.write_text(bad)
@@ -265,6 +291,22 @@ def test_walkers_are_what_the_busiest_chase_needs():
     assert calibrate_mod.walkers_from(ks, ns_2m, ns_2m) is None
 
 
+def test_on_a_splintered_host_a_walk_is_timed_against_a_load_that_does_not_walk():
+    # The Zen 5 VM's probe over 1GiB (2026-12-03, second calibration): its TLB splinters 2MB
+    # pages, so the 2MB chase walks too and what 4KB pages add with one chase (89.9 ns) is the
+    # difference of two walks. Against memory short of the TLB's reach (127.8 ns at 8MiB), one
+    # walk takes 156.2 ns, and at 32 chases a 4KB load of 7.076 ns needs 22 walkers, not 13.
+    ks = [1, 2, 4, 8, 16, 32]
+    ns_2m = [194.056, 89.384, 43.58, 22.077, 11.411, 6.344]
+    ns_4k = [283.971, 124.975, 51.308, 25.109, 12.882, 7.076]
+    assert calibrate_mod.walk_ns(ks, ns_4k, ns_2m) == 89.915
+    assert calibrate_mod.walkers_from(ks, ns_4k, ns_2m) == 13
+    assert calibrate_mod.walk_ns(ks, ns_4k, ns_2m, miss_ns=127.777) == 156.194
+    assert calibrate_mod.walkers_from(ks, ns_4k, ns_2m, miss_ns=127.777) == 22
+    # A load without a walk slower than the 4KB one (noise): no verdict.
+    assert calibrate_mod.walkers_from(ks, ns_4k, ns_2m, miss_ns=300.0) is None
+
+
 def test_mlp_is_the_most_misses_seen_overlapping():
     ks = [1, 2, 4, 8, 16, 32]
     # 14 misses in flight at most: 280 ns alone, 20 ns a load from 14 chases on.
@@ -288,6 +330,8 @@ def test_calibrate_says_when_the_walk_probe_reached_its_ceiling():
     assert "14 misses in flight at most (the model's mlp)" in line, line
     # Walkers are what the busiest chase needs, so never more than a bound from below.
     assert "at least 6 walks in flight, what the busiest chase needs (the model's walkers: 6)" in line, line
+    w["walk_ns"] = 157.8
+    assert "(the model's walkers: 6, one walk 157.8 ns)" in walk_probe_line(w)
     assert walk_probe_line(None).startswith("walk probe: not run")
 
 
@@ -308,6 +352,9 @@ def test_walk_probe_takes_medians_and_needs_2mb_pages(monkeypatch):
     assert w["mlp"] == 32, "the fake's 2MB loads overlap perfectly: 300 / k ns"
     assert w["ns_4k"][0] == 452.0, "the median of seeds 1-3 (151, 152, 153 over 300)"
     assert sorted(calls) == [(pg, s) for pg in ("2m", "4k") for s in (1, 2, 3)]
+    assert w["walk_ns"] == 152.0 and w["walkers_rule"] == "busiest-walk"
+    # On a splintered host the walk is timed against memory short of the TLB's reach.
+    assert calibrate_mod.walk_probe(None, 1 << 30, 1000, 3, miss_ns=200.0)["walk_ns"] == 252.0
     monkeypatch.setattr(calibrate_mod, "chains", fake(0))
     assert calibrate_mod.walk_probe(None, 1 << 30, 1000, 3) is None
 

@@ -9,7 +9,14 @@ Which programs chase dependent loads is marked here from their code, not fitted:
 a binary search and a B-tree descent issue each load from the one before (dependence 1); random
 reads, GUPS, a hash join's probes and a sweep issue independent loads (dependence 0). The real
 Debian program is python3 (workloads/model_dict.py: lookups of random keys in a large dict); its
-lookups are independent of each other (dependence 0)."""
+lookups are independent of each other (dependence 0).
+
+How far a dependent chain's translations run ahead of it is marked from the code the same way
+(`walk_ahead`, docs/RUNTIME_MODEL.md, "Walks ahead of a dependent chain"): a pointer chase's next
+address is the word it loaded, so nothing starts early (0). A B-tree descent's and a binary
+search's next address is picked by branches on the loaded keys; the core predicts them and
+starts the next load, and its walk, before the keys arrive, and the walk serves wherever the
+guess lands in the right page (WALK_AHEAD's comments derive each fraction)."""
 from __future__ import annotations
 
 import os
@@ -23,6 +30,16 @@ START = "<!-- bench --model: start -->"
 END = "<!-- bench --model: end -->"
 PROGRAMS = ["rand", "gups", "chase", "bsearch", "btree", "hashjoin", "stream", "python3-dict"]
 DEPENDENCE = {"rand": 0.0, "gups": 0.0, "chase": 1.0, "bsearch": 1.0, "btree": 1.0, "hashjoin": 0.0, "stream": 0.0, "python3-dict": 0.0}
+WALK_AHEAD = {
+    "chase": 0.0,
+    # The next probe is one of two candidates half the remaining range apart: in the levels that
+    # walk (candidates at least a page apart) a guess is in the right page one time in two.
+    "bsearch": 0.5,
+    # Node i's eight children are one 512-byte block at byte 512i + 64 (model_access.c), inside
+    # one 4KB page for 7 blocks in 8; in the eighth the last child is on the next page, and a
+    # guess is in the right page (7/8)^2 + (1/8)^2 of the time: 7/8 + 1/8 x 50/64 = 0.97.
+    "btree": 0.97,
+}
 
 
 def command(exe: str, program: str, mib: int) -> list[str]:
@@ -59,9 +76,9 @@ def predicted(trace: str, program: str) -> tuple[float, float, float, float | No
     one-dimensional walks and 2MB pages held whole (`host+native`), else None."""
     from . import _core
     from .model.predict import predict
-    dep = DEPENDENCE[program]
+    dep = f"+dependence={DEPENDENCE[program]}+walk_ahead={WALK_AHEAD.get(program, 0.0)}"
     nested = bool(_core.machine_info("host")["nested"])
-    m = predict(trace, f"host+dependence={dep}", ["base", "fixed:2MiB"])
+    m = predict(trace, f"host{dep}", ["base", "fixed:2MiB"])
     # The old linear model is the native one: one-cycle accesses, walk references at a fixed
     # cost, 2MB pages held whole.
     lin = predict(trace, "host+native+nocache" if nested else "host+nocache", ["base", "fixed:2MiB"])
@@ -69,7 +86,7 @@ def predicted(trace: str, program: str) -> tuple[float, float, float, float | No
         raise RuntimeError(f"bench --model: the capture of {program} has no phase mark")
     native = None
     if nested:
-        native = predict(trace, f"host+native+dependence={dep}", ["base", "fixed:2MiB"])[1]["speedup"]
+        native = predict(trace, f"host+native{dep}", ["base", "fixed:2MiB"])[1]["speedup"]
     return m[1]["speedup"], lin[1]["speedup"], m[0]["seconds"], native
 
 

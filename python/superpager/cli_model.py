@@ -26,6 +26,7 @@ examples:
   superpager calibrate                                   # once per machine: measure latencies
   superpager predict gups.spt --policies base,fixed:2MiB
   superpager predict chase.spt --dependence 1            # a pointer chase: misses serialize
+  superpager predict btree.spt --dependence 1 --walk-ahead 0.97   # a B-tree descent: walks start early
   superpager predict prog.spt --machine host --policies base,linux-thp,navarro --linear
 """
 
@@ -62,6 +63,8 @@ def cmd_predict(a) -> int:
     machine = a.machine
     if a.dependence is not None:
         machine = f"{machine}+dependence={a.dependence}"
+    if a.walk_ahead is not None:
+        machine = f"{machine}+walk_ahead={a.walk_ahead}"
     policies = [p for p in _split(a.policies)]
     if not policies:
         raise _core.UsageError(f"--policies '{a.policies}' names no policy (e.g. --policies base,fixed:2MiB)")
@@ -199,8 +202,9 @@ def walk_probe_line(w: dict | None) -> str:
         return f"{n} {what} at most (the model's {key})"
     # Walkers are read as the most any chase needs, so a bound from below at every k
     # (docs/RUNTIME_MODEL.md, "Walks under data misses").
-    walks = (f"at least {w['walkers']} walks in flight, what the busiest chase needs (the model's walkers: {w['walkers']})" if w["walkers"] is not None
-             else "4KB pages cost no more than 2MB pages with one chase, so walkers from the core table")
+    one = f", one walk {w['walk_ns']:.1f} ns" if w.get("walk_ns") is not None else ""
+    walks = (f"at least {w['walkers']} walks in flight, what the busiest chase needs (the model's walkers: {w['walkers']}{one})" if w["walkers"] is not None
+             else "a walk costs nothing with one chase, so walkers from the core table")
     misses = seen(w["mlp"], "misses in flight", "mlp") if w["mlp"] is not None else "no miss overlap measured, so mlp from the core table"
     extra = ", ".join(f"{k}: {a - b:.1f}" for k, a, b in zip(w["chains"], w["ns_4k"], w["ns_2m"]))
     return (f"walk probe: {misses}, {walks}; by chases at once over "
@@ -304,6 +308,9 @@ def add_parsers(sub, raw) -> None:
     p.add_argument("--policies", default="base,fixed:2MiB", help="comma-separated policies; speedups are over the first (default: base,fixed:2MiB)")
     p.add_argument("--dependence", type=float, metavar="F",
                    help="fraction of the program's misses on a chain of dependent loads (1 for a pointer chase; default: the machine's, 0)")
+    p.add_argument("--walk-ahead", type=float, metavar="F",
+                   help="fraction of that chain's walks that start under the step before's miss, because branches the core "
+                        "predicts pick the next address (a B-tree descent 0.97, a binary search 0.5, a pointer chase 0; default: the machine's, 0)")
     p.add_argument("--memory", default="64GiB", help="simulated physical memory (default: 64GiB)")
     p.add_argument("--linear", action="store_true", help="also show the old linear model's prediction (MACHINE+nocache)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per policy")

@@ -40,6 +40,7 @@ fn walk(walkers: Option<u32>) -> WalkProbe {
         walkers,
         mlp: Some(14),
         walkers_rule: Some(WALKERS_RULE.to_string()),
+        walk_ns: Some(155.6),
     }
 }
 
@@ -74,7 +75,7 @@ fn the_walk_probe_is_read_back_and_its_walkers_replace_the_tables() {
     // 16 of 16 chases overlapping is the probe's ceiling, not a count; 14 is a count.
     assert!(walk(None).at_ceiling(16) && !walk(None).at_ceiling(14));
     let said = walk(None).summary();
-    assert!(said.contains("2MB pages 1: 288.1, 4: 63.7, 16: 15.3; what 4KB pages add 1: 155.6, 4: 27.4, 16: 5.2"), "{said}");
+    assert!(said.contains("2MB pages 1: 288.1, 4: 63.7, 16: 15.3; what 4KB pages add 1: 155.6, 4: 27.4, 16: 5.2; one walk 155.6 ns"), "{said}");
 }
 
 #[test]
@@ -105,4 +106,10 @@ fn walkers_counted_by_the_earlier_rule_are_not_taken() {
     let back = read_back(&text).0.walk_probe.unwrap();
     assert_eq!((back.walkers, back.walkers_taken()), (Some(32), None));
     assert_eq!(walk(Some(32)).walkers_taken(), Some(32));
+    // Nor those of the thirty-third session's rule, which timed a walk as what 4KB pages add
+    // to a load with one chase: on a host that splinters 2MB pages, less than a walk.
+    let busiest = WalkProbe { walkers_rule: Some("busiest".into()), walk_ns: None, ..walk(Some(13)) };
+    let text = calibrated_toml(TEMPLATE, &input(None, Some(busiest))).unwrap();
+    let back = read_back(&text).0.walk_probe.unwrap();
+    assert_eq!((back.walkers, back.walkers_taken(), back.walk_ns), (Some(13), None, None));
 }

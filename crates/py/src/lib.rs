@@ -103,6 +103,7 @@ fn cache_served(levels: Vec<(u64, u32)>, line: u32, addrs: Vec<u64>) -> PyResult
         instructions_per_access: 1.0,
         ipc: 1.0,
         dependence: 0.0,
+        walk_ahead: 0.0,
     };
     let mut c = Caches::new(&spec);
     // The engine's path: queued, applied in batches (what the comparison should check).
@@ -176,6 +177,7 @@ fn machine_info(py: Python<'_>, spec: &str) -> PyResult<PyObject> {
             x.set_item("instructions_per_access", c.instructions_per_access)?;
             x.set_item("ipc", c.ipc)?;
             x.set_item("dependence", c.dependence)?;
+            x.set_item("walk_ahead", c.walk_ahead)?;
             d.set_item("cache", x)?;
         }
     }

@@ -177,8 +177,10 @@ def tlb_probe(binary: Path, steps: int, repeats: int) -> dict | None:
 # and about where the data misses themselves stop overlapping (24 L1D misses in flight on Zen).
 WALK_CHAINS = (1, 2, 4, 8, 16, 32)
 # How `walkers` is read from the chases (`walkers_from`); host takes only walkers read by this
-# rule (mmu/host.rs WALKERS_RULE, which must match).
-WALKERS_RULE = "busiest"
+# rule (mmu/host.rs WALKERS_RULE, which must match). "busiest-walk" (thirty-eighth session): as
+# "busiest" (the thirty-third session's), with one walk's time taken against a load that does not
+# walk, which on a host that splinters 2MB pages is not the 2MB chase's.
+WALKERS_RULE = "busiest-walk"
 
 
 def overlap(ks: tuple[int, ...] | list[int], cost: list[float], one: float | None = None) -> int | None:
@@ -196,15 +198,26 @@ def overlap(ks: tuple[int, ...] | list[int], cost: list[float], one: float | Non
     return max(1, round(max(seen)))
 
 
-def walkers_from(ks: tuple[int, ...] | list[int], ns_4k: list[float], ns_2m: list[float]) -> int | None:
+def walk_ns(ks: tuple[int, ...] | list[int], ns_4k: list[float], ns_2m: list[float], miss_ns: float | None = None) -> float | None:
+    """How long one walk holds a walker: what a load costs on 4KB pages with one chase, less what
+    a load that does not walk costs. That is the 2MB chase's load where the TLB holds 2MB pages
+    whole; where it splinters them the 2MB chase walks too (a shorter walk, over the host's 4KB
+    pages), so the load without a walk is `miss_ns`, memory's latency short of the TLB's reach
+    (calibrate's `near_memory`). None without a chase at k = 1."""
+    by_k = dict(zip(ks, zip(ns_4k, ns_2m)))
+    if 1 not in by_k:
+        return None
+    four_k, two_m = by_k[1]
+    return round(four_k - (two_m if miss_ns is None else miss_ns), 3)
+
+
+def walkers_from(ks: tuple[int, ...] | list[int], ns_4k: list[float], ns_2m: list[float], miss_ns: float | None = None) -> int | None:
     """How many walks the machine overlaps, as the overlap model reads it (docs/RUNTIME_MODEL.md,
-    "Overlap"): a walk holds a walker for extra(1), what a load costs more on 4KB than on 2MB
-    pages with one chase, so a load at k chases, ns_4k(k), takes at least extra(1) / walkers.
-    `overlap` of ns_4k with extra(1) as one walk's cost: exact where the walkers are the
-    bottleneck, a lower bound where the walks hide under the data misses. None when 4KB pages
-    cost no more than 2MB pages at one chase."""
-    extra = {k: a - b for k, a, b in zip(ks, ns_4k, ns_2m)}
-    return overlap(ks, ns_4k, one=extra.get(1))
+    "Overlap"): a walk holds a walker for `walk_ns`, so a load at k chases, ns_4k(k), takes at
+    least walk_ns / walkers. `overlap` of ns_4k with walk_ns as one walk's cost: exact where the
+    walkers are the bottleneck, a lower bound where the walks hide under the data misses. None
+    when a walk costs nothing at one chase."""
+    return overlap(ks, ns_4k, one=walk_ns(ks, ns_4k, ns_2m, miss_ns))
 
 
 def mlp_from(ks: tuple[int, ...] | list[int], ns_2m: list[float]) -> int | None:
@@ -213,9 +226,10 @@ def mlp_from(ks: tuple[int, ...] | list[int], ns_2m: list[float]) -> int | None:
     return overlap(ks, ns_2m)
 
 
-def walk_probe(binary: Path, footprint: int, steps: int, repeats: int) -> dict | None:
+def walk_probe(binary: Path, footprint: int, steps: int, repeats: int, miss_ns: float | None = None) -> dict | None:
     """The walk probe (docs/RUNTIME_MODEL.md, "The walk probe"): medians over `repeats` runs of
-    k chases at once, on 4KB and 2MB pages; None when 2MB pages are not to be had here."""
+    k chases at once, on 4KB and 2MB pages; None when 2MB pages are not to be had here.
+    `miss_ns`: a load's time without a walk where the TLB splinters 2MB pages (`walk_ns`)."""
     ks = WALK_CHAINS
     out = {}
     for pg in ("2m", "4k"):
@@ -224,7 +238,8 @@ def walk_probe(binary: Path, footprint: int, steps: int, repeats: int) -> dict |
             return None
         out[pg] = [round(statistics.median(r[0][i] for r in runs), 3) for i in range(len(ks))]
     return {"footprint": footprint, "chains": list(ks), "ns_4k": out["4k"], "ns_2m": out["2m"],
-            "walkers": walkers_from(ks, out["4k"], out["2m"]), "walkers_rule": WALKERS_RULE, "mlp": mlp_from(ks, out["2m"])}
+            "walk_ns": walk_ns(ks, out["4k"], out["2m"], miss_ns), "walkers": walkers_from(ks, out["4k"], out["2m"], miss_ns),
+            "walkers_rule": WALKERS_RULE, "mlp": mlp_from(ks, out["2m"])}
 
 
 def size_text(n: int) -> str:
@@ -517,7 +532,9 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
     probe = tlb_probe(chase_binary(), steps, repeats)
     if progress:
         progress(len(pts), len(pts), f"the walk probe ({len(WALK_CHAINS)} chain counts at {largest >> 20} MiB: how many misses and walks overlap)")
-    walk = walk_probe(chase_binary(), largest, steps, repeats)
+    # Where the TLB splinters 2MB pages, one walk is timed against memory short of the TLB's reach.
+    near = f["near_memory"] if probe and probe["splintered"] else None
+    walk = walk_probe(chase_binary(), largest, steps, repeats, miss_ns=near["ns"] if near else None)
     if progress:
         progress(len(pts), len(pts), f"the frame probe ({FRAME_PROBE_BYTES >> 20} MiB on 4KB pages read back from /proc/self/pagemap)")
     frames = frame_probe(repeats=repeats)

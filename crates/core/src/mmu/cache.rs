@@ -78,6 +78,11 @@ pub struct CacheSpec {
     /// Fraction of misses on a chain of dependent loads (a property of the program:
     /// `+dependence=F` sets it; 0 = all independent).
     pub dependence: f64,
+    /// Fraction of the dependent chain's translations (walks and second-level TLB hits) that
+    /// start under the step before's miss, because the next address follows from branches the
+    /// core predicts rather than from the loaded value: a B-tree's descent or a binary search,
+    /// not a pointer chase (a property of the program: `+walk_ahead=F` sets it; 0 = none).
+    pub walk_ahead: f64,
 }
 
 impl CacheSpec {
@@ -608,7 +613,16 @@ pub struct Translation<'a> {
 ///   pipeline hides an L1 hit); one served by level i stalls `lat[i] - lat[0]`: D in all.
 /// - A walk reference costs its full latency, since a walk's references are a dependent chain:
 ///   W in all. A hit in a TLB level beyond the first costs that level's `hit_cycles`: T in all.
-/// - A fraction `dependence` of each is on a dependent chain and overlaps with nothing.
+/// - A fraction `dependence` of each is on a dependent chain and overlaps with nothing, except
+///   that a fraction `walk_ahead` of the chain's translations runs under the chain's data misses
+///   (at most all of them: `walk_ahead` x min(W + T, D) is hidden, shared between W and T). Where
+///   the next address is picked by branches on the loaded data (which child of a B-tree node,
+///   which half of a binary search), the core predicts them and issues the next load before the
+///   step before's data arrives. A wrong guess is squashed, but its translation stays in the TLB
+///   (Intel SDM vol. 3A, 4.10.2.3: translations for speculative accesses may be cached), so the
+///   walk is done early wherever the guess lands in the right page. A pointer chase's next
+///   address is the loaded value, and nothing runs ahead of it (docs/RUNTIME_MODEL.md,
+///   "Walks ahead of a dependent chain").
 /// - The rest overlaps, and takes as long as the busiest of three resources:
 ///   - the window: an access's translation (TLB hit or walk) and its miss are one chain, and the
 ///     window holds `rob` instructions' worth of accesses; (D + W + T) / chains in the window;
@@ -646,7 +660,10 @@ pub fn stall_cycles(spec: &CacheSpec, data: &[u64], t: Translation, accesses: u6
     let busiest = |translate: f64| fill_buffers.max((data_raw + translate) / chains).max(walkers);
     let (with_walks, with_all) = (busiest(walk_raw), busiest(walk_raw + t.tlb_cycles));
     let part = |raw: f64, overlapped: f64| d * raw + (1.0 - d) * overlapped;
-    (part(data_raw, data_alone), part(walk_raw, with_walks - data_alone), part(t.tlb_cycles, with_all - with_walks))
+    // The chain's translations that run under its data misses, as a share of each.
+    let translate = walk_raw + t.tlb_cycles;
+    let exposed = if translate > 0.0 { 1.0 - spec.walk_ahead.clamp(0.0, 1.0) * data_raw.min(translate) / translate } else { 1.0 };
+    (part(data_raw, data_alone), part(walk_raw * exposed, with_walks - data_alone), part(t.tlb_cycles * exposed, with_all - with_walks))
 }
 
 #[cfg(test)]
@@ -669,6 +686,7 @@ mod tests {
             instructions_per_access: 4.0,
             ipc: 2.0,
             dependence: 0.0,
+            walk_ahead: 0.0,
         }
     }
 
@@ -909,6 +927,30 @@ mod tests {
         // All L1 hits: the window is the busiest, 1000 x 9 / 50 = 180 cycles of TLB hits.
         let (_, _, t) = stall_cycles(&s, &[1000, 0, 0], hits, 1000, 4000);
         assert!((t - 180.0).abs() < 1e-9, "{t}");
+    }
+
+    #[test]
+    fn a_dependent_chain_walks_ahead_under_its_misses_where_its_branches_are_predicted() {
+        let s = spec(&[(1 << 15, 8), (1 << 20, 16)]);
+        let chase = CacheSpec { dependence: 1.0, ..s.clone() };
+        let descent = CacheSpec { walk_ahead: 0.5, ..chase.clone() };
+        // 1000 steps, each a walk of one L2 reference (14 cycles) and a memory miss (196 beyond
+        // L1): a chase pays 14000 for its walks. A descent whose guesses land in the right page
+        // half the time hides half of them under its 196000 of misses: 7000 remain.
+        let w1 = Translation { walk: &[0, 1000, 0], walks: 1000, ..Translation::default() };
+        let (d, w, _) = stall_cycles(&chase, &[0, 0, 1000], w1, 1000, 4000);
+        assert!((d - 196000.0).abs() < 1e-9 && (w - 14000.0).abs() < 1e-9, "{d} {w}");
+        let (d, w, _) = stall_cycles(&descent, &[0, 0, 1000], w1, 1000, 4000);
+        assert!((d - 196000.0).abs() < 1e-9 && (w - 7000.0).abs() < 1e-9, "{d} {w}");
+        // Misses only to L2 (10 cycles beyond L1: 10000 in all) under walks of 14000 and TLB hits
+        // of 6000: at most the 10000 of misses can hide, half of it here, shared 14:6 between
+        // walks and TLB hits: 14000 - 3500 and 6000 - 1500.
+        let both = Translation { walk: &[0, 1000, 0], walks: 1000, tlb_cycles: 6000.0, tlb_hits: 1000 };
+        let (d, w, t) = stall_cycles(&descent, &[0, 1000, 0], both, 1000, 4000);
+        assert!((d - 10000.0).abs() < 1e-9 && (w - 10500.0).abs() < 1e-9 && (t - 4500.0).abs() < 1e-9, "{d} {w} {t}");
+        // Independent misses (dependence 0) are not changed by it.
+        let free = CacheSpec { walk_ahead: 1.0, ..s.clone() };
+        assert_eq!(stall_cycles(&free, &[0, 0, 1000], w1, 1000, 4000), stall_cycles(&s, &[0, 0, 1000], w1, 1000, 4000));
     }
 
     #[test]

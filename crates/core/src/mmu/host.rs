@@ -203,10 +203,12 @@ impl TlbProbe {
 /// 4KB and on 2MB pages, ns per load at each k. Each replaces a core-table number in `[cache]`:
 /// - `mlp`, the most misses seen in flight at once: max over k of min(k, ns_2m(1) / ns_2m(k))
 ///   (on 2MB pages, where walks are fewest);
-/// - `walkers`, the walkers the busiest chase needs: a walk holds one for extra(1) = ns_4k(1) -
-///   ns_2m(1), so max over k of min(k, extra(1) / ns_4k(k)) (`walkers_rule` "busiest", the
-///   overlap model's reading; cache::stall_cycles). None where 4KB pages cost no more than 2MB
-///   pages at one chain.
+/// - `walkers`, the walkers the busiest chase needs: a walk holds one for `walk_ns`, ns_4k(1)
+///   less a load's time without a walk (ns_2m(1) where 2MB pages are held whole; memory's
+///   latency short of the TLB's reach where the TLB splinters them, since then the 2MB chase
+///   walks too), so max over k of min(k, walk_ns / ns_4k(k)) (`walkers_rule` "busiest-walk",
+///   the overlap model's reading; cache::stall_cycles). None where a walk costs nothing at one
+///   chain.
 #[derive(Clone, Debug, PartialEq, serde::Deserialize)]
 pub struct WalkProbe {
     pub footprint: u64,
@@ -217,15 +219,22 @@ pub struct WalkProbe {
     /// Absent in files of the probe's first version (walkers only).
     #[serde(default)]
     pub mlp: Option<u32>,
-    /// How `walkers` was read from the chases: "busiest" (the thirty-third session's rule, which
+    /// How `walkers` was read from the chases: "busiest-walk" (`WALKERS_RULE`, which
     /// the overlap model takes). Absent in files whose `walkers` counted walks overlapping as the
     /// additive model read them; `host` does not take those.
     #[serde(default)]
     pub walkers_rule: Option<String>,
+    /// How long one walk held a walker, in ns (`walkers`' numerator). Absent in files before
+    /// the "busiest-walk" rule, where it was ns_4k(1) - ns_2m(1).
+    #[serde(default)]
+    pub walk_ns: Option<f64>,
 }
 
-/// The `walkers_rule` calibrate writes and `host` takes.
-pub const WALKERS_RULE: &str = "busiest";
+/// The `walkers_rule` calibrate writes and `host` takes: "busiest-walk" (the thirty-eighth
+/// session's). "busiest" (the thirty-third's) timed one walk as ns_4k(1) - ns_2m(1) on every
+/// machine, which under-reads it where the TLB splinters 2MB pages (docs/RUNTIME_MODEL.md,
+/// "The walk probe"); `host` does not take those, nor files without a rule.
+pub const WALKERS_RULE: &str = "busiest-walk";
 
 impl WalkProbe {
     /// `walkers` where it was read by the rule the overlap model takes (`WALKERS_RULE`).
@@ -244,7 +253,13 @@ impl WalkProbe {
         let by_k = |f: &dyn Fn(f64, f64) -> f64| -> String {
             self.chains.iter().zip(self.ns_4k.iter().zip(&self.ns_2m)).map(|(k, (a, b))| format!("{k}: {:.1}", f(*a, *b))).collect::<Vec<_>>().join(", ")
         };
-        format!("k chases at once over {}, by k: ns a load on 2MB pages {}; what 4KB pages add {}", Bytes(self.footprint), by_k(&|_, b| b), by_k(&|a, b| a - b))
+        let walk = self.walk_ns.map(|w| format!("; one walk {w:.1} ns")).unwrap_or_default();
+        format!(
+            "k chases at once over {}, by k: ns a load on 2MB pages {}; what 4KB pages add {}{walk}",
+            Bytes(self.footprint),
+            by_k(&|_, b| b),
+            by_k(&|a, b| a - b)
+        )
     }
 
     fn from_toml(v: &toml::Value) -> Option<WalkProbe> {
@@ -261,7 +276,11 @@ impl WalkProbe {
         };
         let (walkers, mlp) = (count("walkers")?, count("mlp")?);
         let walkers_rule = v.get("walkers_rule").and_then(|r| r.as_str()).map(str::to_string);
-        Some(WalkProbe { footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0, chains, ns_4k, ns_2m, walkers, mlp, walkers_rule })
+        let walk_ns = match v.get("walk_ns") {
+            Some(w) => Some(toml_number(w)?),
+            None => None,
+        };
+        Some(WalkProbe { footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0, chains, ns_4k, ns_2m, walkers, mlp, walkers_rule, walk_ns })
     }
 
     fn to_toml(&self) -> toml::Value {
@@ -273,6 +292,9 @@ impl WalkProbe {
         p.insert("ns_2m".into(), toml::Value::Array(self.ns_2m.iter().map(round).collect()));
         if let Some(r) = &self.walkers_rule {
             p.insert("walkers_rule".into(), toml::Value::String(r.clone()));
+        }
+        if let Some(w) = &self.walk_ns {
+            p.insert("walk_ns".into(), round(w));
         }
         self.insert_counts(&mut p, self.walkers);
         toml::Value::Table(p)

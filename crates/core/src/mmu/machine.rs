@@ -252,6 +252,8 @@ struct CacheFile {
     ipc: f64,
     #[serde(default)]
     dependence: f64,
+    #[serde(default)]
+    walk_ahead: f64,
 }
 
 /// `[frames]`: where the OS model's frame allocator puts a process's 4KB pages.
@@ -332,9 +334,10 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
             return Err(bad(k, format!("must be a number from 1 to 1e6, not {v}")));
         }
     }
-    #[allow(clippy::neg_cmp_op_on_partial_ord)]
-    if !(0.0..=1.0).contains(&c.dependence) {
-        return Err(bad("dependence", format!("a fraction from 0 to 1, not {}", c.dependence)));
+    for (k, v) in [("dependence", c.dependence), ("walk_ahead", c.walk_ahead)] {
+        if !(0.0..=1.0).contains(&v) {
+            return Err(bad(k, format!("a fraction from 0 to 1, not {v}")));
+        }
     }
     Ok(CacheSpec {
         line_bytes: c.line_bytes,
@@ -347,6 +350,7 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
         instructions_per_access: c.instructions_per_access,
         ipc: c.ipc,
         dependence: c.dependence,
+        walk_ahead: c.walk_ahead,
     })
 }
 
@@ -555,6 +559,7 @@ impl Machine {
     /// what coalescing gives); `+base=SIZE`: the same machine with another base page;
     /// `+nocache`: without its data caches (the one-cycle-per-access model); `+dependence=F`:
     /// the fraction of the program's misses on a dependent chain (docs/RUNTIME_MODEL.md);
+    /// `+walk_ahead=F`: the fraction of that chain's translations that run ahead under its misses;
     /// `+scatter=F`: the fraction of 4KB anonymous frames placed at random (`[frames]`);
     /// `+native`: a nested machine (`host` where its TLB splinters 2MB pages) without nesting.
     pub fn load(spec: &str) -> Result<Machine> {
@@ -575,13 +580,14 @@ impl Machine {
                 if m.cache.take().is_none() {
                     return Err(Error::usage(format!("machine '{spec}': {name} has no [cache] section, so +nocache changes nothing")));
                 }
-            } else if let Some(v) = suffix.strip_prefix("dependence=") {
+            } else if let Some((key @ ("dependence" | "walk_ahead"), v)) = suffix.split_once('=') {
                 let Some(c) = m.cache.as_mut() else {
-                    return Err(Error::usage(format!("machine '{spec}': +dependence needs a machine with a [cache] section ({name} has none)")));
+                    return Err(Error::usage(format!("machine '{spec}': +{key} needs a machine with a [cache] section ({name} has none)")));
                 };
+                let field = if key == "dependence" { &mut c.dependence } else { &mut c.walk_ahead };
                 match v.parse::<f64>() {
-                    Ok(d) if (0.0..=1.0).contains(&d) => c.dependence = d,
-                    _ => return Err(Error::usage(format!("machine '{spec}': +dependence={v}: a fraction from 0 to 1"))),
+                    Ok(d) if (0.0..=1.0).contains(&d) => *field = d,
+                    _ => return Err(Error::usage(format!("machine '{spec}': +{key}={v}: a fraction from 0 to 1"))),
                 }
             } else if let Some(v) = suffix.strip_prefix("scatter=") {
                 match v.parse::<f64>().map_err(|e| e.to_string()).and_then(frame_scatter) {
@@ -617,7 +623,7 @@ impl Machine {
             Some(("nested", h)) => h,
             _ => {
                 return Err(Error::usage(format!(
-                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nocoalesce, +base=SIZE, +nocache, +dependence=F or +scatter=F"
+                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F or +scatter=F"
                 )))
             }
         };
