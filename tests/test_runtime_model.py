@@ -215,6 +215,24 @@ def test_a_last_level_that_reads_as_memory_from_four_times_the_level_above_is_re
     assert calibrate_mod.short_level_point([(2 << 20, 150.0)], 2 << 20, 160.0, 160.0) is None, "nothing faster than memory"
 
 
+def test_memory_is_read_beyond_the_last_level_not_at_the_largest_footprint():
+    # The Zen 5 VM's curve (2MB pages, ns; 2026-12-03, thirty-eighth session): its TLB splinters
+    # 2MB pages, so the chase walks beyond 16MiB and is slowest at 1GiB (209.5). Its L3 (32MiB by
+    # CPUID) served 2MiB and left by 4MiB. Against the largest point, 156 ns at 4MiB-8MiB read as
+    # a level (below 0.8 x 209.5); against memory beyond the L3's size (164.8 at 32MiB) it reads
+    # as memory, and the L3 is read short, at 2MiB.
+    levels = [("L1d", 48 << 10, 12, 0.0), ("L2", 1 << 20, 16, 0.0), ("L3", 32 << 20, 16, 0.0)]
+    curve = [1.121, 1.158, 4.053, 3.955, 3.956, 5.237, 13.997, 15.712, 156.076, 155.864, 153.054, 164.783, 168.804, 170.099,
+             180.04, 191.873, 209.541]
+    huge = [(16 << 10 << k, ns) for k, ns in enumerate(curve)]
+    assert calibrate_mod.memory_ns(huge, 32 << 20) == 164.783
+    assert calibrate_mod.memory_ns(huge, 4 << 30) == 209.541, "no point beyond the level: the largest"
+    f = fit([(fp, "2m", ns) for fp, ns in huge], levels, clock=3.7)
+    assert f["read_short"] == [{"level": 2, "footprint": 2 << 20, "ns": 15.712, "ns_inside": 155.864}]
+    assert f["level_cycles"][2] == pytest.approx(15.712 * 3.7, abs=0.01)
+    assert f["dram_cycles"] == pytest.approx(209.541 * 3.7, abs=0.01), "memory at the largest, as before"
+
+
 def test_the_clock_is_the_fastest_add_chain_and_cpuinfo_only_where_there_is_none(tmp_path):
     # A stand-in for chase.c's `clock` mode: each call prints the next time, or exits 3 (no add
     # chain for this architecture).

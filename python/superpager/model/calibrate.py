@@ -257,6 +257,7 @@ def fit(points: list[tuple[int, str, float]], levels: list[tuple[str, int, int, 
     if not huge:
         raise CalibrateError("no 2MB-page points measured")
     dram = huge[-1][1]
+    memory = memory_ns(huge, levels[-1][1] if levels else 0)
     lat, sizes, read_short = [], [], []
     prev = 0
     for i, (_name, size, ways, _) in enumerate(levels):
@@ -264,13 +265,13 @@ def fit(points: list[tuple[int, str, float]], levels: list[tuple[str, int, int, 
         if not inside:
             inside = [min(ns for fp, ns in huge if fp > prev)] if any(fp > prev for fp, _ in huge) else [dram]
         ns = min(inside)
-        short = short_level_point(huge, prev, ns, dram)
+        short = short_level_point(huge, prev, ns, memory)
         if short is not None:
             read_short.append({"level": i, "footprint": short[0], "ns": round(short[1], 3), "ns_inside": round(ns, 3)})
             ns = short[1]
         lat.append(ns)
         # The largest footprint this level still serves at well under memory's latency.
-        seen = [fp for fp, t in huge if fp > prev and t < (ns + dram) / 2]
+        seen = [fp for fp, t in huge if fp > prev and t < (ns + memory) / 2]
         eff = max(seen) if seen else size
         if eff < size // 2:
             sets = max(1, eff // line // ways)
@@ -285,13 +286,23 @@ def fit(points: list[tuple[int, str, float]], levels: list[tuple[str, int, int, 
             "near_memory": near_memory(huge, prev, clock, cyc[-1]), "read_short": read_short}
 
 
-#: A chase "reads as memory" at this share of the largest footprint's time or more.
+#: A chase "reads as memory" at this share of memory's time (`memory_ns`) or more.
 MEMORY_LIKE = 0.8
+
+
+def memory_ns(huge: list[tuple[int, float]], last_level: int) -> float:
+    """Memory's time as the level rules of `fit` compare against: the fastest 2MB point at or
+    beyond the last level's size (CPUID's), where no cache serves; the largest point's where none
+    is that far. Not simply the largest: where the TLB splinters 2MB pages the chase there pays
+    walks too (the Zen 5 VM, thirty-eighth session: 209.5 ns at 1GiB against 153-169 from 8MiB
+    to 64MiB), and a last level that leaves by 4MiB then read as a level of 156 ns."""
+    beyond = [ns for fp, ns in huge if fp >= last_level]
+    return min(beyond) if beyond else huge[-1][1]
 
 
 def short_level_point(huge: list[tuple[int, float]], above: int, inside_ns: float, dram: float) -> tuple[int, float] | None:
     """Where a level below the first reads as memory already at four times the level above
-    (`inside_ns` at least MEMORY_LIKE of memory's time), it holds less than that here: a
+    (`inside_ns` at least MEMORY_LIKE of memory's time, `dram`: `memory_ns`), it holds less than that here: a
     virtual machine's share of a shared last level, as on the Sapphire Rapids VM, whose 105MiB
     L3 the chase leaves by 4MiB. Its latency is then read at the largest footprint from the
     level above's size (`above`) up to four times it where the chase is still faster than
