@@ -39,8 +39,10 @@ virtual machine whose host uses 4KB pages splinters them); where it does not, ho
 that guest: nested walks over 4KB host pages, and memory's latency taken short of the TLB's reach,
 at the chase twice the last level's size (host+native: as if 2MB pages were held whole). Next, the
 walk probe: 1 to 32 chases at once over --largest, on 4KB and 2MB pages; how far the time a load
-takes falls as chases are added gives how many misses overlap (the model's mlp), and how far the
-4KB pages' extra cost falls, how many page walks do (walkers; 32 is the most it can find). Then
+takes falls as chases are added gives how many misses overlap (the model's mlp), and one walk's
+time (a 4KB load less one that does not walk: the 2MB chase's, or memory short of the TLB's reach
+where 2MB pages are splintered) over the 4KB load's time at each count gives how many page walks
+the busiest needs (walkers; 32 is the most it can find). Then
 the last level's fit: the model itself runs the chase at --largest with the last cache level at up
 to 11 sizes, from CPUID's down to the level above's, and keeps the size at which it takes the time
 measured there on 4KB and 2MB pages (a virtual machine gets only a share of a shared last level;
