@@ -233,3 +233,23 @@ def test_the_bench_probes_the_tlb_at_its_start_and_end_where_a_calibration_recor
     assert bench_model.main(a) == 0
     assert calls[0] == "probe" and calls[-1] == "probe" and calls.count("probe") == 2, calls
     assert "**The verdict changed**" in capsys.readouterr().out
+
+
+def test_a_calibration_whose_two_timings_of_one_chase_disagree_is_flagged():
+    # The Zen 5 VM (2026-12-03): one chase over 1GiB on 4KB pages took 363.2 ns among calibrate's
+    # latency points and 208.2 ns in its walk probe, 74% apart; an hour before, 276.3 and 284.0.
+    from superpager.model.calibrate import unsteady, unsteady_in
+    walk = {"footprint": "1GiB", "chains": [1, 2, 4], "ns_4k": [208.223, 120.0, 60.0], "ns_2m": [175.9, 84.0, 42.0]}
+    cal = {"points": [{"footprint": "512MiB", "ns": 211.0, "pages": "4k"}, {"footprint": "1GiB", "ns": 363.173, "pages": "4k"},
+                      {"footprint": "1GiB", "ns": 217.1, "pages": "2m"}], "walk_probe": walk}
+    warn = unsteady_in(cal)
+    assert warn is not None and "363.2 ns" in warn and "208.2" in warn and "74% apart" in warn and "1GiB" in warn, warn
+    # As calibrate returns it: footprints as numbers, points as lists.
+    fresh = {"points": [[1 << 30, "4k", 363.173]], "walk_probe": {**walk, "footprint": 1 << 30}}
+    assert unsteady_in(fresh) == warn
+    # Within 15% (276.3 against 284.0, 2.8%), or either reading missing: nothing to say.
+    assert unsteady(1 << 30, 276.278, 283.971) is None
+    assert unsteady_in({**cal, "walk_probe": None}) is None and unsteady_in({"walk_probe": walk}) is None
+    r = render(rows(), 5, notes=[], unsteady=warn)
+    assert f"Calibration: {warn}" in r and r.index("Calibration:") < r.index(END)
+    assert "Calibration:" not in render(rows(), 5, notes=[])

@@ -387,6 +387,10 @@ def test_calibrate_writes_a_machine_host_then_reads(tmp_path):
                             capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr
     assert str(out) in p.stdout
+    # calibrate warns where its two timings of the largest chase on 4KB pages disagree, as the
+    # file it wrote says they do.
+    from superpager.cli_model import read_calibration
+    assert ("warning: the machine changed during calibration" in p.stdout) == (calibrate_mod.unsteady_in(read_calibration(out)) is not None), p.stdout
     info = _core.machine_info(str(out))
     cyc = [c for *_, c in info["cache"]["levels"]]
     assert all(c > 0 for c in cyc) and cyc == sorted(cyc)

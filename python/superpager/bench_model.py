@@ -230,10 +230,12 @@ def main(a) -> int:
     if probe is not None:
         say("calibrate's TLB probe, as at the end")
         probes.append(tlb_probe_now())
+    from .model.calibrate import unsteady_in
     calibration = _calibration()
     report = render(rows, a.repeats, state=(cal, states) if cal is not None else None, fresh=fresh,
                     tlb=(probe, probes) if probe is not None else None,
-                    frames=frames_line(calibration) if calibration is not None else None)
+                    frames=frames_line(calibration) if calibration is not None else None,
+                    unsteady=unsteady_in(calibration) if calibration is not None else None)
     if a.out:
         from .bench_capture import write_section
         write_section(a.out, report, START, END)
@@ -249,7 +251,7 @@ def _capture(exe: str, program: str, mib: int, trace: str) -> None:
 
 
 def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh: bool = False, tlb=None,
-           frames: str | None = None) -> str:
+           frames: str | None = None, unsteady: str | None = None) -> str:
     """The report section. `notes`: what the host machine's numbers rest on, where that limits
     the predictions (`machines host --explain`'s notes: estimated latencies, a calibration of
     another CPU, 2MB pages the TLB splinters); None reads them here. `state`: calibrate's chase
@@ -257,7 +259,8 @@ def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh
     None. `fresh`: this bench calibrated `host` right before its first run (--model-calibrate).
     `tlb`: calibrate's TLB probe when calibrated (`calibrated_tlb_probe`) and at the bench's
     start and end (`tlb_probe_now`), or None. `frames`: the line on where `host` puts 4KB pages
-    (`frames_line`), or None."""
+    (`frames_line`), or None. `unsteady`: calibrate's warning that the machine changed while it
+    measured (model/calibrate.py `unsteady_in`), or None."""
     from .hostinfo import cpu_model
     # Rows carry an 11th entry, the native model's speedup, where host was nested.
     any_native = any(len(r) > 10 and r[10] is not None for r in rows)
@@ -302,6 +305,8 @@ def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh
         out.append(tlb_state_line(*tlb))
     if frames is not None:
         out.append(frames)
+    if unsteady:
+        out.append(f"Calibration: {unsteady} (docs/RUNTIME_MODEL.md, \"A steady machine?\").")
     if fresh:
         out.append("`host` was calibrated by this bench (`--model-calibrate`), right before its first run.")
     out.append(END)

@@ -46,7 +46,9 @@ the busiest needs (walkers; 32 is the most it can find). Then
 the last level's fit: the model itself runs the chase at --largest with the last cache level at up
 to 11 sizes, from CPUID's down to the level above's, and keeps the size at which it takes the time
 measured there on 4KB and 2MB pages (a virtual machine gets only a share of a shared last level;
---no-last-level-fit keeps CPUID's size). Writes a machine TOML: the host preset (geometry from
+--no-last-level-fit keeps CPUID's size). Where its two timings of one chase over --largest on 4KB
+pages (among the points, and the walk probe's single chase) are more than 15% apart, it warns that
+the machine changed while it measured. Writes a machine TOML: the host preset (geometry from
 CPUID) with the measured numbers and a [calibration] table saying how they were measured. Times
 become cycles at the clock a chain of dependent adds measures (a virtual machine's /proc/cpuinfo
 gives only the nominal clock). The host machine reads it from then on (superpager machines host
@@ -163,6 +165,8 @@ def cmd_calibrate(a) -> int:
               f"on 4KB pages and {f['ns_2m'][at]:.1f} on 2MB for the chase over {human_bytes(f['footprint'])}, against "
               f"{f['measured_4k_ns']:.1f} and {f['measured_2m_ns']:.1f} measured ({len(f['sizes'])} sizes tried, "
               f"{human_bytes(f['sizes'][0])} to {human_bytes(f['sizes'][-1])})")
+    if r.get("unsteady"):
+        print(f"warning: {r['unsteady']}")
     print(f"wrote {out}")
     return 0
 

@@ -220,6 +220,45 @@ def walkers_from(ks: tuple[int, ...] | list[int], ns_4k: list[float], ns_2m: lis
     return overlap(ks, ns_4k, one=walk_ns(ks, ns_4k, ns_2m, miss_ns))
 
 
+#: calibrate times one chase over --largest on 4KB pages twice: among its latency points, and as
+#: the walk probe's single chase. Readings further apart than this share (of the smaller) say the
+#: machine changed between them (ESTIMATE: the Zen 5 VM's six calibrations of 2026-12-03 were 3%,
+#: 8%, 8%, 27%, 29% and 74% apart; docs/RUNTIME_MODEL.md, "A steady machine?").
+STEADY_WITHIN = 0.15
+
+
+def unsteady(footprint: int, points_ns: float | None, probe_ns: float | None) -> str | None:
+    """The warning calibrate gives where its two timings of one chase over `footprint` on 4KB
+    pages (`points_ns` among the latency points, `probe_ns` the walk probe's at one chase)
+    differ by more than STEADY_WITHIN: the numbers it wrote rest on different states of the
+    machine. None where they agree, or either is missing."""
+    if not points_ns or not probe_ns or points_ns <= 0 or probe_ns <= 0:
+        return None
+    apart = max(points_ns, probe_ns) / min(points_ns, probe_ns) - 1
+    if apart <= STEADY_WITHIN:
+        return None
+    return (f"the machine changed during calibration: one chase over {size_text(footprint)} on 4KB pages took {points_ns:.1f} ns a step "
+            f"among the latency points and {probe_ns:.1f} in the walk probe, {apart:.0%} apart (more than {STEADY_WITHIN:.0%}); "
+            "the latencies and the walkers rest on different states of it, so calibrate again when it is quieter")
+
+
+def unsteady_in(calibration: dict) -> str | None:
+    """`unsteady` for a calibration, as calibrate returns it or as a file records it (footprints
+    as numbers or as sizes like "1GiB")."""
+    from ..workloads import parse_size
+    walk = calibration.get("walk_probe") or {}
+    try:
+        fp = walk["footprint"]
+        fp = parse_size(fp) if isinstance(fp, str) else int(fp)
+        probe_ns = float(walk["ns_4k"][list(walk["chains"]).index(1)])
+        pts = calibration.get("points") or []
+        rows = [(p["footprint"], p["pages"], p["ns"]) if isinstance(p, dict) else tuple(p) for p in pts]
+        at = [float(ns) for f, pg, ns in rows if pg == "4k" and (parse_size(f) if isinstance(f, str) else int(f)) == fp]
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    return unsteady(fp, at[0] if at else None, probe_ns)
+
+
 def mlp_from(ks: tuple[int, ...] | list[int], ns_2m: list[float]) -> int | None:
     """How many misses the machine overlaps: `overlap` of the load's time on 2MB pages (where
     walks are fewest) at the footprint where every load misses to memory."""
@@ -580,4 +619,4 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(text)
     tmp.replace(out)
-    return {**inp, "clock_how": clock_how, "last_level_fit_skipped": why}
+    return {**inp, "clock_how": clock_how, "last_level_fit_skipped": why, "unsteady": unsteady_in(inp)}
