@@ -250,6 +250,8 @@ def test_a_calibration_whose_two_timings_of_one_chase_disagree_is_flagged():
     # Within 15% (276.3 against 284.0, 2.8%), or either reading missing: nothing to say.
     assert unsteady(1 << 30, 276.278, 283.971) is None
     assert unsteady_in({**cal, "walk_probe": None}) is None and unsteady_in({"walk_probe": walk}) is None
+    # A malformed size in the file gives no verdict rather than stopping the report.
+    assert unsteady_in({**cal, "walk_probe": {**walk, "footprint": "1QiB"}}) is None
     r = render(rows(), 5, notes=[], unsteady=warn)
     assert f"Calibration: {warn}" in r and r.index("Calibration:") < r.index(END)
     assert "Calibration:" not in render(rows(), 5, notes=[])

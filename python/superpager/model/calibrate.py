@@ -244,17 +244,20 @@ def unsteady(footprint: int, points_ns: float | None, probe_ns: float | None) ->
 
 def unsteady_in(calibration: dict) -> str | None:
     """`unsteady` for a calibration, as calibrate returns it or as a file records it (footprints
-    as numbers or as sizes like "1GiB")."""
+    as numbers or as sizes like "1GiB"); None where it cannot be read (a malformed size too)."""
+    from ..capture import CaptureError
     from ..workloads import parse_size
+
+    def size(f) -> int:
+        return parse_size(f) if isinstance(f, str) else int(f)
     walk = calibration.get("walk_probe") or {}
     try:
-        fp = walk["footprint"]
-        fp = parse_size(fp) if isinstance(fp, str) else int(fp)
+        fp = size(walk["footprint"])
         probe_ns = float(walk["ns_4k"][list(walk["chains"]).index(1)])
         pts = calibration.get("points") or []
         rows = [(p["footprint"], p["pages"], p["ns"]) if isinstance(p, dict) else tuple(p) for p in pts]
-        at = [float(ns) for f, pg, ns in rows if pg == "4k" and (parse_size(f) if isinstance(f, str) else int(f)) == fp]
-    except (KeyError, TypeError, ValueError, IndexError):
+        at = [float(ns) for f, pg, ns in rows if pg == "4k" and size(f) == fp]
+    except (KeyError, TypeError, ValueError, IndexError, CaptureError):
         return None
     return unsteady(fp, at[0] if at else None, probe_ns)
 
