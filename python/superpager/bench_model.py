@@ -109,12 +109,8 @@ def calibrated_chase() -> tuple[int, float, float, str] | None:
     cal = _calibration()
     if cal is None:
         return None
-    from .capture import CaptureError
-    from .workloads import parse_size
-    try:
-        pts = [(parse_size(p["footprint"]), p["pages"], float(p["ns"])) for p in cal.get("points", [])]
-    except (KeyError, TypeError, ValueError, CaptureError):
-        return None
+    from .model.calibrate import points_of
+    pts = points_of(cal)
     if not pts:
         return None
     big = max(fp for fp, _, _ in pts)

@@ -242,23 +242,38 @@ def unsteady(footprint: int, points_ns: float | None, probe_ns: float | None) ->
             "the latencies and the walkers rest on different states of it, so calibrate again when it is quieter")
 
 
-def unsteady_in(calibration: dict) -> str | None:
-    """`unsteady` for a calibration, as calibrate returns it or as a file records it (footprints
-    as numbers or as sizes like "1GiB"); None where it cannot be read (a malformed size too)."""
-    from ..capture import CaptureError
+def _size(f) -> int:
+    """A footprint as calibrate returns it (bytes) or as a file records it ("1GiB")."""
     from ..workloads import parse_size
+    return parse_size(f) if isinstance(f, str) else int(f)
 
-    def size(f) -> int:
-        return parse_size(f) if isinstance(f, str) else int(f)
-    walk = calibration.get("walk_probe") or {}
+
+def points_of(calibration: dict) -> list[tuple[int, str, float]] | None:
+    """A calibration's latency points as (footprint bytes, pages, ns), as calibrate returns them
+    ([fp, pages, ns]) or as a file records them (tables with "1GiB"-style footprints); None
+    where one cannot be read."""
+    from ..capture import CaptureError
     try:
-        fp = size(walk["footprint"])
-        probe_ns = float(walk["ns_4k"][list(walk["chains"]).index(1)])
-        pts = calibration.get("points") or []
-        rows = [(p["footprint"], p["pages"], p["ns"]) if isinstance(p, dict) else tuple(p) for p in pts]
-        at = [float(ns) for f, pg, ns in rows if pg == "4k" and size(f) == fp]
+        return [(_size(p["footprint"]), p["pages"], float(p["ns"])) if isinstance(p, dict) else (_size(p[0]), p[1], float(p[2]))
+                for p in calibration.get("points") or []]
     except (KeyError, TypeError, ValueError, IndexError, CaptureError):
         return None
+
+
+def unsteady_in(calibration: dict) -> str | None:
+    """`unsteady` for a calibration, as calibrate returns it or as a file records it; None where
+    it cannot be read (a malformed size too)."""
+    from ..capture import CaptureError
+    walk = calibration.get("walk_probe") or {}
+    try:
+        fp = _size(walk["footprint"])
+        probe_ns = float(walk["ns_4k"][list(walk["chains"]).index(1)])
+    except (KeyError, TypeError, ValueError, IndexError, CaptureError):
+        return None
+    pts = points_of(calibration)
+    if pts is None:
+        return None
+    at = [ns for f, pg, ns in pts if pg == "4k" and f == fp]
     return unsteady(fp, at[0] if at else None, probe_ns)
 
 
