@@ -91,6 +91,25 @@ def test_a_chain_whose_branches_are_predicted_walks_ahead_under_its_misses(gups)
     assert _core.machine_info("host+walk_ahead=0.97")["cache"]["walk_ahead"] == 0.97
 
 
+def test_a_full_window_hides_part_of_each_walk_as_walk_hiding_says(gups):
+    # GUPS's misses are independent: with walk_hiding the window's chain shows less of each
+    # walk (docs/RUNTIME_MODEL.md, "Walks in a full window"), so the walk stall can only fall
+    # (the walkers still bound it), and nothing the caches or TLBs did moves.
+    narrow = "host+rob=64"
+    plain = sp.simulate(gups, machine=narrow, policy="base")
+    hidden = sp.simulate(gups, machine=f"{narrow}+walk_hiding=1", policy="base")
+    assert plain["cycles.walk"] > 0
+    assert hidden["cycles.walk"] < plain["cycles.walk"]
+    for k in ["cycles.data", "walks", "walk.refs", "cache.dram.data", "cache.dram.walk"]:
+        assert hidden[k] == plain[k], k
+    # A pointer chase holds one access in its window: nothing to hide under.
+    chain = sp.simulate(gups, machine=f"{narrow}+dependence=1", policy="base")
+    assert sp.simulate(gups, machine=f"{narrow}+dependence=1+walk_hiding=1", policy="base")["cycles.walk"] == chain["cycles.walk"]
+    info = _core.machine_info("host+walk_hiding=0.35+rob=240")["cache"]
+    assert (info["walk_hiding"], info["rob"]) == (0.35, 240)
+    assert _core.machine_info("host")["cache"]["walk_hiding"] == 0, "off unless asked"
+
+
 def test_bench_marks_walk_ahead_only_on_dependent_programs():
     from superpager.bench_model import DEPENDENCE, PROGRAMS, WALK_AHEAD
     assert set(WALK_AHEAD) <= set(PROGRAMS)
@@ -103,6 +122,10 @@ def test_bench_marks_walk_ahead_only_on_dependent_programs():
     ("host+dependence=2", "fraction"),
     ("skylake+walk_ahead=0.5", "[cache]"),
     ("host+walk_ahead=-1", "fraction"),
+    ("skylake+walk_hiding=0.5", "[cache]"),
+    ("host+walk_hiding=-1", "0 to 1e6"),
+    ("host+rob=0", "1 to 1e6"),
+    ("host+rob=many", "1 to 1e6"),
     ("skylake+nocache", "no [cache]"),
 ])
 def test_modifier_errors_name_the_spec(spec, want):
@@ -126,6 +149,7 @@ def test_bad_cache_sections_name_the_key(tmp_path):
         (good.replace("dram_cycles = 200", "dram_cycles = 2"), "cache.dram_cycles"),
         (good.replace("mlp = 10", "mlp = 0"), "cache.mlp"),
         (good + "walk_ahead = 1.5\n", "cache.walk_ahead"),
+        (good + "walk_hiding = -0.5\n", "cache.walk_hiding"),
         (good.replace('size = "32KiB"', 'size = "32Q"'), "cache.levels[0].size"),
     ]:
         p.write_text(bad)

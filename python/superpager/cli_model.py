@@ -42,7 +42,11 @@ walk probe: 1 to 32 chases at once over --largest, on 4KB and 2MB pages; how far
 takes falls as chases are added gives how many misses overlap (the model's mlp), and one walk's
 time (a 4KB load less one that does not walk: the 2MB chase's, or memory short of the TLB's reach
 where 2MB pages are splintered) over the 4KB load's time at each count gives how many page walks
-the busiest needs (walkers; 32 is the most it can find). Then
+the busiest needs (walkers; 32 is the most it can find). Next, the window probe: independent loads
+over --largest, each followed by 0 to 192 register adds, on 2MB and 4KB pages; how fast the time a
+load takes grows with the adds gives how many instructions the core holds behind an outstanding
+load (the model's rob), and how much of what 4KB pages add to one load alone shows when many loads
+are in flight gives how much of a walk a full window hides (walk_hiding). Then
 the last level's fit: the model itself runs the chase at --largest with the last cache level at up
 to 11 sizes, from CPUID's down to the level above's, and keeps the size at which it takes the time
 measured there on 4KB and 2MB pages (a virtual machine gets only a share of a shared last level;
@@ -153,6 +157,7 @@ def cmd_calibrate(a) -> int:
     if changed:
         print(changed)
     print(walk_probe_line(r.get("walk_probe")))
+    print(window_probe_line(r.get("window_probe")))
     print(frame_probe_line(r.get("frames")))
     print(host_frames_line(r.get("host_frames"), near is not None))
     f = r.get("last_level_fit")
@@ -169,6 +174,20 @@ def cmd_calibrate(a) -> int:
         print(f"warning: {r['unsteady']}")
     print(f"wrote {out}")
     return 0
+
+
+def window_probe_line(w: dict | None) -> str:
+    """calibrate's line on the window probe (model/calibrate.py `window_probe`)."""
+    from .fmt import human_bytes
+    if w is None:
+        return "window probe: not run (no 2MB pages to be had here, or no add chain for this architecture); the window is the core table's reorder buffer"
+    window = (f"the core holds {w['window']} instructions behind an outstanding load (the model's rob)" if w["window"] is not None
+              else "no window read (too few loads overlapped), so rob from the core table")
+    hides = (f"a full window hides walks as walk_hiding {w['walk_hiding']:.3f} says" if w["walk_hiding"] is not None
+             else "4KB pages added nothing to one load alone, so walks are not hidden (walk_hiding 0)")
+    by_pad = ", ".join(f"{p}: {b:.1f} / {a:.1f}" for p, a, b in zip(w["pads"], w["ns_4k"], w["ns_2m"]))
+    return (f"window probe: {window}; {hides}; independent loads over {human_bytes(w['footprint'])}, ns a load on 2MB / 4KB pages "
+            f"by adds after each: {by_pad}; one load alone {w['dep_2m']:.1f} / {w['dep_4k']:.1f}")
 
 
 def frame_probe_line(f: dict | None) -> str:

@@ -150,6 +150,7 @@ pub fn calibration_input() -> superpager_core::mmu::host::CalibrationInput {
         last_level_fit: None,
         frames: None,
         host_frames: None,
+        window_probe: None,
     }
 }
 

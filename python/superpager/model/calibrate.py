@@ -299,6 +299,67 @@ def walk_probe(binary: Path, footprint: int, steps: int, repeats: int, miss_ns: 
             "walkers_rule": WALKERS_RULE, "mlp": mlp_from(ks, out["2m"])}
 
 
+#: The adds chase.c's window probe puts after each load (its WINDOW_PADS, in its output order).
+WINDOW_PADS = (0, 16, 32, 64, 96, 192)
+#: The window probe reads the window, and how much of a walk it hides, where at least this many
+#: loads were in flight: below it the loads are nearly one at a time, and the shares are noise.
+WINDOW_IN_FLIGHT_ABOVE = 1.5
+
+
+def window_from(pads: list[int] | tuple[int, ...], ns_2m: list[float], dep_2m: float, mlp: int | None = None) -> int | None:
+    """Instructions the core holds behind an outstanding load, from the window probe on 2MB pages:
+    with n loads in flight a load takes latency / n, and n = window / (instructions a loop), so
+    ns grows with the adds P by latency / window. The least-squares slope of ns against P over
+    the pads where more than WINDOW_IN_FLIGHT_ABOVE loads (and fewer than `mlp`, where it is
+    known: beyond it the miss buffers bound them, not the window) were in flight; latency / slope.
+    None with fewer than two such pads or a slope of zero or less."""
+    pts = [(p, ns) for p, ns in zip(pads, ns_2m) if ns > 0 and WINDOW_IN_FLIGHT_ABOVE < dep_2m / ns < (mlp or float("inf"))]
+    if len(pts) < 2 or dep_2m <= 0:
+        return None
+    mx, my = sum(p for p, _ in pts) / len(pts), sum(n for _, n in pts) / len(pts)
+    sxx = sum((p - mx) ** 2 for p, _ in pts)
+    slope = sum((p - mx) * (n - my) for p, n in pts) / sxx if sxx else 0.0
+    return round(dep_2m / slope) if slope > 0 else None
+
+
+def walk_hiding_from(pads: list[int] | tuple[int, ...], ns_4k: list[float], ns_2m: list[float], dep_4k: float, dep_2m: float) -> float | None:
+    """How much of a walk a full window hides, from the window probe: at each pad with n =
+    dep_2m / ns_2m loads in flight (more than WINDOW_IN_FLIGHT_ABOVE), the window's chain showed
+    (ns_4k - ns_2m) x n of the dep_4k - dep_2m that 4KB pages add to one load alone. The k of
+    1 / (1 + k (n - 1)) nearest those shares (least squares, k from 0 to 4 in steps of 0.001;
+    cache::stall_cycles). None where 4KB pages added nothing to one load alone."""
+    extra = dep_4k - dep_2m
+    if extra <= 0 or dep_2m <= 0:
+        return None
+    pts = [(dep_2m / b, (a - b) * (dep_2m / b) / extra) for a, b in zip(ns_4k, ns_2m) if b > 0 and dep_2m / b > WINDOW_IN_FLIGHT_ABOVE]
+    if not pts:
+        return None
+    _, k = min((sum((1 / (1 + k * (n - 1)) - shown) ** 2 for n, shown in pts), k) for k in (i / 1000 for i in range(4001)))
+    return k
+
+
+def window_probe(binary: Path, footprint: int, steps: int, repeats: int, mlp: int | None = None) -> dict | None:
+    """The window probe (docs/RUNTIME_MODEL.md, "Walks in a full window"): medians over `repeats`
+    runs of chase.c `window` on 2MB and 4KB pages; None when 2MB pages are not to be had, or
+    chase.c has no add chain for this architecture."""
+    out: dict[str, dict[str, float]] = {}
+    for pg in ("2m", "4k"):
+        runs = []
+        for seed in range(1, repeats + 1):
+            f = _run_chase(binary, ["window", str(footprint), pg, str(steps), str(seed)], f"the window probe at {footprint} bytes on {pg} pages", absent=3)
+            if not f:
+                return None
+            runs.append(f)
+        if pg == "2m" and min(int(f["huge_bytes"]) for f in runs) < footprint // 2:
+            return None
+        out[pg] = {k: round(statistics.median(float(f[k]) for f in runs), 3) for k in runs[0] if k == "dep" or k.startswith("ns_p")}
+    pads = [int(k[4:]) for k in out["2m"] if k.startswith("ns_p")]
+    ns = {pg: [out[pg][f"ns_p{p}"] for p in pads] for pg in out}
+    dep_2m, dep_4k = out["2m"]["dep"], out["4k"]["dep"]
+    return {"footprint": footprint, "pads": pads, "ns_4k": ns["4k"], "ns_2m": ns["2m"], "dep_4k": dep_4k, "dep_2m": dep_2m,
+            "window": window_from(pads, ns["2m"], dep_2m, mlp), "walk_hiding": walk_hiding_from(pads, ns["4k"], ns["2m"], dep_4k, dep_2m)}
+
+
 def size_text(n: int) -> str:
     """A byte count as the machine files write sizes: 2MiB, 768KiB (bytes where neither is exact)."""
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
@@ -604,6 +665,9 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
     near = f["near_memory"] if probe and probe["splintered"] else None
     walk = walk_probe(chase_binary(), largest, steps, repeats, miss_ns=near["ns"] if near else None)
     if progress:
+        progress(len(pts), len(pts), f"the window probe (independent loads at {largest >> 20} MiB: how many instructions the core holds, how much of a walk it hides)")
+    window = window_probe(chase_binary(), largest, steps, repeats, mlp=walk["mlp"] if walk else None)
+    if progress:
         progress(len(pts), len(pts), f"the frame probe ({FRAME_PROBE_BYTES >> 20} MiB on 4KB pages read back from /proc/self/pagemap)")
     frames = frame_probe(repeats=repeats)
     if progress:
@@ -620,6 +684,7 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
         "walk_probe": walk,
         "frames": frames,
         "host_frames": host_frames,
+        "window_probe": window,
         **f,
     }
     for r in f["read_short"]:

@@ -27,6 +27,16 @@
  * usage: chase FOOTPRINT_BYTES PAGES(4k|2m) STEPS SEED [dense|sparse|strided:BYTES [CHAINS]]
  * prints: ns_per_step=<f> huge_bytes=<n> sink=<0|1>, and with CHAINS ns_k<k>=<f> for each k
  *
+ * usage: chase window FOOTPRINT_BYTES PAGES(4k|2m) STEPS SEED
+ * prints: dep=<f> ns_p<P>=<f> for each P in WINDOW_PADS, huge_bytes=<n>: the window probe. STEPS
+ * loads at random 64-byte lines of FOOTPRINT, each address from a xorshift kept in a register, so
+ * no load waits on another and the loop's own work is a few instructions; after each load, P
+ * adds (in four chains of P/4, so they never wait on each other or on the load). How many loads
+ * are in flight is how many loops' instructions the core's window holds, so ns a load grows with
+ * P by a load's latency over the window's size in instructions. `dep` is the same loop with each
+ * address taking the load before's value (ANDed with a zero the compiler cannot see): one load's
+ * latency, walk included, with nothing overlapping.
+ *
  * usage: chase clock STEPS
  * prints: ns_per_add=<f>: STEPS additions, each taking the one before's result, so each takes
  * one cycle (an integer add's latency on every x86-64 and AArch64 core) and 1 / ns_per_add is
@@ -117,6 +127,46 @@ static int add_chain_ns(uint64_t steps, double *ns) {
     return -1;
 #endif
 }
+/* The window probe's loop (usage above): `steps` loads from `buf`'s `lines` 64-byte lines, each
+ * followed by PADS x 4 register adds; DEP: each address takes the load before's value ANDed with
+ * zero. ns per load. */
+#if defined(__x86_64__)
+#define WINDOW_ADDS(n) __asm__ volatile(".rept " #n "\n\taddq %4, %0\n\taddq %4, %1\n\taddq %4, %2\n\taddq %4, %3\n\t.endr" \
+                                        : "+r"(a), "+r"(b), "+r"(c), "+r"(d) : "r"(one))
+#elif defined(__aarch64__)
+#define WINDOW_ADDS(n) __asm__ volatile(".rept " #n "\n\tadd %0, %0, %4\n\tadd %1, %1, %4\n\tadd %2, %2, %4\n\tadd %3, %3, %4\n\t.endr" \
+                                        : "+r"(a), "+r"(b), "+r"(c), "+r"(d) : "r"(one))
+#endif
+#ifdef WINDOW_ADDS
+#define WINDOW_LOOP(NAME, PADS, DEP) \
+    static double NAME(char *buf, uint64_t lines, uint64_t steps, uint64_t seed, uint64_t *sink) { \
+        uint64_t r = seed, a = 0, b = 0, c = 0, d = 0, one = 1, sum = 0, zero = 0; \
+        __asm__ volatile("" : "+r"(zero)); \
+        struct timespec t0, t1; \
+        clock_gettime(CLOCK_MONOTONIC, &t0); \
+        for (uint64_t i = 0; i < steps; i++) { \
+            r ^= r << 13; r ^= r >> 7; r ^= r << 17; \
+            uint64_t v = *(volatile uint64_t *)(buf + (uint64_t)(((unsigned __int128)r * lines) >> 64) * 64); \
+            sum += v; \
+            if (DEP) r ^= v & zero; \
+            WINDOW_ADDS(PADS); \
+        } \
+        clock_gettime(CLOCK_MONOTONIC, &t1); \
+        *sink ^= sum ^ a ^ b ^ c ^ d; \
+        return ns_between(t0, t1) / (double)(steps ? steps : 1); \
+    }
+WINDOW_LOOP(window_dep, 0, 1)
+WINDOW_LOOP(window_p0, 0, 0)
+WINDOW_LOOP(window_p16, 4, 0)
+WINDOW_LOOP(window_p32, 8, 0)
+WINDOW_LOOP(window_p64, 16, 0)
+WINDOW_LOOP(window_p96, 24, 0)
+WINDOW_LOOP(window_p192, 48, 0)
+/* The adds after each load, and the loop that runs them. */
+static const int WINDOW_PADS[] = {0, 16, 32, 64, 96, 192};
+static double (*const WINDOW_RUN[])(char *, uint64_t, uint64_t, uint64_t, uint64_t *) = {window_p0, window_p16, window_p32, window_p64, window_p96, window_p192};
+#endif
+
 static long anon_huge_kb(void) {
     FILE *f = fopen("/proc/self/smaps_rollup", "r");
     char line[256]; long kb = -1;
@@ -134,6 +184,28 @@ int main(int argc, char **argv) {
         if (ok < 0) { fprintf(stderr, "chase: clock: no add chain for this architecture\n"); return 3; }
         printf("ns_per_add=%.5f sink=%d\n", ns, ok);
         return 0;
+    }
+    if (argc == 6 && strcmp(argv[1], "window") == 0) {
+#ifdef WINDOW_ADDS
+        uint64_t bytes = strtoull(argv[2], 0, 10), steps = strtoull(argv[4], 0, 10), seed = strtoull(argv[5], 0, 10) | 1;
+        int huge = strcmp(argv[3], "2m") == 0;
+        uint64_t align = 2u << 20, len = (bytes + align - 1) / align * align, lines = bytes / 64;
+        if (lines < 2) { fprintf(stderr, "chase: window footprint %llu is too small\n", (unsigned long long)bytes); return 2; }
+        char *raw = mmap(0, len + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (raw == MAP_FAILED) { perror("mmap"); return 1; }
+        char *buf = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+        if (madvise(buf, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE)) { perror("madvise"); return 1; }
+        memset(buf, 1, len);
+        uint64_t sink = 0;
+        window_p0(buf, lines, steps / 4, seed, &sink); /* warm the TLBs and caches as the runs will find them */
+        printf("dep=%.4f", window_dep(buf, lines, steps / 4, seed, &sink));
+        for (size_t i = 0; i < sizeof WINDOW_PADS / sizeof *WINDOW_PADS; i++) printf(" ns_p%d=%.4f", WINDOW_PADS[i], WINDOW_RUN[i](buf, lines, steps, seed + i, &sink));
+        printf(" huge_bytes=%ld sink=%d\n", anon_huge_kb() * 1024, (int)(sink & 1));
+        return 0;
+#else
+        fprintf(stderr, "chase: window: no add chain for this architecture\n");
+        return 3;
+#endif
     }
     if (argc < 5 || argc > 7) { fprintf(stderr, "usage: chase FOOTPRINT PAGES(4k|2m) STEPS SEED [dense|sparse|strided:BYTES [CHAINS]]\n"); return 2; }
     /* The distance between lines: 64 (dense), 0 (sparse: one a 4KB page, see line_at), BYTES. */

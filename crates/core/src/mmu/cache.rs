@@ -83,6 +83,12 @@ pub struct CacheSpec {
     /// core predicts rather than from the loaded value: a B-tree's descent or a binary search,
     /// not a pointer chase (a property of the program: `+walk_ahead=F` sets it; 0 = none).
     pub walk_ahead: f64,
+    /// How much of a translation's latency a full window hides (0: none, the chain model). In
+    /// the window's term an access's translation shows 1 / (1 + `walk_hiding` x (c - 1)) of its
+    /// latency, c the accesses the window holds, so all of it when one access is in flight and
+    /// less as more are (measured with chase.c `window`, docs/RUNTIME_MODEL.md, "Walks in a full
+    /// window"; `+walk_hiding=K` sets it).
+    pub walk_hiding: f64,
 }
 
 impl CacheSpec {
@@ -625,7 +631,9 @@ pub struct Translation<'a> {
 ///   "Walks ahead of a dependent chain").
 /// - The rest overlaps, and takes as long as the busiest of three resources:
 ///   - the window: an access's translation (TLB hit or walk) and its miss are one chain, and the
-///     window holds `rob` instructions' worth of accesses; (D + W + T) / chains in the window;
+///     window holds `rob` instructions' worth of accesses; (D + s(W + T)) / chains in the window,
+///     where s = 1 / (1 + `walk_hiding` x (chains - 1)) is the share of a translation the chain
+///     shows (1 by default: all of it);
 ///   - the fill buffers: D / misses in the window, at most `mlp`; with `walk_fill_buffers`, the
 ///     walk references beyond the first level are in this term too, as long as data misses
 ///     served by the same level (D + W' over data and walk misses in the window);
@@ -657,7 +665,9 @@ pub fn stall_cycles(spec: &CacheSpec, data: &[u64], t: Translation, accesses: u6
     // first level, each as long as a data miss served by the same level.
     let fill_buffers =
         if spec.walk_fill_buffers { (data_raw + beyond_first(t.walk)) / in_flight((data_misses + misses(t.walk)) as f64, spec.mlp) } else { data_alone };
-    let busiest = |translate: f64| fill_buffers.max((data_raw + translate) / chains).max(walkers);
+    // The share of a translation the window's chain shows (all of it with one access in flight).
+    let shown = 1.0 / (1.0 + spec.walk_hiding.max(0.0) * (chains - 1.0));
+    let busiest = |translate: f64| fill_buffers.max((data_raw + translate * shown) / chains).max(walkers);
     let (with_walks, with_all) = (busiest(walk_raw), busiest(walk_raw + t.tlb_cycles));
     let part = |raw: f64, overlapped: f64| d * raw + (1.0 - d) * overlapped;
     // The chain's translations that run under its data misses, as a share of each.
@@ -687,6 +697,7 @@ mod tests {
             ipc: 2.0,
             dependence: 0.0,
             walk_ahead: 0.0,
+            walk_hiding: 0.0,
         }
     }
 
@@ -951,6 +962,36 @@ mod tests {
         // Independent misses (dependence 0) are not changed by it.
         let free = CacheSpec { walk_ahead: 1.0, ..s.clone() };
         assert_eq!(stall_cycles(&free, &[0, 0, 1000], w1, 1000, 4000), stall_cycles(&s, &[0, 0, 1000], w1, 1000, 4000));
+    }
+
+    #[test]
+    fn a_full_window_hides_part_of_each_translation_as_walk_hiding_says() {
+        // 1000 accesses, 4000 instructions, a 200-instruction window: 50 accesses in it. Misses
+        // and walkers never run short (100 each), so the window is the busiest. Each access walks
+        // (one L2 reference, 14 cycles: W = 14000) and misses to memory (196 beyond L1: D =
+        // 196000). The chain model: (D + W) / 50 = 4200 against D / 50 = 3920: walks add 280.
+        let s = CacheSpec { mlp: 100.0, walkers: 100.0, ..spec(&[(1 << 15, 8), (1 << 20, 16)]) };
+        let w1 = Translation { walk: &[0, 1000, 0], walks: 1000, ..Translation::default() };
+        let (d, w, _) = stall_cycles(&s, &[0, 0, 1000], w1, 1000, 4000);
+        assert!((d - 3920.0).abs() < 1e-9 && (w - 280.0).abs() < 1e-9, "{d} {w}");
+        // walk_hiding 1: the chain shows 1 / (1 + 49) of W, 280 cycles, so walks add 280 / 50.
+        let (_, w, _) = stall_cycles(&CacheSpec { walk_hiding: 1.0, ..s.clone() }, &[0, 0, 1000], w1, 1000, 4000);
+        assert!((w - 5.6).abs() < 1e-9, "{w}");
+        // walk_hiding 0.5: 1 / (1 + 24.5) of W shows: 14000 / 25.5 / 50.
+        let (_, w, _) = stall_cycles(&CacheSpec { walk_hiding: 0.5, ..s.clone() }, &[0, 0, 1000], w1, 1000, 4000);
+        assert!((w - 14000.0 / 25.5 / 50.0).abs() < 1e-9, "{w}");
+        // One access in the window (4 instructions' room): nothing to hide under, all of W shows.
+        let narrow = CacheSpec { rob: 4.0, ..s.clone() };
+        let (_, w, _) = stall_cycles(&CacheSpec { walk_hiding: 1.0, ..narrow.clone() }, &[0, 0, 1000], w1, 1000, 4000);
+        assert!((w - 14000.0).abs() < 1e-9, "{w}");
+        assert_eq!(
+            stall_cycles(&narrow, &[0, 0, 1000], w1, 1000, 4000),
+            stall_cycles(&CacheSpec { walk_hiding: 1.0, ..narrow.clone() }, &[0, 0, 1000], w1, 1000, 4000)
+        );
+        // The walkers still bound the walks: with 2 of them, 14000 / 2 = 7000 whatever is hidden.
+        let few = CacheSpec { walkers: 2.0, walk_hiding: 1.0, ..s.clone() };
+        let (_, w, _) = stall_cycles(&few, &[0, 0, 1000], w1, 1000, 4000);
+        assert!((w - (7000.0 - 3920.0)).abs() < 1e-9, "{w}");
     }
 
     #[test]

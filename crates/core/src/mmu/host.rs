@@ -134,6 +134,9 @@ pub struct Calibration {
     /// Whether the host scatters the guest's memory over its frames (files written before the
     /// thirty-seventh session, or where 2MB pages could not be had, have none).
     pub host_frames: Option<HostFramesProbe>,
+    /// The instruction window and how much of a walk a full one hides (files written before the
+    /// thirty-ninth session, or where 2MB pages could not be had, have none).
+    pub window_probe: Option<WindowProbe>,
 }
 
 impl Calibration {
@@ -312,6 +315,98 @@ impl WalkProbe {
     }
 }
 
+/// calibrate's window probe (`[calibration.window_probe]`, model/calibrate.py `window_probe`,
+/// chase.c `window`): independent loads at random lines of `footprint`, each followed by `pads[i]`
+/// register adds, ns a load on 4KB and 2MB pages (medians), and the same loop with each address
+/// taking the load before's value (`dep_4k`, `dep_2m`: one load's latency, nothing overlapping).
+/// - `window`: instructions the core holds behind an outstanding load. A load's latency over
+///   the slope of ns against adds (on 2MB pages, where the loads overlap). It becomes `[cache]
+///   rob`: the reorder buffer's entries where nothing else runs out first.
+/// - `walk_hiding`: how much of what 4KB pages add a full window hides. At each pad, with n
+///   loads in flight (dep_2m / ns_2m), the window's chain shows (ns_4k - ns_2m) x n of the
+///   (dep_4k - dep_2m) a walk adds alone; `walk_hiding` is the k of 1 / (1 + k (n - 1)) that
+///   fits those shares best (cache::stall_cycles). None where 4KB pages added nothing alone.
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+pub struct WindowProbe {
+    pub footprint: u64,
+    pub pads: Vec<u32>,
+    pub ns_4k: Vec<f64>,
+    pub ns_2m: Vec<f64>,
+    pub dep_4k: f64,
+    pub dep_2m: f64,
+    pub window: Option<u32>,
+    #[serde(default)]
+    pub walk_hiding: Option<f64>,
+}
+
+impl WindowProbe {
+    /// What the probe measured, in one line.
+    pub fn summary(&self) -> String {
+        let at = |ns: &[f64]| self.pads.iter().zip(ns).map(|(p, n)| format!("{p}: {n:.1}")).collect::<Vec<_>>().join(", ");
+        format!(
+            "independent loads over {}, each followed by P adds, ns a load by P on 2MB pages {}; on 4KB pages {}; one load alone {:.1} / {:.1} ns on 2MB / 4KB pages",
+            Bytes(self.footprint),
+            at(&self.ns_2m),
+            at(&self.ns_4k),
+            self.dep_2m,
+            self.dep_4k
+        )
+    }
+
+    fn from_toml(v: &toml::Value) -> Option<WindowProbe> {
+        let floats = |k: &str| v.get(k)?.as_array()?.iter().map(toml_number).collect::<Option<Vec<f64>>>();
+        let pads: Vec<u32> = v.get("pads")?.as_array()?.iter().map(|c| c.as_integer().and_then(|i| u32::try_from(i).ok())).collect::<Option<_>>()?;
+        let (ns_4k, ns_2m) = (floats("ns_4k")?, floats("ns_2m")?);
+        if ns_4k.len() != pads.len() || ns_2m.len() != pads.len() {
+            return None;
+        }
+        // A window present must be a positive integer, a walk_hiding present a number from 0 up.
+        let window = match v.get("window") {
+            Some(w) => Some(u32::try_from(w.as_integer()?).ok().filter(|w| *w >= 1)?),
+            None => None,
+        };
+        let walk_hiding = match v.get("walk_hiding") {
+            Some(k) => Some(toml_number(k).filter(|k| (0.0..=1e6).contains(k))?),
+            None => None,
+        };
+        Some(WindowProbe {
+            footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0,
+            pads,
+            ns_4k,
+            ns_2m,
+            dep_4k: v.get("dep_4k").and_then(toml_number)?,
+            dep_2m: v.get("dep_2m").and_then(toml_number)?,
+            window,
+            walk_hiding,
+        })
+    }
+
+    fn to_toml(&self) -> toml::Value {
+        let round = |x: &f64| toml::Value::Float((x * 1000.0).round() / 1000.0);
+        let mut p = toml::map::Map::new();
+        p.insert("footprint".into(), toml::Value::String(Bytes(self.footprint).to_string()));
+        p.insert("pads".into(), toml::Value::Array(self.pads.iter().map(|k| toml::Value::Integer(*k as i64)).collect()));
+        p.insert("ns_4k".into(), toml::Value::Array(self.ns_4k.iter().map(round).collect()));
+        p.insert("ns_2m".into(), toml::Value::Array(self.ns_2m.iter().map(round).collect()));
+        p.insert("dep_4k".into(), round(&self.dep_4k));
+        p.insert("dep_2m".into(), round(&self.dep_2m));
+        self.insert_model_keys(&mut p, "window");
+        toml::Value::Table(p)
+    }
+
+    /// What the model takes from it (`window`, `walk_hiding`), as keys of `t`, the window under
+    /// `window_key` (the probe's own table: "window"; `[cache]`: "rob"); none where it gave no
+    /// verdict.
+    fn insert_model_keys(&self, t: &mut toml::map::Map<String, toml::Value>, window_key: &str) {
+        if let Some(w) = self.window {
+            t.insert(window_key.into(), toml::Value::Integer(w as i64));
+        }
+        if let Some(k) = self.walk_hiding {
+            t.insert("walk_hiding".into(), toml::Value::Float((k * 1000.0).round() / 1000.0));
+        }
+    }
+}
+
 /// A TOML number, float or integer (a hand-edited file may write `dram_cycles = 300`).
 fn toml_number(x: &toml::Value) -> Option<f64> {
     x.as_float().or_else(|| x.as_integer().map(|i| i as f64))
@@ -477,6 +572,9 @@ pub struct CalibrationInput {
     /// None where 2MB pages could not be had.
     #[serde(default)]
     pub host_frames: Option<HostFramesProbe>,
+    /// None where 2MB pages could not be had, or the architecture has no add chain in chase.c.
+    #[serde(default)]
+    pub window_probe: Option<WindowProbe>,
 }
 
 /// The calibrated host machine file: `host_toml` (the host preset as built from CPUID) with the
@@ -502,6 +600,9 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     cache.insert("dram_cycles".into(), toml::Value::Float((dram * 10.0).round() / 10.0));
     if let Some(p) = &c.walk_probe {
         p.insert_counts(cache, p.walkers_taken());
+    }
+    if let Some(p) = &c.window_probe {
+        p.insert_model_keys(cache, "rob");
     }
     if let Some(cost) = t.get_mut("cost").and_then(|x| x.as_table_mut()) {
         cost.insert("clock_ghz".into(), toml::Value::Float(c.clock_ghz));
@@ -537,6 +638,9 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     if let Some(f) = &c.frames {
         cal.insert("frames".into(), f.to_toml());
         t.insert("frames".into(), f.frames_toml());
+    }
+    if let Some(w) = &c.window_probe {
+        cal.insert("window_probe".into(), w.to_toml());
     }
     if let Some(h) = &c.host_frames {
         cal.insert("host_frames".into(), h.to_toml());
@@ -696,6 +800,7 @@ pub fn read_calibration(path: &std::path::Path, cpu: &str, notes: &mut Vec<Strin
         last_level_fit: cal.get("last_level_fit").and_then(LastLevelFit::from_toml),
         frames: cal.get("frames").and_then(FrameProbe::from_toml),
         host_frames: cal.get("host_frames").and_then(HostFramesProbe::from_toml),
+        window_probe: cal.get("window_probe").and_then(WindowProbe::from_toml),
     })
 }
 
@@ -1246,6 +1351,16 @@ impl HostReport {
         }
     }
 
+    /// Instructions the window holds: calibrate's window probe where it measured them, else the
+    /// core table's reorder buffer; and where the number came from.
+    pub fn window(&self) -> (u32, String) {
+        let measured = self.usable_calibration().and_then(|c| {
+            let p = c.window_probe.as_ref()?;
+            Some((p.window?, format!("measured by calibrate's window probe on {} ({}): {}", c.date, c.path, p.summary())))
+        });
+        measured.unwrap_or_else(|| (self.core.rob, self.core.source.to_string()))
+    }
+
     /// L1D misses in flight, the same way.
     pub fn mlp(&self) -> (u32, String) {
         self.probed(|p| p.mlp, |r| r.mlp)
@@ -1281,7 +1396,6 @@ impl HostReport {
             e.insert("cycles".into(), toml::Value::Float(self.latency(i).0));
             levels.push(toml::Value::Table(e));
         }
-        let r = &self.core;
         let mut t = toml::map::Map::new();
         t.insert("line_bytes".into(), toml::Value::Integer(caches[0].line as i64));
         t.insert("levels".into(), toml::Value::Array(levels));
@@ -1289,7 +1403,10 @@ impl HostReport {
         t.insert("mlp".into(), toml::Value::Integer(self.mlp().0 as i64));
         t.insert("walkers".into(), toml::Value::Integer(self.walkers().0 as i64));
         t.insert("walk_fill_buffers".into(), toml::Value::Boolean(walk_fill_buffers(&self.vendor).0));
-        t.insert("rob".into(), toml::Value::Integer(r.rob as i64));
+        t.insert("rob".into(), toml::Value::Integer(self.window().0 as i64));
+        if let Some(k) = self.usable_calibration().and_then(|c| c.window_probe.as_ref()?.walk_hiding) {
+            t.insert("walk_hiding".into(), toml::Value::Float((k * 1000.0).round() / 1000.0));
+        }
         Some(toml::Value::Table(t))
     }
 }
@@ -1430,6 +1547,16 @@ impl HostReport {
             }
             let r = &self.core;
             out.push((format!("reorder buffer ({})", r.core), r.rob.to_string(), r.source.to_string()));
+            if let Some((c, p)) = self.usable_calibration().and_then(|c| Some((c, c.window_probe.as_ref()?))) {
+                let (w, src) = self.window();
+                out.push(("instruction window".to_string(), w.to_string(), src));
+                let k = p.walk_hiding.map_or("0 (none)".to_string(), |k| format!("{k:.3}"));
+                out.push((
+                    "walks hidden in a full window".to_string(),
+                    k,
+                    format!("calibrate's window probe on {} ({}): what 4KB pages add to its loads at each P, against what they add to one load alone ([cache] walk_hiding)", c.date, c.path),
+                ));
+            }
             for (item, (n, src)) in [("misses in flight", self.mlp()), ("page walks in flight", self.walkers())] {
                 out.push((item.to_string(), n.to_string(), src));
             }

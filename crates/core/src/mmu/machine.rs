@@ -254,6 +254,8 @@ struct CacheFile {
     dependence: f64,
     #[serde(default)]
     walk_ahead: f64,
+    #[serde(default)]
+    walk_hiding: f64,
 }
 
 /// `[frames]`: where the OS model's frame allocator puts a process's 4KB pages.
@@ -339,6 +341,10 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
             return Err(bad(k, format!("a fraction from 0 to 1, not {v}")));
         }
     }
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
+    if !(c.walk_hiding >= 0.0) || c.walk_hiding > 1e6 {
+        return Err(bad("walk_hiding", format!("must be a number from 0 to 1e6, not {}", c.walk_hiding)));
+    }
     Ok(CacheSpec {
         line_bytes: c.line_bytes,
         levels,
@@ -351,6 +357,7 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
         ipc: c.ipc,
         dependence: c.dependence,
         walk_ahead: c.walk_ahead,
+        walk_hiding: c.walk_hiding,
     })
 }
 
@@ -560,6 +567,8 @@ impl Machine {
     /// `+nocache`: without its data caches (the one-cycle-per-access model); `+dependence=F`:
     /// the fraction of the program's misses on a dependent chain (docs/RUNTIME_MODEL.md);
     /// `+walk_ahead=F`: the fraction of that chain's translations that run ahead under its misses;
+    /// `+walk_hiding=K`: how much a full window hides of a translation (`[cache] walk_hiding`);
+    /// `+rob=N`: the instructions the window holds (`[cache] rob`);
     /// `+scatter=F`: the fraction of 4KB anonymous frames placed at random (`[frames]`);
     /// `+native`: a nested machine (`host` where its TLB splinters 2MB pages) without nesting.
     pub fn load(spec: &str) -> Result<Machine> {
@@ -588,6 +597,18 @@ impl Machine {
                 match v.parse::<f64>() {
                     Ok(d) if (0.0..=1.0).contains(&d) => *field = d,
                     _ => return Err(Error::usage(format!("machine '{spec}': +{key}={v}: a fraction from 0 to 1"))),
+                }
+            } else if let Some((key @ ("walk_hiding" | "rob"), v)) = suffix.split_once('=') {
+                // What-if settings of the overlap model: how much a full window hides of a
+                // translation, and how many instructions the window holds.
+                let Some(c) = m.cache.as_mut() else {
+                    return Err(Error::usage(format!("machine '{spec}': +{key} needs a machine with a [cache] section ({name} has none)")));
+                };
+                let (field, low, what) =
+                    if key == "rob" { (&mut c.rob, 1.0, "a number from 1 to 1e6") } else { (&mut c.walk_hiding, 0.0, "a number from 0 to 1e6") };
+                match v.parse::<f64>() {
+                    Ok(x) if (low..=1e6).contains(&x) => *field = x,
+                    _ => return Err(Error::usage(format!("machine '{spec}': +{key}={v}: {what}"))),
                 }
             } else if let Some(v) = suffix.strip_prefix("scatter=") {
                 match v.parse::<f64>().map_err(|e| e.to_string()).and_then(frame_scatter) {
@@ -623,7 +644,7 @@ impl Machine {
             Some(("nested", h)) => h,
             _ => {
                 return Err(Error::usage(format!(
-                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F or +scatter=F"
+                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +walk_hiding=K, +rob=N or +scatter=F"
                 )))
             }
         };
