@@ -19,7 +19,9 @@ And the frame probe (`frame_probe`): how the kernel places a process's 4KB pages
 memory, read back from /proc/self/pagemap (the model's `[frames] scatter`); and the host-frames
 probe (`host_frames_probe`): whether the caches see a 2MB page's 4KB pieces in order, or
 scattered by a host that backs the guest with 4KB pages (a nested `host`'s
-`[walker.nested] host_frames`).
+`[walker.nested] host_frames`). And the window probe (`window_probe`): independent loads with
+a growing number of adds after each, which give the instructions the core holds behind an
+outstanding load (the model's `rob`) and how much of a walk a full window hides (`walk_hiding`).
 """
 
 from __future__ import annotations
