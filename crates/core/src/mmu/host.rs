@@ -266,12 +266,7 @@ impl WalkProbe {
     }
 
     fn from_toml(v: &toml::Value) -> Option<WalkProbe> {
-        let floats = |k: &str| v.get(k)?.as_array()?.iter().map(toml_number).collect::<Option<Vec<f64>>>();
-        let chains: Vec<u32> = v.get("chains")?.as_array()?.iter().map(|c| c.as_integer().map(|i| i as u32)).collect::<Option<_>>()?;
-        let (ns_4k, ns_2m) = (floats("ns_4k")?, floats("ns_2m")?);
-        if ns_4k.len() != chains.len() || ns_2m.len() != chains.len() {
-            return None;
-        }
+        let (chains, ns_4k, ns_2m) = read_series(v, "chains")?;
         // A count present must be a positive integer (else the probe is not read at all).
         let count = |k: &str| match v.get(k) {
             Some(w) => u32::try_from(w.as_integer()?).ok().filter(|w| *w >= 1).map(Some),
@@ -287,17 +282,12 @@ impl WalkProbe {
     }
 
     fn to_toml(&self) -> toml::Value {
-        let round = |x: &f64| toml::Value::Float((x * 1000.0).round() / 1000.0);
-        let mut p = toml::map::Map::new();
-        p.insert("footprint".into(), toml::Value::String(Bytes(self.footprint).to_string()));
-        p.insert("chains".into(), toml::Value::Array(self.chains.iter().map(|k| toml::Value::Integer(*k as i64)).collect()));
-        p.insert("ns_4k".into(), toml::Value::Array(self.ns_4k.iter().map(round).collect()));
-        p.insert("ns_2m".into(), toml::Value::Array(self.ns_2m.iter().map(round).collect()));
+        let mut p = series_toml(self.footprint, "chains", &self.chains, &self.ns_4k, &self.ns_2m);
         if let Some(r) = &self.walkers_rule {
             p.insert("walkers_rule".into(), toml::Value::String(r.clone()));
         }
         if let Some(w) = &self.walk_ns {
-            p.insert("walk_ns".into(), round(w));
+            p.insert("walk_ns".into(), rounded(*w));
         }
         self.insert_counts(&mut p, self.walkers);
         toml::Value::Table(p)
@@ -354,12 +344,7 @@ impl WindowProbe {
     }
 
     fn from_toml(v: &toml::Value) -> Option<WindowProbe> {
-        let floats = |k: &str| v.get(k)?.as_array()?.iter().map(toml_number).collect::<Option<Vec<f64>>>();
-        let pads: Vec<u32> = v.get("pads")?.as_array()?.iter().map(|c| c.as_integer().and_then(|i| u32::try_from(i).ok())).collect::<Option<_>>()?;
-        let (ns_4k, ns_2m) = (floats("ns_4k")?, floats("ns_2m")?);
-        if ns_4k.len() != pads.len() || ns_2m.len() != pads.len() {
-            return None;
-        }
+        let (pads, ns_4k, ns_2m) = read_series(v, "pads")?;
         // A window present must be a positive integer, a walk_hiding present a number from 0 up.
         let window = match v.get("window") {
             Some(w) => Some(u32::try_from(w.as_integer()?).ok().filter(|w| *w >= 1)?),
@@ -382,14 +367,9 @@ impl WindowProbe {
     }
 
     fn to_toml(&self) -> toml::Value {
-        let round = |x: &f64| toml::Value::Float((x * 1000.0).round() / 1000.0);
-        let mut p = toml::map::Map::new();
-        p.insert("footprint".into(), toml::Value::String(Bytes(self.footprint).to_string()));
-        p.insert("pads".into(), toml::Value::Array(self.pads.iter().map(|k| toml::Value::Integer(*k as i64)).collect()));
-        p.insert("ns_4k".into(), toml::Value::Array(self.ns_4k.iter().map(round).collect()));
-        p.insert("ns_2m".into(), toml::Value::Array(self.ns_2m.iter().map(round).collect()));
-        p.insert("dep_4k".into(), round(&self.dep_4k));
-        p.insert("dep_2m".into(), round(&self.dep_2m));
+        let mut p = series_toml(self.footprint, "pads", &self.pads, &self.ns_4k, &self.ns_2m);
+        p.insert("dep_4k".into(), rounded(self.dep_4k));
+        p.insert("dep_2m".into(), rounded(self.dep_2m));
         self.insert_model_keys(&mut p, "window");
         toml::Value::Table(p)
     }
@@ -405,6 +385,30 @@ impl WindowProbe {
             t.insert("walk_hiding".into(), toml::Value::Float((k * 1000.0).round() / 1000.0));
         }
     }
+}
+
+/// A probe's series as its table records them: the counts under `key` (chains, pads) and ns a
+/// load at each on 4KB and 2MB pages (`ns_4k`, `ns_2m`), of one length; None otherwise.
+fn read_series(v: &toml::Value, key: &str) -> Option<(Vec<u32>, Vec<f64>, Vec<f64>)> {
+    let floats = |k: &str| v.get(k)?.as_array()?.iter().map(toml_number).collect::<Option<Vec<f64>>>();
+    let counts: Vec<u32> = v.get(key)?.as_array()?.iter().map(|c| c.as_integer().and_then(|i| u32::try_from(i).ok())).collect::<Option<_>>()?;
+    let (ns_4k, ns_2m) = (floats("ns_4k")?, floats("ns_2m")?);
+    (ns_4k.len() == counts.len() && ns_2m.len() == counts.len()).then_some((counts, ns_4k, ns_2m))
+}
+
+/// The table `read_series` reads, with the probe's footprint.
+fn series_toml(footprint: u64, key: &str, counts: &[u32], ns_4k: &[f64], ns_2m: &[f64]) -> toml::map::Map<String, toml::Value> {
+    let mut p = toml::map::Map::new();
+    p.insert("footprint".into(), toml::Value::String(Bytes(footprint).to_string()));
+    p.insert(key.into(), toml::Value::Array(counts.iter().map(|k| toml::Value::Integer(*k as i64)).collect()));
+    p.insert("ns_4k".into(), toml::Value::Array(ns_4k.iter().copied().map(rounded).collect()));
+    p.insert("ns_2m".into(), toml::Value::Array(ns_2m.iter().copied().map(rounded).collect()));
+    p
+}
+
+/// A time as the calibration file records it: to the picosecond.
+fn rounded(x: f64) -> toml::Value {
+    toml::Value::Float((x * 1000.0).round() / 1000.0)
 }
 
 /// A TOML number, float or integer (a hand-edited file may write `dram_cycles = 300`).
