@@ -127,6 +127,18 @@ static int add_chain_ns(uint64_t steps, double *ns) {
     return -1;
 #endif
 }
+/* `bytes` rounded up to whole 2MB, mapped anonymous at a 2MB boundary and advised onto 2MB pages
+ * (`huge`) or 4KB ones; its length in *len. NULL (with the reason printed) where either fails. */
+static char *mapped(uint64_t bytes, int huge, uint64_t *len) {
+    uint64_t align = 2u << 20;
+    *len = (bytes + align - 1) / align * align;
+    char *raw = mmap(0, *len + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) { perror("mmap"); return NULL; }
+    char *buf = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+    if (madvise(buf, *len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE)) { perror("madvise"); return NULL; }
+    return buf;
+}
+
 /* The window probe's loop (usage above): `steps` loads from `buf`'s `lines` 64-byte lines, each
  * followed by PADS x 4 register adds; DEP: each address takes the load before's value ANDed with
  * zero. ns per load. */
@@ -189,12 +201,10 @@ int main(int argc, char **argv) {
 #ifdef WINDOW_ADDS
         uint64_t bytes = strtoull(argv[2], 0, 10), steps = strtoull(argv[4], 0, 10), seed = strtoull(argv[5], 0, 10) | 1;
         int huge = strcmp(argv[3], "2m") == 0;
-        uint64_t align = 2u << 20, len = (bytes + align - 1) / align * align, lines = bytes / 64;
+        uint64_t len, lines = bytes / 64;
         if (lines < 2) { fprintf(stderr, "chase: window footprint %llu is too small\n", (unsigned long long)bytes); return 2; }
-        char *raw = mmap(0, len + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (raw == MAP_FAILED) { perror("mmap"); return 1; }
-        char *buf = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
-        if (madvise(buf, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE)) { perror("madvise"); return 1; }
+        char *buf = mapped(bytes, huge, &len);
+        if (!buf) return 1;
         memset(buf, 1, len);
         uint64_t sink = 0;
         window_p0(buf, lines, steps / 4, seed, &sink); /* warm the TLBs and caches as the runs will find them */
@@ -227,11 +237,9 @@ int main(int argc, char **argv) {
     uint64_t bytes = strtoull(argv[1], 0, 10), steps = strtoull(argv[3], 0, 10);
     int huge = strcmp(argv[2], "2m") == 0;
     rng = strtoull(argv[4], 0, 10) | 1;
-    uint64_t align = 2u << 20, len = (bytes + align - 1) / align * align;
-    char *raw = mmap(0, len + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) { perror("mmap"); return 1; }
-    char *buf = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
-    if (madvise(buf, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE)) { perror("madvise"); return 1; }
+    uint64_t len;
+    char *buf = mapped(bytes, huge, &len);
+    if (!buf) return 1;
     uint64_t unit = stride ? stride : 4096, n = bytes / unit;
     if (n < 2) n = 2;
     if (n * unit > len) { fprintf(stderr, "chase: footprint %llu is too small\n", (unsigned long long)bytes); return 2; }

@@ -267,12 +267,7 @@ impl WalkProbe {
 
     fn from_toml(v: &toml::Value) -> Option<WalkProbe> {
         let (chains, ns_4k, ns_2m) = read_series(v, "chains")?;
-        // A count present must be a positive integer (else the probe is not read at all).
-        let count = |k: &str| match v.get(k) {
-            Some(w) => u32::try_from(w.as_integer()?).ok().filter(|w| *w >= 1).map(Some),
-            None => Some(None),
-        };
-        let (walkers, mlp) = (count("walkers")?, count("mlp")?);
+        let (walkers, mlp) = (optional_count(v, "walkers")?, optional_count(v, "mlp")?);
         let walkers_rule = v.get("walkers_rule").and_then(|r| r.as_str()).map(str::to_string);
         let walk_ns = match v.get("walk_ns") {
             Some(w) => Some(toml_number(w)?),
@@ -345,11 +340,8 @@ impl WindowProbe {
 
     fn from_toml(v: &toml::Value) -> Option<WindowProbe> {
         let (pads, ns_4k, ns_2m) = read_series(v, "pads")?;
-        // A window present must be a positive integer, a walk_hiding present a number from 0 up.
-        let window = match v.get("window") {
-            Some(w) => Some(u32::try_from(w.as_integer()?).ok().filter(|w| *w >= 1)?),
-            None => None,
-        };
+        // A walk_hiding present must be a number from 0 up (else the probe is not read at all).
+        let window = optional_count(v, "window")?;
         let walk_hiding = match v.get("walk_hiding") {
             Some(k) => Some(toml_number(k).filter(|k| (0.0..=1e6).contains(k))?),
             None => None,
@@ -382,8 +374,17 @@ impl WindowProbe {
             t.insert(window_key.into(), toml::Value::Integer(w as i64));
         }
         if let Some(k) = self.walk_hiding {
-            t.insert("walk_hiding".into(), toml::Value::Float((k * 1000.0).round() / 1000.0));
+            t.insert("walk_hiding".into(), rounded(k));
         }
+    }
+}
+
+/// A probe's count under `k`: Some(None) where absent, Some(Some(n)) for a positive integer, and
+/// None otherwise (a probe with a bad count is not read at all).
+fn optional_count(v: &toml::Value, k: &str) -> Option<Option<u32>> {
+    match v.get(k) {
+        Some(w) => u32::try_from(w.as_integer()?).ok().filter(|w| *w >= 1).map(Some),
+        None => Some(None),
     }
 }
 
@@ -406,7 +407,7 @@ fn series_toml(footprint: u64, key: &str, counts: &[u32], ns_4k: &[f64], ns_2m: 
     p
 }
 
-/// A time as the calibration file records it: to the picosecond.
+/// A number as the calibration file records it: to three decimals (a time in ns to the picosecond).
 fn rounded(x: f64) -> toml::Value {
     toml::Value::Float((x * 1000.0).round() / 1000.0)
 }
@@ -1409,7 +1410,7 @@ impl HostReport {
         t.insert("walk_fill_buffers".into(), toml::Value::Boolean(walk_fill_buffers(&self.vendor).0));
         t.insert("rob".into(), toml::Value::Integer(self.window().0 as i64));
         if let Some(k) = self.usable_calibration().and_then(|c| c.window_probe.as_ref()?.walk_hiding) {
-            t.insert("walk_hiding".into(), toml::Value::Float((k * 1000.0).round() / 1000.0));
+            t.insert("walk_hiding".into(), rounded(k));
         }
         Some(toml::Value::Table(t))
     }

@@ -589,25 +589,21 @@ impl Machine {
                 if m.cache.take().is_none() {
                     return Err(Error::usage(format!("machine '{spec}': {name} has no [cache] section, so +nocache changes nothing")));
                 }
-            } else if let Some((key @ ("dependence" | "walk_ahead"), v)) = suffix.split_once('=') {
+            } else if let Some((key @ ("dependence" | "walk_ahead" | "walk_hiding" | "rob"), v)) = suffix.split_once('=') {
+                // Settings of the overlap model: two properties of the program (fractions), and
+                // what-ifs of the core (how much a full window hides of a translation, how many
+                // instructions the window holds).
                 let Some(c) = m.cache.as_mut() else {
                     return Err(Error::usage(format!("machine '{spec}': +{key} needs a machine with a [cache] section ({name} has none)")));
                 };
-                let field = if key == "dependence" { &mut c.dependence } else { &mut c.walk_ahead };
-                match v.parse::<f64>() {
-                    Ok(d) if (0.0..=1.0).contains(&d) => *field = d,
-                    _ => return Err(Error::usage(format!("machine '{spec}': +{key}={v}: a fraction from 0 to 1"))),
-                }
-            } else if let Some((key @ ("walk_hiding" | "rob"), v)) = suffix.split_once('=') {
-                // What-if settings of the overlap model: how much a full window hides of a
-                // translation, and how many instructions the window holds.
-                let Some(c) = m.cache.as_mut() else {
-                    return Err(Error::usage(format!("machine '{spec}': +{key} needs a machine with a [cache] section ({name} has none)")));
+                let (field, range, what) = match key {
+                    "dependence" => (&mut c.dependence, 0.0..=1.0, "a fraction from 0 to 1"),
+                    "walk_ahead" => (&mut c.walk_ahead, 0.0..=1.0, "a fraction from 0 to 1"),
+                    "walk_hiding" => (&mut c.walk_hiding, 0.0..=1e6, "a number from 0 to 1e6"),
+                    _ => (&mut c.rob, 1.0..=1e6, "a number from 1 to 1e6"),
                 };
-                let (field, low, what) =
-                    if key == "rob" { (&mut c.rob, 1.0, "a number from 1 to 1e6") } else { (&mut c.walk_hiding, 0.0, "a number from 0 to 1e6") };
                 match v.parse::<f64>() {
-                    Ok(x) if (low..=1e6).contains(&x) => *field = x,
+                    Ok(x) if range.contains(&x) => *field = x,
                     _ => return Err(Error::usage(format!("machine '{spec}': +{key}={v}: {what}"))),
                 }
             } else if let Some(v) = suffix.strip_prefix("scatter=") {
