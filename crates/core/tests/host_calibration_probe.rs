@@ -16,7 +16,11 @@ fn probe(splintered: bool) -> TlbProbe {
 }
 
 fn read_back(text: &str) -> (Calibration, Vec<String>) {
-    let dir = std::env::temp_dir().join(format!("sp-probe-{}-{}", std::process::id(), text.len()));
+    // One directory per call: tests run in parallel, and two files of one length (a name by
+    // length once) had one test remove the other's file before it was read.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("sp-probe-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("host.toml");
     std::fs::write(&path, text).unwrap();

@@ -582,12 +582,40 @@ pub struct CalibrationInput {
     pub window_probe: Option<WindowProbe>,
 }
 
+/// The ways of a level simulated smaller than CPUID says (a size calibrate saw, or the last
+/// level's fit): as many as keep its set count a power of two, at most CPUID's `ways`. Why: the
+/// level is this machine's share of a larger cache, whose sets are indexed by the address's low
+/// bits; other tenants' lines take ways in every set, not whole sets. A set count that is no
+/// power of two is hashed (cache.rs `set_of`), which spreads lines whose low bits agree (a
+/// binary search's probes, a page's same offset on many pages) over every set, so the fit's
+/// sizes of three quarters (1536KiB in 16 ways) and halves (2MiB) would index differently, and
+/// a program with such lines would see a cache of another kind at each. 1536KiB in 16 ways of
+/// 64 bytes (1,536 sets) becomes 12 ways of 2,048 sets; 2MiB keeps 16 ways. A size no power of
+/// two of sets fits keeps CPUID's ways (and is hashed).
+pub fn share_ways(bytes: u64, line: u64, ways: u64) -> u64 {
+    (1..=ways.max(1)).rev().find(|&w| bytes.is_multiple_of(line * w) && (bytes / (line * w)).is_power_of_two()).unwrap_or(ways)
+}
+
+/// A `[cache]` level entry (its size and ways CPUID's) at the `size` calibrate saw or fitted:
+/// where that is smaller, in `share_ways` ways.
+fn resize_level(level: &mut toml::map::Map<String, toml::Value>, size: &str, line: u64) {
+    let bytes = |v: Option<&toml::Value>| v.and_then(|s| s.as_str()).and_then(|s| Bytes::parse(s).ok()).map(|b| b.0);
+    let (cpu_bytes, cpu_ways) = (bytes(level.get("size")), level.get("ways").and_then(|w| w.as_integer()));
+    level.insert("size".into(), toml::Value::String(size.to_string()));
+    if let (Some(cpu), Some(w), Ok(b)) = (cpu_bytes, cpu_ways, Bytes::parse(size)) {
+        if b.0 < cpu {
+            level.insert("ways".into(), toml::Value::Integer(share_ways(b.0, line, w as u64) as i64));
+        }
+    }
+}
+
 /// The calibrated host machine file: `host_toml` (the host preset as built from CPUID) with the
 /// measured latencies, effective sizes and clock, and a `[calibration]` table saying how.
 pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Result<String, String> {
     let mut v: toml::Value = toml::from_str(host_toml).map_err(|e| e.to_string())?;
     let t = v.as_table_mut().ok_or("the host preset is not a table")?;
     let cache = t.get_mut("cache").and_then(|x| x.as_table_mut()).ok_or("the host machine has no [cache] section: CPUID and sysfs gave no data cache")?;
+    let line = cache.get("line_bytes").and_then(|x| x.as_integer()).unwrap_or(64) as u64;
     let levels = cache.get_mut("levels").and_then(|x| x.as_array_mut()).ok_or("[cache] has no levels")?;
     if levels.len() != c.level_cycles.len() {
         return Err(format!("{} latencies for {} cache levels", c.level_cycles.len(), levels.len()));
@@ -596,7 +624,7 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
         let l = l.as_table_mut().ok_or("a cache level is not a table")?;
         l.insert("cycles".into(), toml::Value::Float((c.level_cycles[i] * 10.0).round() / 10.0));
         if let Some(sz) = c.level_sizes.get(i).filter(|s| !s.is_empty()) {
-            l.insert("size".into(), toml::Value::String(sz.clone()));
+            resize_level(l, sz, line);
         }
     }
     // Splintered: memory's latency short of the TLB's reach, since the walks are nested below.
@@ -1395,9 +1423,11 @@ impl HostReport {
         for (i, g) in caches.iter().enumerate() {
             let mut e = toml::map::Map::new();
             e.insert("name".into(), toml::Value::String(g.model_name()));
-            let size = self.seen_size(i).cloned().unwrap_or_else(|| Bytes(g.bytes).to_string());
-            e.insert("size".into(), toml::Value::String(size));
+            e.insert("size".into(), toml::Value::String(Bytes(g.bytes).to_string()));
             e.insert("ways".into(), toml::Value::Integer(g.ways as i64));
+            if let Some(seen) = self.seen_size(i) {
+                resize_level(&mut e, seen, caches[0].line as u64);
+            }
             e.insert("cycles".into(), toml::Value::Float(self.latency(i).0));
             levels.push(toml::Value::Table(e));
         }
