@@ -64,6 +64,10 @@ fn the_calibration_file_and_host_simulate_a_three_quarter_share_in_twelve_ways()
     assert_eq!(t["levels"][1]["size"].as_str(), Some("1536KiB"));
     assert_eq!(t["levels"][1]["ways"].as_integer(), Some(12));
     assert_eq!(t["levels"][0]["ways"].as_integer(), Some(8));
+    // `machines host --explain` says the shape beside the size.
+    let rows = r.explain();
+    let seen = rows.iter().find(|(k, _, _)| k == "L2 size seen").unwrap_or_else(|| panic!("{rows:?}"));
+    assert_eq!(seen.1, "1536KiB, 12-way, 2048 sets");
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }
 

@@ -1526,10 +1526,17 @@ impl HostReport {
             if let Some(sz) = seen.filter(|s| *s != Bytes(c.bytes).to_string()) {
                 let fit = self.usable_calibration().and_then(|k| k.last_level_fit.as_ref()).filter(|f| i + 1 == n && Bytes(f.chosen).to_string() == sz);
                 // A size that is no whole number of KiB (a set count for 20 ways) also in MiB.
-                let shown = match sz.strip_suffix('B').and_then(|b| b.parse::<u64>().ok()) {
+                let mut shown = match sz.strip_suffix('B').and_then(|b| b.parse::<u64>().ok()) {
                     Some(b) => format!("{sz} ({:.2}MiB)", b as f64 / (1u64 << 20) as f64),
                     None => sz.clone(),
                 };
+                // The share's shape where it gave up ways (`share_ways`).
+                if let Ok(b) = Bytes::parse(&sz).map(|b| b.0).or_else(|_| sz.parse::<u64>()) {
+                    let ways = share_ways(b, c.line as u64, c.ways as u64);
+                    if b < c.bytes && ways != c.ways as u64 {
+                        shown = format!("{shown}, {ways}-way, {} sets", b / (c.line as u64 * ways));
+                    }
+                }
                 match fit {
                     Some(f) => out.push((
                         format!("L{} size (fitted)", c.level),
