@@ -3,7 +3,7 @@
 //! where that size came from.
 
 use std::collections::HashMap;
-use superpager_core::mmu::host::{calibrated_toml, clock_how, detect, read_calibration, CacheGeometry, Calibration, CalibrationInput, Cpuid, LastLevelFit};
+use superpager_core::mmu::host::{calibrated_toml, clock_how, detect, read_calibration, CacheGeometry, Calibration, CalibrationInput, LastLevelFit};
 
 mod common;
 use common::CALIBRATION_TEMPLATE as TEMPLATE;
@@ -85,18 +85,10 @@ fn the_summary_gives_the_model_at_the_chosen_size_beside_the_measurement() {
     assert!(said.contains("3 sizes tried, 16MiB down to 2MiB"), "{said}");
 }
 
-struct NoLeaves;
-
-impl Cpuid for NoLeaves {
-    fn query(&self, _leaf: u32, _sub: u32) -> [u32; 4] {
-        [0; 4]
-    }
-}
-
 #[test]
 fn explain_names_the_fitted_last_level_and_not_a_seen_one() {
     let (cal, path) = read_back(&calibrated_toml(TEMPLATE, &input(Some(fit()))).unwrap(), "explain");
-    let mut r = detect(&NoLeaves, std::path::Path::new("/nonexistent"));
+    let mut r = detect(&common::NoLeaves, std::path::Path::new("/nonexistent"));
     let level = |level: u32, bytes: u64, ways: u32| CacheGeometry {
         level,
         kind: "Data".into(),
@@ -136,7 +128,7 @@ fn the_clocks_clause_is_cut_from_the_method_and_absent_in_older_files() {
 fn a_fit_that_kept_cpuids_size_gives_no_note() {
     let kept = LastLevelFit { chosen: 16 << 20, ..fit() };
     let (cal, path) = read_back(&calibrated_toml(TEMPLATE, &input(Some(kept))).unwrap(), "kept");
-    let mut r = detect(&NoLeaves, std::path::Path::new("/nonexistent"));
+    let mut r = detect(&common::NoLeaves, std::path::Path::new("/nonexistent"));
     r.caches = vec![
         CacheGeometry { level: 2, kind: "Unified".into(), bytes: 16 << 20, ways: 16, line: 64, sets: 16384, source: "test".into() },
         CacheGeometry { level: 1, kind: "Data".into(), bytes: 32 << 10, ways: 8, line: 64, sets: 64, source: "test".into() },

@@ -4,7 +4,7 @@
 //! CPUID's size keeps CPUID's ways, whatever its set count.
 
 use superpager_core::mmu::cache::{CacheLevelSpec, CacheSpec, Caches, Requester};
-use superpager_core::mmu::host::{calibrated_toml, detect, read_calibration, share_ways, CacheGeometry, CalibrationInput, Cpuid};
+use superpager_core::mmu::host::{calibrated_toml, detect, read_calibration, share_ways, CacheGeometry, CalibrationInput, HostReport};
 
 mod common;
 
@@ -20,14 +20,6 @@ fn a_share_keeps_a_power_of_two_of_sets_and_gives_up_ways() {
     // 17 lines' worth has no power-of-two set count at 16 ways or fewer: CPUID's ways (hashed).
     assert_eq!(share_ways(17 * 64 * 1024, 64, 16), 16);
     assert_eq!(share_ways(48 << 10, 64, 12), 12, "48KiB in 12 ways: 64 sets already");
-}
-
-struct NoLeaves;
-
-impl Cpuid for NoLeaves {
-    fn query(&self, _leaf: u32, _sub: u32) -> [u32; 4] {
-        [0; 4]
-    }
 }
 
 fn geometry(level: u32, bytes: u64, ways: u32) -> CacheGeometry {
@@ -46,6 +38,18 @@ fn calibration_file(l2: &str, tag: &str) -> std::path::PathBuf {
     path
 }
 
+/// `host` as a CPU with a 32KiB 8-way L1 and `l2` (CPUID's) reports it, with the calibration at
+/// `path`.
+fn host(path: &std::path::Path, l2: CacheGeometry) -> HostReport {
+    let mut notes = Vec::new();
+    let cal = read_calibration(path, "Test CPU", &mut notes).expect("reads back");
+    let mut r = detect(&common::NoLeaves, std::path::Path::new("/nonexistent"));
+    r.caches = vec![geometry(1, 32 << 10, 8), l2];
+    r.model_name = "Test CPU".into();
+    r.calibration = Some(cal);
+    r
+}
+
 #[test]
 fn the_calibration_file_and_host_simulate_a_three_quarter_share_in_twelve_ways() {
     let path = calibration_file("1536KiB", "file");
@@ -54,12 +58,7 @@ fn the_calibration_file_and_host_simulate_a_three_quarter_share_in_twelve_ways()
     assert_eq!(v["cache"]["levels"][1]["ways"].as_integer(), Some(12), "the file's level is the share's shape");
     assert_eq!(v["cache"]["levels"][0]["ways"].as_integer(), Some(8), "a level at CPUID's size keeps its ways");
     // host, built from CPUID's geometry and this calibration, simulates the same shape.
-    let mut notes = Vec::new();
-    let cal = read_calibration(&path, "Test CPU", &mut notes).expect("reads back");
-    let mut r = detect(&NoLeaves, std::path::Path::new("/nonexistent"));
-    r.caches = vec![geometry(1, 32 << 10, 8), geometry(2, 32 << 20, 16)];
-    r.model_name = "Test CPU".into();
-    r.calibration = Some(cal);
+    let r = host(&path, geometry(2, 32 << 20, 16));
     let t = r.cache_toml().unwrap();
     assert_eq!(t["levels"][1]["size"].as_str(), Some("1536KiB"));
     assert_eq!(t["levels"][1]["ways"].as_integer(), Some(12));
@@ -74,14 +73,8 @@ fn the_calibration_file_and_host_simulate_a_three_quarter_share_in_twelve_ways()
 #[test]
 fn a_level_at_cpuids_size_keeps_its_ways_though_its_sets_are_no_power_of_two() {
     // 30MiB in 12 ways: 40,960 sets, hashed (cache.rs `set_of`), as CPUID gives it.
-    let mut notes = Vec::new();
     let path = calibration_file("30MiB", "cpuid");
-    let cal = read_calibration(&path, "Test CPU", &mut notes).expect("reads back");
-    let mut r = detect(&NoLeaves, std::path::Path::new("/nonexistent"));
-    r.caches = vec![geometry(1, 32 << 10, 8), geometry(2, 30 << 20, 12)];
-    r.model_name = "Test CPU".into();
-    r.calibration = Some(cal);
-    let t = r.cache_toml().unwrap();
+    let t = host(&path, geometry(2, 30 << 20, 12)).cache_toml().unwrap();
     assert_eq!((t["levels"][1]["size"].as_str(), t["levels"][1]["ways"].as_integer()), (Some("30MiB"), Some(12)));
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }

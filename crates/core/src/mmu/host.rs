@@ -596,15 +596,20 @@ pub fn share_ways(bytes: u64, line: u64, ways: u64) -> u64 {
     (1..=ways.max(1)).rev().find(|&w| bytes.is_multiple_of(line * w) && (bytes / (line * w)).is_power_of_two()).unwrap_or(ways)
 }
 
-/// A `[cache]` level entry (its size and ways CPUID's) at the `size` calibrate saw or fitted:
-/// where that is smaller, in `share_ways` ways.
+/// The ways of a level of `cpu_bytes` in `cpu_ways` (CPUID's) simulated at `bytes`: the share's
+/// (`share_ways`) where `bytes` is smaller, else None (CPUID's shape stands).
+fn shared_ways(bytes: u64, cpu_bytes: u64, cpu_ways: u64, line: u64) -> Option<u64> {
+    (bytes < cpu_bytes).then(|| share_ways(bytes, line, cpu_ways))
+}
+
+/// A `[cache]` level entry (its size and ways CPUID's) at the `size` calibrate saw or fitted.
 fn resize_level(level: &mut toml::map::Map<String, toml::Value>, size: &str, line: u64) {
-    let bytes = |v: Option<&toml::Value>| v.and_then(|s| s.as_str()).and_then(|s| Bytes::parse(s).ok()).map(|b| b.0);
-    let (cpu_bytes, cpu_ways) = (bytes(level.get("size")), level.get("ways").and_then(|w| w.as_integer()));
+    let cpu_bytes = level.get("size").and_then(|s| s.as_str()).and_then(|s| Bytes::parse(s).ok());
+    let cpu_ways = level.get("ways").and_then(|w| w.as_integer());
     level.insert("size".into(), toml::Value::String(size.to_string()));
     if let (Some(cpu), Some(w), Ok(b)) = (cpu_bytes, cpu_ways, Bytes::parse(size)) {
-        if b.0 < cpu {
-            level.insert("ways".into(), toml::Value::Integer(share_ways(b.0, line, w as u64) as i64));
+        if let Some(ways) = shared_ways(b.0, cpu.0, w as u64, line) {
+            level.insert("ways".into(), toml::Value::Integer(ways as i64));
         }
     }
 }
@@ -1530,10 +1535,9 @@ impl HostReport {
                     Some(b) => format!("{sz} ({:.2}MiB)", b as f64 / (1u64 << 20) as f64),
                     None => sz.clone(),
                 };
-                // The share's shape where it gave up ways (`share_ways`).
-                if let Ok(b) = Bytes::parse(&sz).map(|b| b.0).or_else(|_| sz.parse::<u64>()) {
-                    let ways = share_ways(b, c.line as u64, c.ways as u64);
-                    if b < c.bytes && ways != c.ways as u64 {
+                // The share's shape where it gave up ways (`shared_ways`).
+                if let Ok(Bytes(b)) = Bytes::parse(&sz) {
+                    if let Some(ways) = shared_ways(b, c.bytes, c.ways as u64, c.line as u64).filter(|&w| w != c.ways as u64) {
                         shown = format!("{shown}, {ways}-way, {} sets", b / (c.line as u64 * ways));
                     }
                 }
