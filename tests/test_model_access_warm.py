@@ -1,6 +1,7 @@
 """workloads/model_access.c reads its table once through after building it and before the phase
 mark (the warm pass; docs/RUNTIME_MODEL.md, "Warm tables"), so the access phase the bench times,
 and the simulator costs, starts with the table read since it was written."""
+
 import subprocess
 
 from test_capture import need_cc, need_qemu, records
