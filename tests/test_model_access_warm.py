@@ -5,6 +5,7 @@ and the simulator costs, starts with the table read since it was written."""
 import subprocess
 
 from test_capture import need_cc, need_qemu, records
+from test_capture_from_mark import split_at_mark
 
 from superpager import capture as cap
 from superpager import workloads
@@ -19,12 +20,11 @@ def test_every_line_of_the_table_is_read_after_its_last_write_and_before_the_mar
     exe = str(workloads.build("model_access"))
     r = cap.capture([exe, "stream", str(MIB), "0.0001"], out, stdout=subprocess.DEVNULL)
     assert r.status == 0 and r.phase_marks == 1 and not r.truncated, r.notes
-    lines = records(out)
-    mark = next(k for k, l in enumerate(lines) if l.startswith("madvise ") and l.split()[2] == "0x0")
+    before, from_mark = split_at_mark(records(out))
     # The mark is a zero-length madvise at the table's page; the table starts in that page.
-    page = int(lines[mark].split()[1], 16)
+    page = int(from_mark[0].split()[1], 16)
     span = range(page, page + (MIB << 20) + 4096)
-    pre = [(k, l.split()) for k, l in enumerate(lines[:mark]) if l[:2] in ("L ", "S ", "M ")]
+    pre = [(k, l.split()) for k, l in enumerate(before) if l[:2] in ("L ", "S ", "M ")]
     in_table = [(k, f) for k, f in pre if int(f[1], 16) in span]
     last_write = max(k for k, f in in_table if f[0] in ("S", "M"))
     reads = [int(f[1], 16) for k, f in in_table if k > last_write and f[0] == "L"]
