@@ -126,6 +126,30 @@ pub struct Engine {
     host_tables: Option<HostTables>,
 }
 
+/// Where a nested walk's host dimension starts for guest-physical `gpa`, walked from `w.0` down
+/// to `w.1`: below the deepest host page-walk cache hit (`Mmu::host_pwcs`), the top without
+/// them, counting the caches' hits and misses. Adds the levels it skips to `spared`. A free
+/// function so that `cache_refs` can hold the data caches and the host's walk caches, both in
+/// the MMU, at once.
+///
+/// # Safety
+/// With WIDE, as for `Tlb::access_in`.
+#[inline(always)]
+unsafe fn host_start<const WIDE: bool>(
+    pwcs: &mut Option<crate::mmu::pwc::Pwcs>,
+    hits: &mut u64,
+    misses: &mut u64,
+    gpa: u64,
+    w: (u8, u8),
+    spared: &mut u64,
+) -> u8 {
+    let Some(p) = pwcs.as_mut() else { return w.0 };
+    // SAFETY: the caller's contract. The host's tables are one address space: asid 0.
+    let top = unsafe { p.start::<WIDE>(gpa, 0, w.0, w.1, hits, misses) };
+    *spared += (w.0 - top) as u64;
+    top
+}
+
 impl Engine {
     pub fn new(machine: Machine, policy: Box<dyn Policy>, cfg: EngineConfig) -> Result<Engine> {
         if cfg.memory.0 < machine.largest_page().bytes().min(64 << 20) {
@@ -509,19 +533,24 @@ impl Engine {
             Some(t) if walked => self.mmu.host_walk(si).map(|w| (t, w)),
             _ => None,
         };
-        let Some(caches) = self.mmu.caches.as_mut() else { return };
+        let crate::mmu::Mmu { caches, host_pwcs, host_pwc_hits, host_pwc_misses, walk, last_walk, machine, .. } = &mut self.mmu;
+        let Some(caches) = caches.as_mut() else { return };
         // No closures here: a closure does not take the AVX2 the loop is compiled with, and the
         // first level's set operations would become calls (0.4x the refs/s on host).
-        // SAFETY (every defer_in below): the caller's contract.
+        // SAFETY (every defer_in and host_start below): the caller's contract.
         let pt = &self.os.procs[self.cur_pi].pt;
-        if walked && self.mmu.machine.software_handler_cycles.is_none() {
-            let (first, leaf) = self.mmu.last_walk;
+        if walked && machine.software_handler_cycles.is_none() {
+            let (first, leaf) = *last_walk;
             let mut out = [0u64; 8];
             let n = pt.entry_addrs(a.addr, first, leaf, &mut out);
+            // Host entries a host page-walk cache hit spared (`Mmu::host_pwcs`): `walk_refs`
+            // counted the whole two-dimensional walk.
+            let mut spared = 0u64;
             for &pa in &out[..n] {
                 let mut hpa = pa;
                 if let Some((t, w)) = host {
-                    for e in t.walk(pa, w) {
+                    let top = unsafe { host_start::<WIDE>(host_pwcs, host_pwc_hits, host_pwc_misses, pa, w, &mut spared) };
+                    for e in t.walk(pa, (top, w.1)) {
                         unsafe { caches.defer_in::<WIDE>(e, Requester::Walk) };
                     }
                     hpa = t.hpa(pa);
@@ -530,10 +559,12 @@ impl Engine {
             }
             // The final guest-physical address's host walk.
             if let Some(((t, w), pa)) = host.and_then(|h| Some((h, pt.paddr(a.addr)?))) {
-                for e in t.walk(pa, w) {
+                let top = unsafe { host_start::<WIDE>(host_pwcs, host_pwc_hits, host_pwc_misses, pa, w, &mut spared) };
+                for e in t.walk(pa, (top, w.1)) {
                     unsafe { caches.defer_in::<WIDE>(e, Requester::Walk) };
                 }
             }
+            walk.refs -= spared;
         }
         if a.kind.is_fetch() {
             return;

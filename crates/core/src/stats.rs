@@ -445,6 +445,11 @@ impl Results {
             c.insert("cache.dram.data".into(), dram[0]);
             c.insert("cache.dram.walk".into(), dram[1]);
         }
+        if e.mmu.host_pwcs.is_some() {
+            // A nested walk's host entries that its page-walk caches held (mmu/pwc.rs).
+            c.insert("pwc.host.hits".into(), e.mmu.host_pwc_hits);
+            c.insert("pwc.host.misses".into(), e.mmu.host_pwc_misses);
+        }
         c.extend(cycles(e));
         c.insert("cycles.idle".into(), e.idle_cycles);
 

@@ -14,12 +14,13 @@ pub mod host;
 pub mod host_tables;
 pub mod lru_set;
 pub mod machine;
+pub mod pwc;
 mod replay_thread;
 pub mod tlb;
 
 use crate::units::PageSize;
 use machine::Machine;
-use tlb::{make_tag, Replacement, Tlb};
+use tlb::{make_tag, Tlb};
 
 pub const MAX_SIZES: usize = 16;
 
@@ -84,8 +85,17 @@ pub struct Mmu {
     pub wide: bool,
     /// Bitmask of page sizes mapped anywhere right now; sizes outside it are not probed.
     pub live_sizes: u32,
-    /// Page-walk caches: (page-table level, shift of the address bits that key it, cache).
-    pwcs: Vec<(u8, u32, Tlb)>,
+    /// Page-walk caches of the guest's (or, natively, the only) walk.
+    pwcs: pwc::Pwcs,
+    /// Nested machines with data caches: page-walk caches of the host's entries, of the guest's
+    /// geometry, consulted by each host walk the engine sends through the data caches
+    /// (`Engine::cache_refs`); None otherwise, where a nested walk costs
+    /// `(g+1)(h+1)-1` references as before.
+    pub host_pwcs: Option<pwc::Pwcs>,
+    /// What `host_pwcs` did: host entries whose read a hit made unnecessary are not sent through
+    /// the data caches (nor counted in `walk.refs`).
+    pub host_pwc_hits: u64,
+    pub host_pwc_misses: u64,
     leaf_level: [u8; MAX_SIZES],
     /// Nested paging: per guest size index, the host references to translate one
     /// guest-physical address (None: native).
@@ -175,16 +185,14 @@ impl Mmu {
             // A coalesced entry comes from a walk to a base PTE.
             leaf_level[i] = machine.leaf_level(if i < machine.page_sizes.len() { *p } else { machine.base_page });
         }
-        let mut pwc_specs = machine.pwc.clone();
-        pwc_specs.sort_by_key(|p| p.level);
-        let pwcs: Vec<(u8, u32, Tlb)> = pwc_specs
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let key_shift = machine.base_page.shift() + machine.bits_per_level as u32 * (p.level as u32 - 1);
-                (p.level, key_shift, Tlb::new(p.sets * p.ways, p.ways, Replacement::Lru, 31 + i as u64))
-            })
-            .collect();
+        let bits = machine.bits_per_level as u32;
+        let pwcs = pwc::Pwcs::new(&machine.pwc, machine.base_page.shift(), bits, 31);
+        // The host's tables have the guest's geometry (`HostTables`), and its walker the same
+        // page-walk caches: AMD's caches hold both dimensions' entries (mmu/pwc.rs).
+        let host_pwcs = match (&machine.nested, &machine.cache) {
+            (Some(_), Some(_)) => Some(pwc::Pwcs::new(&machine.pwc, machine.base_page.shift(), bits, 131)),
+            _ => None,
+        };
         let nested_host_refs = machine.nested.as_ref().map(|n| {
             // Host levels walked for one guest-physical reference: down to the host page's leaf.
             std::array::from_fn(|si| {
@@ -235,7 +243,7 @@ impl Mmu {
             }
         }
         // The AVX2 loop pays off when a structure on the path can use the wide set operations.
-        let wide = tlbs.iter().chain(pwcs.iter().map(|p| &p.2)).any(|t| t.wide);
+        let wide = tlbs.iter().chain(pwcs.tlbs()).chain(host_pwcs.iter().flat_map(|p| p.tlbs())).any(|t| t.wide);
         Mmu {
             wide,
             coalesced,
@@ -265,6 +273,9 @@ impl Mmu {
             shifts,
             live_sizes: 1,
             pwcs,
+            host_pwcs,
+            host_pwc_hits: 0,
+            host_pwc_misses: 0,
             leaf_level,
             nested_host_refs,
             splinter,
@@ -485,24 +496,8 @@ impl Mmu {
     unsafe fn walk_refs<const WIDE: bool>(&mut self, va: u64, asid: u16, si: u32) -> u64 {
         let top = self.machine.walk_levels;
         let leaf = self.leaf_level[si as usize];
-        // Page-walk caches are consulted deepest level first (the PDE cache before the PDPTE
-        // cache before the PML4E cache); the first hit decides where the walk starts, and each
-        // cache that missed on the way learns the entry the walk reads (`access` probes and, on
-        // a miss, fills in one pass).
-        let mut start = top; // level of the first entry that must be read
-        for (lvl, key_shift, pwc) in self.pwcs.iter_mut() {
-            if *lvl <= leaf {
-                continue;
-            }
-            let key = va >> *key_shift;
-            // SAFETY: the caller's contract.
-            if unsafe { pwc.access_in::<WIDE>(key, make_tag(asid, key, 0)) } {
-                self.walk.pwc_hits += 1;
-                start = *lvl - 1;
-                break;
-            }
-            self.walk.pwc_misses += 1;
-        }
+        // SAFETY: the caller's contract.
+        let start = unsafe { self.pwcs.start::<WIDE>(va, asid, top, leaf, &mut self.walk.pwc_hits, &mut self.walk.pwc_misses) };
         let guest = (start - leaf + 1) as u64;
         self.last_walk = (start, leaf);
         match self.nested_host_refs {
@@ -614,9 +609,7 @@ impl Mmu {
 
     /// Drop everything cached for the page-table structure (after unmapping page tables).
     pub fn flush_pwc(&mut self) {
-        for (_, _, p) in self.pwcs.iter_mut() {
-            p.flush();
-        }
+        self.pwcs.flush();
     }
 }
 
