@@ -460,6 +460,7 @@ def test_calibrate_writes_a_machine_host_then_reads(tmp_path):
         p = subprocess.run([sys.executable, "-m", "superpager.cli", "machines", "host", "--explain", "--json"], capture_output=True, text=True, env=env)
         items = {i["item"]: i for i in json.loads(p.stdout)["items"]}
         assert items["page walks"]["value"] == "nested, over 4KB host pages", items
+        assert "page-walk caches" in items["page walks"]["source"], items["page walks"]
         assert "short of the TLB's reach" in items["memory latency"]["source"], items["memory latency"]
         p = subprocess.run([sys.executable, "-m", "superpager.cli", "predict", str(trace), "--machine", "host+native", "--policies", "base"],
                            capture_output=True, text=True, env=env)

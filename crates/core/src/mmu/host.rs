@@ -1565,7 +1565,8 @@ impl HostReport {
                     out.push((
                         "page walks".to_string(),
                         "nested, over 4KB host pages".to_string(),
-                        "the TLB probe's splintering: a guest whose hypervisor backs it with 4KB pages (host+native: one-dimensional walks, 2MB pages whole)"
+                        "the TLB probe's splintering: a guest whose hypervisor backs it with 4KB pages (host+native: one-dimensional walks, 2MB pages whole); \
+                         the host's entries held in page-walk caches of the guest's geometry, as AMD's walker caches both dimensions (Bhargava et al., ASPLOS 2008; docs/MODEL.md)"
                             .to_string(),
                     ));
                 }
