@@ -126,28 +126,31 @@ pub struct Engine {
     host_tables: Option<HostTables>,
 }
 
-/// Where a nested walk's host dimension starts for guest-physical `gpa`, walked from `w.0` down
-/// to `w.1`: below the deepest host page-walk cache hit (`Mmu::host_pwcs`), the top without
-/// them, counting the caches' hits and misses. Adds the levels it skips to `spared`. A free
-/// function so that `cache_refs` can hold the data caches and the host's walk caches, both in
-/// the MMU, at once.
+/// Queue the host entries a nested walk reads to translate guest-physical `gpa`, from level
+/// `w.0` down to `w.1`, and return how many of them the host's page-walk caches spared (their
+/// walk starts below the deepest hit: `Mmu::host_pwcs`). A free function so that `cache_refs`
+/// can hold the data caches and the host's walk caches, both in the MMU, at once; no closure,
+/// since a closure would not take the AVX2 the loop is compiled with.
 ///
 /// # Safety
 /// With WIDE, as for `Tlb::access_in`.
 #[inline(always)]
-unsafe fn host_start<const WIDE: bool>(
-    pwcs: &mut Option<crate::mmu::pwc::Pwcs>,
-    hits: &mut u64,
-    misses: &mut u64,
+unsafe fn defer_host_walk<const WIDE: bool>(
+    caches: &mut crate::mmu::cache::Caches,
+    host_pwcs: &mut Option<crate::mmu::pwc::HostPwcs>,
+    tables: &HostTables,
     gpa: u64,
     w: (u8, u8),
-    spared: &mut u64,
-) -> u8 {
-    let Some(p) = pwcs.as_mut() else { return w.0 };
-    // SAFETY: the caller's contract. The host's tables are one address space: asid 0.
-    let top = unsafe { p.start::<WIDE>(gpa, 0, w.0, w.1, hits, misses) };
-    *spared += (w.0 - top) as u64;
-    top
+) -> u64 {
+    // SAFETY (both): the caller's contract.
+    let top = match host_pwcs {
+        Some(h) => unsafe { h.start::<WIDE>(gpa, w) },
+        None => w.0,
+    };
+    for e in tables.walk(gpa, (top, w.1)) {
+        unsafe { caches.defer_in::<WIDE>(e, crate::mmu::cache::Requester::Walk) };
+    }
+    (w.0 - top) as u64
 }
 
 impl Engine {
@@ -533,11 +536,11 @@ impl Engine {
             Some(t) if walked => self.mmu.host_walk(si).map(|w| (t, w)),
             _ => None,
         };
-        let crate::mmu::Mmu { caches, host_pwcs, host_pwc_hits, host_pwc_misses, walk, last_walk, machine, .. } = &mut self.mmu;
+        let crate::mmu::Mmu { caches, host_pwcs, walk, last_walk, machine, .. } = &mut self.mmu;
         let Some(caches) = caches.as_mut() else { return };
         // No closures here: a closure does not take the AVX2 the loop is compiled with, and the
         // first level's set operations would become calls (0.4x the refs/s on host).
-        // SAFETY (every defer_in and host_start below): the caller's contract.
+        // SAFETY (every defer_in and defer_host_walk below): the caller's contract.
         let pt = &self.os.procs[self.cur_pi].pt;
         if walked && machine.software_handler_cycles.is_none() {
             let (first, leaf) = *last_walk;
@@ -549,20 +552,14 @@ impl Engine {
             for &pa in &out[..n] {
                 let mut hpa = pa;
                 if let Some((t, w)) = host {
-                    let top = unsafe { host_start::<WIDE>(host_pwcs, host_pwc_hits, host_pwc_misses, pa, w, &mut spared) };
-                    for e in t.walk(pa, (top, w.1)) {
-                        unsafe { caches.defer_in::<WIDE>(e, Requester::Walk) };
-                    }
+                    spared += unsafe { defer_host_walk::<WIDE>(caches, host_pwcs, t, pa, w) };
                     hpa = t.hpa(pa);
                 }
                 unsafe { caches.defer_in::<WIDE>(hpa, Requester::Walk) };
             }
             // The final guest-physical address's host walk.
             if let Some(((t, w), pa)) = host.and_then(|h| Some((h, pt.paddr(a.addr)?))) {
-                let top = unsafe { host_start::<WIDE>(host_pwcs, host_pwc_hits, host_pwc_misses, pa, w, &mut spared) };
-                for e in t.walk(pa, (top, w.1)) {
-                    unsafe { caches.defer_in::<WIDE>(e, Requester::Walk) };
-                }
+                spared += unsafe { defer_host_walk::<WIDE>(caches, host_pwcs, t, pa, w) };
             }
             walk.refs -= spared;
         }

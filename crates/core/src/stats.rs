@@ -445,10 +445,10 @@ impl Results {
             c.insert("cache.dram.data".into(), dram[0]);
             c.insert("cache.dram.walk".into(), dram[1]);
         }
-        if e.mmu.host_pwcs.is_some() {
+        if let Some(h) = &e.mmu.host_pwcs {
             // A nested walk's host entries that its page-walk caches held (mmu/pwc.rs).
-            c.insert("pwc.host.hits".into(), e.mmu.host_pwc_hits);
-            c.insert("pwc.host.misses".into(), e.mmu.host_pwc_misses);
+            c.insert("pwc.host.hits".into(), h.hits);
+            c.insert("pwc.host.misses".into(), h.misses);
         }
         c.extend(cycles(e));
         c.insert("cycles.idle".into(), e.idle_cycles);

@@ -154,6 +154,21 @@ pub fn calibration_input() -> superpager_core::mmu::host::CalibrationInput {
     }
 }
 
+/// A two-level `[cache]` for skylake-based machine files: an L2 of 1MiB in 8 ways (set index
+/// bits 6-16).
+pub const TWO_LEVEL_CACHE: &str = "\n[cache]\ndram_cycles = 300\nmlp = 10\nwalkers = 2\nrob = 224\n\
+                                   [[cache.levels]]\nname = \"L1d\"\nsize = \"32KiB\"\nways = 8\ncycles = 5\n\
+                                   [[cache.levels]]\nname = \"L2\"\nsize = \"1MiB\"\nways = 8\ncycles = 14\n";
+
+/// A machine file `name` (in the test's temporary directory): the skylake preset followed by
+/// `extra` (sections to add), and its path.
+pub fn skylake_file(name: &str, extra: &str) -> String {
+    let sky = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/machines/skylake.toml")).unwrap();
+    let p = tmp(name);
+    std::fs::write(&p, format!("{sky}{extra}")).unwrap();
+    p
+}
+
 /// The static host preset (TLBs, walker, costs) with a two-level `[cache]`, as CPUID gives one.
 pub fn host_template() -> String {
     let cache = "\n[cache]\ndram_cycles = 300\nmlp = 10\nwalkers = 6\nrob = 256\n[[cache.levels]]\nname = \"L1d\"\nsize = \"32KiB\"\nways = 8\ncycles = 5\n[[cache.levels]]\nname = \"L2\"\nsize = \"1MiB\"\nways = 8\ncycles = 14\n";

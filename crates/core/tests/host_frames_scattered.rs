@@ -6,19 +6,12 @@ use superpager_core::mmu::host::{calibrated_toml, read_calibration, CalibrationI
 use superpager_core::mmu::machine::{HostFrames, Machine};
 
 mod common;
-use common::{host_template, simulate, strided_trace, tmp};
+use common::{host_template, simulate, skylake_file, strided_trace, tmp, TWO_LEVEL_CACHE};
 
 /// skylake with a two-level data cache (an L2 of 1MiB in 8 ways: set index bits 6-16), nested
 /// over 4KB host pages with the `host_frames` line given.
 fn machine_file(name: &str, host_frames: &str) -> String {
-    let sky = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/machines/skylake.toml")).unwrap();
-    let cache = "\n[cache]\ndram_cycles = 300\nmlp = 10\nwalkers = 2\nrob = 224\n\
-                 [[cache.levels]]\nname = \"L1d\"\nsize = \"32KiB\"\nways = 8\ncycles = 5\n\
-                 [[cache.levels]]\nname = \"L2\"\nsize = \"1MiB\"\nways = 8\ncycles = 14\n";
-    let nested = format!("\n[walker.nested]\nhost_levels = 4\nhost_page_size = \"4KiB\"\n{host_frames}\n");
-    let p = tmp(name);
-    std::fs::write(&p, format!("{sky}{cache}{nested}")).unwrap();
-    p
+    skylake_file(name, &format!("{TWO_LEVEL_CACHE}\n[walker.nested]\nhost_levels = 4\nhost_page_size = \"4KiB\"\n{host_frames}\n"))
 }
 
 #[test]

@@ -5,19 +5,13 @@
 //! (g+1)(h+1)-1 references as before.
 
 mod common;
-use common::{gen_file, simulate, tmp};
+use common::{gen_file, simulate, skylake_file, TWO_LEVEL_CACHE};
 
 /// skylake with a two-level data cache, nested over 4KB host pages; `cache` false leaves the
 /// data caches out.
 fn machine_file(name: &str, cache: bool) -> String {
-    let sky = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/machines/skylake.toml")).unwrap();
-    let caches = "\n[cache]\ndram_cycles = 300\nmlp = 10\nwalkers = 2\nrob = 224\n\
-                  [[cache.levels]]\nname = \"L1d\"\nsize = \"32KiB\"\nways = 8\ncycles = 5\n\
-                  [[cache.levels]]\nname = \"L2\"\nsize = \"1MiB\"\nways = 8\ncycles = 14\n";
     let nested = "\n[walker.nested]\nhost_levels = 4\nhost_page_size = \"4KiB\"\n";
-    let p = tmp(name);
-    std::fs::write(&p, format!("{sky}{}{nested}", if cache { caches } else { "" })).unwrap();
-    p
+    skylake_file(name, &format!("{}{nested}", if cache { TWO_LEVEL_CACHE } else { "" }))
 }
 
 #[test]

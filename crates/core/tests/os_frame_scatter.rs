@@ -6,18 +6,12 @@ use superpager_core::mmu::host::{calibrated_toml, read_calibration, CalibrationI
 use superpager_core::mmu::machine::Machine;
 
 mod common;
-use common::{simulate, strided_trace, tmp, CALIBRATION_TEMPLATE};
+use common::{simulate, skylake_file, strided_trace, tmp, CALIBRATION_TEMPLATE, TWO_LEVEL_CACHE};
 
 /// skylake with a two-level data cache (an L2 of 1MiB in 8 ways: set index bits 6-16) and the
 /// `[frames]` text given.
 fn machine_file(name: &str, frames: &str) -> String {
-    let sky = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/machines/skylake.toml")).unwrap();
-    let cache = "\n[cache]\ndram_cycles = 300\nmlp = 10\nwalkers = 2\nrob = 224\n\
-                 [[cache.levels]]\nname = \"L1d\"\nsize = \"32KiB\"\nways = 8\ncycles = 5\n\
-                 [[cache.levels]]\nname = \"L2\"\nsize = \"1MiB\"\nways = 8\ncycles = 14\n";
-    let p = tmp(name);
-    std::fs::write(&p, format!("{sky}{cache}{frames}")).unwrap();
-    p
+    skylake_file(name, &format!("{TWO_LEVEL_CACHE}{frames}"))
 }
 
 #[test]

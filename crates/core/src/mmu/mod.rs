@@ -91,11 +91,9 @@ pub struct Mmu {
     /// geometry, consulted by each host walk the engine sends through the data caches
     /// (`Engine::cache_refs`); None otherwise, where a nested walk costs
     /// `(g+1)(h+1)-1` references as before.
-    pub host_pwcs: Option<pwc::Pwcs>,
-    /// What `host_pwcs` did: host entries whose read a hit made unnecessary are not sent through
-    /// the data caches (nor counted in `walk.refs`).
-    pub host_pwc_hits: u64,
-    pub host_pwc_misses: u64,
+    /// Host entries whose read a hit made unnecessary are not sent through the data caches (nor
+    /// counted in `walk.refs`).
+    pub host_pwcs: Option<pwc::HostPwcs>,
     leaf_level: [u8; MAX_SIZES],
     /// Nested paging: per guest size index, the host references to translate one
     /// guest-physical address (None: native).
@@ -190,7 +188,7 @@ impl Mmu {
         // The host's tables have the guest's geometry (`HostTables`), and its walker the same
         // page-walk caches: AMD's caches hold both dimensions' entries (mmu/pwc.rs).
         let host_pwcs = match (&machine.nested, &machine.cache) {
-            (Some(_), Some(_)) => Some(pwc::Pwcs::new(&machine.pwc, machine.base_page.shift(), bits, 131)),
+            (Some(_), Some(_)) => Some(pwc::HostPwcs::new(pwc::Pwcs::new(&machine.pwc, machine.base_page.shift(), bits, 131))),
             _ => None,
         };
         let nested_host_refs = machine.nested.as_ref().map(|n| {
@@ -274,8 +272,6 @@ impl Mmu {
             live_sizes: 1,
             pwcs,
             host_pwcs,
-            host_pwc_hits: 0,
-            host_pwc_misses: 0,
             leaf_level,
             nested_host_refs,
             splinter,

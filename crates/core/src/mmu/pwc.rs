@@ -73,6 +73,37 @@ impl Pwcs {
     }
 }
 
+/// A nested walk's caches of the host's entries and what they did (`pwc.host.hits|misses`).
+/// The host's tables never change and are one address space (guest-physical memory), so
+/// nothing flushes them and every entry is tagged asid 0.
+#[derive(Clone, Debug)]
+pub struct HostPwcs {
+    pwcs: Pwcs,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl HostPwcs {
+    pub fn new(pwcs: Pwcs) -> HostPwcs {
+        HostPwcs { pwcs, hits: 0, misses: 0 }
+    }
+
+    pub fn tlbs(&self) -> impl Iterator<Item = &Tlb> {
+        self.pwcs.tlbs()
+    }
+
+    /// Where a host walk of guest-physical `gpa` from level `walk.0` down to `walk.1` starts
+    /// (`Pwcs::start`).
+    ///
+    /// # Safety
+    /// With WIDE, as for `Tlb::access_in`.
+    #[inline(always)]
+    pub unsafe fn start<const WIDE: bool>(&mut self, gpa: u64, walk: (u8, u8)) -> u8 {
+        // SAFETY: the caller's contract.
+        unsafe { self.pwcs.start::<WIDE>(gpa, 0, walk.0, walk.1, &mut self.hits, &mut self.misses) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
