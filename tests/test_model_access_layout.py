@@ -15,8 +15,7 @@ from superpager.live.run import shim_library
 
 
 def _run(exe, program, env=None):
-    out = subprocess.run([exe, program, "3", "0.001"], capture_output=True, text=True, check=True,
-                         env={**os.environ, **(env or {})}).stdout
+    out = subprocess.run([exe, program, "3", "0.001"], capture_output=True, text=True, check=True, env={**os.environ, **(env or {})}).stdout
     return dict(re.findall(r"(\w+)=(\S+)", out))
 
 
@@ -39,8 +38,10 @@ def test_glibc_alone_would_not_have_aligned_it(tmp_path):
     comes back off a 2MB boundary from glibc (so this test fails if glibc ever aligns it, and
     the note in model_access.c should go)."""
     src = tmp_path / "m.c"
-    src.write_text("#include <stdio.h>\n#include <stdint.h>\n#include <stdlib.h>\n"
-                   "int main(void) { void *p = malloc(3u << 20); printf(\"%zu\\n\", (size_t)((uintptr_t)p & ((2u << 20) - 1))); return 0; }\n")
+    src.write_text(
+        "#include <stdio.h>\n#include <stdint.h>\n#include <stdlib.h>\n"
+        'int main(void) { void *p = malloc(3u << 20); printf("%zu\\n", (size_t)((uintptr_t)p & ((2u << 20) - 1))); return 0; }\n'
+    )
     exe = tmp_path / "m"
     subprocess.run(["cc", "-O2", "-o", str(exe), str(src)], check=True)
     assert int(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout) != 0
