@@ -63,9 +63,10 @@ int main(int argc, char **argv)
     size_t bytes = mib << 20, words = bytes / 8;
     /* The table starts on a 2MB boundary under every policy, so the base and thp runs (and the
      * capture) lay it out alike. glibc's malloc put it 16 bytes past a page boundary, the thp
-     * shim on a 2MB boundary: btree's 64-byte nodes then straddled two lines on 4KB pages and
-     * sat in one on 2MB pages, and that alone made a lookup about 20% slower on the Zen 5 VM,
-     * so the bench measured 2MB pages slower than 4KB (docs/RUNTIME_MODEL.md, "One layout"). */
+     * shim on a 2MB boundary: btree's 64-byte nodes then straddled two lines in the base runs
+     * and sat in one each in the thp runs. A node a line alone made a lookup about 20% slower
+     * on the Zen 5 VM, on either page size, so the bench measured 2MB pages slower than 4KB
+     * (docs/RUNTIME_MODEL.md, "One layout"). */
     char *raw = malloc(bytes + TABLE_ALIGN);
     if (!raw) {
         perror("model_access: malloc");
