@@ -1,6 +1,6 @@
 """calibrate's last-level fit (docs/RUNTIME_MODEL.md, "The last level's fit"): the sizes it
-tries, how it chooses, and, end to end, that it finds the size at which the model takes the
-time it is told was measured."""
+tries, the footprints it compares, how it fits memory's latency, and, end to end, that it finds
+the size and the latency at which the model takes the times it is told were measured."""
 
 import os
 
@@ -21,12 +21,29 @@ def test_the_sizes_tried_shrink_from_the_levels_size_to_the_level_above_in_whole
     assert cal.fit_sizes(1 << 20, 1 << 20, 16) == [1 << 20]
 
 
-def test_the_choice_is_the_nearest_in_log_ratio_on_both_page_sizes_and_the_larger_on_a_tie():
-    # Measured 300 and 200: the second size is off by 1% and 2%, the third by 0% and 10%.
-    assert cal.fit_choice([150, 303, 300], [140, 204, 220], 300, 200) == 1
-    # Twice over and half under weigh the same (log ratios); a tie keeps the larger size.
-    assert cal.fit_choice([600, 150], [200, 200], 300, 200) == 0
-    assert cal.fit_choice([150, 600], [200, 200], 300, 200) == 0
+def test_the_footprints_compared_step_down_by_quarters_to_four_times_the_level():
+    both = lambda *fps: {(f, pg) for f in fps for pg in ("4k", "2m")}
+    m = both(8 << 20, 16 << 20, 32 << 20, 64 << 20, 128 << 20, 256 << 20, 512 << 20, 1 << 30)
+    assert cal.fit_footprints(1 << 30, 4 << 20, m) == [16 << 20, 64 << 20, 256 << 20, 1 << 30]
+    # A CPUID-sized 32MiB level: only footprints from 128MiB up.
+    assert cal.fit_footprints(1 << 30, 32 << 20, m) == [256 << 20, 1 << 30]
+    # A footprint measured on one page size only is left out; below 4x the level, none.
+    assert cal.fit_footprints(1 << 30, 4 << 20, m - {(64 << 20, "2m")}) == [16 << 20, 256 << 20, 1 << 30]
+    assert cal.fit_footprints(64 << 20, 32 << 20, m) == []
+
+
+def test_memorys_latency_is_the_one_nearest_in_log_ratio_over_every_point():
+    # Three points whose model times are affine in memory's latency, measured at 450 cycles.
+    lines = [(20.0, 0.3, 20.0 + 0.3 * 450), (40.0, 0.5, 40.0 + 0.5 * 450), (5.0, 0.9, 5.0 + 0.9 * 450)]
+    d, e = cal.fit_memory(lines, 60, 2000)
+    assert d == 450.0 and e < 1e-12
+    # Twice over one point and half under another weigh the same; a tie keeps the lower latency.
+    d, e = cal.fit_memory([(0.0, 1.0, 200.0), (0.0, 1.0, 800.0)], 100, 1000)
+    assert d == 400.0 and abs(e - __import__("math").log(2)) < 1e-9
+    # Bounds are kept: the best inside them, not outside.
+    assert cal.fit_memory(lines, 500, 900)[0] == 500.0
+    with pytest.raises(cal.CalibrateError, match="no memory latency between 900 and 500"):
+        cal.fit_memory(lines, 900, 500)
 
 
 def _input(levels):
@@ -38,28 +55,37 @@ def _input(levels):
             "points": [], "tlb_probe": None, "walk_probe": None, "near_memory": None}
 
 
-def test_the_fit_finds_the_size_at_which_the_model_takes_the_measured_time(monkeypatch, tmp_path):
+def test_the_fit_finds_the_size_and_memorys_latency_at_which_the_model_takes_the_measured_times(monkeypatch, tmp_path):
     levels = [(name, size, ways, 0.0) for name, size, ways in _core.host_cache_levels()]
     if len(levels) < 2:
         pytest.skip("CPUID and sysfs give fewer than two data-cache levels here")
     monkeypatch.setattr(cal, "FIT_ACCESSES", 100_000)
     inp = _input(levels)
+    # The last level seen at 4x the level above, so that the fit compares two footprints: 16x
+    # and 64x the level above (four and sixteen times the last level).
+    above = levels[-2][1]
+    inp["level_sizes"][-1] = cal.size_text(4 * above)
+    largest = 64 * above
     before = os.environ.get("SUPERPAGER_CALIBRATION")
-    # What the model takes with the last level at its third size tried: told that this was
-    # measured, the fit must come back to a size that gives exactly it.
-    sizes = cal.fit_sizes(levels[-1][1], levels[-2][1], levels[-1][2])
+    sizes = cal.fit_sizes(4 * above, above, levels[-1][2])
     if len(sizes) < 3:
         pytest.skip("the last level is too close to the one above for three sizes")
-    trace = str(tmp_path / "chase.spt")
-    cal.chase_trace(trace, 64 << 20)
-    toml = _core.calibrated_host_toml(__import__("json").dumps({**inp, "level_sizes": [*inp["level_sizes"][:-1], cal.size_text(sizes[2])]}))
-    want = cal.model_chase_ns(toml, trace)
-    got = cal.fit_last_level(inp, levels, 64 << 20, *want)
-    assert got["sizes"] == sizes
-    at = got["sizes"].index(got["chosen"])
-    assert (got["ns_4k"][at], got["ns_2m"][at]) == (round(want[0], 3), round(want[1], 3)), got
-    assert got["chosen"] >= sizes[2], "a tie keeps the larger size"
-    assert got["ns_4k"][-1] >= got["ns_4k"][0], "a smaller last level never makes 4KB walks cheaper"
+    # What the model takes with the last level at its third size and memory at 480 cycles, at
+    # both footprints: told that this was measured, the fit must come back to them.
+    want = {}
+    for fp in (largest // 4, largest):
+        trace = str(tmp_path / f"chase-{fp}.spt")
+        cal.chase_trace(trace, fp)
+        want[fp] = cal.model_chase_ns(cal.with_memory(inp, sizes[2], 480.0), trace)
+    inp["points"] = [[fp, pg, ns] for fp, (a, b) in want.items() for pg, ns in (("4k", a), ("2m", b))]
+    got = cal.fit_last_level(inp, levels, largest, *want[largest])
+    assert got["sizes"] == sizes and got["footprints"] == [largest // 4, largest]
+    assert len(got["memory_cycles"]) == len(got["rms"]) == len(sizes)
+    assert abs(got["memory_cycles"][2] - 480.0) <= 1.0, got
+    assert got["rms"][2] < 0.005, got
+    at = sizes.index(got["chosen"])
+    assert got["rms"][at] <= got["rms"][2] and at <= 2, "the nearest pair; a tie keeps the larger size"
+    assert got["ns_4k"][2] == pytest.approx(want[largest][0], rel=0.005), got
     assert os.environ.get("SUPERPAGER_CALIBRATION") == before, "the machine file read is put back"
 
 

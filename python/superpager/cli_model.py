@@ -47,10 +47,12 @@ over --largest, each followed by 0 to 192 register adds, on 2MB and 4KB pages; h
 load takes grows with the adds gives how many instructions the core holds behind an outstanding
 load (the model's rob), and how much of what 4KB pages add to one load alone shows when many loads
 are in flight gives how much of a walk a full window hides (walk_hiding). Then
-the last level's fit: the model itself runs the chase at --largest with the last cache level at up
-to 11 sizes, from CPUID's down to the level above's, and keeps the size at which it takes the time
-measured there on 4KB and 2MB pages (a virtual machine gets only a share of a shared last level;
---no-last-level-fit keeps CPUID's size). Where its two timings of one chase over --largest on 4KB
+the last level's fit: the model itself runs the chase at --largest and at every quarter of it down
+to four times the last level, with the last cache level at up to 11 sizes, from the size seen
+(else CPUID's) down to the level above's, fits memory's latency to each size, and keeps the pair
+at which it takes the times measured there on 4KB and 2MB pages (a virtual machine gets only a
+share of a shared last level, and memory's latency read from one point mixes in a level's hits or
+the walks; --no-last-level-fit keeps the size and memory's latency as read). Where its two timings of one chase over --largest on 4KB
 pages (among the points, and the walk probe's single chase) are more than 15% apart, it warns that
 the machine changed while it measured. Writes a machine TOML: the host preset (geometry from
 CPUID) with the measured numbers and a [calibration] table saying how they were measured. Times
@@ -62,6 +64,7 @@ should run meanwhile.
 examples:
   superpager calibrate
   superpager calibrate --out mybox.toml && superpager predict t.spt --machine mybox.toml
+  superpager calibrate --refit old.toml --out refit.toml     # this version's fits, the old measurements
 """
 
 
@@ -111,13 +114,15 @@ def _split(spec: str) -> list[str]:
 def cmd_calibrate(a) -> int:
     from .cbuild import BuildError
     from .model.calibrate import CalibrateError
-    from .model.calibrate import footprints as fps
     from .fmt import human_bytes
     out = Path(a.out) if a.out else default_calibration_path()
     largest = a.largest
     before = previous_tlb_probe(out)
     try:
-        r = calibrate_on_terminal(out, largest=largest, steps=a.steps, repeats=a.repeats, last_level_fit=a.last_level_fit)
+        if a.refit:
+            r = calibrate_on_terminal(out, refit=Path(a.refit), last_level_fit=a.last_level_fit)
+        else:
+            r = calibrate_on_terminal(out, largest=largest, steps=a.steps, repeats=a.repeats, last_level_fit=a.last_level_fit)
     except (CalibrateError, BuildError) as e:
         raise _core.UsageError(f"calibrate: {e}") from None
     if a.json:
@@ -131,13 +136,18 @@ def cmd_calibrate(a) -> int:
             for i, (name, b, _w, c) in enumerate(info["cache"]["levels"])]
     # Splintered with a near point: host is nested, with that point as memory's latency.
     near = r.get("near_memory") if (r.get("tlb_probe") or {}).get("splintered") else None
-    if near is not None:
+    fitted_memory = fitted["memory_cycles"][fitted["sizes"].index(fitted["chosen"])] if fitted and fitted.get("memory_cycles") else None
+    if fitted and fitted_memory is not None:
+        read = (f"the 2MB chase at {human_bytes(near['footprint'])} read {near['cycles']:.1f}" if near is not None
+                else f"the largest point read {r['dram_cycles']:.1f}")
+        rows.append(["memory", f"{fitted_memory:.1f}", f"(fitted with the last level, over the chase from {human_bytes(fitted['footprints'][0])} up; {read})"])
+    elif near is not None:
         # host is nested here: memory's latency short of the TLB's reach (calibrate.near_memory).
         rows.append(["memory", f"{near['cycles']:.1f}", f"(the 2MB chase at {human_bytes(near['footprint'])}; {r['dram_cycles']:.1f} at the largest)"])
     else:
         rows.append(["memory", f"{r['dram_cycles']:.1f}", ""])
     print(table(rows, ["level", "cycles", "size simulated"]))
-    print(f"{r['clock_how']}; {len(fps(largest)) * 2} points")
+    print(f"{r['clock_how']}; {len(r['points'])} points")
     for k in r.get("read_short", []):
         print(f"{info['cache']['levels'][k['level']][0]} reads as memory ({k['ns_inside']:.1f} ns) from four times the level above on, so its "
               f"latency is read at {human_bytes(k['footprint'])} ({k['ns']:.1f} ns), a lower bound (docs/RUNTIME_MODEL.md, \"A last level read short\")")
@@ -166,10 +176,15 @@ def cmd_calibrate(a) -> int:
               f"{'the size the chase saw' if r['level_sizes'][-1] else 'the size CPUID gives'}")
     else:
         at = f["sizes"].index(f["chosen"])
-        print(f"last-level fit: {rows[-2][0]} simulated at {human_bytes(f['chosen'])}; there the model takes {f['ns_4k'][at]:.1f} ns a step "
+        memory = f" and memory at {fitted_memory:.0f} cycles" if fitted_memory is not None else ""
+        print(f"last-level fit: {rows[-2][0]} simulated at {human_bytes(f['chosen'])}{memory}; there the model takes {f['ns_4k'][at]:.1f} ns a step "
               f"on 4KB pages and {f['ns_2m'][at]:.1f} on 2MB for the chase over {human_bytes(f['footprint'])}, against "
               f"{f['measured_4k_ns']:.1f} and {f['measured_2m_ns']:.1f} measured ({len(f['sizes'])} sizes tried, "
               f"{human_bytes(f['sizes'][0])} to {human_bytes(f['sizes'][-1])})")
+        if f.get("rms"):
+            each = ", ".join(f"{human_bytes(n)} {m:.0f} cycles {e * 100:.1f}%" for n, m, e in zip(f["sizes"], f["memory_cycles"], f["rms"]))
+            print(f"  over the chase at {', '.join(human_bytes(x) for x in f['footprints'])} on both page sizes, each size with "
+                  f"memory's latency fitted to it, root mean square off the measured times: {each}")
     if r.get("unsteady"):
         print(f"warning: {r['unsteady']}")
     print(f"wrote {out}")
@@ -300,7 +315,8 @@ def calibrate_on_terminal(out: Path, **kw) -> dict:
         if sys.stderr.isatty():
             print(f"\r[{done}/{total}] {what}      ", end="", file=sys.stderr, flush=True)
 
-    r = cal_mod.calibrate(out, progress=progress, **kw)
+    refit = kw.pop("refit", None)
+    r = cal_mod.refit(refit, out, progress=progress, **kw) if refit else cal_mod.calibrate(out, progress=progress, **kw)
     if sys.stderr.isatty():
         print(file=sys.stderr)
     return r
@@ -350,5 +366,8 @@ def add_parsers(sub, raw) -> None:
     c.add_argument("--no-last-level-fit", dest="last_level_fit", action="store_false",
                    help="keep the last cache level at the size CPUID gives (or the chase saw) instead of fitting it "
                         "to the chase at --largest (docs/RUNTIME_MODEL.md, \"The last level's fit\")")
+    c.add_argument("--refit", metavar="FILE",
+                   help="measure nothing: fit the machine file FILE (one calibrate wrote) again from the measurements it holds, "
+                        "by this version's rules, and write the result to --out (docs/RUNTIME_MODEL.md, \"Memory's latency, fitted\")")
     c.add_argument("--json", action="store_true", help="print the measurements as JSON")
     c.set_defaults(fn=cmd_calibrate)

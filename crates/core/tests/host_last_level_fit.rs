@@ -17,6 +17,9 @@ fn fit() -> LastLevelFit {
         ns_4k: vec![165.5, 190.0, 303.3],
         ns_2m: vec![146.6, 150.0, 208.7],
         chosen: 2 << 20,
+        footprints: vec![],
+        memory_cycles: vec![],
+        rms: vec![],
     }
 }
 

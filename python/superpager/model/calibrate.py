@@ -13,8 +13,9 @@ whether the TLB holds 2MB pages whole, or as smaller pieces as a virtual machine
 backs guest memory with 4KB pages does. Last, the walk probe (`walk_probe`): k independent
 chases at once at the largest footprint, on 4KB and 2MB pages, to measure how many misses and
 how many page walks overlap (the model's `mlp` and `walkers`). Last of all, the last level's fit
-(`fit_last_level`): the model itself is run on the chase at the largest footprint with the last
-level at shrinking sizes, and keeps the size at which it takes the time the chase measured there.
+(`fit_last_level`): the model itself is run on the chase from the largest footprint down to four
+times the last level, with the last level at shrinking sizes and memory's latency fitted at each,
+and keeps the pair at which it takes the times the chase measured there.
 And the frame probe (`frame_probe`): how the kernel places a process's 4KB pages in physical
 memory, read back from /proc/self/pagemap (the model's `[frames] scatter`); and the host-frames
 probe (`host_frames_probe`): whether the caches see a 2MB page's 4KB pieces in order, or
@@ -469,14 +470,6 @@ def fit_sizes(size: int, above: int, ways: int, line: int = 64) -> list[int]:
     return out
 
 
-def fit_choice(ns_4k: list[float], ns_2m: list[float], measured_4k: float, measured_2m: float) -> int:
-    """Index of the size whose predictions come nearest the measurement: the smallest root mean
-    square of the two log ratios; the first (largest size) on a tie."""
-    import math
-    err = [math.sqrt((math.log(a / measured_4k) ** 2 + math.log(b / measured_2m) ** 2) / 2) for a, b in zip(ns_4k, ns_2m)]
-    return min(range(len(err)), key=lambda i: (round(err[i], 12), i))
-
-
 def model_chase_ns(machine_toml: str, trace: str) -> tuple[float, float]:
     """ns a step the model gives for the chase `trace` (every step dependent) on 4KB and on 2MB
     pages, with `host` read from `machine_toml` (the faults and zeroing of first touches are left
@@ -525,14 +518,68 @@ def fit_skipped(wanted: bool, levels: list[tuple[str, int, int, float]], largest
     return None
 
 
+#: The fit's footprints step down from `--largest` by this factor (1GiB, 256MiB, 64MiB, 16MiB).
+FIT_FOOTPRINT_STEP = 4
+#: Memory's latencies the fit tries, in cycles: from the last level's latency up to this many
+#: times the slowest 2MB point, a cycle apart.
+FIT_MEMORY_CEILING = 4
+
+
+def fit_footprints(largest: int, last_level: int, measured: set[tuple[int, str]]) -> list[int]:
+    """The chase's footprints the fit compares, ascending: `largest`, then a quarter of it, and so
+    on while at least four times `last_level` (smaller, the chase's own lines fit in the level
+    and the fit would measure them), each measured on both page sizes."""
+    out = []
+    fp = largest
+    while fp >= 4 * last_level:
+        if (fp, "4k") in measured and (fp, "2m") in measured:
+            out.append(fp)
+        fp //= FIT_FOOTPRINT_STEP
+    return sorted(out)
+
+
+def fit_memory(lines: list[tuple[float, float, float]], lo: float, hi: float) -> tuple[float, float]:
+    """Memory's latency (cycles, a whole number from `lo` to `hi`) at which the model's times
+    `a + b * cycles` come nearest the measured ones, each (a, b, measured) of `lines`: the smallest
+    root mean square of the log ratios; the lower latency on a tie. Returns (cycles, rms)."""
+    import math
+    best = None
+    for d in range(max(1, math.ceil(lo)), math.floor(hi) + 1):
+        terms = [math.log(max(a + b * d, 1e-9) / m) ** 2 for a, b, m in lines]
+        e = math.sqrt(sum(terms) / len(terms))
+        if best is None or round(e, 12) < round(best[1], 12):
+            best = (float(d), e)
+    if best is None:
+        raise CalibrateError(f"the last level's fit: no memory latency between {lo:.0f} and {hi:.0f} cycles to try")
+    return best
+
+
+def with_memory(inp: dict, level_size: int, cycles: float) -> str:
+    """The calibrated machine file for `inp` with the last level at `level_size` and memory's
+    latency at `cycles` (where `host` takes it: the near point on a splintered host, else
+    `dram_cycles`)."""
+    changed = {**inp, "level_sizes": [*inp["level_sizes"][:-1], size_text(level_size)], "dram_cycles": cycles}
+    if inp.get("near_memory"):
+        changed["near_memory"] = {**inp["near_memory"], "cycles": cycles}
+    return _core.calibrated_host_toml(json.dumps(changed))
+
+
 def fit_last_level(inp: dict, levels: list[tuple[str, int, int, float]], footprint: int, measured_4k: float, measured_2m: float,
                    progress=None) -> dict | None:
-    """The last level's capacity at which the model, run on calibrate's own chase at `footprint`,
-    takes the time the chase measured there on 4KB and 2MB pages. `inp`: calibrate's input to
-    the machine file as it stands (the seen sizes in `level_sizes`). None with fewer than two
-    levels. Why: a virtual machine shares its host's last level with other tenants; the capacity
-    that keeps a page-table line between two walks that read it is what is left to this machine,
-    which neither CPUID nor the cyclic chase (whose lines all come back at once) measures."""
+    """The last level's capacity, and memory's latency with it, at which the model, run on
+    calibrate's own chase, takes the times the chase measured: at `footprint` (`--largest`) and at
+    every quarter of it down to four times the last level (`fit_footprints`), on 4KB and 2MB
+    pages. `inp`: calibrate's input to the machine file as it stands (the seen sizes in
+    `level_sizes`, the points in `points`). None with fewer than two levels.
+    Why the capacity: a virtual machine shares its host's last level with other tenants; the
+    capacity that keeps a page-table line between two walks that read it is what is left to this
+    machine, which neither CPUID nor the cyclic chase (whose lines all come back at once)
+    measures. Why memory's latency too: read from one point it is either the largest point's,
+    which pays walks, or a point just past the last level, where that level still serves part of
+    the chase (the Zen 5 VM, forty-fourth session: 92 ns at 8MiB, 154 ns from 16MiB on), and a
+    latency read short makes the fit shrink the level to make up the time. The model's time a step
+    is affine in memory's latency (every miss of the chase is on its one chain), so each size
+    costs two runs a footprint, and the latency is then searched a cycle at a time."""
     import tempfile
     if len(levels) < 2:
         return None
@@ -542,20 +589,47 @@ def fit_last_level(inp: dict, levels: list[tuple[str, int, int, float]], footpri
         from ..workloads import parse_size
         size = parse_size(seen)
     sizes = fit_sizes(size, levels[-2][1], ways)
-    ns_4k, ns_2m = [], []
+    points = {(fp, pg): ns for fp, pg, ns in inp.get("points", [])}
+    points[(footprint, "4k")], points[(footprint, "2m")] = measured_4k, measured_2m
+    fps = fit_footprints(footprint, size, set(points)) or [footprint]
+    clock = inp["clock_ghz"]
+    # Two latencies a fit run: the one read (the near point's or the largest point's) and twice it.
+    read = (inp.get("near_memory") or {}).get("cycles") or inp["dram_cycles"]
+    lo = inp["level_cycles"][-1]
+    hi = FIT_MEMORY_CEILING * max(ns for (fp, pg), ns in points.items() if pg == "2m") * clock
+    d1, d2 = read, 2 * read
+    ns_4k, ns_2m, memory, rms = [], [], [], []
+    runs, done = len(sizes) * (2 * len(fps) + 1), 0
     with tempfile.TemporaryDirectory(prefix="superpager-fit-") as d:
-        trace = str(Path(d) / "chase.spt")
-        chase_trace(trace, footprint)
-        for i, n in enumerate(sizes):
+        traces = {}
+        for fp in fps:
+            traces[fp] = str(Path(d) / f"chase-{fp}.spt")
+            chase_trace(traces[fp], fp)
+        for n in sizes:
+            lines = []
+            for fp in fps:
+                got = []
+                for cycles in (d1, d2):
+                    if progress:
+                        progress(done, runs, f"the last level's fit: the model on the chase at {size_text(fp)} with {name} at {size_text(n)}")
+                    got.append(model_chase_ns(with_memory(inp, n, cycles), traces[fp]))
+                    done += 1
+                for i, pg in enumerate(("4k", "2m")):
+                    b = (got[1][i] - got[0][i]) / (d2 - d1)
+                    lines.append((got[0][i] - b * d1, b, points[(fp, pg)]))
+            cycles, e = fit_memory(lines, lo, hi)
             if progress:
-                progress(i, len(sizes), f"the last level's fit: the model on the chase at {size_text(footprint)} with {name} at {size_text(n)}")
-            text = _core.calibrated_host_toml(json.dumps({**inp, "level_sizes": [*inp["level_sizes"][:-1], size_text(n)]}))
-            a, b = model_chase_ns(text, trace)
+                progress(done, runs, f"the last level's fit: the model on the chase at {size_text(footprint)} with {name} at {size_text(n)}, memory at {cycles:.0f} cycles")
+            a, b = model_chase_ns(with_memory(inp, n, cycles), traces[footprint])
+            done += 1
             ns_4k.append(round(a, 3))
             ns_2m.append(round(b, 3))
-    best = fit_choice(ns_4k, ns_2m, measured_4k, measured_2m)
+            memory.append(cycles)
+            rms.append(round(e, 6))
+    best = min(range(len(sizes)), key=lambda i: (round(rms[i], 6), i))
     return {"footprint": footprint, "measured_4k_ns": measured_4k, "measured_2m_ns": measured_2m,
-            "sizes": sizes, "ns_4k": ns_4k, "ns_2m": ns_2m, "chosen": sizes[best]}
+            "sizes": sizes, "ns_4k": ns_4k, "ns_2m": ns_2m, "chosen": sizes[best],
+            "footprints": fps, "memory_cycles": memory, "rms": rms}
 
 
 #: The frame probe's region: large enough that a few thousand runs of frames show (65,536
@@ -643,6 +717,61 @@ def host_frames_probe(binary: Path, steps: int, repeats: int) -> dict | None:
     strided, control = runs
     return {"lines": HOST_FRAMES_LINES, "strided_ns": round(strided, 3), "control_ns": round(control, 3),
             "scattered": strided < HOST_SCATTERED_BELOW * control}
+
+
+#: Keys of calibrate's probes that the machine file writes as sizes ("1GiB") and its input takes
+#: as byte counts.
+_SIZE_KEYS = ("footprint", "span")
+
+
+def _input_of(section: dict) -> dict:
+    from ..workloads import parse_size
+    return {k: parse_size(v) if k in _SIZE_KEYS and isinstance(v, str) else v for k, v in section.items()}
+
+
+def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True) -> dict:
+    """Fit the machine file at `path` again from the measurements it holds (its chase points and
+    probes; nothing is measured), by this version's rules, and write the result to `out`. For a
+    file written before a rule changed (docs/RUNTIME_MODEL.md, "Memory's latency, fitted"), and to
+    see what a rule makes of an earlier hour's measurements. Errors name the file and the key."""
+    import tomllib
+    try:
+        v = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise CalibrateError(f"{path}: not read ({e})") from None
+    cal = v.get("calibration")
+    if not isinstance(cal, dict) or not cal.get("points"):
+        raise CalibrateError(f"{path}: no [calibration] points (a file superpager calibrate wrote has them)")
+    clock = (v.get("cost") or {}).get("clock_ghz")
+    if not isinstance(clock, (int, float)) or clock <= 0:
+        raise CalibrateError(f"{path}: cost.clock_ghz is missing or not a positive number")
+    try:
+        pts = [(_input_of(p)["footprint"], p["pages"], float(p["ns"])) for p in cal["points"]]
+    except (KeyError, TypeError, ValueError) as e:
+        raise CalibrateError(f"{path}: calibration.points: an entry without a footprint, pages and ns ({e})") from None
+    levels = [(name, size, ways, 0.0) for name, size, ways in _core.host_cache_levels()]
+    if not levels:
+        raise CalibrateError("the host machine has no data caches (CPUID and sysfs gave none), so there is nothing to calibrate")
+    f = fit(pts, levels, float(clock))
+    probes = {k: _input_of(cal[k]) if isinstance(cal.get(k), dict) else None
+              for k in ("tlb_probe", "walk_probe", "frames", "host_frames", "window_probe")}
+    inp = {"cpu": "", "date": cal.get("date", ""), "method": cal.get("method", ""), "clock_ghz": float(clock),
+           "points": [[fp, pg, ns] for fp, pg, ns in pts], **probes, **f}
+    largest = max(fp for fp, _, _ in pts)
+    at_largest = {pg: ns for fp, pg, ns in pts if fp == largest}
+    why = fit_skipped(last_level_fit, levels, largest, at_largest)
+    if why is None:
+        fitted = fit_last_level(inp, levels, largest, at_largest["4k"], at_largest["2m"], progress=progress)
+        assert fitted is not None  # fit_skipped saw two levels
+        inp["last_level_fit"] = fitted
+        inp["level_sizes"] = [*inp["level_sizes"][:-1], size_text(fitted["chosen"])]
+    text = _core.calibrated_host_toml(json.dumps(inp))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(out)
+    return {**inp, "clock_how": f"measured nothing: refit from {path}, whose clock was {float(clock):.3f} GHz",
+            "last_level_fit_skipped": why, "unsteady": unsteady_in(inp)}
 
 
 def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats: int = 3, progress=None,

@@ -632,9 +632,11 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
             resize_level(l, sz, line);
         }
     }
-    // Splintered: memory's latency short of the TLB's reach, since the walks are nested below.
+    // Splintered: memory's latency short of the TLB's reach, since the walks are nested below;
+    // where the last level's fit set it, the fit's (it reads the whole curve, not one point).
     let near = c.near_memory.as_ref().filter(|_| c.tlb_probe.as_ref().is_some_and(|p| p.splintered));
-    let dram = near.map_or(c.dram_cycles, |m| m.cycles);
+    let fitted = c.last_level_fit.as_ref().and_then(|f| f.memory());
+    let dram = fitted.unwrap_or_else(|| near.map_or(c.dram_cycles, |m| m.cycles));
     cache.insert("dram_cycles".into(), toml::Value::Float((dram * 10.0).round() / 10.0));
     if let Some(p) = &c.walk_probe {
         p.insert_counts(cache, p.walkers_taken());
@@ -716,8 +718,16 @@ fn nest_over_4kib_pages(t: &mut toml::map::Map<String, toml::Value>, frames: Opt
 /// sizes; the larger size on a tie). Why a fit at all: a virtual machine shares its host's last
 /// level with other tenants, and what keeps a page-table line between two of its walks is the
 /// capacity left to it, which CPUID's size does not say and a cyclic chase alone does not show.
+///
+/// Since the forty-fourth session the fit also sets memory's latency ("Memory's latency, fitted"):
+/// for each size it takes the latency (`memory_cycles`) at which the model comes nearest to the
+/// chase at every one of `footprints` on both page sizes, and `chosen` is the size whose pair
+/// comes nearest over all of them (`rms`). Memory's latency read from one point (`near_memory`,
+/// the largest point) mixes in the last level's hits or the walks; the fit does not. Files
+/// written before carry neither, and keep memory's latency as read.
 /// Invariants: `sizes`, `ns_4k` and `ns_2m` have one entry per size, sizes descending, and
-/// `chosen` is one of `sizes`.
+/// `chosen` is one of `sizes`; `memory_cycles` and `rms` are empty or have one entry per size;
+/// `footprints` is empty (the fit ran at `footprint` alone) or ascending and ends at `footprint`.
 #[derive(Clone, Debug, PartialEq, serde::Deserialize)]
 pub struct LastLevelFit {
     pub footprint: u64,
@@ -727,14 +737,44 @@ pub struct LastLevelFit {
     pub ns_4k: Vec<f64>,
     pub ns_2m: Vec<f64>,
     pub chosen: u64,
+    /// The footprints whose chase points the fit compared (empty: `footprint` alone).
+    #[serde(default)]
+    pub footprints: Vec<u64>,
+    /// Memory's latency (cycles) fitted with each size (empty: not fitted).
+    #[serde(default)]
+    pub memory_cycles: Vec<f64>,
+    /// Root mean square of the log ratios over every point compared, at each size.
+    #[serde(default)]
+    pub rms: Vec<f64>,
 }
 
 impl LastLevelFit {
+    fn chosen_at(&self) -> usize {
+        self.sizes.iter().position(|s| *s == self.chosen).unwrap_or(0)
+    }
+
+    /// Memory's latency (cycles) fitted with the chosen size; None in a file from before the
+    /// fit set it.
+    pub fn memory(&self) -> Option<f64> {
+        self.memory_cycles.get(self.chosen_at()).copied()
+    }
+
     /// What was measured and what the model gave at the size chosen, in one line.
     pub fn summary(&self) -> String {
-        let at = self.sizes.iter().position(|s| *s == self.chosen).unwrap_or(0);
+        let at = self.chosen_at();
+        let (memory, over) = match (self.memory(), self.rms.get(at)) {
+            (Some(m), Some(r)) => (
+                format!(" and memory at {m:.1} cycles"),
+                format!(
+                    "; over the chase at {} on both page sizes its times are {:.1}% off the measured ones (root mean square)",
+                    self.footprints.iter().map(|f| Bytes(*f).to_string()).collect::<Vec<_>>().join(", "),
+                    r * 100.0
+                ),
+            ),
+            _ => (String::new(), String::new()),
+        };
         format!(
-            "the model on the chase at {} gives {:.1} ns a step on 4KB pages and {:.1} on 2MB with the last level at {}, against {:.1} and {:.1} measured ({} sizes tried, {} down to {})",
+            "the model on the chase at {} gives {:.1} ns a step on 4KB pages and {:.1} on 2MB with the last level at {}{memory}, against {:.1} and {:.1} measured{over} ({} sizes tried, {} down to {})",
             Bytes(self.footprint),
             self.ns_4k.get(at).copied().unwrap_or(f64::NAN),
             self.ns_2m.get(at).copied().unwrap_or(f64::NAN),
@@ -753,7 +793,14 @@ impl LastLevelFit {
         let sizes: Vec<u64> = v.get("sizes")?.as_array()?.iter().map(bytes).collect::<Option<_>>()?;
         let (ns_4k, ns_2m) = (floats("ns_4k")?, floats("ns_2m")?);
         let chosen = bytes(v.get("chosen")?)?;
-        if ns_4k.len() != sizes.len() || ns_2m.len() != sizes.len() || !sizes.contains(&chosen) {
+        let optional = |k: &str| if v.get(k).is_some() { floats(k) } else { Some(Vec::new()) };
+        let (memory_cycles, rms) = (optional("memory_cycles")?, optional("rms")?);
+        let footprints: Vec<u64> = match v.get("footprints") {
+            Some(f) => f.as_array()?.iter().map(bytes).collect::<Option<_>>()?,
+            None => Vec::new(),
+        };
+        let per_size = |x: &Vec<f64>| x.is_empty() || x.len() == sizes.len();
+        if ns_4k.len() != sizes.len() || ns_2m.len() != sizes.len() || !sizes.contains(&chosen) || !per_size(&memory_cycles) || !per_size(&rms) {
             return None;
         }
         Some(LastLevelFit {
@@ -764,6 +811,9 @@ impl LastLevelFit {
             ns_4k,
             ns_2m,
             chosen,
+            footprints,
+            memory_cycles,
+            rms,
         })
     }
 
@@ -778,6 +828,17 @@ impl LastLevelFit {
         p.insert("ns_4k".into(), toml::Value::Array(self.ns_4k.iter().map(round).collect()));
         p.insert("ns_2m".into(), toml::Value::Array(self.ns_2m.iter().map(round).collect()));
         p.insert("chosen".into(), size(&self.chosen));
+        if !self.footprints.is_empty() {
+            p.insert("footprints".into(), toml::Value::Array(self.footprints.iter().map(size).collect()));
+        }
+        if !self.memory_cycles.is_empty() {
+            let cycles = |x: &f64| toml::Value::Float((x * 10.0).round() / 10.0);
+            p.insert("memory_cycles".into(), toml::Value::Array(self.memory_cycles.iter().map(cycles).collect()));
+        }
+        if !self.rms.is_empty() {
+            let share = |x: &f64| toml::Value::Float((x * 10000.0).round() / 10000.0);
+            p.insert("rms".into(), toml::Value::Array(self.rms.iter().map(share).collect()));
+        }
         toml::Value::Table(p)
     }
 }
@@ -1351,6 +1412,9 @@ impl HostReport {
         match self.usable_calibration() {
             Some(k) => {
                 let src = format!("measured by superpager calibrate on {} ({})", k.date, k.path);
+                if let Some(m) = k.last_level_fit.as_ref().and_then(|f| f.memory()).filter(|_| i >= n) {
+                    return (m, format!("{src}: fitted with the last level to the chase over every footprint from {} up (docs/RUNTIME_MODEL.md, \"Memory's latency, fitted\")", Bytes(k.last_level_fit.as_ref().map_or(0, |f| f.footprints.first().copied().unwrap_or(f.footprint)))));
+                }
                 match k.splintered() {
                     Some(m) if i >= n => (
                         m.cycles,

@@ -617,6 +617,12 @@ impl Machine {
                 if m.nested.take().is_none() {
                     return Err(Error::usage(format!("machine '{spec}': {name} is not nested, so +native changes nothing")));
                 }
+            } else if suffix == "nopwc" {
+                // What-if: the walker without page-walk caches (every walk from the top level).
+                if m.pwc.is_empty() {
+                    return Err(Error::usage(format!("machine '{spec}': {name} has no page-walk caches, so +nopwc changes nothing")));
+                }
+                m.pwc.clear();
             } else if suffix == "nocoalesce" {
                 if m.coalescing == Coalescing::None {
                     return Err(Error::usage(format!("machine '{spec}': {name} does not coalesce PTEs, so +nocoalesce changes nothing")));
