@@ -570,7 +570,8 @@ impl Machine {
     /// `+walk_hiding=K`: how much a full window hides of a translation (`[cache] walk_hiding`);
     /// `+rob=N`: the instructions the window holds (`[cache] rob`);
     /// `+scatter=F`: the fraction of 4KB anonymous frames placed at random (`[frames]`);
-    /// `+native`: a nested machine (`host` where its TLB splinters 2MB pages) without nesting.
+    /// `+native`: a nested machine (`host` where its TLB splinters 2MB pages) without nesting;
+    /// `+nopwc`: the same machine without page-walk caches (every walk from the top level).
     pub fn load(spec: &str) -> Result<Machine> {
         let mut parts = spec.split('+');
         let name = parts.next().unwrap_or_default();
@@ -646,7 +647,7 @@ impl Machine {
             Some(("nested", h)) => h,
             _ => {
                 return Err(Error::usage(format!(
-                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +walk_hiding=K, +rob=N or +scatter=F"
+                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nopwc, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +walk_hiding=K, +rob=N or +scatter=F"
                 )))
             }
         };
