@@ -205,3 +205,16 @@ impl superpager_core::mmu::host::Cpuid for NoLeaves {
         [0; 4]
     }
 }
+
+/// A calibration file's `text` written to a directory of its own (named by `tag`) and read back
+/// as `host` reads it, with no note; and the file's path (the caller removes its directory).
+pub fn read_calibration_back(text: &str, tag: &str) -> (superpager_core::mmu::host::Calibration, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("sp-cal-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("host.toml");
+    std::fs::write(&path, text).unwrap();
+    let mut notes = Vec::new();
+    let cal = superpager_core::mmu::host::read_calibration(&path, "Test CPU", &mut notes).expect("reads back");
+    assert!(notes.is_empty(), "{notes:?}");
+    (cal, path)
+}

@@ -3,7 +3,7 @@
 //! where that size came from.
 
 use std::collections::HashMap;
-use superpager_core::mmu::host::{calibrated_toml, clock_how, detect, read_calibration, CacheGeometry, Calibration, CalibrationInput, LastLevelFit};
+use superpager_core::mmu::host::{calibrated_toml, clock_how, detect, CacheGeometry, Calibration, CalibrationInput, LastLevelFit};
 
 mod common;
 use common::CALIBRATION_TEMPLATE as TEMPLATE;
@@ -39,14 +39,7 @@ fn input(f: Option<LastLevelFit>) -> CalibrationInput {
 }
 
 fn read_back(text: &str, tag: &str) -> (Calibration, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("sp-llfit-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("host.toml");
-    std::fs::write(&path, text).unwrap();
-    let mut notes = Vec::new();
-    let cal = read_calibration(&path, "Test CPU", &mut notes).expect("reads back");
-    assert!(notes.is_empty(), "{notes:?}");
-    (cal, path)
+    common::read_calibration_back(text, &format!("llfit-{tag}"))
 }
 
 #[test]

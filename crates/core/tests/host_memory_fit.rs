@@ -4,7 +4,7 @@
 //! a file written before the fit set it keeps memory's latency as read.
 
 use std::collections::HashMap;
-use superpager_core::mmu::host::{calibrated_toml, detect, read_calibration, CacheGeometry, Calibration, LastLevelFit, NearMemory, TlbProbe};
+use superpager_core::mmu::host::{calibrated_toml, detect, CacheGeometry, Calibration, LastLevelFit, NearMemory, TlbProbe};
 
 mod common;
 
@@ -38,14 +38,7 @@ fn input(f: LastLevelFit, splintered: bool) -> superpager_core::mmu::host::Calib
 }
 
 fn read_back(text: &str, tag: &str) -> (Calibration, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("sp-memfit-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("host.toml");
-    std::fs::write(&path, text).unwrap();
-    let mut notes = Vec::new();
-    let cal = read_calibration(&path, "Test CPU", &mut notes).expect("reads back");
-    assert!(notes.is_empty(), "{notes:?}");
-    (cal, path)
+    common::read_calibration_back(text, &format!("memfit-{tag}"))
 }
 
 fn report(cal: Calibration) -> superpager_core::mmu::host::HostReport {

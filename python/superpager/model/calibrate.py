@@ -719,6 +719,25 @@ def host_frames_probe(binary: Path, steps: int, repeats: int) -> dict | None:
             "scattered": strided < HOST_SCATTERED_BELOW * control}
 
 
+def fit_and_write(inp: dict, levels: list[tuple[str, int, int, float]], largest: int, out: Path, last_level_fit: bool, progress=None) -> str | None:
+    """The last level's fit on `inp` (calibrate's input to the machine file, its points in
+    `points`) where it can run, then the machine file written to `out` whole or not at all.
+    Returns why the fit did not run, or None."""
+    at_largest = {pg: ns for fp, pg, ns in inp["points"] if fp == largest}
+    why = fit_skipped(last_level_fit, levels, largest, at_largest)
+    if why is None:
+        fitted = fit_last_level(inp, levels, largest, at_largest["4k"], at_largest["2m"], progress=progress)
+        assert fitted is not None  # fit_skipped saw two levels
+        inp["last_level_fit"] = fitted
+        inp["level_sizes"] = [*inp["level_sizes"][:-1], size_text(fitted["chosen"])]
+    text = _core.calibrated_host_toml(json.dumps(inp))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(out)
+    return why
+
+
 #: Keys of calibrate's probes that the machine file writes as sizes ("1GiB") and its input takes
 #: as byte counts.
 _SIZE_KEYS = ("footprint", "span")
@@ -757,19 +776,7 @@ def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True) -> 
               for k in ("tlb_probe", "walk_probe", "frames", "host_frames", "window_probe")}
     inp = {"cpu": "", "date": cal.get("date", ""), "method": cal.get("method", ""), "clock_ghz": float(clock),
            "points": [[fp, pg, ns] for fp, pg, ns in pts], **probes, **f}
-    largest = max(fp for fp, _, _ in pts)
-    at_largest = {pg: ns for fp, pg, ns in pts if fp == largest}
-    why = fit_skipped(last_level_fit, levels, largest, at_largest)
-    if why is None:
-        fitted = fit_last_level(inp, levels, largest, at_largest["4k"], at_largest["2m"], progress=progress)
-        assert fitted is not None  # fit_skipped saw two levels
-        inp["last_level_fit"] = fitted
-        inp["level_sizes"] = [*inp["level_sizes"][:-1], size_text(fitted["chosen"])]
-    text = _core.calibrated_host_toml(json.dumps(inp))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(out)
+    why = fit_and_write(inp, levels, max(fp for fp, _, _ in pts), out, last_level_fit, progress)
     return {**inp, "clock_how": f"measured nothing: refit from {path}, whose clock was {float(clock):.3f} GHz",
             "last_level_fit_skipped": why, "unsteady": unsteady_in(inp)}
 
@@ -821,16 +828,5 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
     for r in f["read_short"]:
         inp["method"] += (f"; {levels[r['level']][0]} read at {size_text(r['footprint'])}, {r['ns']} ns (it reads as memory, "
                           f"{r['ns_inside']} ns, from four times the level above on: a lower bound of its latency)")
-    at_largest = {pg: ns for fp, pg, ns in pts if fp == largest}
-    why = fit_skipped(last_level_fit, levels, largest, at_largest)
-    if why is None:
-        fitted = fit_last_level(inp, levels, largest, at_largest["4k"], at_largest["2m"], progress=progress)
-        assert fitted is not None  # fit_skipped saw two levels
-        inp["last_level_fit"] = fitted
-        inp["level_sizes"] = [*inp["level_sizes"][:-1], size_text(fitted["chosen"])]
-    text = _core.calibrated_host_toml(json.dumps(inp))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(out)
+    why = fit_and_write(inp, levels, largest, out, last_level_fit, progress)
     return {**inp, "clock_how": clock_how, "last_level_fit_skipped": why, "unsteady": unsteady_in(inp)}
