@@ -21,6 +21,7 @@ fn without_walk_caches_every_walk_reads_every_level() {
 
 #[test]
 fn a_machine_without_walk_caches_refuses_the_modifier() {
-    let e = Machine::load("skylake+nopwc+nopwc").err().expect("refused").to_string();
+    let Err(e) = Machine::load("skylake+nopwc+nopwc") else { panic!("refused") };
+    let e = e.to_string();
     assert!(e.contains("has no page-walk caches, so +nopwc changes nothing"), "{e}");
 }
