@@ -218,3 +218,22 @@ pub fn read_calibration_back(text: &str, tag: &str) -> (superpager_core::mmu::ho
     assert!(notes.is_empty(), "{notes:?}");
     (cal, path)
 }
+
+/// `host` as detected with no CPUID leaves, given two data caches (a 32KiB L1 in 8 ways and a
+/// 16MiB L2 in 16), the test CPU's name and calibration `cal`.
+pub fn two_level_report(cal: superpager_core::mmu::host::Calibration) -> superpager_core::mmu::host::HostReport {
+    let mut r = superpager_core::mmu::host::detect(&NoLeaves, std::path::Path::new("/nonexistent"));
+    let level = |level: u32, bytes: u64, ways: u32| superpager_core::mmu::host::CacheGeometry {
+        level,
+        kind: "Data".into(),
+        bytes,
+        ways,
+        line: 64,
+        sets: (bytes / 64 / ways as u64) as u32,
+        source: "test".into(),
+    };
+    r.caches = vec![level(1, 32 << 10, 8), level(2, 16 << 20, 16)];
+    r.model_name = "Test CPU".into();
+    r.calibration = Some(cal);
+    r
+}

@@ -84,19 +84,7 @@ fn the_summary_gives_the_model_at_the_chosen_size_beside_the_measurement() {
 #[test]
 fn explain_names_the_fitted_last_level_and_not_a_seen_one() {
     let (cal, path) = read_back(&calibrated_toml(TEMPLATE, &input(Some(fit()))).unwrap(), "explain");
-    let mut r = detect(&common::NoLeaves, std::path::Path::new("/nonexistent"));
-    let level = |level: u32, bytes: u64, ways: u32| CacheGeometry {
-        level,
-        kind: "Data".into(),
-        bytes,
-        ways,
-        line: 64,
-        sets: (bytes / 64 / ways as u64) as u32,
-        source: "test".into(),
-    };
-    r.caches = vec![level(1, 32 << 10, 8), level(2, 16 << 20, 16)];
-    r.model_name = "Test CPU".into();
-    r.calibration = Some(cal);
+    let r = common::two_level_report(cal);
     let rows: HashMap<String, (String, String)> = r.explain().into_iter().map(|(k, v, s)| (k, (v, s))).collect();
     let (size, src) = rows.get("L2 size (fitted)").unwrap_or_else(|| panic!("{:?}", rows.keys()));
     assert_eq!(size, "2MiB");

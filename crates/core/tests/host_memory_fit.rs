@@ -4,7 +4,7 @@
 //! a file written before the fit set it keeps memory's latency as read.
 
 use std::collections::HashMap;
-use superpager_core::mmu::host::{calibrated_toml, detect, CacheGeometry, Calibration, LastLevelFit, NearMemory, TlbProbe};
+use superpager_core::mmu::host::{calibrated_toml, Calibration, LastLevelFit, NearMemory, TlbProbe};
 
 mod common;
 
@@ -42,20 +42,7 @@ fn read_back(text: &str, tag: &str) -> (Calibration, std::path::PathBuf) {
 }
 
 fn report(cal: Calibration) -> superpager_core::mmu::host::HostReport {
-    let mut r = detect(&common::NoLeaves, std::path::Path::new("/nonexistent"));
-    let level = |level: u32, bytes: u64, ways: u32| CacheGeometry {
-        level,
-        kind: "Data".into(),
-        bytes,
-        ways,
-        line: 64,
-        sets: (bytes / 64 / ways as u64) as u32,
-        source: "test".into(),
-    };
-    r.caches = vec![level(1, 32 << 10, 8), level(2, 16 << 20, 16)];
-    r.model_name = "Test CPU".into();
-    r.calibration = Some(cal);
-    r
+    common::two_level_report(cal)
 }
 
 #[test]
