@@ -46,21 +46,21 @@ the busiest needs (walkers; 32 is the most it can find). Next, the window probe:
 over --largest, each followed by 0 to 192 register adds, on 2MB and 4KB pages; how fast the time a
 load takes grows with the adds gives how many instructions the core holds behind an outstanding
 load (the model's rob), and how much of what 4KB pages add to one load alone shows when many loads
-are in flight gives how much of a walk a full window hides (walk_hiding). Then the last level's fit: the model itself runs the chase at --largest and at every quarter of it down
-to four times the last level, with the last cache level at up to 11 sizes, from the size seen
-(else CPUID's) down to the level above's, fits memory's latency to each size, and keeps the pair
-at which it takes the times measured there on 4KB and 2MB pages (a virtual machine gets only a
-share of a shared last level, and memory's latency read from one point mixes in a level's hits or
-the walks; --no-last-level-fit keeps the size and memory's latency as read). Where its two timings
-of one chase over --largest on 4KB pages (among the points, and the walk probe's single chase) are
-more than 15% apart, it warns that the machine changed while it measured. --refit FILE measures
+are in flight gives how much of a walk a full window hides (walk_hiding). Then the last level's
+fit: the model itself runs the chase at --largest and at every quarter of it down to four times
+the last level, with the last cache level at up to 11 sizes, from the size seen (else CPUID's)
+down to the level above's, fits memory's latency to each size, and keeps the pair at which it
+takes the times measured there on 4KB and 2MB pages (a virtual machine gets only a share of a
+shared last level, and memory's latency read from one point mixes in a level's hits or the walks;
+--no-last-level-fit keeps the size and memory's latency as read). Where its two timings of one
+chase over --largest on 4KB pages (among the points, and the walk probe's single chase) are more
+than 15% apart, it warns that the machine changed while it measured. --refit FILE measures
 nothing and fits FILE's own measurements again by this version's rules. Writes a machine TOML:
 the host preset (geometry from CPUID) with the measured numbers and a [calibration] table saying
-how they were measured. Times
-become cycles at the clock a chain of dependent adds measures (a virtual machine's /proc/cpuinfo
-gives only the nominal clock). The host machine reads it from then on (superpager machines host
---explain shows it), as long as it was made on this CPU. Takes about three minutes; nothing else
-should run meanwhile.
+how they were measured. Times become cycles at the clock a chain of dependent adds measures (a
+virtual machine's /proc/cpuinfo gives only the nominal clock). The host machine reads it from
+then on (superpager machines host --explain shows it), as long as it was made on this CPU. Takes
+about three minutes; nothing else should run meanwhile.
 
 examples:
   superpager calibrate

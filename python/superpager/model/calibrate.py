@@ -558,7 +558,8 @@ def with_memory(inp: dict, level_size: int, cycles: float) -> str:
     """The calibrated machine file for `inp` with the last level at `level_size` and memory's
     latency at `cycles` (where `host` takes it: the near point on a splintered host, else
     `dram_cycles`)."""
-    changed = {**inp, "level_sizes": [*inp["level_sizes"][:-1], size_text(level_size)], "dram_cycles": cycles}
+    # No fit of its own: a fitted latency there would stand in for `cycles` (host.rs `calibrated_toml`).
+    changed = {**inp, "level_sizes": [*inp["level_sizes"][:-1], size_text(level_size)], "dram_cycles": cycles, "last_level_fit": None}
     if inp.get("near_memory"):
         changed["near_memory"] = {**inp["near_memory"], "cycles": cycles}
     return _core.calibrated_host_toml(json.dumps(changed))

@@ -1412,8 +1412,10 @@ impl HostReport {
         match self.usable_calibration() {
             Some(k) => {
                 let src = format!("measured by superpager calibrate on {} ({})", k.date, k.path);
-                if let Some(m) = k.last_level_fit.as_ref().and_then(|f| f.memory()).filter(|_| i >= n) {
-                    return (m, format!("{src}: fitted with the last level to the chase over every footprint from {} up (docs/RUNTIME_MODEL.md, \"Memory's latency, fitted\")", Bytes(k.last_level_fit.as_ref().map_or(0, |f| f.footprints.first().copied().unwrap_or(f.footprint)))));
+                let fit = k.last_level_fit.as_ref().filter(|_| i >= n);
+                if let Some((f, m)) = fit.and_then(|f| Some((f, f.memory()?))) {
+                    let from = Bytes(f.footprints.first().copied().unwrap_or(f.footprint));
+                    return (m, format!("{src}: fitted with the last level to the chase over every footprint from {from} up (docs/RUNTIME_MODEL.md, \"Memory's latency, fitted\")"));
                 }
                 match k.splintered() {
                     Some(m) if i >= n => (
