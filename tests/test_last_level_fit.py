@@ -46,6 +46,23 @@ def test_memorys_latency_is_the_one_nearest_in_log_ratio_over_every_point():
         cal.fit_memory(lines, 900, 500)
 
 
+def test_the_last_levels_latency_is_read_where_the_size_tried_holds_the_chase_whole():
+    # The Zen 5 VM, forty-fourth session: 2MB points at 1MiB (the L2), 2MiB, 4MiB (the L3's share
+    # held part) and 8MiB; the L2 at 1MiB and 53.4 cycles; clock 3.789 GHz.
+    mib = 1 << 20
+    points = {(1 * mib, "2m"): 8.229, (2 * mib, "2m"): 16.553, (4 * mib, "2m"): 37.871, (8 * mib, "2m"): 130.194,
+              (2 * mib, "4k"): 126.98}
+    read = lambda size: cal.held_whole_cycles(points, mib, size, 3.789, 53.4)  # noqa: E731
+    assert read(4 * mib) == pytest.approx(37.871 * 3.789), "4MiB holds the 4MiB chase"
+    assert read(3 * mib) == pytest.approx(16.553 * 3.789), "3MiB holds the 2MiB chase, not the 4MiB one"
+    assert read(2 * mib) == pytest.approx(16.553 * 3.789)
+    assert read(1536 << 10) is None, "no point past the level above lies within 1536KiB"
+    assert read(mib) is None, "the level above's own point is not the level's"
+    # Never faster than the level above; 4KB points never count.
+    assert cal.held_whole_cycles(points, mib, 2 * mib, 3.789, 80.0) == 80.0
+    assert cal.held_whole_cycles({(2 * mib, "4k"): 126.98}, mib, 2 * mib, 3.789, 53.4) is None
+
+
 def _input(levels):
     """calibrate's input to the machine file, with made-up latencies (the fit only needs a
     machine the model can run)."""
@@ -81,6 +98,8 @@ def test_the_fit_finds_the_size_and_memorys_latency_at_which_the_model_takes_the
     got = cal.fit_last_level(inp, levels, largest, *want[largest])
     assert got["sizes"] == sizes and got["footprints"] == [largest // 4, largest]
     assert len(got["memory_cycles"]) == len(got["rms"]) == len(sizes)
+    # No point lies within any size tried, so the last level keeps its latency as read at each.
+    assert got["level_cycles"] == [inp["level_cycles"][-1]] * len(sizes)
     assert abs(got["memory_cycles"][2] - 480.0) <= 1.0, got
     assert got["rms"][2] < 0.005, got
     at = sizes.index(got["chosen"])

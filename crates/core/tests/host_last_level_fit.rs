@@ -20,6 +20,7 @@ fn fit() -> LastLevelFit {
         footprints: vec![],
         memory_cycles: vec![],
         rms: vec![],
+        level_cycles: vec![],
     }
 }
 

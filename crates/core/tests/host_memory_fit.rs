@@ -21,6 +21,7 @@ fn fit() -> LastLevelFit {
         footprints: vec![16 << 20, 64 << 20, 256 << 20, 1 << 30],
         memory_cycles: vec![604.0, 577.0, 502.0],
         rms: vec![0.0675, 0.0453, 0.1188],
+        level_cycles: vec![],
     }
 }
 

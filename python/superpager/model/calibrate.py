@@ -554,12 +554,22 @@ def fit_memory(lines: list[tuple[float, float, float]], lo: float, hi: float) ->
     return best
 
 
-def with_memory(inp: dict, level_size: int, cycles: float) -> str:
+def held_whole_cycles(points: dict, above: int, size: int, clock: float, floor: float) -> float | None:
+    """The last level's latency (cycles) at `size`: the 2MB chase at the largest footprint past
+    the level above (`above` bytes) that `size` holds whole, at least `floor` (the level above's
+    latency); None where no point lies between."""
+    held = [(fp, ns) for (fp, pg), ns in points.items() if pg == "2m" and above < fp <= size]
+    return max(max(held)[1] * clock, floor) if held else None
+
+
+def with_memory(inp: dict, level_size: int, cycles: float, level_cycles: float | None = None) -> str:
     """The calibrated machine file for `inp` with the last level at `level_size` and memory's
     latency at `cycles` (where `host` takes it: the near point on a splintered host, else
     `dram_cycles`)."""
     # No fit of its own: a fitted latency there would stand in for `cycles` (host.rs `calibrated_toml`).
     changed = {**inp, "level_sizes": [*inp["level_sizes"][:-1], size_text(level_size)], "dram_cycles": cycles, "last_level_fit": None}
+    if level_cycles is not None:
+        changed["level_cycles"] = [*inp["level_cycles"][:-1], level_cycles]
     if inp.get("near_memory"):
         changed["near_memory"] = {**inp["near_memory"], "cycles": cycles}
     return _core.calibrated_host_toml(json.dumps(changed))
@@ -580,7 +590,10 @@ def fit_last_level(inp: dict, levels: list[tuple[str, int, int, float]], footpri
     the chase (the Zen 5 VM, forty-fourth session: 92 ns at 8MiB, 154 ns from 16MiB on), and a
     latency read short makes the fit shrink the level to make up the time. The model's time a step
     is affine in memory's latency (every miss of the chase is on its one chain), so each size
-    costs two runs a footprint, and the latency is then searched a cycle at a time."""
+    costs two runs a footprint, and the latency is then searched a cycle at a time. Each size
+    runs with the last level's latency read where that size holds the chase whole
+    (`held_whole_cycles`; docs/RUNTIME_MODEL.md, "The last level's latency, read where it holds
+    the chase")."""
     import tempfile
     if len(levels) < 2:
         return None
@@ -596,10 +609,9 @@ def fit_last_level(inp: dict, levels: list[tuple[str, int, int, float]], footpri
     clock = inp["clock_ghz"]
     # Two latencies a fit run: the one read (the near point's or the largest point's) and twice it.
     read = (inp.get("near_memory") or {}).get("cycles") or inp["dram_cycles"]
-    lo = inp["level_cycles"][-1]
     hi = FIT_MEMORY_CEILING * max(ns for (fp, pg), ns in points.items() if pg == "2m") * clock
     d1, d2 = read, 2 * read
-    ns_4k, ns_2m, memory, rms = [], [], [], []
+    ns_4k, ns_2m, memory, rms, level = [], [], [], [], []
     runs, done = len(sizes) * (2 * len(fps) + 1), 0
     with tempfile.TemporaryDirectory(prefix="superpager-fit-") as d:
         traces = {}
@@ -607,21 +619,23 @@ def fit_last_level(inp: dict, levels: list[tuple[str, int, int, float]], footpri
             traces[fp] = str(Path(d) / f"chase-{fp}.spt")
             chase_trace(traces[fp], fp)
         for n in sizes:
+            lat = held_whole_cycles(points, levels[-2][1], n, clock, inp["level_cycles"][-2]) or inp["level_cycles"][-1]
+            level.append(round(lat, 2))
             lines = []
             for fp in fps:
                 got = []
                 for cycles in (d1, d2):
                     if progress:
                         progress(done, runs, f"the last level's fit: the model on the chase at {size_text(fp)} with {name} at {size_text(n)}")
-                    got.append(model_chase_ns(with_memory(inp, n, cycles), traces[fp]))
+                    got.append(model_chase_ns(with_memory(inp, n, cycles, lat), traces[fp]))
                     done += 1
                 for i, pg in enumerate(("4k", "2m")):
                     b = (got[1][i] - got[0][i]) / (d2 - d1)
                     lines.append((got[0][i] - b * d1, b, points[(fp, pg)]))
-            cycles, e = fit_memory(lines, lo, hi)
+            cycles, e = fit_memory(lines, lat, hi)
             if progress:
                 progress(done, runs, f"the last level's fit: the model on the chase at {size_text(footprint)} with {name} at {size_text(n)}, memory at {cycles:.0f} cycles")
-            a, b = model_chase_ns(with_memory(inp, n, cycles), traces[footprint])
+            a, b = model_chase_ns(with_memory(inp, n, cycles, lat), traces[footprint])
             done += 1
             ns_4k.append(round(a, 3))
             ns_2m.append(round(b, 3))
@@ -630,7 +644,7 @@ def fit_last_level(inp: dict, levels: list[tuple[str, int, int, float]], footpri
     best = min(range(len(sizes)), key=lambda i: (round(rms[i], 6), i))
     return {"footprint": footprint, "measured_4k_ns": measured_4k, "measured_2m_ns": measured_2m,
             "sizes": sizes, "ns_4k": ns_4k, "ns_2m": ns_2m, "chosen": sizes[best],
-            "footprints": fps, "memory_cycles": memory, "rms": rms}
+            "footprints": fps, "memory_cycles": memory, "rms": rms, "level_cycles": level}
 
 
 #: The frame probe's region: large enough that a few thousand runs of frames show (65,536
@@ -731,6 +745,7 @@ def fit_and_write(inp: dict, levels: list[tuple[str, int, int, float]], largest:
         assert fitted is not None  # fit_skipped saw two levels
         inp["last_level_fit"] = fitted
         inp["level_sizes"] = [*inp["level_sizes"][:-1], size_text(fitted["chosen"])]
+        inp["level_cycles"] = [*inp["level_cycles"][:-1], fitted["level_cycles"][fitted["sizes"].index(fitted["chosen"])]]
     text = _core.calibrated_host_toml(json.dumps(inp))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

@@ -625,9 +625,13 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     if levels.len() != c.level_cycles.len() {
         return Err(format!("{} latencies for {} cache levels", c.level_cycles.len(), levels.len()));
     }
+    // The last level's latency where the fit read it with the size it chose.
+    let last = levels.len().saturating_sub(1);
+    let fitted_level = c.last_level_fit.as_ref().and_then(|f| f.level());
     for (i, l) in levels.iter_mut().enumerate() {
         let l = l.as_table_mut().ok_or("a cache level is not a table")?;
-        l.insert("cycles".into(), toml::Value::Float((c.level_cycles[i] * 10.0).round() / 10.0));
+        let cycles = fitted_level.filter(|_| i == last).unwrap_or(c.level_cycles[i]);
+        l.insert("cycles".into(), toml::Value::Float((cycles * 10.0).round() / 10.0));
         if let Some(sz) = c.level_sizes.get(i).filter(|s| !s.is_empty()) {
             resize_level(l, sz, line);
         }
@@ -725,8 +729,13 @@ fn nest_over_4kib_pages(t: &mut toml::map::Map<String, toml::Value>, frames: Opt
 /// comes nearest over all of them (`rms`). Memory's latency read from one point (`near_memory`,
 /// the largest point) mixes in the last level's hits or the walks; the fit does not. Files
 /// written before carry neither, and keep memory's latency as read.
+///
+/// Since the forty-fifth session each size also takes the last level's latency
+/// (`level_cycles`) from the 2MB chase at the largest footprint past the level above that the
+/// size holds whole, not from a point past it where memory serves part of the chase ("The last
+/// level's latency, read where it holds the chase"). Files written before keep it as read.
 /// Invariants: `sizes`, `ns_4k` and `ns_2m` have one entry per size, sizes descending, and
-/// `chosen` is one of `sizes`; `memory_cycles` and `rms` are empty or have one entry per size;
+/// `chosen` is one of `sizes`; `memory_cycles`, `rms` and `level_cycles` are empty or have one entry per size;
 /// `footprints` is empty (the fit ran at `footprint` alone) or ascending and ends at `footprint`.
 #[derive(Clone, Debug, PartialEq, serde::Deserialize)]
 pub struct LastLevelFit {
@@ -746,6 +755,11 @@ pub struct LastLevelFit {
     /// Root mean square of the log ratios over every point compared, at each size.
     #[serde(default)]
     pub rms: Vec<f64>,
+    /// The last level's latency (cycles) at each size: the 2MB chase at the largest footprint
+    /// past the level above that the size holds whole (empty: the latency as read, one for every
+    /// size).
+    #[serde(default)]
+    pub level_cycles: Vec<f64>,
 }
 
 impl LastLevelFit {
@@ -757,6 +771,12 @@ impl LastLevelFit {
     /// fit set it.
     pub fn memory(&self) -> Option<f64> {
         self.memory_cycles.get(self.chosen_at()).copied()
+    }
+
+    /// The last level's latency (cycles) read with the chosen size; None in a file from before
+    /// the fit read it.
+    pub fn level(&self) -> Option<f64> {
+        self.level_cycles.get(self.chosen_at()).copied()
     }
 
     /// What was measured and what the model gave at the size chosen, in one line.
@@ -794,13 +814,19 @@ impl LastLevelFit {
         let (ns_4k, ns_2m) = (floats("ns_4k")?, floats("ns_2m")?);
         let chosen = bytes(v.get("chosen")?)?;
         let optional = |k: &str| if v.get(k).is_some() { floats(k) } else { Some(Vec::new()) };
-        let (memory_cycles, rms) = (optional("memory_cycles")?, optional("rms")?);
+        let (memory_cycles, rms, level_cycles) = (optional("memory_cycles")?, optional("rms")?, optional("level_cycles")?);
         let footprints: Vec<u64> = match v.get("footprints") {
             Some(f) => f.as_array()?.iter().map(bytes).collect::<Option<_>>()?,
             None => Vec::new(),
         };
         let per_size = |x: &Vec<f64>| x.is_empty() || x.len() == sizes.len();
-        if ns_4k.len() != sizes.len() || ns_2m.len() != sizes.len() || !sizes.contains(&chosen) || !per_size(&memory_cycles) || !per_size(&rms) {
+        if ns_4k.len() != sizes.len()
+            || ns_2m.len() != sizes.len()
+            || !sizes.contains(&chosen)
+            || !per_size(&memory_cycles)
+            || !per_size(&rms)
+            || !per_size(&level_cycles)
+        {
             return None;
         }
         Some(LastLevelFit {
@@ -814,6 +840,7 @@ impl LastLevelFit {
             footprints,
             memory_cycles,
             rms,
+            level_cycles,
         })
     }
 
@@ -834,6 +861,10 @@ impl LastLevelFit {
         if !self.memory_cycles.is_empty() {
             let cycles = |x: &f64| toml::Value::Float((x * 10.0).round() / 10.0);
             p.insert("memory_cycles".into(), toml::Value::Array(self.memory_cycles.iter().map(cycles).collect()));
+        }
+        if !self.level_cycles.is_empty() {
+            let cycles = |x: &f64| toml::Value::Float((x * 10.0).round() / 10.0);
+            p.insert("level_cycles".into(), toml::Value::Array(self.level_cycles.iter().map(cycles).collect()));
         }
         if !self.rms.is_empty() {
             let share = |x: &f64| toml::Value::Float((x * 10000.0).round() / 10000.0);
@@ -1412,6 +1443,10 @@ impl HostReport {
         match self.usable_calibration() {
             Some(k) => {
                 let src = format!("measured by superpager calibrate on {} ({})", k.date, k.path);
+                let level = k.last_level_fit.as_ref().filter(|_| n > 0 && i == n - 1).and_then(|f| f.level());
+                if let Some(c) = level {
+                    return (c, format!("{src}: the 2MB chase at the largest footprint past the level above that the fitted size holds whole (docs/RUNTIME_MODEL.md, \"The last level's latency, read where it holds the chase\")"));
+                }
                 let fit = k.last_level_fit.as_ref().filter(|_| i >= n);
                 if let Some((f, m)) = fit.and_then(|f| Some((f, f.memory()?))) {
                     let from = Bytes(f.footprints.first().copied().unwrap_or(f.footprint));
