@@ -58,6 +58,9 @@ fn the_fitted_latency_is_the_last_levels_in_the_file_and_in_host() {
     assert_eq!(cycles, 62.7);
     assert!(src.contains("the largest footprint past the level above that the fitted size holds whole"), "{src}");
     assert_eq!(r.latency(0).0, 4.0, "the level above is as read");
+    let rows = r.explain();
+    let size = rows.iter().find(|(k, _, _)| k == "L2 size (fitted)").expect("a fitted size row");
+    assert!(size.2.contains("calibrate's last-level fit") && !size.2.contains("holds whole"), "the size's source is the fit's, not the latency's: {}", size.2);
     let levels = r.cache_toml().unwrap()["levels"].as_array().unwrap().clone();
     assert_eq!(levels.last().unwrap()["cycles"].as_float(), Some(62.7), "host simulates it");
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();

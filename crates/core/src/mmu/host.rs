@@ -874,6 +874,11 @@ impl LastLevelFit {
     }
 }
 
+/// The source every number of calibration `k` starts from.
+fn measured_by(k: &Calibration) -> String {
+    format!("measured by superpager calibrate on {} ({})", k.date, k.path)
+}
+
 /// Where `calibrate` writes, and `host` reads, the calibration: $SUPERPAGER_CALIBRATION, else
 /// $XDG_CONFIG_HOME/superpager/host.toml, else ~/.config/superpager/host.toml.
 pub fn calibration_path() -> Option<std::path::PathBuf> {
@@ -1442,7 +1447,7 @@ impl HostReport {
         let n = self.data_caches().len();
         match self.usable_calibration() {
             Some(k) => {
-                let src = format!("measured by superpager calibrate on {} ({})", k.date, k.path);
+                let src = measured_by(k);
                 let level = k.last_level_fit.as_ref().filter(|_| n > 0 && i == n - 1).and_then(|f| f.level());
                 if let Some(c) = level {
                     return (c, format!("{src}: the 2MB chase at the largest footprint past the level above that the fitted size holds whole (docs/RUNTIME_MODEL.md, \"The last level's latency, read where it holds the chase\")"));
@@ -1629,6 +1634,8 @@ impl HostReport {
             // A plain byte count (files calibrate wrote before the twenty-fourth session) in
             // binary units, as CPUID's size beside it.
             let seen = self.seen_size(i).map(|s| s.parse::<u64>().map_or(s.clone(), |b| Bytes(b).to_string()));
+            // The size's own source: where the latency came from may be another rule's.
+            let src = self.usable_calibration().map_or(src, measured_by);
             if let Some(sz) = seen.filter(|s| *s != Bytes(c.bytes).to_string()) {
                 let fit = self.usable_calibration().and_then(|k| k.last_level_fit.as_ref()).filter(|f| i + 1 == n && Bytes(f.chosen).to_string() == sz);
                 // A size that is no whole number of KiB (a set count for 20 ways) also in MiB.
