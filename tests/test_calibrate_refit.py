@@ -34,6 +34,7 @@ def _written(tmp_path):
            "host_frames": {"lines": 96, "strided_ns": 4.2, "control_ns": 5.1, "scattered": True},
            "window_probe": {"footprint": 1 << 30, "pads": [0, 16, 32, 64, 96, 192], "ns_4k": [23.7, 44.0, 65.4, 111.3, 148.7, 290.4],
                             "ns_2m": [19.2, 34.9, 51.3, 70.5, 104.6, 196.8], "dep_4k": 364.5, "dep_2m": 211.6, "window": 247, "walk_hiding": 0.328},
+           "scan_probe": {"hot": 768 << 10, "region": 1 << 30, "streams": 8, "ns_hot": 127.14, "ns_alone": 117.31},
            **f}
     text = _core.calibrated_host_toml(json.dumps(inp))
     path = tmp_path / "host.toml"

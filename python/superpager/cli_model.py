@@ -46,8 +46,11 @@ the busiest needs (walkers; 32 is the most it can find). Next, the window probe:
 over --largest, each followed by 0 to 192 register adds, on 2MB and 4KB pages; how fast the time a
 load takes grows with the adds gives how many instructions the core holds behind an outstanding
 load (the model's rob), and how much of what 4KB pages add to one load alone shows when many loads
-are in flight gives how much of a walk a full window hides (walk_hiding). Then the last level's
-fit: the model itself runs the chase at --largest and at every quarter of it down to four times
+are in flight gives how much of a walk a full window hides (walk_hiding). The scan probe steps a
+chase over 3/4 of the level above the last between 8 random loads over --largest, and records
+whether the caches keep that hot set while lines read once stream past (an LRU hierarchy would
+not; the model does not use it yet). Then the last level's fit (with the last level's latency
+read where each size tried holds the chase whole): the model itself runs the chase at --largest and at every quarter of it down to four times
 the last level, with the last cache level at up to 11 sizes, from the size seen (else CPUID's)
 down to the level above's, fits memory's latency to each size, and keeps the pair at which it
 takes the times measured there on 4KB and 2MB pages (a virtual machine gets only a share of a
@@ -171,6 +174,7 @@ def cmd_calibrate(a) -> int:
     print(window_probe_line(r.get("window_probe")))
     print(frame_probe_line(r.get("frames")))
     print(host_frames_line(r.get("host_frames"), near is not None))
+    print(scan_probe_line(r.get("scan_probe")))
     f = r.get("last_level_fit")
     if f is None:
         print(f"last-level fit: not run ({r['last_level_fit_skipped']}); the last level keeps "
@@ -214,6 +218,18 @@ def frame_probe_line(f: dict | None) -> str:
     each = ", ".join(f"{x:.2f}" for x in f["new_runs"])
     return (f"frame probe: of {f['footprint'] >> 20} MiB touched page by page on 4KB pages, {f['scatter']:.2f} of the pages start "
             f"a new run of physical frames (median of {each}); host scatters its 4KB pages so ([frames] scatter)")
+
+
+def scan_probe_line(p: dict | None) -> str:
+    """calibrate's line on the scan probe (model/calibrate.py `scan_probe`)."""
+    from .fmt import human_bytes
+    if p is None:
+        return "scan probe: not run (no 2MB pages to be had here, one data-cache level, or --largest no power of two)"
+    passing = p["hot"] // 64 * (1 + p["streams"]) * 64
+    return (f"scan probe: a chase over {human_bytes(p['hot'])} stepped between {p['streams']} random loads over "
+            f"{human_bytes(p['region'])} takes {p['ns_hot']:.1f} ns an iteration, the random loads alone {p['ns_alone']:.1f} "
+            f"({human_bytes(passing)} of lines pass between two reads of a hot line: an LRU hierarchy would miss them all); "
+            f"recorded, not yet used by the model (its caches are LRU)")
 
 
 def host_frames_line(h: dict | None, nested: bool) -> str:

@@ -151,6 +151,7 @@ pub fn calibration_input() -> superpager_core::mmu::host::CalibrationInput {
         frames: None,
         host_frames: None,
         window_probe: None,
+        scan_probe: None,
     }
 }
 

@@ -363,6 +363,31 @@ def window_probe(binary: Path, footprint: int, steps: int, repeats: int, mlp: in
             "window": window_from(pads, ns["2m"], dep_2m, mlp), "walk_hiding": walk_hiding_from(pads, ns["4k"], ns["2m"], dep_4k, dep_2m)}
 
 
+#: The scan probe (docs/RUNTIME_MODEL.md, "The last level's latency, read where it holds the
+#: chase"): a hot cycle of 3/4 of the level above the last (768KiB for a 1MiB L2: it fits there
+#: alone), stepped between SCAN_STREAMS random loads over `--largest`. With 8, 6.75MiB of lines
+#: pass between two reads of a hot line for a 1MiB L2, more than an L2 and the shares of an L3
+#: the fit finds hold, so an LRU hierarchy would miss every hot read.
+SCAN_HOT_SHARE = 3 / 4
+SCAN_STREAMS = 8
+
+
+def scan_probe(binary: Path, region: int, above: int, steps: int, repeats: int) -> dict | None:
+    """The scan probe: medians over `repeats` runs of chase.c `scan` with a hot cycle of
+    SCAN_HOT_SHARE of `above` (the level above the last) and SCAN_STREAMS random loads over
+    `region` (a power of two); None when 2MB pages are not to be had."""
+    hot = max(128, int(above * SCAN_HOT_SHARE) // 64 * 64)
+    runs = []
+    for seed in range(1, repeats + 1):
+        f = _run_chase(binary, ["scan", str(hot), str(region), str(SCAN_STREAMS), str(steps), str(seed)],
+                       f"the scan probe with {hot} hot bytes over {region}")
+        if int(f["huge_bytes"]) < region // 2:
+            return None
+        runs.append(f)
+    med = {k: round(statistics.median(float(f[k]) for f in runs), 3) for k in ("ns_hot", "ns_alone")}
+    return {"hot": hot, "region": region, "streams": SCAN_STREAMS, **med}
+
+
 def size_text(n: int) -> str:
     """A byte count as the machine files write sizes: 2MiB, 768KiB (bytes where neither is exact)."""
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
@@ -756,7 +781,7 @@ def fit_and_write(inp: dict, levels: list[tuple[str, int, int, float]], largest:
 
 #: Keys of calibrate's probes that the machine file writes as sizes ("1GiB") and its input takes
 #: as byte counts.
-_SIZE_KEYS = ("footprint", "span")
+_SIZE_KEYS = ("footprint", "span", "hot", "region")
 
 
 def _input_of(section: dict) -> dict:
@@ -789,7 +814,7 @@ def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True) -> 
         raise CalibrateError("the host machine has no data caches (CPUID and sysfs gave none), so there is nothing to calibrate")
     f = fit(pts, levels, float(clock))
     probes = {k: _input_of(cal[k]) if isinstance(cal.get(k), dict) else None
-              for k in ("tlb_probe", "walk_probe", "frames", "host_frames", "window_probe")}
+              for k in ("tlb_probe", "walk_probe", "frames", "host_frames", "window_probe", "scan_probe")}
     inp = {"cpu": "", "date": cal.get("date", ""), "method": cal.get("method", ""), "clock_ghz": float(clock),
            "points": [[fp, pg, ns] for fp, pg, ns in pts], **probes, **f}
     why = fit_and_write(inp, levels, max(fp for fp, _, _ in pts), out, last_level_fit, progress)
@@ -827,6 +852,11 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
     if progress:
         progress(len(pts), len(pts), "the host-frames probe (does the L2 see a 2MB page's 4KB pieces in order?)")
     host_frames = host_frames_probe(chase_binary(), steps, repeats)
+    scan = None
+    if len(levels) >= 2 and largest & (largest - 1) == 0:
+        if progress:
+            progress(len(pts), len(pts), f"the scan probe (a hot set between random loads over {largest >> 20} MiB: does the cache keep lines read again?)")
+        scan = scan_probe(chase_binary(), largest, levels[-2][1], steps, repeats)
     inp = {
         "cpu": "",  # this CPU's model name, filled in by the core
         "date": datetime.date.today().isoformat(),
@@ -839,6 +869,7 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
         "frames": frames,
         "host_frames": host_frames,
         "window_probe": window,
+        "scan_probe": scan,
         **f,
     }
     for r in f["read_short"]:

@@ -37,6 +37,16 @@
  * address taking the load before's value (ANDed with a zero the compiler cannot see): one load's
  * latency, walk included, with nothing overlapping.
  *
+ * usage: chase scan HOT_BYTES REGION_BYTES STREAMS STEPS SEED
+ * prints: ns_hot=<f> ns_alone=<f> huge_bytes=<n>: the scan probe, on 2MB pages. STEPS iterations,
+ * each one step of a dependent chase over a random cycle of HOT_BYTES of lines, then STREAMS
+ * independent loads at random lines of REGION_BYTES (a power of two lines; addresses from a xorshift kept in a
+ * register). An iteration takes at least the hot step's latency, since the hot chain runs
+ * through every iteration. Between two reads of a hot line HOT_BYTES / 64 x (1 + STREAMS)
+ * distinct lines pass: where that is more than the caches hold, an LRU hierarchy misses every
+ * hot read, and one that keeps lines read again (scan resistance) does not. `ns_alone` is the
+ * same loop with a hot cycle of one line (the random loads alone).
+ *
  * usage: chase clock STEPS
  * prints: ns_per_add=<f>: STEPS additions, each taking the one before's result, so each takes
  * one cycle (an integer add's latency on every x86-64 and AArch64 core) and 1 / ns_per_add is
@@ -179,6 +189,26 @@ static const int WINDOW_PADS[] = {0, 16, 32, 64, 96, 192};
 static double (*const WINDOW_RUN[])(char *, uint64_t, uint64_t, uint64_t, uint64_t *) = {window_p0, window_p16, window_p32, window_p64, window_p96, window_p192};
 #endif
 
+/* The scan probe's loop (usage above): `steps` iterations of one step of the hot chain at *p and
+ * `streams` loads at random lines of `region`'s `lines` lines. Returns ns an iteration. */
+static double scan_ns(char **p, char *region, uint64_t lines, int streams, uint64_t steps, uint64_t seed, uint64_t *sink) {
+    uint64_t x = seed | 1, s = 0;
+    char *q = *p;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (uint64_t i = 0; i < steps; i++) {
+        q = *(char **)q;
+        for (int r = 0; r < streams; r++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            s += *(volatile uint64_t *)(region + (x & (lines - 1)) * 64);
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    *p = q;
+    *sink += s;
+    return ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / (double)steps;
+}
+
 static long anon_huge_kb(void) {
     FILE *f = fopen("/proc/self/smaps_rollup", "r");
     char line[256]; long kb = -1;
@@ -216,6 +246,34 @@ int main(int argc, char **argv) {
         fprintf(stderr, "chase: window: no add chain for this architecture\n");
         return 3;
 #endif
+    }
+    if (argc == 7 && strcmp(argv[1], "scan") == 0) {
+        uint64_t hot = strtoull(argv[2], 0, 10), region = strtoull(argv[3], 0, 10), steps = strtoull(argv[5], 0, 10);
+        long streams = strtol(argv[4], 0, 10);
+        rng = strtoull(argv[6], 0, 10) | 1;
+        uint64_t n = hot / 64, lines = region / 64, hlen, rlen;
+        if (n < 2 || lines < 2 || (lines & (lines - 1)) || streams < 0 || streams > 64) {
+            fprintf(stderr, "chase: scan needs two hot lines, a region of a power of two lines and 0..64 streams\n");
+            return 2;
+        }
+        char *h = mapped(hot, 1, &hlen), *b = mapped(region, 1, &rlen);
+        if (!h || !b) return 1;
+        memset(h, 1, hlen);
+        memset(b, 1, rlen);
+        uint32_t *perm = malloc(n * sizeof *perm);
+        if (!perm) { perror("malloc"); return 1; }
+        for (uint64_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
+        for (uint64_t i = n - 1; i > 0; i--) { uint64_t j = next() % i; uint32_t t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
+        for (uint64_t i = 0; i < n; i++) *(char **)(h + (uint64_t)perm[i] * 64) = h + (uint64_t)perm[(i + 1) % n] * 64;
+        free(perm);
+        char *p = h, *one = b;
+        *(char **)one = one; /* the cycle of one line: the random loads alone */
+        uint64_t sink = 0, seed = rng;
+        scan_ns(&p, b, lines, (int)streams, 2 * n, seed, &sink); /* every hot line read once before timing */
+        double with_hot = scan_ns(&p, b, lines, (int)streams, steps, seed + 1, &sink);
+        double alone = scan_ns(&one, b, lines, (int)streams, steps, seed + 2, &sink);
+        printf("ns_hot=%.4f ns_alone=%.4f huge_bytes=%ld sink=%d\n", with_hot, alone, anon_huge_kb() * 1024, (int)((sink ^ (uintptr_t)p ^ (uintptr_t)one) & 1));
+        return 0;
     }
     if (argc < 5 || argc > 7) { fprintf(stderr, "usage: chase FOOTPRINT PAGES(4k|2m) STEPS SEED [dense|sparse|strided:BYTES [CHAINS]]\n"); return 2; }
     /* The distance between lines: 64 (dense), 0 (sparse: one a 4KB page, see line_at), BYTES. */

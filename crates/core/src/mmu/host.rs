@@ -518,6 +518,41 @@ impl HostFramesProbe {
     }
 }
 
+/// calibrate's scan probe (model/chase.c `scan`; docs/RUNTIME_MODEL.md, "The last level's
+/// latency, read where it holds the chase"): on 2MB pages, one step of a dependent chase over a
+/// hot cycle of `hot` bytes, then `streams` independent loads at random lines of `region`,
+/// `ns_hot` an iteration; `ns_alone` the same with a hot cycle of one line. Between two reads of
+/// a hot line `passing_lines` distinct lines pass, more than the caches hold: an LRU hierarchy
+/// misses every hot read (an iteration then takes memory's latency at least), a hierarchy that
+/// keeps lines read again does not. Recorded for the model's replacement policy to be fitted
+/// with; no part of the model reads it yet (the model's caches are LRU).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+pub struct ScanProbe {
+    pub hot: u64,
+    pub region: u64,
+    pub streams: u32,
+    pub ns_hot: f64,
+    pub ns_alone: f64,
+}
+
+impl ScanProbe {
+    /// Distinct lines between two reads of a hot line.
+    pub fn passing_lines(&self) -> u64 {
+        self.hot / 64 * (1 + self.streams as u64)
+    }
+
+    fn to_toml(&self) -> toml::Value {
+        let mut p = toml::map::Map::new();
+        p.insert("hot".into(), toml::Value::String(Bytes(self.hot).to_string()));
+        p.insert("region".into(), toml::Value::String(Bytes(self.region).to_string()));
+        p.insert("streams".into(), toml::Value::Integer(self.streams as i64));
+        p.insert("passing_lines".into(), toml::Value::Integer(self.passing_lines() as i64));
+        p.insert("ns_hot".into(), toml::Value::Float((self.ns_hot * 1000.0).round() / 1000.0));
+        p.insert("ns_alone".into(), toml::Value::Float((self.ns_alone * 1000.0).round() / 1000.0));
+        toml::Value::Table(p)
+    }
+}
+
 /// Memory's latency where calibrate's chase has left the last cache level but not yet the TLB's
 /// reach: the 2MB point at the smallest footprint at least twice what the last level was seen to
 /// hold (model/calibrate.py `near_memory`). On a machine whose TLB splinters 2MB pages, the chase
@@ -580,6 +615,9 @@ pub struct CalibrationInput {
     /// None where 2MB pages could not be had, or the architecture has no add chain in chase.c.
     #[serde(default)]
     pub window_probe: Option<WindowProbe>,
+    /// None where 2MB pages could not be had.
+    #[serde(default)]
+    pub scan_probe: Option<ScanProbe>,
 }
 
 /// The ways of a level simulated smaller than CPUID says (a size calibrate saw, or the last
@@ -688,6 +726,9 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     }
     if let Some(h) = &c.host_frames {
         cal.insert("host_frames".into(), h.to_toml());
+    }
+    if let Some(p) = &c.scan_probe {
+        cal.insert("scan_probe".into(), p.to_toml());
     }
     t.insert("calibration".into(), toml::Value::Table(cal));
     if near.is_some() {
