@@ -770,7 +770,8 @@ def fit_and_write(inp: dict, levels: list[tuple[str, int, int, float]], largest:
         assert fitted is not None  # fit_skipped saw two levels
         inp["last_level_fit"] = fitted
         inp["level_sizes"] = [*inp["level_sizes"][:-1], size_text(fitted["chosen"])]
-        inp["level_cycles"] = [*inp["level_cycles"][:-1], fitted["level_cycles"][fitted["sizes"].index(fitted["chosen"])]]
+        # The chosen size's level latency reaches [cache] as memory's does: host.rs
+        # `calibrated_toml` takes both from the fit; `level_cycles` stays as read.
     text = _core.calibrated_host_toml(json.dumps(inp))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

@@ -899,13 +899,11 @@ impl LastLevelFit {
         if !self.footprints.is_empty() {
             p.insert("footprints".into(), toml::Value::Array(self.footprints.iter().map(size).collect()));
         }
-        if !self.memory_cycles.is_empty() {
-            let cycles = |x: &f64| toml::Value::Float((x * 10.0).round() / 10.0);
-            p.insert("memory_cycles".into(), toml::Value::Array(self.memory_cycles.iter().map(cycles).collect()));
-        }
-        if !self.level_cycles.is_empty() {
-            let cycles = |x: &f64| toml::Value::Float((x * 10.0).round() / 10.0);
-            p.insert("level_cycles".into(), toml::Value::Array(self.level_cycles.iter().map(cycles).collect()));
+        let cycles = |x: &f64| toml::Value::Float((x * 10.0).round() / 10.0);
+        for (key, v) in [("memory_cycles", &self.memory_cycles), ("level_cycles", &self.level_cycles)] {
+            if !v.is_empty() {
+                p.insert(key.into(), toml::Value::Array(v.iter().map(cycles).collect()));
+            }
         }
         if !self.rms.is_empty() {
             let share = |x: &f64| toml::Value::Float((x * 10000.0).round() / 10000.0);
