@@ -216,8 +216,14 @@ def frame_probe_line(f: dict | None) -> str:
         return ("frame probe: not run (/proc/self/pagemap gave no frame numbers: run as root); host places 4KB pages "
                 "in the buddy allocator's address order")
     each = ", ".join(f"{x:.2f}" for x in f["new_runs"])
-    return (f"frame probe: of {f['footprint'] >> 20} MiB touched page by page on 4KB pages, {f['scatter']:.2f} of the pages start "
+    line = (f"frame probe: of {f['footprint'] >> 20} MiB touched page by page on 4KB pages, {f['scatter']:.2f} of the pages start "
             f"a new run of physical frames (median of {each}); host scatters its 4KB pages so ([frames] scatter)")
+    if f.get("groups_8") and f.get("groups_512"):
+        g8 = ", ".join(f"{x:.3f}" for x in f["groups_8"])
+        g512 = ", ".join(f"{x:.4f}" for x in f["groups_512"])
+        line += (f"; they lie in {g8} distinct groups of 8 frames a page and {g512} of 512 (recorded, not used: "
+                 "how many host page-table lines and pages a nested walk reads)")
+    return line
 
 
 def scan_probe_line(p: dict | None) -> str:

@@ -33,7 +33,13 @@ fn the_key_and_the_modifier_set_the_fraction_and_bad_values_are_refused() {
 }
 
 fn probe() -> FrameProbe {
-    FrameProbe { footprint: 256 << 20, new_runs: vec![0.8673, 0.4952, 0.6], scatter: 0.6 }
+    FrameProbe {
+        footprint: 256 << 20,
+        new_runs: vec![0.8673, 0.4952, 0.6],
+        scatter: 0.6,
+        groups_8: vec![0.507, 0.1426, 0.1313],
+        groups_512: vec![0.0611, 0.0107, 0.004],
+    }
 }
 
 fn input(frames: Option<FrameProbe>) -> CalibrationInput {
@@ -52,6 +58,16 @@ fn the_frame_probe_is_written_read_back_and_becomes_the_machines_scatter() {
     let cal = read_calibration(std::path::Path::new(&p), "Test CPU", &mut notes).unwrap();
     assert_eq!(cal.frames, Some(probe()));
     assert!(probe().summary().contains("0.60"), "{}", probe().summary());
+
+    assert!(probe().summary().contains("0.143") && probe().summary().contains("0.0107"), "the locality is said: {}", probe().summary());
+    assert_eq!(v["calibration"]["frames"]["groups_512"][1].as_float(), Some(0.0107), "{text}");
+
+    // A file written before the locality was recorded reads back without it.
+    let older = text.lines().filter(|l| !l.starts_with("groups_")).collect::<Vec<_>>().join("\n");
+    std::fs::write(&p, &older).unwrap();
+    let cal = read_calibration(std::path::Path::new(&p), "Test CPU", &mut notes).unwrap();
+    assert_eq!(cal.frames, Some(FrameProbe { groups_8: vec![], groups_512: vec![], ..probe() }));
+    assert!(!cal.frames.unwrap().summary().contains("groups"), "nothing said of what was not read");
 
     let none = calibrated_toml(CALIBRATION_TEMPLATE, &input(None)).unwrap();
     assert!(!none.contains("frames"), "no probe (pagemap unreadable): no key: {none}");

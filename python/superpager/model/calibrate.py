@@ -692,6 +692,23 @@ def new_run_share(pfns: list[int]) -> float | None:
     return sum(1 for a, b in pairs if abs(b - a) != 1) / len(pairs)
 
 
+#: Frames a host page-table line maps (eight 8-byte entries in a 64-byte line), and frames a host
+#: page-table page maps (512 entries): on a nested machine whose host maps guest memory with 4KB
+#: pages, the guest frames a process's pages lie in decide how many of each its walks read.
+FRAMES_A_LINE = 8
+FRAMES_A_TABLE = 512
+
+
+def frame_groups(pfns: list[int], group: int) -> float | None:
+    """Distinct aligned groups of `group` frames the present pages lie in, a page: 1 / group
+    where the pages fill whole groups, up to 1 where each lies alone in its own; None if no
+    frame number was read."""
+    present = [p for p in pfns if p]
+    if not present:
+        return None
+    return len({p // group for p in present}) / len(present)
+
+
 def touched_frames(footprint: int) -> list[int]:
     """Map `footprint` bytes of anonymous memory on 4KB pages (MADV_NOHUGEPAGE), touch them page
     by page in address order (as a program filling an array does), and read their frame numbers
@@ -716,18 +733,23 @@ def touched_frames(footprint: int) -> list[int]:
 
 def frame_probe(footprint: int = FRAME_PROBE_BYTES, repeats: int = 3) -> dict | None:
     """How scattered the kernel hands out a process's 4KB frames: `new_run_share` of
-    `touched_frames`, `repeats` times (a fresh region each), and their median as `scatter`. None
-    where pagemap gives no frame numbers (not root) or cannot be read."""
-    shares = []
+    `touched_frames`, `repeats` times (a fresh region each), and their median as `scatter`; and,
+    per repeat, how close together they lie (`frame_groups` of FRAMES_A_LINE and
+    FRAMES_A_TABLE frames: recorded, not used by the model; docs/RUNTIME_MODEL.md, "The first
+    Zen 4 table"). None where pagemap gives no frame numbers (not root) or cannot be read."""
+    shares, lines, tables = [], [], []
     for _ in range(repeats):
         try:
-            share = new_run_share(touched_frames(footprint))
+            pfns = touched_frames(footprint)
         except OSError:
             return None
-        if share is None:
+        share, line, table = new_run_share(pfns), frame_groups(pfns, FRAMES_A_LINE), frame_groups(pfns, FRAMES_A_TABLE)
+        if share is None or line is None or table is None:
             return None
         shares.append(round(share, 4))
-    return {"footprint": footprint, "new_runs": shares, "scatter": statistics.median(shares)}
+        lines.append(round(line, 4))
+        tables.append(round(table, 4))
+    return {"footprint": footprint, "new_runs": shares, "scatter": statistics.median(shares), "groups_8": lines, "groups_512": tables}
 
 
 # The host-frames probe (docs/RUNTIME_MODEL.md, "Host frames"): 96 lines on 2MB pages, one every

@@ -422,36 +422,67 @@ fn toml_number(x: &toml::Value) -> Option<f64> {
 /// repeat, the share of neighbouring pages whose frames are not neighbours (a new run of frames
 /// starts); `scatter` is their median, which becomes the machine's `[frames] scatter`
 /// (os/frames `Scatter`: the data caches are indexed by the frames a kernel really hands out).
+/// `groups_8` and `groups_512` (per repeat; empty in files written before the forty-sixth
+/// session) are how close together the frames lie: the distinct aligned groups of 8 and of 512
+/// frames the pages are in, a page. On a nested machine whose host maps guest memory with 4KB
+/// pages those are the host page-table lines and pages a process's walks read. Recorded, not
+/// used by the model (`scatter` places a new run anywhere; docs/RUNTIME_MODEL.md, "The first
+/// Zen 4 table").
 #[derive(Clone, Debug, PartialEq, serde::Deserialize)]
 pub struct FrameProbe {
     pub footprint: u64,
     pub new_runs: Vec<f64>,
     pub scatter: f64,
+    #[serde(default)]
+    pub groups_8: Vec<f64>,
+    #[serde(default)]
+    pub groups_512: Vec<f64>,
 }
 
 impl FrameProbe {
     /// What the probe says, in one line.
     pub fn summary(&self) -> String {
-        let each: Vec<String> = self.new_runs.iter().map(|f| format!("{f:.2}")).collect();
-        format!(
+        let list = |xs: &[f64], digits: usize| xs.iter().map(|f| format!("{f:.digits$}")).collect::<Vec<_>>().join(", ");
+        let mut s = format!(
             "{} touched page by page on 4KB pages, read back from /proc/self/pagemap: a new run of frames starts at {} of the pages (the median of {})",
             Bytes(self.footprint),
             format_args!("{:.2}", self.scatter),
-            each.join(", ")
-        )
+            list(&self.new_runs, 2)
+        );
+        if !self.groups_8.is_empty() && !self.groups_512.is_empty() {
+            s += &format!(
+                "; the pages lie in {} distinct groups of 8 frames a page and {} of 512 (recorded, not used)",
+                list(&self.groups_8, 3),
+                list(&self.groups_512, 4)
+            );
+        }
+        s
     }
 
     fn from_toml(v: &toml::Value) -> Option<FrameProbe> {
         let scatter = v.get("scatter").and_then(toml_number).filter(|f| (0.0..=1.0).contains(f))?;
+        let list = |k: &str| -> Vec<f64> { v.get(k).and_then(|a| a.as_array()).map(|a| a.iter().filter_map(toml_number).collect()).unwrap_or_default() };
         let new_runs = v.get("new_runs")?.as_array()?.iter().filter_map(toml_number).collect();
-        Some(FrameProbe { footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0, new_runs, scatter })
+        Some(FrameProbe {
+            footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0,
+            new_runs,
+            scatter,
+            groups_8: list("groups_8"),
+            groups_512: list("groups_512"),
+        })
     }
 
     fn to_toml(&self) -> toml::Value {
         let mut p = toml::map::Map::new();
         p.insert("footprint".into(), toml::Value::String(Bytes(self.footprint).to_string()));
-        p.insert("new_runs".into(), toml::Value::Array(self.new_runs.iter().map(|f| toml::Value::Float((f * 1e4).round() / 1e4)).collect()));
+        let floats = |xs: &[f64]| toml::Value::Array(xs.iter().map(|f| toml::Value::Float((f * 1e4).round() / 1e4)).collect());
+        p.insert("new_runs".into(), floats(&self.new_runs));
         p.insert("scatter".into(), toml::Value::Float(self.rounded()));
+        for (k, xs) in [("groups_8", &self.groups_8), ("groups_512", &self.groups_512)] {
+            if !xs.is_empty() {
+                p.insert(k.into(), floats(xs));
+            }
+        }
         toml::Value::Table(p)
     }
 
