@@ -461,14 +461,14 @@ impl FrameProbe {
 
     fn from_toml(v: &toml::Value) -> Option<FrameProbe> {
         let scatter = v.get("scatter").and_then(toml_number).filter(|f| (0.0..=1.0).contains(f))?;
-        let list = |k: &str| -> Vec<f64> { v.get(k).and_then(|a| a.as_array()).map(|a| a.iter().filter_map(toml_number).collect()).unwrap_or_default() };
-        let new_runs = v.get("new_runs")?.as_array()?.iter().filter_map(toml_number).collect();
+        let list = |k: &str| -> Option<Vec<f64>> { Some(v.get(k)?.as_array()?.iter().filter_map(toml_number).collect()) };
         Some(FrameProbe {
             footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0,
-            new_runs,
+            new_runs: list("new_runs")?,
             scatter,
-            groups_8: list("groups_8"),
-            groups_512: list("groups_512"),
+            // Absent from files written before the forty-sixth session.
+            groups_8: list("groups_8").unwrap_or_default(),
+            groups_512: list("groups_512").unwrap_or_default(),
         })
     }
 
