@@ -399,7 +399,7 @@ def test_walk_probe_takes_medians_and_needs_2mb_pages(monkeypatch):
     assert w["chains"] == list(calibrate_mod.WALK_CHAINS) and w["walkers"] == 4
     assert w["mlp"] == 32, "the fake's 2MB loads overlap perfectly: 300 / k ns"
     assert w["ns_4k"][0] == 452.0, "the median of seeds 1-3 (151, 152, 153 over 300)"
-    assert sorted(calls) == [(pg, s) for pg in ("2m", "4k") for s in (1, 2, 3)]
+    assert calls == [(pg, s) for s in (1, 2, 3) for pg in ("2m", "4k")], "the page sizes in turn"
     assert w["walk_ns"] == 152.0 and w["walkers_rule"] == "busiest-walk"
     # On a splintered host the walk is timed against memory short of the TLB's reach.
     assert calibrate_mod.walk_probe(None, 1 << 30, 1000, 3, miss_ns=200.0)["walk_ns"] == 252.0

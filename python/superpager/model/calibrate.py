@@ -121,20 +121,33 @@ def footprints(largest: int) -> list[int]:
 
 
 def measure(largest: int = 1 << 30, steps: int = 2_000_000, repeats: int = 3, pages=("2m", "4k"), progress=None) -> list[tuple[int, str, float]]:
-    """(footprint, pages, median ns per step) for every footprint and page size."""
+    """(footprint, pages, median ns per step) for every footprint and page size; at each
+    footprint the page sizes take turns (`alternated`)."""
     b = chase_binary()
-    pts = []
     fps = footprints(largest)
-    total = len(fps) * len(pages)
-    done = 0
-    for pg in pages:
-        for fp in fps:
-            ns = median_chase(b, fp, pg, steps, repeats)[0]
-            pts.append((fp, pg, ns))
-            done += 1
-            if progress:
-                progress(done, total, f"{pg} pages, {fp >> 10} KiB: {ns:.1f} ns")
-    return pts
+    ns: dict[tuple[int, str], float] = {}
+    for i, fp in enumerate(fps):
+        runs = alternated(lambda pg, seed: chase(b, fp, pg, steps, seed)[0], repeats, pages)
+        for pg in pages:
+            ns[fp, pg] = statistics.median(runs[pg])
+        if progress:
+            progress(i + 1, len(fps), f"{fp >> 10} KiB: " + ", ".join(f"{ns[fp, pg]:.1f} ns on {pg}" for pg in pages))
+    return [(fp, pg, ns[fp, pg]) for pg in pages for fp in fps]
+
+
+def alternated(run, repeats: int, pages=("2m", "4k")) -> dict[str, list]:
+    """`run(pages, seed)` for seeds 1..`repeats`, the page sizes taking turns within each seed.
+    A probe that compares the two page sizes must not run all of one and then all of the other:
+    a shared host's load drifts within a minute, and the drift then lands on one page size. On
+    the Zen 4 VM (2026-12-04) the window probe run so read 4KB loads at twice the 2MB loads'
+    time with 16 in flight (30.1 against 15.1 ns), and a `walk_hiding` of 0; the same probe with
+    the page sizes alternating, three hours later, 16.4-18.5 against 13.7 ns and 0.084
+    (docs/RUNTIME_MODEL.md, "Probes that alternate")."""
+    out: dict[str, list] = {pg: [] for pg in pages}
+    for seed in range(1, repeats + 1):
+        for pg in pages:
+            out[pg].append(run(pg, seed))
+    return out
 
 
 # The TLB probe: one line in each 4KB page of PROBE_SPAN (8,192 lines, 512KiB of them) on 2MB
@@ -291,12 +304,10 @@ def walk_probe(binary: Path, footprint: int, steps: int, repeats: int, miss_ns: 
     k chases at once, on 4KB and 2MB pages; None when 2MB pages are not to be had here.
     `miss_ns`: a load's time without a walk where the TLB splinters 2MB pages (`walk_ns`)."""
     ks = WALK_CHAINS
-    out = {}
-    for pg in ("2m", "4k"):
-        runs = [chains(binary, footprint, pg, steps, seed, ks) for seed in range(1, repeats + 1)]
-        if pg == "2m" and min(h for _, h in runs) < footprint // 2:
-            return None
-        out[pg] = [round(statistics.median(r[0][i] for r in runs), 3) for i in range(len(ks))]
+    by_pages = alternated(lambda pg, seed: chains(binary, footprint, pg, steps, seed, ks), repeats)
+    if min(h for _, h in by_pages["2m"]) < footprint // 2:
+        return None
+    out = {pg: [round(statistics.median(r[0][i] for r in runs), 3) for i in range(len(ks))] for pg, runs in by_pages.items()}
     return {"footprint": footprint, "chains": list(ks), "ns_4k": out["4k"], "ns_2m": out["2m"],
             "walk_ns": walk_ns(ks, out["4k"], out["2m"], miss_ns), "walkers": walkers_from(ks, out["4k"], out["2m"], miss_ns),
             "walkers_rule": WALKERS_RULE, "mlp": mlp_from(ks, out["2m"])}
@@ -345,17 +356,12 @@ def window_probe(binary: Path, footprint: int, steps: int, repeats: int, mlp: in
     """The window probe (docs/RUNTIME_MODEL.md, "Walks in a full window"): medians over `repeats`
     runs of chase.c `window` on 2MB and 4KB pages; None when 2MB pages are not to be had, or
     chase.c has no add chain for this architecture."""
-    out: dict[str, dict[str, float]] = {}
-    for pg in ("2m", "4k"):
-        runs = []
-        for seed in range(1, repeats + 1):
-            f = _run_chase(binary, ["window", str(footprint), pg, str(steps), str(seed)], f"the window probe at {footprint} bytes on {pg} pages", absent=3)
-            if not f:
-                return None
-            runs.append(f)
-        if pg == "2m" and min(int(f["huge_bytes"]) for f in runs) < footprint // 2:
-            return None
-        out[pg] = {k: round(statistics.median(float(f[k]) for f in runs), 3) for k in runs[0] if k == "dep" or k.startswith("ns_p")}
+    by_pages = alternated(lambda pg, seed: _run_chase(binary, ["window", str(footprint), pg, str(steps), str(seed)],
+                                                     f"the window probe at {footprint} bytes on {pg} pages", absent=3), repeats)
+    if not all(f for runs in by_pages.values() for f in runs) or min(int(f["huge_bytes"]) for f in by_pages["2m"]) < footprint // 2:
+        return None
+    out = {pg: {k: round(statistics.median(float(f[k]) for f in runs), 3) for k in runs[0] if k == "dep" or k.startswith("ns_p")}
+           for pg, runs in by_pages.items()}
     pads = [int(k[4:]) for k in out["2m"] if k.startswith("ns_p")]
     ns = {pg: [out[pg][f"ns_p{p}"] for p in pads] for pg in out}
     dep_2m, dep_4k = out["2m"]["dep"], out["4k"]["dep"]

@@ -1,0 +1,39 @@
+"""calibrate's probes that compare 4KB with 2MB pages run the two page sizes in turn, seed by
+seed, so a drift in a shared host's load lands on both alike (calibrate.alternated)."""
+from superpager.model import calibrate
+
+
+def test_alternated_takes_turns_seed_by_seed():
+    calls = []
+    out = calibrate.alternated(lambda pg, seed: calls.append((pg, seed)) or f"{pg}{seed}", 3)
+    assert calls == [("2m", 1), ("4k", 1), ("2m", 2), ("4k", 2), ("2m", 3), ("4k", 3)]
+    assert out == {"2m": ["2m1", "2m2", "2m3"], "4k": ["4k1", "4k2", "4k3"]}
+
+
+def test_the_chase_points_alternate_and_keep_their_order(monkeypatch):
+    calls = []
+
+    def chase(_b, footprint, pages, _steps, seed, layout="dense"):
+        calls.append((footprint, pages, seed))
+        # A drift: every run is slower than the one before. Run all 2MB first and 4KB would
+        # read slower than 2MB at every point; in turn they read within a run of each other.
+        return 100.0 + len(calls), 0
+    monkeypatch.setattr(calibrate, "chase_binary", lambda: None)
+    monkeypatch.setattr(calibrate, "chase", chase)
+    monkeypatch.setattr(calibrate, "footprints", lambda largest: [1 << 20, 1 << 21])
+    pts = calibrate.measure(1 << 21, 1000, 3)
+    assert calls[:4] == [(1 << 20, "2m", 1), (1 << 20, "4k", 1), (1 << 20, "2m", 2), (1 << 20, "4k", 2)]
+    assert [(fp, pg) for fp, pg, _ in pts] == [(1 << 20, "2m"), (1 << 21, "2m"), (1 << 20, "4k"), (1 << 21, "4k")]
+    by = {(fp, pg): ns for fp, pg, ns in pts}
+    assert by[1 << 20, "4k"] - by[1 << 20, "2m"] == 1.0, "the medians of runs 1,3,5 and 2,4,6"
+
+
+def test_the_window_probe_alternates(monkeypatch):
+    seen = []
+
+    def fake(_b, args, _what, absent=None):
+        seen.append((args[2], int(args[4])))
+        return {"dep": "200", **{f"ns_p{p}": "20" for p in calibrate.WINDOW_PADS}, "huge_bytes": str(1 << 30), "sink": "0"}
+    monkeypatch.setattr(calibrate, "_run_chase", fake)
+    assert calibrate.window_probe(None, 1 << 30, 1000, 2) is not None
+    assert seen == [("2m", 1), ("4k", 1), ("2m", 2), ("4k", 2)]
