@@ -127,7 +127,7 @@ def measure(largest: int = 1 << 30, steps: int = 2_000_000, repeats: int = 3, pa
     fps = footprints(largest)
     ns: dict[tuple[int, str], float] = {}
     for i, fp in enumerate(fps):
-        runs = alternated(lambda pg, seed: chase(b, fp, pg, steps, seed)[0], repeats, pages)
+        runs = alternated(lambda pg, seed, fp=fp: chase(b, fp, pg, steps, seed)[0], repeats, pages)
         for pg in pages:
             ns[fp, pg] = statistics.median(runs[pg])
         if progress:
