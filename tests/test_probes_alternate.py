@@ -36,4 +36,5 @@ def test_the_window_probe_alternates(monkeypatch):
         return {"dep": "200", **{f"ns_p{p}": "20" for p in calibrate.WINDOW_PADS}, "huge_bytes": str(1 << 30), "sink": "0"}
     monkeypatch.setattr(calibrate, "_run_chase", fake)
     assert calibrate.window_probe(None, 1 << 30, 1000, 2) is not None
-    assert seen == [("2m", 1), ("4k", 1), ("2m", 2), ("4k", 2)]
+    runs = calibrate.WINDOW_PROBE_RUNS
+    assert runs > 2 and seen == [(pg, s) for s in range(1, runs + 1) for pg in ("2m", "4k")], "at least WINDOW_PROBE_RUNS pairs, in turn"

@@ -318,6 +318,11 @@ WINDOW_PADS = (0, 16, 32, 64, 96, 192)
 #: The window probe reads the window, and how much of a walk it hides, where at least this many
 #: loads were in flight: below it the loads are nearly one at a time, and the shares are noise.
 WINDOW_IN_FLIGHT_ABOVE = 1.5
+#: Runs of the window probe on each page size, at least (more where calibrate's --repeats asks).
+#: `walk_hiding` rests on what 4KB pages add to a load, a difference of two noisy times: on the
+#: Zen 4 VM (2026-12-04) eight alternating pairs each read alone gave 0 to 4.0 (four of them
+#: under 0.1), and three pairs in a calibrate read 0.0 where the eight's medians read 0.039.
+WINDOW_PROBE_RUNS = 7
 
 
 def window_from(pads: list[int] | tuple[int, ...], ns_2m: list[float], dep_2m: float, mlp: int | None = None) -> int | None:
@@ -354,8 +359,9 @@ def walk_hiding_from(pads: list[int] | tuple[int, ...], ns_4k: list[float], ns_2
 
 def window_probe(binary: Path, footprint: int, steps: int, repeats: int, mlp: int | None = None) -> dict | None:
     """The window probe (docs/RUNTIME_MODEL.md, "Walks in a full window"): medians over `repeats`
-    runs of chase.c `window` on 2MB and 4KB pages; None when 2MB pages are not to be had, or
-    chase.c has no add chain for this architecture."""
+    runs (at least WINDOW_PROBE_RUNS) of chase.c `window` on 2MB and 4KB pages; None when 2MB
+    pages are not to be had, or chase.c has no add chain for this architecture."""
+    repeats = max(repeats, WINDOW_PROBE_RUNS)
     by_pages = alternated(lambda pg, seed: _run_chase(binary, ["window", str(footprint), pg, str(steps), str(seed)],
                                                      f"the window probe at {footprint} bytes on {pg} pages", absent=3), repeats)
     if not all(f for runs in by_pages.values() for f in runs) or min(int(f["huge_bytes"]) for f in by_pages["2m"]) < footprint // 2:
