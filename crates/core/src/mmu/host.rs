@@ -426,8 +426,8 @@ fn toml_number(x: &toml::Value) -> Option<f64> {
 /// session) are how close together the frames lie: the distinct aligned groups of 8 and of 512
 /// frames the pages are in, a page. On a nested machine whose host maps guest memory with 4KB
 /// pages those are the host page-table lines and pages a process's walks read. Recorded, not
-/// used by the model (`scatter` places a new run anywhere; docs/RUNTIME_MODEL.md, "The first
-/// Zen 4 table").
+/// used by the model (`scatter` places a new run anywhere; docs/RUNTIME_MODEL.md, "Does the
+/// machine care where the frames are?": the machine's speedups did not follow them).
 #[derive(Clone, Debug, PartialEq, serde::Deserialize)]
 pub struct FrameProbe {
     pub footprint: u64,
