@@ -38,3 +38,22 @@ def test_the_window_probe_alternates(monkeypatch):
     assert calibrate.window_probe(None, 1 << 30, 1000, 2) is not None
     runs = calibrate.WINDOW_PROBE_RUNS
     assert runs > 2 and seen == [(pg, s) for s in range(1, runs + 1) for pg in ("2m", "4k")], "at least WINDOW_PROBE_RUNS pairs, in turn"
+
+
+def test_a_probe_that_cannot_be_read_stops_at_its_first_run(monkeypatch):
+    seen = []
+
+    def absent(_b, args, _what, absent=None):
+        seen.append(args[2])
+        return {}  # chase.c exited 3: no add chain on this architecture
+    monkeypatch.setattr(calibrate, "_run_chase", absent)
+    assert calibrate.window_probe(None, 1 << 30, 1000, 3) is None and seen == ["2m"]
+
+    calls = []
+
+    def no_huge(_b, footprint, pages, _steps, seed, ks):
+        calls.append(pages)
+        return [100.0] * len(ks), 0  # no 2MB-page bytes
+    monkeypatch.setattr(calibrate, "chains", no_huge)
+    assert calibrate.walk_probe(None, 1 << 30, 1000, 3) is None and calls == ["2m"]
+    assert calibrate.alternated(lambda pg, seed: seed, 3, usable=lambda pg, r: r < 2) is None

@@ -128,6 +128,7 @@ def measure(largest: int = 1 << 30, steps: int = 2_000_000, repeats: int = 3, pa
     ns: dict[tuple[int, str], float] = {}
     for i, fp in enumerate(fps):
         runs = alternated(lambda pg, seed, fp=fp: chase(b, fp, pg, steps, seed)[0], repeats, pages)
+        assert runs is not None, "no `usable` check: every run is kept"
         for pg in pages:
             ns[fp, pg] = statistics.median(runs[pg])
         if progress:
@@ -135,8 +136,10 @@ def measure(largest: int = 1 << 30, steps: int = 2_000_000, repeats: int = 3, pa
     return [(fp, pg, ns[fp, pg]) for pg in pages for fp in fps]
 
 
-def alternated(run, repeats: int, pages=("2m", "4k")) -> dict[str, list]:
-    """`run(pages, seed)` for seeds 1..`repeats`, the page sizes taking turns within each seed.
+def alternated(run, repeats: int, pages=("2m", "4k"), usable=None) -> dict[str, list] | None:
+    """`run(pages, seed)` for seeds 1..`repeats`, the page sizes taking turns within each seed;
+    None as soon as a run fails `usable(pages, result)` (no 2MB pages, a mode chase.c lacks), so
+    a probe that cannot be read stops at its first run, not after all of them.
     A probe that compares the two page sizes must not run all of one and then all of the other:
     a shared host's load drifts within a minute, and the drift then lands on one page size. On
     the Zen 4 VM (2026-12-04) the window probe run so read 4KB loads at twice the 2MB loads'
@@ -146,7 +149,10 @@ def alternated(run, repeats: int, pages=("2m", "4k")) -> dict[str, list]:
     out: dict[str, list] = {pg: [] for pg in pages}
     for seed in range(1, repeats + 1):
         for pg in pages:
-            out[pg].append(run(pg, seed))
+            r = run(pg, seed)
+            if usable is not None and not usable(pg, r):
+                return None
+            out[pg].append(r)
     return out
 
 
@@ -304,8 +310,9 @@ def walk_probe(binary: Path, footprint: int, steps: int, repeats: int, miss_ns: 
     k chases at once, on 4KB and 2MB pages; None when 2MB pages are not to be had here.
     `miss_ns`: a load's time without a walk where the TLB splinters 2MB pages (`walk_ns`)."""
     ks = WALK_CHAINS
-    by_pages = alternated(lambda pg, seed: chains(binary, footprint, pg, steps, seed, ks), repeats)
-    if min(h for _, h in by_pages["2m"]) < footprint // 2:
+    by_pages = alternated(lambda pg, seed: chains(binary, footprint, pg, steps, seed, ks), repeats,
+                          usable=lambda pg, r: pg != "2m" or r[1] >= footprint // 2)
+    if by_pages is None:
         return None
     out = {pg: [round(statistics.median(r[0][i] for r in runs), 3) for i in range(len(ks))] for pg, runs in by_pages.items()}
     return {"footprint": footprint, "chains": list(ks), "ns_4k": out["4k"], "ns_2m": out["2m"],
@@ -363,8 +370,9 @@ def window_probe(binary: Path, footprint: int, steps: int, repeats: int, mlp: in
     pages are not to be had, or chase.c has no add chain for this architecture."""
     repeats = max(repeats, WINDOW_PROBE_RUNS)
     by_pages = alternated(lambda pg, seed: _run_chase(binary, ["window", str(footprint), pg, str(steps), str(seed)],
-                                                     f"the window probe at {footprint} bytes on {pg} pages", absent=3), repeats)
-    if not all(f for runs in by_pages.values() for f in runs) or min(int(f["huge_bytes"]) for f in by_pages["2m"]) < footprint // 2:
+                                                     f"the window probe at {footprint} bytes on {pg} pages", absent=3), repeats,
+                          usable=lambda pg, f: bool(f) and (pg != "2m" or int(f["huge_bytes"]) >= footprint // 2))
+    if by_pages is None:
         return None
     out = {pg: {k: round(statistics.median(float(f[k]) for f in runs), 3) for k in runs[0] if k == "dep" or k.startswith("ns_p")}
            for pg, runs in by_pages.items()}
@@ -747,8 +755,8 @@ def frame_probe(footprint: int = FRAME_PROBE_BYTES, repeats: int = 3) -> dict | 
     """How scattered the kernel hands out a process's 4KB frames: `new_run_share` of
     `touched_frames`, `repeats` times (a fresh region each), and their median as `scatter`; and,
     per repeat, how close together they lie (`frame_groups` of FRAMES_A_LINE and
-    FRAMES_A_TABLE frames: recorded, not used by the model; docs/RUNTIME_MODEL.md, "The first
-    Zen 4 table"). None where pagemap gives no frame numbers (not root) or cannot be read."""
+    FRAMES_A_TABLE frames: recorded, not used by the model; docs/RUNTIME_MODEL.md, "Does the
+    machine care where the frames are?"). None where pagemap gives no frame numbers (not root) or cannot be read."""
     shares, lines, tables = [], [], []
     for _ in range(repeats):
         try:
