@@ -139,3 +139,50 @@ def test_the_fits_chase_is_timed_warm_as_chase_c_times_it(tmp_path):
     assert total["accesses"] == pages + lines + 50_000
     with pytest.raises(Exception, match="--warm applies to chase only"):
         api.gen("gups", str(tmp_path / "g.spt"), warm=True, progress=False)
+
+
+def test_the_tenants_fill_rate_is_what_leaves_a_program_filling_at_f_the_size_kept():
+    # kept / whole = F / (F + R): a quarter of 32MiB at F = 0.01 lines a ns leaves R = 0.03.
+    assert cal.tenant_fill_rate(32 << 20, 8 << 20, (0.01, 0.01)) == pytest.approx(0.03)
+    # The two page sizes' chases fill at different rates: the mean of the two rates.
+    assert cal.tenant_fill_rate(32 << 20, 4 << 20, (0.01, 0.03)) == pytest.approx(0.02 * 7)
+    assert cal.tenant_fill_rate(32 << 20, 32 << 20, (0.01, 0.01)) is None, "the whole level kept: no tenants seen"
+    assert cal.tenant_fill_rate(32 << 20, 4 << 20, (0.0, 0.0)) is None, "nothing from memory: nothing to see"
+
+
+def test_a_shared_last_level_leaves_the_fits_chase_the_size_the_fit_chose(monkeypatch, tmp_path):
+    """The rate calibrate derives, written into host, makes the model keep about the chosen size
+    for the chase it was derived from (the level simulated whole, its share solved for: the
+    share's ways and the fitted size's sets differ, so not exactly)."""
+    from superpager import api
+    levels = [(name, size, ways, 0.0) for name, size, ways in _core.host_cache_levels()]
+    if len(levels) < 2:
+        pytest.skip("CPUID and sysfs give fewer than two data-cache levels here")
+    whole, above = levels[-1][1], levels[-2][1]
+    chosen = whole // 8
+    if chosen < 2 * above:
+        pytest.skip("the last level is too close to the one above for a share of an eighth")
+    monkeypatch.setattr(cal, "FIT_ACCESSES", 200_000)
+    inp = _input(levels)
+    trace = str(tmp_path / "chase.spt")
+    fp = 16 * whole
+    cal.chase_trace(trace, fp)
+    (a, b), fills = cal.model_chase(cal.with_memory(inp, chosen, 480.0), trace)
+    rate = cal.tenant_fill_rate(whole, chosen, fills)
+    assert rate is not None and rate > 0
+    fit = {"footprint": fp, "measured_4k_ns": a, "measured_2m_ns": b, "sizes": [whole, chosen], "ns_4k": [a, a], "ns_2m": [b, b],
+           "chosen": chosen, "footprints": [fp], "memory_cycles": [480.0, 480.0], "rms": [0.0, 0.0], "level_cycles": [],
+           "tenant_fill_rate": rate}
+    path = tmp_path / "host.toml"
+    path.write_text(_core.calibrated_host_toml(__import__("json").dumps({**inp, "level_sizes": [*inp["level_sizes"][:-1], cal.size_text(chosen)],
+                                                                          "last_level_fit": fit})))
+    monkeypatch.setenv("SUPERPAGER_CALIBRATION", str(path))
+    info = _core.machine_info("host")["cache"]
+    assert info["levels"][-1][1] == whole, "a shared level is simulated at CPUID's size"
+    assert info["tenant_fill_rate"] == pytest.approx(rate)
+    r = api.compare(trace, ["host+dependence=1"], ["fixed:2MiB"], memory="64GiB", progress=False)[0]
+    name = info["levels"][-1][0]
+    kept = r.phase[f"cache.{name}.kept_bytes"]
+    assert 0.8 * chosen < kept < 1.25 * chosen, (kept, chosen)
+    # Fewer of the chase's lines stay than in the whole level, and the counts say which.
+    assert r.phase[f"cache.{name}.data.hits"] <= r.phase[f"cache.{name}.data.hits_whole"]

@@ -136,7 +136,8 @@ def cmd_calibrate(a) -> int:
     # A level's size as the written file holds it: the seen size where calibrate gave one.
     fitted = r.get("last_level_fit")
     n_levels = len(info["cache"]["levels"])
-    rows = [[name, f"{c:.1f}", (f"{human_bytes(b)} (fitted)" if fitted and i == n_levels - 1 else human_bytes(b) if r["level_sizes"][i] else "as CPUID")]
+    how = "shared" if fitted and fitted.get("tenant_fill_rate") else "fitted"
+    rows = [[name, f"{c:.1f}", (f"{human_bytes(b)} ({how})" if fitted and i == n_levels - 1 else human_bytes(b) if r["level_sizes"][i] else "as CPUID")]
             for i, (name, b, _w, c) in enumerate(info["cache"]["levels"])]
     # Splintered with a near point: host is nested, with that point as memory's latency.
     near = r.get("near_memory") if (r.get("tlb_probe") or {}).get("splintered") else None
@@ -190,6 +191,10 @@ def cmd_calibrate(a) -> int:
             each = ", ".join(f"{human_bytes(n)} {m:.0f} cycles {e * 100:.1f}%" for n, m, e in zip(f["sizes"], f["memory_cycles"], f["rms"]))
             print(f"  over the chase at {', '.join(human_bytes(x) for x in f['footprints'])} on both page sizes, each size with "
                   f"memory's latency fitted to it, root mean square off the measured times: {each}")
+        if f.get("tenant_fill_rate"):
+            print(f"  the {rows[-2][0]} is shared: other tenants fill it at {f['tenant_fill_rate']:.4f} lines a ns, the rate that leaves "
+                  f"this chase {human_bytes(f['chosen'])} of {human_bytes(info['cache']['levels'][-1][1])}; host simulates it whole and each run "
+                  "keeps the share of its ways that its own fills are of all fills (docs/RUNTIME_MODEL.md, \"A last level shared by the second\")")
     if r.get("unsteady"):
         print(f"warning: {r['unsteady']}")
     print(f"wrote {out}")

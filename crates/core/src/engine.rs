@@ -1111,7 +1111,12 @@ impl Engine {
             // (`cache.L2.walk.hits`, `cache.dram.walk`): a prediction's stalls come from these.
             if let Some(c) = &self.mmu.caches {
                 let keys: Vec<String> = c.spec.levels.iter().map(|l| format!("cache.{}.", l.name)).collect();
-                for (who, served) in [("data", &d.cache_data), ("walk", &d.cache_walk)] {
+                // A shared last level's at the share the phase keeps.
+                let (kept, share) = d.shared(&self.mmu.machine);
+                if let (Some(s), Some(l)) = (share, c.spec.levels.last()) {
+                    crate::stats::insert_share(&mut phase, &l.name, &s, &d, l.bytes);
+                }
+                for (who, served) in [("data", &kept.cache_data), ("walk", &kept.cache_walk)] {
                     for (i, n) in served.iter().enumerate() {
                         let key = keys.get(i).map_or(format!("cache.dram.{who}"), |k| format!("{k}{who}.hits"));
                         phase.insert(key, *n);

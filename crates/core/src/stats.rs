@@ -144,6 +144,22 @@ pub struct CostInputs {
     /// the walker.
     pub cache_data: Vec<u64>,
     pub cache_walk: Vec<u64>,
+    /// Where the last level is shared (`[cache] tenant_fill_rate`): its hits by their depth in
+    /// the set, by the program and by the walker (mmu/cache.rs `LevelCounts::depth`); empty
+    /// elsewhere. `cache_data` and `cache_walk` count the level whole: `shared` cuts it to the
+    /// ways the program keeps.
+    pub last_depth_data: Vec<u64>,
+    pub last_depth_walk: Vec<u64>,
+}
+
+/// The part of a shared last level a run keeps (`CostInputs::shared`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LastLevelShare {
+    /// Ways kept, of `of_ways` (a fraction of a way counts that share of the hits at that depth).
+    pub ways: f64,
+    pub of_ways: usize,
+    /// The program's own fills of the level a nanosecond at that share (F).
+    pub fills_per_ns: f64,
 }
 
 impl CostInputs {
@@ -151,6 +167,10 @@ impl CostInputs {
         use crate::mmu::cache::Requester;
         let (cache_data, cache_walk) = match &e.mmu.caches {
             Some(c) => (c.served(Requester::Data), c.served(Requester::Walk)),
+            None => (Vec::new(), Vec::new()),
+        };
+        let (last_depth_data, last_depth_walk) = match &e.mmu.caches {
+            Some(c) => (c.last_level_depths(Requester::Data), c.last_level_depths(Requester::Walk)),
             None => (Vec::new(), Vec::new()),
         };
         CostInputs {
@@ -172,6 +192,8 @@ impl CostInputs {
             bookkeeping_cycles: e.os.counters.bookkeeping_cycles,
             cache_data,
             cache_walk,
+            last_depth_data,
+            last_depth_walk,
         }
     }
 
@@ -193,7 +215,86 @@ impl CostInputs {
             bookkeeping_cycles: self.bookkeeping_cycles.saturating_sub(earlier.bookkeeping_cycles),
             cache_data: sub(&self.cache_data, &earlier.cache_data),
             cache_walk: sub(&self.cache_walk, &earlier.cache_walk),
+            last_depth_data: sub(&self.last_depth_data, &earlier.last_depth_data),
+            last_depth_walk: sub(&self.last_depth_walk, &earlier.last_depth_walk),
         }
+    }
+
+    /// These inputs with the last level cut to `ways` of its ways: the hits found deeper in
+    /// their set become references to memory (LRU: a level of the same sets in fewer ways holds
+    /// exactly each set's most recent lines), and those at the depth `ways` falls in count by
+    /// its fraction, rounded. Unchanged where the level is not shared.
+    pub fn with_last_level_ways(&self, ways: f64) -> CostInputs {
+        let mut out = self.clone();
+        for (served, depth) in [(&mut out.cache_data, &self.last_depth_data), (&mut out.cache_walk, &self.last_depth_walk)] {
+            let n = served.len();
+            if depth.is_empty() || n < 2 {
+                continue;
+            }
+            let whole = ways.floor().max(0.0) as usize;
+            let frac = ways - whole as f64;
+            let kept: u64 = depth.iter().take(whole).sum::<u64>() + depth.get(whole).map_or(0, |&d| (d as f64 * frac).round() as u64);
+            let moved = served[n - 2].saturating_sub(kept);
+            served[n - 2] -= moved;
+            served[n - 1] += moved;
+        }
+        out
+    }
+
+    /// The share of a shared last level (`[cache] tenant_fill_rate` R) this run keeps, and the
+    /// inputs cut to it. Other tenants fill the level at R lines a ns and the program at F, its
+    /// references that reach memory over its time; under LRU each keeps the share of the ways
+    /// its fills are of all fills, so it keeps w of the W ways where w / W = F(w) / (F(w) + R),
+    /// F(w) and its time both the model's with w ways. The w is found by bisection (60 halvings
+    /// of [0, W]): at w = 0 the left side is 0 and the right positive, at W the left is 1 and the
+    /// right below it, so a root lies between. None where the level is not shared; where no
+    /// reference reaches the level the program keeps all of it (nothing depends on it).
+    pub fn shared(&self, m: &crate::mmu::machine::Machine) -> (CostInputs, Option<LastLevelShare>) {
+        let Some(rate) = m.cache.as_ref().and_then(|c| c.tenant_fill_rate) else { return (self.clone(), None) };
+        let of_ways = self.last_depth_data.len().max(self.last_depth_walk.len());
+        if of_ways == 0 {
+            return (self.clone(), None);
+        }
+        let w_all = of_ways as f64;
+        // F at w ways: lines from memory a ns of the time the model gives the run with them.
+        let fills = |w: f64| {
+            let i = self.with_last_level_ways(w);
+            let dram = i.cache_data.last().copied().unwrap_or(0) + i.cache_walk.last().copied().unwrap_or(0);
+            let cycles: f64 = cost_parts_of(m, &i).iter().map(|(_, v)| v).sum();
+            let ns = cycles / m.clock_ghz.max(1e-9);
+            (i, if ns > 0.0 { dram as f64 / ns } else { 0.0 })
+        };
+        if fills(0.0).1 <= 0.0 {
+            let (i, f) = fills(w_all);
+            return (i, Some(LastLevelShare { ways: w_all, of_ways, fills_per_ns: f }));
+        }
+        let gap = |w: f64, f: f64| w / w_all - f / (f + rate);
+        let (mut lo, mut hi) = (0.0, w_all);
+        for _ in 0..60 {
+            let mid = 0.5 * (lo + hi);
+            let (_, f) = fills(mid);
+            if gap(mid, f) < 0.0 {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let (i, f) = fills(hi);
+        (i, Some(LastLevelShare { ways: hi, of_ways, fills_per_ns: f }))
+    }
+}
+
+/// A shared last level's counters (docs/RUNTIME_MODEL.md, "A last level shared by the second"):
+/// the bytes and thousandths of ways the run keeps, its own fills a microsecond at that share,
+/// and what the level whole would have served, by requester (`hits_whole`).
+pub fn insert_share(c: &mut BTreeMap<String, u64>, level: &str, s: &LastLevelShare, whole: &CostInputs, bytes: u64) {
+    c.insert(format!("cache.{level}.kept_bytes"), (bytes as f64 * s.ways / s.of_ways.max(1) as f64).round() as u64);
+    c.insert(format!("cache.{level}.kept_ways_x1000"), (s.ways * 1000.0).round() as u64);
+    c.insert(format!("cache.{level}.fills_per_us"), (s.fills_per_ns * 1000.0).round() as u64);
+    let n = whole.cache_data.len();
+    if n >= 2 {
+        c.insert(format!("cache.{level}.data.hits_whole"), whole.cache_data[n - 2]);
+        c.insert(format!("cache.{level}.walk.hits_whole"), whole.cache_walk[n - 2]);
     }
 }
 
@@ -206,6 +307,11 @@ fn cycle_parts(e: &Snapshot) -> [(&'static str, f64); 11] {
 /// (mmu/cache.rs); a nested walk's host references, which do not go through them, cost
 /// `walker.ref_cycles` each.
 pub fn cost_parts(m: &crate::mmu::machine::Machine, i: &CostInputs) -> [(&'static str, f64); 11] {
+    cost_parts_of(m, &i.shared(m).0)
+}
+
+/// `cost_parts` on inputs whose last level is already cut to the program's share.
+fn cost_parts_of(m: &crate::mmu::machine::Machine, i: &CostInputs) -> [(&'static str, f64); 11] {
     // Hits in TLB levels beyond the first: with caches they overlap as walks do.
     let tlb_raw: f64 = m.tlbs.iter().zip(&i.tlb_hits).map(|(t, &h)| h as f64 * t.hit_cycles).sum();
     let tlb_hits: u64 = m.tlbs.iter().zip(&i.tlb_hits).filter(|(t, _)| t.hit_cycles > 0.0).map(|(_, &h)| h).sum();
@@ -434,16 +540,25 @@ impl Results {
             c.insert(format!("policy.{k}"), v);
         }
         if let Some(caches) = &e.mmu.caches {
-            // What each data-cache level served, by requester (mmu/cache.rs).
+            // What each data-cache level served, by requester (mmu/cache.rs); a shared last
+            // level's at the share the run keeps (`CostInputs::shared`).
             let (levels, dram) = caches.counts();
-            for l in &levels {
-                for (who, r) in [("data", 0), ("walk", 1)] {
-                    c.insert(format!("cache.{}.{who}.hits", l.name), l.hits[r]);
-                    c.insert(format!("cache.{}.{who}.misses", l.name), l.misses[r]);
+            let whole = CostInputs::of(e);
+            let (kept, share) = whole.shared(&e.mmu.machine);
+            for (i, l) in levels.iter().enumerate() {
+                for (who, r, served) in [("data", 0, &kept.cache_data), ("walk", 1, &kept.cache_walk)] {
+                    let moved = l.hits[r] - served[i];
+                    c.insert(format!("cache.{}.{who}.hits", l.name), served[i]);
+                    c.insert(format!("cache.{}.{who}.misses", l.name), l.misses[r] + moved);
                 }
             }
-            c.insert("cache.dram.data".into(), dram[0]);
-            c.insert("cache.dram.walk".into(), dram[1]);
+            let n = levels.len();
+            c.insert("cache.dram.data".into(), kept.cache_data[n]);
+            c.insert("cache.dram.walk".into(), kept.cache_walk[n]);
+            debug_assert!(kept.cache_data[n] >= dram[0] && kept.cache_walk[n] >= dram[1]);
+            if let (Some(s), Some(l)) = (share, levels.last()) {
+                insert_share(&mut c, &l.name, &s, &whole, e.mmu.machine.cache.as_ref().map_or(0, |c| c.levels[n - 1].bytes));
+            }
         }
         if let Some(h) = &e.mmu.host_pwcs {
             // A nested walk's host entries that its page-walk caches held (mmu/pwc.rs).

@@ -21,6 +21,7 @@ fn fit() -> LastLevelFit {
         memory_cycles: vec![],
         rms: vec![],
         level_cycles: vec![],
+        tenant_fill_rate: None,
     }
 }
 
@@ -121,5 +122,46 @@ fn a_fit_that_kept_cpuids_size_gives_no_note() {
     r.model_name = "Test CPU".into();
     r.calibration = Some(cal);
     assert_eq!(r.fit_note(), None);
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
+
+/// A fit that found tenants (`tenant_fill_rate`): the last level is simulated at CPUID's size
+/// and shared, and the walk probe's walkers, which its rule over-reads when the level is
+/// shared, give way to the core's (docs/RUNTIME_MODEL.md, "A last level shared by the second").
+#[test]
+fn a_fit_with_tenants_shares_the_whole_level_and_leaves_the_walk_probes_walkers() {
+    use superpager_core::mmu::host::{WalkProbe, WALKERS_RULE};
+    let walk = WalkProbe {
+        footprint: 1 << 30,
+        chains: vec![1, 4, 16],
+        ns_4k: vec![443.7, 91.1, 20.5],
+        ns_2m: vec![288.1, 63.7, 15.3],
+        walkers: Some(22),
+        mlp: Some(14),
+        walkers_rule: Some(WALKERS_RULE.to_string()),
+        walk_ns: Some(155.6),
+    };
+    let shared = LastLevelFit { tenant_fill_rate: Some(0.0624), ..fit() };
+    let text = calibrated_toml(TEMPLATE, &CalibrationInput { walk_probe: Some(walk), ..input(Some(shared.clone())) }).unwrap();
+    let v: toml::Value = toml::from_str(&text).unwrap();
+    assert_eq!(v["cache"]["levels"][1]["size"].as_str(), Some("1MiB"), "the template's (CPUID's) size stays: {text}");
+    assert_eq!(v["cache"]["tenant_fill_rate"].as_float(), Some(0.0624), "{text}");
+    assert!(v["cache"].get("walkers").is_none(), "the probe's 22 is not written: {text}");
+    let (cal, path) = read_back(&text, "tenants");
+    assert_eq!(cal.last_level_fit, Some(shared));
+    let r = common::two_level_report(cal);
+    assert_eq!(r.tenant_fill_rate(), Some(0.0624));
+    let toml = r.cache_toml().unwrap();
+    assert_eq!(toml["levels"][1]["size"].as_str(), Some("16MiB"), "host simulates CPUID's size");
+    assert_eq!(toml["tenant_fill_rate"].as_float(), Some(0.0624));
+    let (n, src) = r.walkers();
+    assert_ne!(n, 22, "{src}");
+    assert!(src.contains("read 22 by its rule, not taken"), "{src}");
+    let rows: HashMap<String, (String, String)> = r.explain().into_iter().map(|(k, v, s)| (k, (v, s))).collect();
+    let (rate, why) = rows.get("L2 shared").unwrap_or_else(|| panic!("{:?}", rows.keys()));
+    assert_eq!(rate, "tenants fill 0.0624 lines a ns");
+    assert!(why.contains("the s = 2MiB of C = 16MiB its last-level fit chose"), "{why}");
+    assert!(!rows.contains_key("L2 size (fitted)"), "the level is not simulated at the fitted size");
+    assert!(r.fit_note().unwrap().contains("shared with other tenants who fill it at 0.0624 lines a ns"));
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }

@@ -23,6 +23,7 @@ fn fit(level_cycles: Vec<f64>) -> LastLevelFit {
         memory_cycles: vec![656.0, 612.0, 569.0],
         rms: vec![0.1037, 0.0818, 0.1052],
         level_cycles,
+        tenant_fill_rate: None,
     }
 }
 

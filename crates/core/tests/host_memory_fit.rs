@@ -22,6 +22,7 @@ fn fit() -> LastLevelFit {
         memory_cycles: vec![604.0, 577.0, 502.0],
         rms: vec![0.0675, 0.0453, 0.1188],
         level_cycles: vec![],
+        tenant_fill_rate: None,
     }
 }
 

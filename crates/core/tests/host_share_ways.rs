@@ -98,6 +98,7 @@ fn strided_lines_miss_in_the_share_as_in_the_whole_and_not_in_a_hashed_cache() {
             ipc: 2.0,
             dependence: 0.0,
             walk_ahead: 0.0,
+            tenant_fill_rate: None,
             walk_hiding: 0.0,
         };
         let mut c = Caches::with_replay_thread(&spec, false);

@@ -105,6 +105,7 @@ fn cache_served(levels: Vec<(u64, u32)>, line: u32, addrs: Vec<u64>) -> PyResult
         dependence: 0.0,
         walk_ahead: 0.0,
         walk_hiding: 0.0,
+        tenant_fill_rate: None,
     };
     let mut c = Caches::new(&spec);
     // The engine's path: queued, applied in batches (what the comparison should check).
@@ -180,6 +181,7 @@ fn machine_info(py: Python<'_>, spec: &str) -> PyResult<PyObject> {
             x.set_item("dependence", c.dependence)?;
             x.set_item("walk_ahead", c.walk_ahead)?;
             x.set_item("walk_hiding", c.walk_hiding)?;
+            x.set_item("tenant_fill_rate", c.tenant_fill_rate)?;
             d.set_item("cache", x)?;
         }
     }

@@ -519,6 +519,13 @@ def model_chase_ns(machine_toml: str, trace: str) -> tuple[float, float]:
     """ns a step the model gives for the chase `trace` (every step dependent) on 4KB and on 2MB
     pages, with `host` read from `machine_toml` (the faults and zeroing of first touches are left
     out: calibrate's chase touches its memory before it is timed)."""
+    (a, b), _ = model_chase(machine_toml, trace)
+    return a, b
+
+
+def model_chase(machine_toml: str, trace: str) -> tuple[tuple[float, float], tuple[float, float]]:
+    """`model_chase_ns`, and the lines the chase brought from memory a ns on each page size (its
+    own fills of the last level: `tenant_fill_rate`)."""
     import os
     import tempfile
     from .predict import predict
@@ -535,7 +542,21 @@ def model_chase_ns(machine_toml: str, trace: str) -> tuple[float, float]:
             else:
                 os.environ["SUPERPAGER_CALIBRATION"] = before
     step = [(r["seconds"] - r["faults"] - r["zeroing"] - r["copying"]) / r["accesses"] * 1e9 for r in rows]
-    return step[0], step[1]
+    fills = [r["memory_lines"] / (step[i] * r["accesses"]) if step[i] > 0 else 0.0 for i, r in enumerate(rows)]
+    return (step[0], step[1]), (fills[0], fills[1])
+
+
+def tenant_fill_rate(whole: int, kept: int, fills: tuple[float, float]) -> float | None:
+    """The rate (lines a ns) at which other tenants fill a last level of `whole` bytes that leaves
+    a program filling it at F lines a ns `kept` bytes: under LRU each keeps the share of the ways
+    its fills are of all fills, kept / whole = F / (F + R), so R = F (whole / kept - 1). `fills`:
+    F of the chase the fit chose `kept` for, on 4KB and on 2MB pages; R is the mean of the two
+    (they differ by what the walks bring in). None where the fit kept the whole level (no
+    tenants to see) or the chase brought nothing from memory."""
+    rates = [f * (whole / kept - 1) for f in fills if f > 0]
+    if kept >= whole or not rates:
+        return None
+    return round(sum(rates) / len(rates), 6)
 
 
 def chase_trace(path: str, footprint: int) -> None:
@@ -656,7 +677,7 @@ def fit_last_level(inp: dict, levels: list[tuple[str, int, int, float]], footpri
     read = (inp.get("near_memory") or {}).get("cycles") or inp["dram_cycles"]
     hi = FIT_MEMORY_CEILING * max(ns for (fp, pg), ns in points.items() if pg == "2m") * clock
     d1, d2 = read, 2 * read
-    ns_4k, ns_2m, memory, rms, level = [], [], [], [], []
+    ns_4k, ns_2m, memory, rms, level, fills = [], [], [], [], [], []
     runs, done = len(sizes) * (2 * len(fps) + 1), 0
     with tempfile.TemporaryDirectory(prefix="superpager-fit-") as d:
         traces = {}
@@ -680,16 +701,18 @@ def fit_last_level(inp: dict, levels: list[tuple[str, int, int, float]], footpri
             cycles, e = fit_memory(lines, lat, hi)
             if progress:
                 progress(done, runs, f"the last level's fit: the model on the chase at {size_text(footprint)} with {name} at {size_text(n)}, memory at {cycles:.0f} cycles")
-            a, b = model_chase_ns(with_memory(inp, n, cycles, lat), traces[footprint])
+            (a, b), f = model_chase(with_memory(inp, n, cycles, lat), traces[footprint])
             done += 1
             ns_4k.append(round(a, 3))
             ns_2m.append(round(b, 3))
+            fills.append(f)
             memory.append(cycles)
             rms.append(round(e, 6))
     best = min(range(len(sizes)), key=lambda i: (round(rms[i], 6), i))
     return {"footprint": footprint, "measured_4k_ns": measured_4k, "measured_2m_ns": measured_2m,
             "sizes": sizes, "ns_4k": ns_4k, "ns_2m": ns_2m, "chosen": sizes[best],
-            "footprints": fps, "memory_cycles": memory, "rms": rms, "level_cycles": level}
+            "footprints": fps, "memory_cycles": memory, "rms": rms, "level_cycles": level,
+            "tenant_fill_rate": tenant_fill_rate(levels[-1][1], sizes[best], fills[best])}
 
 
 #: The frame probe's region: large enough that a few thousand runs of frames show (65,536

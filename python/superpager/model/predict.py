@@ -37,6 +37,8 @@ def prediction(r: api.Result, clock_ghz: float) -> dict:
         "accesses": src.get("accesses", r.counters["accesses"]),
         "walks": src.get("walks", sum(v for k, v in r.counters.items() if k.startswith("walks."))),
         "daemon_copy_mib": r.counters.get("copy.bytes_background", 0) / 2**20,
+        # Lines the data caches brought from memory (the program's and the walker's).
+        "memory_lines": src.get("cache.dram.data", 0) + src.get("cache.dram.walk", 0),
     }
     for col, keys in PARTS:
         row[col] = sum(src.get(k, 0) for k in keys) / (clock_ghz * 1e9)

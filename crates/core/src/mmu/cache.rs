@@ -89,6 +89,16 @@ pub struct CacheSpec {
     /// less as more are (measured with chase.c `window`, docs/RUNTIME_MODEL.md, "Walks in a full
     /// window"; `+walk_hiding=K` sets it).
     pub walk_hiding: f64,
+    /// Lines a nanosecond that other tenants (other virtual machines, other processes) bring
+    /// into the last level, which they share with the program: under LRU each keeps the share of
+    /// the ways its own fills are of all fills, so the program keeps w of the level's W ways
+    /// where w / W = F / (F + R), F its own fills a nanosecond (its references the last level
+    /// did not hold, over the time the model gives it), R this rate. The level is simulated
+    /// whole and the depth of every hit in its set kept (`LevelCounts::depth`), so one run gives
+    /// what any w ways of the same sets would have served, and the cost model solves for w
+    /// (`CostInputs::shared`, docs/RUNTIME_MODEL.md, "A last level shared by the second").
+    /// None: the level is the program's alone, at its size.
+    pub tenant_fill_rate: Option<f64>,
 }
 
 impl CacheSpec {
@@ -123,6 +133,10 @@ pub struct CacheLevel {
     /// Hits by requester.
     pub hits: [u64; 2],
     pub misses: [u64; 2],
+    /// Where the level is shared (`CacheSpec::tenant_fill_rate`, the last level only): hits by
+    /// the depth the line was found at in its set (0: the most recent), by requester; `ways`
+    /// entries. Empty elsewhere (the hot path then never looks at depths).
+    pub depth: Vec<[u64; 2]>,
 }
 
 impl CacheLevel {
@@ -134,7 +148,8 @@ impl CacheLevel {
         (sets, ways, if sets.is_power_of_two() { sets.trailing_zeros() } else { 0 })
     }
 
-    fn new(spec: &CacheLevelSpec, line_bytes: u32) -> CacheLevel {
+    /// `by_depth`: count hits by their depth in the set (`depth`).
+    fn new(spec: &CacheLevelSpec, line_bytes: u32, by_depth: bool) -> CacheLevel {
         let (sets, ways, tag_shift) = CacheLevel::shape(spec, line_bytes);
         let set_mask = if sets.is_power_of_two() { sets as u64 - 1 } else { 0 };
         let wide_row = lru_set::wide32_row(ways as u32);
@@ -151,6 +166,7 @@ impl CacheLevel {
             tags: crate::hint::HostArray::filled(sets * row, EMPTY),
             hits: [0; 2],
             misses: [0; 2],
+            depth: if by_depth { vec![[0; 2]; ways] } else { Vec::new() },
         }
     }
 
@@ -196,6 +212,31 @@ impl CacheLevel {
         lru_set::access(&mut row[..self.ways], tag) == lru_set::Outcome::Hit
     }
 
+    /// `access`, returning the depth the line was found at in its set before it moved to the
+    /// front (0: the most recent), or None on a miss: under LRU a level of the same sets in d
+    /// or fewer ways would have missed it, in more would have hit.
+    ///
+    /// # Safety
+    /// As for `access`.
+    #[inline(always)]
+    unsafe fn access_depth<const WIDE: bool>(&mut self, line: u64) -> Option<usize> {
+        let base = self.set_of(line) * self.row;
+        let tag = (line >> self.tag_shift) as u32;
+        let row = &mut self.tags[base..base + self.row];
+        if row[0] == tag {
+            return Some(0);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if WIDE && self.wide {
+            // SAFETY: as in `access`.
+            let way = unsafe { lru_set::wide::access32_way(row, self.ways, tag) } as usize;
+            return (way < self.ways).then_some(way);
+        }
+        let way = row[..self.ways].iter().position(|&t| t == tag);
+        lru_set::access(&mut row[..self.ways], tag);
+        way
+    }
+
     pub fn sets(&self) -> usize {
         self.sets
     }
@@ -239,8 +280,16 @@ impl CacheState {
     unsafe fn apply<const WIDE: bool>(&mut self, line: u64, r: usize) -> usize {
         let n = self.levels.len();
         for (i, l) in self.levels.iter_mut().enumerate() {
-            // SAFETY: the caller's contract, passed on.
-            if unsafe { l.access::<WIDE, true>(line) } {
+            if !l.depth.is_empty() {
+                // A shared level: where in its set the line was found (`CacheLevel::depth`).
+                // SAFETY: the caller's contract, passed on.
+                if let Some(d) = unsafe { l.access_depth::<WIDE>(line) } {
+                    l.hits[r] += 1;
+                    l.depth[d][r] += 1;
+                    return i;
+                }
+            } else if unsafe { l.access::<WIDE, true>(line) } {
+                // SAFETY (the call): the caller's contract, passed on.
                 l.hits[r] += 1;
                 return i;
             }
@@ -425,6 +474,8 @@ pub struct LevelCounts {
     pub name: String,
     pub hits: [u64; 2],
     pub misses: [u64; 2],
+    /// A shared level's hits by depth in the set (`CacheLevel::depth`); empty elsewhere.
+    pub depth: Vec<[u64; 2]>,
 }
 
 /// The levels, what they served, and the queue of references the replaying levels have not
@@ -452,7 +503,9 @@ impl Caches {
     }
 
     pub fn with_replay_thread(spec: &CacheSpec, thread: bool) -> Caches {
-        let levels: Vec<CacheLevel> = spec.levels.iter().map(|l| CacheLevel::new(l, spec.line_bytes)).collect();
+        // Only the last level is shared with other tenants (`tenant_fill_rate`).
+        let shared = |i: usize| spec.tenant_fill_rate.is_some() && i + 1 == spec.levels.len();
+        let levels: Vec<CacheLevel> = spec.levels.iter().enumerate().map(|(i, l)| CacheLevel::new(l, spec.line_bytes, shared(i))).collect();
         let wide = levels.iter().any(|l| l.wide);
         let replay = Replay::Here(CacheState { levels, dram: [0; 2], wide });
         let inner = Inner { batch: Batch::EMPTY, replay, pending_first_level_hits: 0, reads: 0, refs: 0 };
@@ -587,7 +640,7 @@ impl Caches {
     pub fn counts(&self) -> (Vec<LevelCounts>, [u64; 2]) {
         let mut i = self.inner.borrow_mut();
         let rest = i.settle();
-        let of = |l: &CacheLevel| LevelCounts { name: l.name.clone(), hits: l.hits, misses: l.misses };
+        let of = |l: &CacheLevel| LevelCounts { name: l.name.clone(), hits: l.hits, misses: l.misses, depth: l.depth.clone() };
         (self.first.iter().chain(&rest.levels).map(of).collect(), rest.dram)
     }
 
@@ -596,6 +649,13 @@ impl Caches {
         let r = who as usize;
         let (levels, dram) = self.counts();
         levels.iter().map(|l| l.hits[r]).chain(std::iter::once(dram[r])).collect()
+    }
+
+    /// The last level's hits by depth in the set, for one requester, where it is shared
+    /// (`CacheSpec::tenant_fill_rate`); empty elsewhere.
+    pub fn last_level_depths(&self, who: Requester) -> Vec<u64> {
+        let (levels, _) = self.counts();
+        levels.last().map_or(Vec::new(), |l| l.depth.iter().map(|d| d[who as usize]).collect())
     }
 }
 
@@ -698,6 +758,7 @@ mod tests {
             dependence: 0.0,
             walk_ahead: 0.0,
             walk_hiding: 0.0,
+            tenant_fill_rate: None,
         }
     }
 

@@ -697,11 +697,13 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     // The last level's latency where the fit read it with the size it chose.
     let last = levels.len().saturating_sub(1);
     let fitted_level = c.last_level_fit.as_ref().and_then(|f| f.level());
+    // A shared last level stays at CPUID's size (`LastLevelFit::tenant_fill_rate`).
+    let shared = c.last_level_fit.as_ref().and_then(|f| f.tenant_fill_rate);
     for (i, l) in levels.iter_mut().enumerate() {
         let l = l.as_table_mut().ok_or("a cache level is not a table")?;
         let cycles = fitted_level.filter(|_| i == last).unwrap_or(c.level_cycles[i]);
         l.insert("cycles".into(), toml::Value::Float((cycles * 10.0).round() / 10.0));
-        if let Some(sz) = c.level_sizes.get(i).filter(|s| !s.is_empty()) {
+        if let Some(sz) = c.level_sizes.get(i).filter(|s| !(s.is_empty() || i == last && shared.is_some())) {
             resize_level(l, sz, line);
         }
     }
@@ -712,10 +714,14 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     let dram = fitted.unwrap_or_else(|| near.map_or(c.dram_cycles, |m| m.cycles));
     cache.insert("dram_cycles".into(), toml::Value::Float((dram * 10.0).round() / 10.0));
     if let Some(p) = &c.walk_probe {
-        p.insert_counts(cache, p.walkers_taken());
+        // With the last level shared the rule's walkers are not taken (`HostReport::walkers`).
+        p.insert_counts(cache, p.walkers_taken().filter(|_| shared.is_none()));
     }
     if let Some(p) = &c.window_probe {
         p.insert_model_keys(cache, "rob");
+    }
+    if let Some(r) = shared {
+        cache.insert("tenant_fill_rate".into(), toml::Value::Float(r));
     }
     if let Some(cost) = t.get_mut("cost").and_then(|x| x.as_table_mut()) {
         cost.insert("clock_ghz".into(), toml::Value::Float(c.clock_ghz));
@@ -832,6 +838,12 @@ pub struct LastLevelFit {
     /// size).
     #[serde(default)]
     pub level_cycles: Vec<f64>,
+    /// The rate at which other tenants fill the level (lines a ns) that leaves the chase the
+    /// chosen size: where set, `host` simulates the level at CPUID's size, shared (cache.rs
+    /// `CacheSpec::tenant_fill_rate`; docs/RUNTIME_MODEL.md, "A last level shared by the
+    /// second"). None in files written before it.
+    #[serde(default)]
+    pub tenant_fill_rate: Option<f64>,
 }
 
 impl LastLevelFit {
@@ -913,6 +925,7 @@ impl LastLevelFit {
             memory_cycles,
             rms,
             level_cycles,
+            tenant_fill_rate: v.get("tenant_fill_rate").and_then(toml_number).filter(|r| *r > 0.0 && r.is_finite()),
         })
     }
 
@@ -927,6 +940,9 @@ impl LastLevelFit {
         p.insert("ns_4k".into(), toml::Value::Array(self.ns_4k.iter().map(round).collect()));
         p.insert("ns_2m".into(), toml::Value::Array(self.ns_2m.iter().map(round).collect()));
         p.insert("chosen".into(), size(&self.chosen));
+        if let Some(r) = self.tenant_fill_rate {
+            p.insert("tenant_fill_rate".into(), toml::Value::Float((r * 1e6).round() / 1e6));
+        }
         if !self.footprints.is_empty() {
             p.insert("footprints".into(), toml::Value::Array(self.footprints.iter().map(size).collect()));
         }
@@ -1486,6 +1502,14 @@ impl HostReport {
     pub fn fit_note(&self) -> Option<String> {
         let last = *self.data_caches().last()?;
         let fit = self.usable_calibration()?.last_level_fit.as_ref()?;
+        if let Some(r) = fit.tenant_fill_rate {
+            return Some(format!(
+                "the L{} ({}) is shared with other tenants who fill it at {r:.4} lines a ns, the rate that leaves calibrate's chase the {} its last-level fit chose: each run keeps the share of its ways that its own fills are of all fills (docs/RUNTIME_MODEL.md, \"A last level shared by the second\")",
+                last.level,
+                Bytes(last.bytes),
+                Bytes(fit.chosen)
+            ));
+        }
         (fit.chosen < last.bytes).then(|| {
             format!(
                 "calibrate's last-level fit simulates the L{} at {} (CPUID says {}): there {} (docs/RUNTIME_MODEL.md, \"The last level's fit\")",
@@ -1545,12 +1569,37 @@ impl HostReport {
 
     /// The size calibrate saw data-cache level `i` hold, when it saw less than CPUID says.
     fn seen_size(&self, i: usize) -> Option<&String> {
+        // A shared last level is simulated at CPUID's size (`tenant_fill_rate`).
+        if i + 1 == self.data_caches().len() && self.tenant_fill_rate().is_some() {
+            return None;
+        }
         self.usable_calibration().and_then(|c| c.level_sizes.get(i)).filter(|s| !s.is_empty())
+    }
+
+    /// The rate at which other tenants fill the last level, where calibrate's fit gave one
+    /// (`LastLevelFit::tenant_fill_rate`).
+    pub fn tenant_fill_rate(&self) -> Option<f64> {
+        self.usable_calibration()?.last_level_fit.as_ref()?.tenant_fill_rate
     }
 
     /// Concurrent page walks: calibrate's walk probe where it measured them, else the core
     /// table's (`core_resources`); and where the number came from (with the probe's figures).
     pub fn walkers(&self) -> (u32, String) {
+        if let (Some(c), Some(_)) = (self.usable_calibration(), self.tenant_fill_rate()) {
+            if let Some(p) = c.walk_probe.as_ref().filter(|p| p.walkers_taken().is_some()) {
+                return (
+                    self.core.walkers,
+                    format!(
+                        "{} (calibrate's walk probe on {} read {} by its rule, not taken: the rule times one walk at one chase against a load at k chases, \
+                         and with the last level shared k chases fill it k times as fast and keep more of it, so their walks are shorter than the one timed \
+                         and the rule reads too many walkers; docs/RUNTIME_MODEL.md, \"A last level shared by the second\")",
+                        self.core.source,
+                        c.date,
+                        p.walkers_taken().unwrap_or_default()
+                    ),
+                );
+            }
+        }
         let (n, src) = self.probed(|p| p.walkers_taken(), |r| r.walkers);
         let stale = self.usable_calibration().filter(|c| c.walk_probe.as_ref().is_some_and(|p| p.walkers.is_some() && p.walkers_taken().is_none()));
         match stale {
@@ -1622,6 +1671,9 @@ impl HostReport {
         t.insert("rob".into(), toml::Value::Integer(self.window().0 as i64));
         if let Some(k) = self.usable_calibration().and_then(|c| c.window_probe.as_ref()?.walk_hiding) {
             t.insert("walk_hiding".into(), rounded(k));
+        }
+        if let Some(r) = self.tenant_fill_rate() {
+            t.insert("tenant_fill_rate".into(), toml::Value::Float(r));
         }
         Some(toml::Value::Table(t))
     }
@@ -1728,6 +1780,23 @@ impl HostReport {
                     None => out.push((format!("L{} size seen", c.level), shown, format!("{src}: the chase slows beyond it (CPUID says {})", Bytes(c.bytes)))),
                 }
             }
+        }
+        if let (Some(r), Some(k), Some(last)) = (self.tenant_fill_rate(), self.usable_calibration(), self.data_caches().last()) {
+            let f = k.last_level_fit.as_ref().expect("a fill rate comes from the fit");
+            out.push((
+                format!("L{} shared", last.level),
+                format!("tenants fill {r:.4} lines a ns"),
+                format!(
+                    "measured by superpager calibrate on {} ({}): the rate R = F (C / s - 1) that leaves calibrate's chase, filling the level at F lines a ns, \
+                     the s = {} of C = {} its last-level fit chose ({}); the level is simulated whole and each run keeps w of its ways where \
+                     w / ways = F / (F + R), F its own fills ([cache] tenant_fill_rate; docs/RUNTIME_MODEL.md, \"A last level shared by the second\")",
+                    k.date,
+                    k.path,
+                    Bytes(f.chosen),
+                    Bytes(last.bytes),
+                    f.summary()
+                ),
+            ));
         }
         if n > 0 {
             let (v, src) = self.latency(n);

@@ -154,6 +154,19 @@ pub mod wide {
     #[inline(always)]
     pub unsafe fn access32(row: &mut [u32], ways: usize, tag: u32) -> bool {
         // SAFETY: the caller's contract, passed on.
+        unsafe { access32_way(row, ways, tag) < ways as u32 }
+    }
+
+    /// `access32`, returning the way the tag was found in before it moved to the front (its
+    /// depth in the set's recency order: 0 most recent), or `ways` on a miss. A set of w < `ways`
+    /// ways of the same sets would have hit exactly where that depth is below w (LRU keeps the
+    /// w most recent lines of each set), which the last level's share reads (cache.rs).
+    ///
+    /// # Safety
+    /// As for `access32`.
+    #[inline(always)]
+    pub unsafe fn access32_way(row: &mut [u32], ways: usize, tag: u32) -> u32 {
+        // SAFETY: the caller's contract, passed on.
         unsafe {
             if row.len() == 8 {
                 access32_chunks::<1>(row, ways, tag)
@@ -164,7 +177,7 @@ pub mod wide {
     }
 
     #[inline(always)]
-    unsafe fn access32_chunks<const C: usize>(row: &mut [u32], ways: usize, tag: u32) -> bool {
+    unsafe fn access32_chunks<const C: usize>(row: &mut [u32], ways: usize, tag: u32) -> u32 {
         assert_eq!(row.len(), 8 * C);
         let p = row.as_mut_ptr() as *mut __m256i;
         let needle = _mm256_set1_epi32(tag as i32);
@@ -191,7 +204,11 @@ pub mod wide {
             // SAFETY: as for the load.
             unsafe { _mm256_storeu_si256(p.add(j), out) };
         }
-        hits != 0
+        if hits != 0 {
+            hits.trailing_zeros()
+        } else {
+            ways as u32
+        }
     }
 }
 

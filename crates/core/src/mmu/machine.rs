@@ -256,6 +256,10 @@ struct CacheFile {
     walk_ahead: f64,
     #[serde(default)]
     walk_hiding: f64,
+    /// The last level shared with other tenants who fill it at this many lines a ns
+    /// (cache.rs CacheSpec).
+    #[serde(default)]
+    tenant_fill_rate: Option<f64>,
 }
 
 /// `[frames]`: where the OS model's frame allocator puts a process's 4KB pages.
@@ -345,6 +349,15 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
     if !(c.walk_hiding >= 0.0) || c.walk_hiding > 1e6 {
         return Err(bad("walk_hiding", format!("must be a number from 0 to 1e6, not {}", c.walk_hiding)));
     }
+    if let Some(r) = c.tenant_fill_rate {
+        #[allow(clippy::neg_cmp_op_on_partial_ord)]
+        if !(r > 0.0) || r > 1e6 {
+            return Err(bad("tenant_fill_rate", format!("must be a number of lines a ns above 0 and at most 1e6, not {r}")));
+        }
+        if c.levels.len() < 2 {
+            return Err(bad("tenant_fill_rate", "a shared last level needs a level above it (the first level runs where references are made)".into()));
+        }
+    }
     Ok(CacheSpec {
         line_bytes: c.line_bytes,
         levels,
@@ -358,6 +371,7 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
         dependence: c.dependence,
         walk_ahead: c.walk_ahead,
         walk_hiding: c.walk_hiding,
+        tenant_fill_rate: c.tenant_fill_rate,
     })
 }
 
@@ -569,6 +583,8 @@ impl Machine {
     /// `+walk_ahead=F`: the fraction of that chain's translations that run ahead under its misses;
     /// `+walk_hiding=K`: how much a full window hides of a translation (`[cache] walk_hiding`);
     /// `+rob=N`: the instructions the window holds (`[cache] rob`);
+    /// `+tenant_fill_rate=R`: the last level shared with tenants filling it at R lines a ns
+    /// (`[cache] tenant_fill_rate`; 0: the program's alone);
     /// `+scatter=F`: the fraction of 4KB anonymous frames placed at random (`[frames]`);
     /// `+native`: a nested machine (`host` where its TLB splinters 2MB pages) without nesting;
     /// `+nopwc`: the same machine without page-walk caches (every walk from the top level).
@@ -606,6 +622,19 @@ impl Machine {
                 match v.parse::<f64>() {
                     Ok(x) if range.contains(&x) => *field = x,
                     _ => return Err(Error::usage(format!("machine '{spec}': +{key}={v}: {what}"))),
+                }
+            } else if let Some(v) = suffix.strip_prefix("tenant_fill_rate=") {
+                // What-if: the last level shared with busier or quieter tenants, or not at all.
+                let Some(c) = m.cache.as_mut() else {
+                    return Err(Error::usage(format!("machine '{spec}': +tenant_fill_rate needs a machine with a [cache] section ({name} has none)")));
+                };
+                match v.parse::<f64>() {
+                    Ok(0.0) => c.tenant_fill_rate = None,
+                    Ok(x) if x > 0.0 && x <= 1e6 && c.levels.len() >= 2 => c.tenant_fill_rate = Some(x),
+                    Ok(x) if x > 0.0 && x <= 1e6 => {
+                        return Err(Error::usage(format!("machine '{spec}': +tenant_fill_rate: a shared last level needs a level above it ({name} has one)")))
+                    }
+                    _ => return Err(Error::usage(format!("machine '{spec}': +tenant_fill_rate={v}: lines a ns, from 0 (not shared) to 1e6"))),
                 }
             } else if let Some(v) = suffix.strip_prefix("scatter=") {
                 match v.parse::<f64>().map_err(|e| e.to_string()).and_then(frame_scatter) {
@@ -647,7 +676,7 @@ impl Machine {
             Some(("nested", h)) => h,
             _ => {
                 return Err(Error::usage(format!(
-                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nopwc, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +walk_hiding=K, +rob=N or +scatter=F"
+                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nopwc, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +walk_hiding=K, +rob=N, +tenant_fill_rate=R or +scatter=F"
                 )))
             }
         };
