@@ -55,7 +55,10 @@ the last level, with the last cache level at up to 11 sizes, from the size seen 
 down to the level above's, fits memory's latency to each size, and keeps the pair at which it
 takes the times measured there on 4KB and 2MB pages (a virtual machine gets only a share of a
 shared last level, and memory's latency read from one point mixes in a level's hits or the walks;
---no-last-level-fit keeps the size and memory's latency as read). Where its two timings of one
+--no-last-level-fit keeps the size and memory's latency as read). From the size chosen and the
+chase's own fills of the level it derives how fast other tenants fill the level (tenant_fill_rate):
+host then simulates the level at CPUID's size, shared, each run keeping the part its own fills
+earn, and takes the core's page walkers over the walk probe's. Where its two timings of one
 chase over --largest on 4KB pages (among the points, and the walk probe's single chase) are more
 than 15% apart, it warns that the machine changed while it measured. --refit FILE measures
 nothing and fits FILE's own measurements again by this version's rules. Writes a machine TOML:

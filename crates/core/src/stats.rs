@@ -285,12 +285,12 @@ impl CostInputs {
 }
 
 /// A shared last level's counters (docs/RUNTIME_MODEL.md, "A last level shared by the second"):
-/// the bytes and thousandths of ways the run keeps, its own fills a microsecond at that share,
+/// the bytes and thousandths of ways the run keeps, its own fills a millisecond at that share,
 /// and what the level whole would have served, by requester (`hits_whole`).
 pub fn insert_share(c: &mut BTreeMap<String, u64>, level: &str, s: &LastLevelShare, whole: &CostInputs, bytes: u64) {
     c.insert(format!("cache.{level}.kept_bytes"), (bytes as f64 * s.ways / s.of_ways.max(1) as f64).round() as u64);
     c.insert(format!("cache.{level}.kept_ways_x1000"), (s.ways * 1000.0).round() as u64);
-    c.insert(format!("cache.{level}.fills_per_us"), (s.fills_per_ns * 1000.0).round() as u64);
+    c.insert(format!("cache.{level}.fills_per_ms"), (s.fills_per_ns * 1e6).round() as u64);
     let n = whole.cache_data.len();
     if n >= 2 {
         c.insert(format!("cache.{level}.data.hits_whole"), whole.cache_data[n - 2]);
