@@ -14,22 +14,11 @@ const SETS: u64 = 64;
 
 fn spec(last_ways: u32, shared: bool) -> CacheSpec {
     CacheSpec {
-        line_bytes: LINE as u32,
-        levels: vec![
+        tenant_fill_rate: shared.then_some(0.5),
+        ..common::cache_spec(vec![
             CacheLevelSpec { name: "L1".into(), bytes: 4 << 10, ways: 4, cycles: 4.0 },
             CacheLevelSpec { name: "L3".into(), bytes: SETS * LINE * last_ways as u64, ways: last_ways, cycles: 40.0 },
-        ],
-        dram_cycles: 300.0,
-        mlp: 10.0,
-        walkers: 2.0,
-        walk_fill_buffers: false,
-        rob: 200.0,
-        instructions_per_access: 4.0,
-        ipc: 2.0,
-        dependence: 0.0,
-        walk_ahead: 0.0,
-        walk_hiding: 0.0,
-        tenant_fill_rate: shared.then_some(0.5),
+        ])
     }
 }
 

@@ -3,7 +3,7 @@
 //! address's low bits as the whole cache is, and gives up ways (`share_ways`). A level at
 //! CPUID's size keeps CPUID's ways, whatever its set count.
 
-use superpager_core::mmu::cache::{CacheLevelSpec, CacheSpec, Caches, Requester};
+use superpager_core::mmu::cache::{CacheLevelSpec, Caches, Requester};
 use superpager_core::mmu::host::{calibrated_toml, detect, read_calibration, share_ways, CacheGeometry, CalibrationInput, HostReport};
 
 mod common;
@@ -86,21 +86,7 @@ fn a_level_at_cpuids_size_keeps_its_ways_though_its_sets_are_no_power_of_two() {
 #[test]
 fn strided_lines_miss_in_the_share_as_in_the_whole_and_not_in_a_hashed_cache() {
     let misses = |ways: u32| {
-        let spec = CacheSpec {
-            line_bytes: 64,
-            levels: vec![CacheLevelSpec { name: "L3".into(), bytes: 1536 << 10, ways, cycles: 40.0 }],
-            dram_cycles: 300.0,
-            mlp: 10.0,
-            walkers: 2.0,
-            walk_fill_buffers: false,
-            rob: 200.0,
-            instructions_per_access: 4.0,
-            ipc: 2.0,
-            dependence: 0.0,
-            walk_ahead: 0.0,
-            tenant_fill_rate: None,
-            walk_hiding: 0.0,
-        };
+        let spec = common::cache_spec(vec![CacheLevelSpec { name: "L3".into(), bytes: 1536 << 10, ways, cycles: 40.0 }]);
         let mut c = Caches::with_replay_thread(&spec, false);
         // 2,048 lines 4KB apart (8MiB), read twice: the second pass hits only what stayed.
         for _pass in 0..2 {
