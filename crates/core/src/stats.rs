@@ -164,14 +164,9 @@ pub struct LastLevelShare {
 
 impl CostInputs {
     pub fn of(e: &Snapshot) -> CostInputs {
-        use crate::mmu::cache::Requester;
-        let (cache_data, cache_walk) = match &e.mmu.caches {
-            Some(c) => (c.served(Requester::Data), c.served(Requester::Walk)),
-            None => (Vec::new(), Vec::new()),
-        };
-        let (last_depth_data, last_depth_walk) = match &e.mmu.caches {
-            Some(c) => (c.last_level_depths(Requester::Data), c.last_level_depths(Requester::Walk)),
-            None => (Vec::new(), Vec::new()),
+        let ([cache_data, cache_walk], [last_depth_data, last_depth_walk]) = match &e.mmu.caches {
+            Some(c) => c.served_by_both(),
+            None => Default::default(),
         };
         CostInputs {
             accesses: e.accesses,
@@ -226,7 +221,16 @@ impl CostInputs {
     /// its fraction, rounded. Unchanged where the level is not shared.
     pub fn with_last_level_ways(&self, ways: f64) -> CostInputs {
         let mut out = self.clone();
-        for (served, depth) in [(&mut out.cache_data, &self.last_depth_data), (&mut out.cache_walk, &self.last_depth_walk)] {
+        self.cut_into(ways, &mut out);
+        out
+    }
+
+    /// `with_last_level_ways` into `out`, a copy of these inputs: only its served counts are
+    /// written, in place (the share's bisection cuts one copy sixty times without allocating).
+    fn cut_into(&self, ways: f64, out: &mut CostInputs) {
+        let pairs = [(&mut out.cache_data, &self.cache_data, &self.last_depth_data), (&mut out.cache_walk, &self.cache_walk, &self.last_depth_walk)];
+        for (served, whole, depth) in pairs {
+            served.copy_from_slice(whole);
             let n = served.len();
             if depth.is_empty() || n < 2 {
                 continue;
@@ -238,7 +242,6 @@ impl CostInputs {
             served[n - 2] -= moved;
             served[n - 1] += moved;
         }
-        out
     }
 
     /// The share of a shared last level (`[cache] tenant_fill_rate` R) this run keeps, and the
@@ -256,31 +259,37 @@ impl CostInputs {
             return (self.clone(), None);
         }
         let w_all = of_ways as f64;
-        // F at w ways: lines from memory a ns of the time the model gives the run with them.
-        let fills = |w: f64| {
-            let i = self.with_last_level_ways(w);
-            let dram = i.cache_data.last().copied().unwrap_or(0) + i.cache_walk.last().copied().unwrap_or(0);
-            let cycles: f64 = cost_parts_of(m, &i).iter().map(|(_, v)| v).sum();
+        // F at w ways: lines from memory a ns of the time the model gives the run with them,
+        // with `cut` (a copy of these inputs) cut to w ways.
+        let mut cut = self.clone();
+        let fills = |w: f64, cut: &mut CostInputs| {
+            self.cut_into(w, cut);
+            let dram = cut.cache_data.last().copied().unwrap_or(0) + cut.cache_walk.last().copied().unwrap_or(0);
+            let cycles: f64 = cost_parts_of(m, cut).iter().map(|(_, v)| v).sum();
             let ns = cycles / m.clock_ghz.max(1e-9);
-            (i, if ns > 0.0 { dram as f64 / ns } else { 0.0 })
+            if ns > 0.0 {
+                dram as f64 / ns
+            } else {
+                0.0
+            }
         };
-        if fills(0.0).1 <= 0.0 {
-            let (i, f) = fills(w_all);
-            return (i, Some(LastLevelShare { ways: w_all, of_ways, fills_per_ns: f }));
+        if fills(0.0, &mut cut) <= 0.0 {
+            let f = fills(w_all, &mut cut);
+            return (cut, Some(LastLevelShare { ways: w_all, of_ways, fills_per_ns: f }));
         }
         let gap = |w: f64, f: f64| w / w_all - f / (f + rate);
         let (mut lo, mut hi) = (0.0, w_all);
         for _ in 0..60 {
             let mid = 0.5 * (lo + hi);
-            let (_, f) = fills(mid);
+            let f = fills(mid, &mut cut);
             if gap(mid, f) < 0.0 {
                 lo = mid;
             } else {
                 hi = mid;
             }
         }
-        let (i, f) = fills(hi);
-        (i, Some(LastLevelShare { ways: hi, of_ways, fills_per_ns: f }))
+        let f = fills(hi, &mut cut);
+        (cut, Some(LastLevelShare { ways: hi, of_ways, fills_per_ns: f }))
     }
 }
 

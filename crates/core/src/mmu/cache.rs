@@ -646,16 +646,32 @@ impl Caches {
 
     /// References served by each level (then memory), for one requester.
     pub fn served(&self, who: Requester) -> Vec<u64> {
-        let r = who as usize;
-        let (levels, dram) = self.counts();
-        levels.iter().map(|l| l.hits[r]).chain(std::iter::once(dram[r])).collect()
+        let ([data, walk], _) = self.served_by_both();
+        if who == Requester::Data {
+            data
+        } else {
+            walk
+        }
     }
 
     /// The last level's hits by depth in the set, for one requester, where it is shared
     /// (`CacheSpec::tenant_fill_rate`); empty elsewhere.
     pub fn last_level_depths(&self, who: Requester) -> Vec<u64> {
-        let (levels, _) = self.counts();
-        levels.last().map_or(Vec::new(), |l| l.depth.iter().map(|d| d[who as usize]).collect())
+        let (_, [data, walk]) = self.served_by_both();
+        if who == Requester::Data {
+            data
+        } else {
+            walk
+        }
+    }
+
+    /// `served` and `last_level_depths` for the program and the walker, in that order, from one
+    /// read of the counts (each read settles the queue, waiting on the replay thread).
+    pub fn served_by_both(&self) -> ([Vec<u64>; 2], [Vec<u64>; 2]) {
+        let (levels, dram) = self.counts();
+        let served = |r: usize| levels.iter().map(|l| l.hits[r]).chain(std::iter::once(dram[r])).collect();
+        let depths = |r: usize| levels.last().map_or(Vec::new(), |l| l.depth.iter().map(|d| d[r]).collect());
+        ([served(0), served(1)], [depths(0), depths(1)])
     }
 }
 
@@ -707,17 +723,29 @@ pub fn stall_cycles(spec: &CacheSpec, data: &[u64], t: Translation, accesses: u6
     if accesses == 0 {
         return (0.0, 0.0, 0.0);
     }
-    let lat = spec.latencies();
+    // The latencies on the stack where they fit (a machine file has at most 4 levels): the
+    // shared last level's bisection calls this sixty times a cost.
+    let mut buf = [0.0f64; 8];
+    let heap;
+    let lat: &[f64] = if spec.levels.len() < buf.len() {
+        for (b, l) in buf.iter_mut().zip(spec.levels.iter().map(|l| l.cycles).chain(std::iter::once(spec.dram_cycles))) {
+            *b = l;
+        }
+        &buf[..spec.levels.len() + 1]
+    } else {
+        heap = spec.latencies();
+        &heap
+    };
     let ipa = if instructions > 0 { instructions as f64 / accesses as f64 } else { spec.instructions_per_access };
     let window = spec.rob / ipa.max(1e-9); // accesses the window holds
                                            // References served beyond the first level, and the cycles they stall beyond its latency.
     let misses = |served: &[u64]| served[1..].iter().sum::<u64>();
-    let beyond_first = |served: &[u64]| served.iter().zip(&lat).skip(1).map(|(&n, &l)| n as f64 * (l - lat[0]).max(0.0)).sum::<f64>();
+    let beyond_first = |served: &[u64]| served.iter().zip(lat).skip(1).map(|(&n, &l)| n as f64 * (l - lat[0]).max(0.0)).sum::<f64>();
     let data_misses = misses(data);
     let in_flight = |events: f64, cap: f64| (window * events / accesses as f64).clamp(1.0, cap.max(1.0));
     let d = spec.dependence.clamp(0.0, 1.0);
     let data_raw = beyond_first(data);
-    let walk_raw: f64 = t.walk.iter().zip(&lat).map(|(&n, &l)| n as f64 * l).sum();
+    let walk_raw: f64 = t.walk.iter().zip(lat).map(|(&n, &l)| n as f64 * l).sum();
     let data_alone = data_raw / in_flight(data_misses as f64, spec.mlp);
     let chains = in_flight(data_misses.max(t.walks).max(t.tlb_hits) as f64, window);
     let walkers = walk_raw / in_flight(t.walks as f64, spec.walkers);

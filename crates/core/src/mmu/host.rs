@@ -1586,16 +1586,14 @@ impl HostReport {
     /// table's (`core_resources`); and where the number came from (with the probe's figures).
     pub fn walkers(&self) -> (u32, String) {
         if let (Some(c), Some(_)) = (self.usable_calibration(), self.tenant_fill_rate()) {
-            if let Some(p) = c.walk_probe.as_ref().filter(|p| p.walkers_taken().is_some()) {
+            if let Some(read) = c.walk_probe.as_ref().and_then(|p| p.walkers_taken()) {
                 return (
                     self.core.walkers,
                     format!(
                         "{} (calibrate's walk probe on {} read {} by its rule, not taken: the rule times one walk at one chase against a load at k chases, \
                          and with the last level shared k chases fill it k times as fast and keep more of it, so their walks are shorter than the one timed \
                          and the rule reads too many walkers; docs/RUNTIME_MODEL.md, \"A last level shared by the second\")",
-                        self.core.source,
-                        c.date,
-                        p.walkers_taken().unwrap_or_default()
+                        self.core.source, c.date, read
                     ),
                 );
             }
