@@ -124,6 +124,8 @@ pub struct Engine {
     phase_mark: Option<crate::stats::CostInputs>,
     /// With data caches on a nested machine: where the host's entries are (mmu/host_tables.rs).
     host_tables: Option<HostTables>,
+    /// The daemons' clock's share of a shared last level (stats.rs `ClockShare`).
+    clock_share: crate::stats::ClockShare,
 }
 
 /// Queue the host entries a nested walk reads to translate guest-physical `gpa`, from level
@@ -229,6 +231,7 @@ impl Engine {
             exited_bloat: [0; crate::mmu::MAX_SIZES],
             phase_mark: None,
             host_tables,
+            clock_share: Default::default(),
         };
         e.switch_to(1);
         Ok(e)
@@ -268,9 +271,11 @@ impl Engine {
         self.run_chunk(c)
     }
 
-    /// Simulated time now: the program's cycles plus idle time.
+    /// Simulated time now: the program's cycles plus idle time (the daemons' clock: on a
+    /// shared last level, with the share solved at most `stats::CLOCK_SHARE_EVERY` accesses
+    /// ago, `stats::ClockShare`).
     pub fn now(&self) -> u64 {
-        crate::stats::cycles_total(&self.snapshot()) as u64 + self.idle_cycles
+        self.clock_share.cycles(&self.snapshot()) as u64 + self.idle_cycles
     }
 
     /// Let simulated time pass with no process running, up to `t` cycles, daemons ticking
