@@ -116,6 +116,20 @@ def test_a_full_window_hides_part_of_each_walk_as_walk_hiding_says(gups):
     assert _core.machine_info("host")["cache"]["walk_hiding"] == 0, "off unless asked"
 
 
+def test_fewer_walkers_can_only_lengthen_the_walk_stall(gups):
+    # `+walkers=N` and `+mlp=N` are what-ifs of the core: the walkers' bound (Overlap) only
+    # grows as they fall, and nothing the caches or TLBs did moves.
+    many = sp.simulate(gups, machine="host+dependence=0+walkers=64", policy="base")
+    one = sp.simulate(gups, machine="host+dependence=0+walkers=1", policy="base")
+    assert one["cycles.walk"] > many["cycles.walk"]
+    few = sp.simulate(gups, machine="host+dependence=0+mlp=1", policy="base")
+    assert few["cycles.data"] > many["cycles.data"]
+    for k in ["walks", "walk.refs", "cache.dram.data", "cache.dram.walk"]:
+        assert one[k] == many[k] == few[k], k
+    info = _core.machine_info("host+walkers=3+mlp=12")["cache"]
+    assert (info["walkers"], info["mlp"]) == (3, 12)
+
+
 def test_bench_marks_walk_ahead_only_on_dependent_programs():
     from superpager.bench_model import DEPENDENCE, PROGRAMS, WALK_AHEAD
     assert set(WALK_AHEAD) <= set(PROGRAMS)
@@ -132,6 +146,9 @@ def test_bench_marks_walk_ahead_only_on_dependent_programs():
     ("host+walk_hiding=-1", "0 to 1e6"),
     ("host+rob=0", "1 to 1e6"),
     ("host+rob=many", "1 to 1e6"),
+    ("host+walkers=0", "1 to 1e6"),
+    ("skylake+walkers=2", "[cache]"),
+    ("host+mlp=-3", "1 to 1e6"),
     ("skylake+nocache", "no [cache]"),
 ])
 def test_modifier_errors_name_the_spec(spec, want):

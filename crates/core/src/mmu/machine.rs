@@ -582,7 +582,8 @@ impl Machine {
     /// the fraction of the program's misses on a dependent chain (docs/RUNTIME_MODEL.md);
     /// `+walk_ahead=F`: the fraction of that chain's translations that run ahead under its misses;
     /// `+walk_hiding=K`: how much a full window hides of a translation (`[cache] walk_hiding`);
-    /// `+rob=N`: the instructions the window holds (`[cache] rob`);
+    /// `+rob=N`: the instructions the window holds (`[cache] rob`); `+walkers=N`: the page
+    /// walks in flight (`[cache] walkers`); `+mlp=N`: the L1D misses in flight (`[cache] mlp`);
     /// `+tenant_fill_rate=R`: the last level shared with tenants filling it at R lines a ns
     /// (`[cache] tenant_fill_rate`; 0: the program's alone);
     /// `+scatter=F`: the fraction of 4KB anonymous frames placed at random (`[frames]`);
@@ -606,10 +607,10 @@ impl Machine {
                 if m.cache.take().is_none() {
                     return Err(Error::usage(format!("machine '{spec}': {name} has no [cache] section, so +nocache changes nothing")));
                 }
-            } else if let Some((key @ ("dependence" | "walk_ahead" | "walk_hiding" | "rob"), v)) = suffix.split_once('=') {
+            } else if let Some((key @ ("dependence" | "walk_ahead" | "walk_hiding" | "rob" | "walkers" | "mlp"), v)) = suffix.split_once('=') {
                 // Settings of the overlap model: two properties of the program (fractions), and
                 // what-ifs of the core (how much a full window hides of a translation, how many
-                // instructions the window holds).
+                // instructions the window holds, how many walks and misses it keeps in flight).
                 let Some(c) = m.cache.as_mut() else {
                     return Err(Error::usage(format!("machine '{spec}': +{key} needs a machine with a [cache] section ({name} has none)")));
                 };
@@ -617,6 +618,8 @@ impl Machine {
                     "dependence" => (&mut c.dependence, 0.0..=1.0, "a fraction from 0 to 1"),
                     "walk_ahead" => (&mut c.walk_ahead, 0.0..=1.0, "a fraction from 0 to 1"),
                     "walk_hiding" => (&mut c.walk_hiding, 0.0..=1e6, "a number from 0 to 1e6"),
+                    "walkers" => (&mut c.walkers, 1.0..=1e6, "a number from 1 to 1e6"),
+                    "mlp" => (&mut c.mlp, 1.0..=1e6, "a number from 1 to 1e6"),
                     _ => (&mut c.rob, 1.0..=1e6, "a number from 1 to 1e6"),
                 };
                 match v.parse::<f64>() {
@@ -676,7 +679,7 @@ impl Machine {
             Some(("nested", h)) => h,
             _ => {
                 return Err(Error::usage(format!(
-                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nopwc, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +walk_hiding=K, +rob=N, +tenant_fill_rate=R or +scatter=F"
+                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nopwc, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +walk_hiding=K, +rob=N, +walkers=N, +mlp=N, +tenant_fill_rate=R or +scatter=F"
                 )))
             }
         };
