@@ -239,24 +239,9 @@ pub fn two_level_report(cal: superpager_core::mmu::host::Calibration) -> superpa
     r
 }
 
-/// A `[cache]` of `levels` with the overlap model's settings every cache test takes unless it
-/// says otherwise (64-byte lines, memory at 300 cycles, 10 misses and 2 walks in flight, a
-/// 200-instruction window, nothing dependent, nothing hidden, the last level not shared).
+/// A `[cache]` of `levels` with 64-byte lines and the overlap model's plain settings
+/// (`CacheSpec::of_levels`), which every cache test takes unless it says otherwise.
 #[allow(dead_code)]
 pub fn cache_spec(levels: Vec<superpager_core::mmu::cache::CacheLevelSpec>) -> superpager_core::mmu::cache::CacheSpec {
-    superpager_core::mmu::cache::CacheSpec {
-        line_bytes: 64,
-        levels,
-        dram_cycles: 300.0,
-        mlp: 10.0,
-        walkers: 2.0,
-        walk_fill_buffers: false,
-        rob: 200.0,
-        instructions_per_access: 4.0,
-        ipc: 2.0,
-        dependence: 0.0,
-        walk_ahead: 0.0,
-        walk_hiding: 0.0,
-        tenant_fill_rate: None,
-    }
+    superpager_core::mmu::cache::CacheSpec::of_levels(64, levels)
 }

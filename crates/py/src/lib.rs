@@ -92,21 +92,10 @@ fn cache_served(levels: Vec<(u64, u32)>, line: u32, addrs: Vec<u64>) -> PyResult
     if !line.is_power_of_two() || levels.iter().any(|&(b, w)| w == 0 || b < line as u64 || !(b / line as u64).is_multiple_of(w as u64)) {
         return Err(UsageError::new_err("cache_served: each level's lines must divide into its ways, and line be a power of two"));
     }
-    let spec = CacheSpec {
-        line_bytes: line,
-        levels: levels.iter().enumerate().map(|(i, &(bytes, ways))| CacheLevelSpec { name: format!("L{}", i + 1), bytes, ways, cycles: 0.0 }).collect(),
-        dram_cycles: 0.0,
-        mlp: 1.0,
-        walkers: 1.0,
-        walk_fill_buffers: false,
-        rob: 1.0,
-        instructions_per_access: 1.0,
-        ipc: 1.0,
-        dependence: 0.0,
-        walk_ahead: 0.0,
-        walk_hiding: 0.0,
-        tenant_fill_rate: None,
-    };
+    let spec = CacheSpec::of_levels(
+        line,
+        levels.iter().enumerate().map(|(i, &(bytes, ways))| CacheLevelSpec { name: format!("L{}", i + 1), bytes, ways, cycles: 0.0 }).collect(),
+    );
     let mut c = Caches::new(&spec);
     // The engine's path: queued, applied in batches (what the comparison should check).
     for a in addrs {

@@ -102,6 +102,29 @@ pub struct CacheSpec {
 }
 
 impl CacheSpec {
+    /// `levels` of `line_bytes`-byte lines with the overlap model's plain settings: memory at
+    /// 300 cycles, 10 misses and 2 walks in flight, a 200-instruction window, 4 instructions an
+    /// access at 2 a cycle (the machine file's defaults for the last two), nothing dependent or
+    /// hidden, the last level not shared. For code that builds caches without a machine file:
+    /// the tests, and `cache_served`, which reads only what each level served.
+    pub fn of_levels(line_bytes: u32, levels: Vec<CacheLevelSpec>) -> CacheSpec {
+        CacheSpec {
+            line_bytes,
+            levels,
+            dram_cycles: 300.0,
+            mlp: 10.0,
+            walkers: 2.0,
+            walk_fill_buffers: false,
+            rob: 200.0,
+            instructions_per_access: 4.0,
+            ipc: 2.0,
+            dependence: 0.0,
+            walk_ahead: 0.0,
+            walk_hiding: 0.0,
+            tenant_fill_rate: None,
+        }
+    }
+
     /// Latency of each level (then memory), in cycles.
     pub fn latencies(&self) -> Vec<f64> {
         self.levels.iter().map(|l| l.cycles).chain(std::iter::once(self.dram_cycles)).collect()
@@ -769,25 +792,12 @@ mod tests {
     use super::*;
 
     fn spec(levels: &[(u64, u32)]) -> CacheSpec {
-        CacheSpec {
-            line_bytes: 64,
-            levels: levels
-                .iter()
-                .enumerate()
-                .map(|(i, &(bytes, ways))| CacheLevelSpec { name: format!("L{}", i + 1), bytes, ways, cycles: [4.0, 14.0, 50.0][i] })
-                .collect(),
-            dram_cycles: 200.0,
-            mlp: 10.0,
-            walkers: 2.0,
-            walk_fill_buffers: false,
-            rob: 200.0,
-            instructions_per_access: 4.0,
-            ipc: 2.0,
-            dependence: 0.0,
-            walk_ahead: 0.0,
-            walk_hiding: 0.0,
-            tenant_fill_rate: None,
-        }
+        let levels = levels
+            .iter()
+            .enumerate()
+            .map(|(i, &(bytes, ways))| CacheLevelSpec { name: format!("L{}", i + 1), bytes, ways, cycles: [4.0, 14.0, 50.0][i] })
+            .collect();
+        CacheSpec { dram_cycles: 200.0, ..CacheSpec::of_levels(64, levels) }
     }
 
     /// A pseudo-random stream over `span` bytes: (address, requester).
