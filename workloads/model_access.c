@@ -12,8 +12,12 @@
  *   hashjoin  the probe phase of a hash join: random keys looked up in an open-addressing table
  *             of 16-byte (key, payload) slots, linear probing, half full
  *   stream    a sequential sweep of 8-byte reads, wrapping around the table
- * usage: model_access KIND MiB [ops (millions; default: rand/gups/hashjoin 8, chase 4,
- *        bsearch/btree 1, stream 64)]
+ * and two crossings of rand and gups, not in the bench, to tell their generators from their
+ * stores (docs/RUNTIME_MODEL.md, "What-ifs on the 4GiB misses"):
+ *   gupsread  gups's generator, the words read and summed (no stores)
+ *   randrmw   rand's generator, the words read, changed and written back
+ * usage: model_access KIND MiB [ops (millions; default: rand/gups/hashjoin and the crossings 8,
+ *        chase 4, bsearch/btree 1, stream 64)]
  * prints one line of key=value: populate_s access_s ops checksum table_offset (the table's
  * address modulo 2MiB: 0, wherever malloc put it) */
 #include <stdint.h>
@@ -40,14 +44,14 @@ static uint64_t next(void) /* xorshift64*, fixed seed: the same accesses every r
     return rng * 2685821657736338717ULL;
 }
 
-static const char *KINDS[] = {"rand", "gups", "chase", "bsearch", "btree", "hashjoin", "stream"};
-static const double DEFAULT_OPS[] = {8, 8, 4, 1, 1, 8, 64};
-enum { RAND, GUPS, CHASE, BSEARCH, BTREE, HASHJOIN, STREAM, NKINDS };
+static const char *KINDS[] = {"rand", "gups", "chase", "bsearch", "btree", "hashjoin", "stream", "gupsread", "randrmw"};
+static const double DEFAULT_OPS[] = {8, 8, 4, 1, 1, 8, 64, 8, 8};
+enum { RAND, GUPS, CHASE, BSEARCH, BTREE, HASHJOIN, STREAM, GUPSREAD, RANDRMW, NKINDS };
 
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: model_access rand|gups|chase|bsearch|btree|hashjoin|stream MiB [ops millions]\n");
+        fprintf(stderr, "usage: model_access rand|gups|chase|bsearch|btree|hashjoin|stream|gupsread|randrmw MiB [ops millions]\n");
         return 2;
     }
     int k = -1;
@@ -148,6 +152,21 @@ int main(int argc, char **argv)
         sum = t[ops % words];
         break;
     }
+    case GUPSREAD: {
+        uint64_t ran = 1;
+        for (size_t i = 0; i < ops; i++) {
+            ran = (ran << 1) ^ ((int64_t)ran < 0 ? POLY : 0);
+            sum += t[ran % words];
+        }
+        break;
+    }
+    case RANDRMW:
+        for (size_t i = 0; i < ops; i++) {
+            uint64_t r = next();
+            t[r % words] ^= r;
+        }
+        sum = t[ops % words];
+        break;
     case CHASE: {
         uint64_t p = 0;
         for (size_t i = 0; i < ops; i++)
