@@ -78,13 +78,7 @@ fn a_level_not_shared_counts_no_depths() {
 }
 
 fn machine(rate: Option<f64>) -> Machine {
-    let key = rate.map_or(String::new(), |r| format!("tenant_fill_rate = {r}\n"));
-    let cache = format!(
-        "\n[cache]\ndram_cycles = 300\nmlp = 10\nwalkers = 2\nrob = 224\n{key}\
-         [[cache.levels]]\nname = \"L1d\"\nsize = \"32KiB\"\nways = 8\ncycles = 5\n\
-         [[cache.levels]]\nname = \"L3\"\nsize = \"1MiB\"\nways = 16\ncycles = 40\n"
-    );
-    Machine::load(&common::skylake_file(&format!("shared-{}.toml", rate.unwrap_or(0.0)), &cache)).unwrap()
+    Machine::load(&common::shared_l3_file("shared", rate)).unwrap()
 }
 
 /// 100,000 data references: 40,000 L1 hits, 1,000 at each depth of the 16-way last level,

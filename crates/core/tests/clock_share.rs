@@ -14,13 +14,7 @@ const A: u64 = 0x4000_0000;
 const SPAN: u64 = 16 << 20;
 
 fn machine_file(rate: Option<f64>) -> String {
-    let key = rate.map_or(String::new(), |r| format!("tenant_fill_rate = {r}\n"));
-    let cache = format!(
-        "\n[cache]\ndram_cycles = 300\nmlp = 10\nwalkers = 2\nrob = 224\n{key}\
-         [[cache.levels]]\nname = \"L1d\"\nsize = \"32KiB\"\nways = 8\ncycles = 5\n\
-         [[cache.levels]]\nname = \"L3\"\nsize = \"1MiB\"\nways = 16\ncycles = 40\n"
-    );
-    common::skylake_file(&format!("clock-share-{}.toml", rate.unwrap_or(0.0)), &cache)
+    common::shared_l3_file("clock-share", rate)
 }
 
 /// `n` loads at pseudo-random lines of the first `span` bytes of the mapping (a new seed a call,

@@ -245,3 +245,15 @@ pub fn two_level_report(cal: superpager_core::mmu::host::Calibration) -> superpa
 pub fn cache_spec(levels: Vec<superpager_core::mmu::cache::CacheLevelSpec>) -> superpager_core::mmu::cache::CacheSpec {
     superpager_core::mmu::cache::CacheSpec::of_levels(64, levels)
 }
+
+/// A skylake file (`tag` names it) with a two-level `[cache]`, an L1d of 32KiB and an L3 of 1MiB
+/// in 16 ways, the L3 shared with tenants filling it at `rate` lines a ns (None: not shared).
+pub fn shared_l3_file(tag: &str, rate: Option<f64>) -> String {
+    let key = rate.map_or(String::new(), |r| format!("tenant_fill_rate = {r}\n"));
+    let cache = format!(
+        "\n[cache]\ndram_cycles = 300\nmlp = 10\nwalkers = 2\nrob = 224\n{key}\
+         [[cache.levels]]\nname = \"L1d\"\nsize = \"32KiB\"\nways = 8\ncycles = 5\n\
+         [[cache.levels]]\nname = \"L3\"\nsize = \"1MiB\"\nways = 16\ncycles = 40\n"
+    );
+    skylake_file(&format!("{tag}-{}.toml", rate.unwrap_or(0.0)), &cache)
+}
