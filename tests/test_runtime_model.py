@@ -25,7 +25,7 @@ def gups(tmp_path_factory):
 
 def test_machines_without_caches_report_what_they_did_before(gups):
     r = sp.simulate(gups, machine="skylake", policy="base")
-    assert not any(k.startswith("cache.") for k in r.counters)
+    assert not any(k.startswith(("cache.", "overlap.")) for k in r.counters)
     assert "cycles.data" not in r.counters
     n = sp.simulate(gups, machine="host+nocache", policy="base")
     assert "cycles.data" not in n.counters and not any(k.startswith("cache.") for k in n.counters)
@@ -128,6 +128,20 @@ def test_fewer_walkers_can_only_lengthen_the_walk_stall(gups):
         assert one[k] == many[k] == few[k], k
     info = _core.machine_info("host+walkers=3+mlp=12")["cache"]
     assert (info["walkers"], info["mlp"]) == (3, 12)
+
+
+def test_the_bound_names_the_busiest_of_the_overlap_counters(gups):
+    from superpager.model.predict import BOUNDS, bound, prediction
+    # GUPS with every miss independent: its stalls are the busiest resource's time; one
+    # walker in flight makes that the walkers, one miss in flight the fill buffers.
+    for extra, want in [("+walkers=1", "walkers"), ("+mlp=1", "fill_buffers"), ("+rob=1", "window")]:
+        r = sp.simulate(gups, machine=f"host+dependence=0{extra}", policy="base")
+        times = {b: r[f"overlap.{b}_cycles"] for b in BOUNDS}
+        assert bound(r.counters) == want == max(times, key=times.get), (extra, times)
+        stalls = r["cycles.data"] + r["cycles.walk"] + r["cycles.tlb"]
+        assert abs(stalls - max(times.values())) <= 3, (extra, stalls, times)  # three roundings
+        assert prediction(r, 1.0)["bound"] == want
+    assert bound({}) == "none", "no data caches, no overlap model"
 
 
 def test_bench_marks_walk_ahead_only_on_dependent_programs():

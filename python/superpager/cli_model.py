@@ -20,7 +20,10 @@ The time covers what follows the trace's phase mark (a zero-length madvise, whic
 issue when their access phase starts), else the whole run. Columns, in seconds at the machine's
 clock: work (the program's own instructions), data (data-cache stalls), walk (TLB misses: walks
 and second-level TLB hits), faults, zeroing, copying (promotion copies the program waits for);
-daemon_copy_mib is what daemons copied on another core (not charged).
+daemon_copy_mib is what daemons copied on another core (not charged). bound: which of the core's
+resources limits how far the independent misses overlap, the largest of the overlap.*_cycles
+counters: fill_buffers (misses in flight, mlp), window (instructions the core holds, rob) or
+walkers (page walks in flight); none without data caches.
 
 examples:
   superpager calibrate                                   # once per machine: measure latencies
@@ -104,7 +107,7 @@ def cmd_predict(a) -> int:
     if a.json:
         print(json.dumps(rows, indent=2, sort_keys=True))
         return 0
-    cols = ["policy", "seconds", "speedup", "work", "data", "walk", "faults", "zeroing", "copying", "daemon_copy_mib"]
+    cols = ["policy", "seconds", "speedup", "work", "data", "walk", "faults", "zeroing", "copying", "daemon_copy_mib", "bound"]
     if linear:
         cols += ["linear_seconds", "linear_speedup"]
     body = [[r["policy"]] + [f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in cols[1:]] for r in rows]

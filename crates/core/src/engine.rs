@@ -1121,6 +1121,9 @@ impl Engine {
                 if let (Some(s), Some(l)) = (share, c.spec.levels.last()) {
                     crate::stats::insert_share(&mut phase, &l.name, &s, &d, l.bytes);
                 }
+                if let Some(b) = crate::stats::overlap_bounds_of(&self.mmu.machine, &kept) {
+                    crate::stats::insert_overlap(&mut phase, &b);
+                }
                 for (who, served) in [("data", &kept.cache_data), ("walk", &kept.cache_walk)] {
                     for (i, n) in served.iter().enumerate() {
                         let key = keys.get(i).map_or(format!("cache.dram.{who}"), |k| format!("{k}{who}.hits"));

@@ -357,14 +357,41 @@ pub fn cost_parts(m: &crate::mmu::machine::Machine, i: &CostInputs) -> [(&'stati
     cost_parts_of(m, &i.shared(m).0)
 }
 
+/// Cycles of hits in TLB levels beyond the first, and how many such hits: with data caches
+/// they overlap as walks do.
+fn tlb_beyond_first(m: &crate::mmu::machine::Machine, i: &CostInputs) -> (f64, u64) {
+    let cycles = m.tlbs.iter().zip(&i.tlb_hits).map(|(t, &h)| h as f64 * t.hit_cycles).sum();
+    let hits = m.tlbs.iter().zip(&i.tlb_hits).filter(|(t, _)| t.hit_cycles > 0.0).map(|(_, &h)| h).sum();
+    (cycles, hits)
+}
+
+/// The overlap model's inputs from `i`: the translations, and the program's references.
+fn translation_of<'a>(i: &'a CostInputs, tlb: (f64, u64)) -> (crate::mmu::cache::Translation<'a>, u64) {
+    let t = crate::mmu::cache::Translation { walk: &i.cache_walk, walks: i.walks, tlb_cycles: tlb.0, tlb_hits: tlb.1 };
+    (t, i.cache_data.iter().sum())
+}
+
+/// What bounds the overlapped part of the stalls of inputs already cut to the program's share
+/// (`mmu::cache::OverlapBounds`); None without data caches.
+pub fn overlap_bounds_of(m: &crate::mmu::machine::Machine, i: &CostInputs) -> Option<crate::mmu::cache::OverlapBounds> {
+    let spec = m.cache.as_ref()?;
+    let (t, data_accesses) = translation_of(i, tlb_beyond_first(m, i));
+    Some(crate::mmu::cache::overlap_bounds(spec, &i.cache_data, t, data_accesses, i.instructions))
+}
+
+/// The counters of `overlap_bounds_of`: `overlap.fill_buffers_cycles`, `overlap.window_cycles`
+/// and `overlap.walkers_cycles`, the largest the bound (docs/RUNTIME_MODEL.md, "Overlap").
+pub fn insert_overlap(c: &mut BTreeMap<String, u64>, b: &crate::mmu::cache::OverlapBounds) {
+    c.insert("overlap.fill_buffers_cycles".into(), b.fill_buffers.round() as u64);
+    c.insert("overlap.window_cycles".into(), b.window.round() as u64);
+    c.insert("overlap.walkers_cycles".into(), b.walkers.round() as u64);
+}
+
 /// `cost_parts` on inputs whose last level is already cut to the program's share.
 fn cost_parts_of(m: &crate::mmu::machine::Machine, i: &CostInputs) -> [(&'static str, f64); 11] {
-    // Hits in TLB levels beyond the first: with caches they overlap as walks do.
-    let tlb_raw: f64 = m.tlbs.iter().zip(&i.tlb_hits).map(|(t, &h)| h as f64 * t.hit_cycles).sum();
-    let tlb_hits: u64 = m.tlbs.iter().zip(&i.tlb_hits).filter(|(t, _)| t.hit_cycles > 0.0).map(|(_, &h)| h).sum();
+    let (tlb_raw, tlb_hits) = tlb_beyond_first(m, i);
     let stalls = m.cache.as_ref().map(|spec| {
-        let data_accesses: u64 = i.cache_data.iter().sum();
-        let t = crate::mmu::cache::Translation { walk: &i.cache_walk, walks: i.walks, tlb_cycles: tlb_raw, tlb_hits };
+        let (t, data_accesses) = translation_of(i, (tlb_raw, tlb_hits));
         let (d, w, tlb) = crate::mmu::cache::stall_cycles(spec, &i.cache_data, t, data_accesses, i.instructions);
         (d, w, i.cache_walk.iter().sum::<u64>(), tlb)
     });
@@ -605,6 +632,9 @@ impl Results {
             debug_assert!(kept.cache_data[n] >= dram[0] && kept.cache_walk[n] >= dram[1]);
             if let (Some(s), Some(l)) = (share, levels.last()) {
                 insert_share(&mut c, &l.name, &s, &whole, e.mmu.machine.cache.as_ref().map_or(0, |c| c.levels[n - 1].bytes));
+            }
+            if let Some(b) = overlap_bounds_of(&e.mmu.machine, &kept) {
+                insert_overlap(&mut c, &b);
             }
         }
         if let Some(h) = &e.mmu.host_pwcs {

@@ -42,7 +42,21 @@ def prediction(r: api.Result, clock_ghz: float) -> dict:
     }
     for col, keys in PARTS:
         row[col] = sum(src.get(k, 0) for k in keys) / (clock_ghz * 1e9)
+    row["bound"] = bound(src)
     return row
+
+
+#: The overlap model's resources (docs/RUNTIME_MODEL.md, "Overlap"), in the order a tie goes.
+BOUNDS = ("fill_buffers", "window", "walkers")
+
+
+def bound(counters: dict) -> str:
+    """Which resource bounds the independent misses' stalls (`overlap.*_cycles`, the largest;
+    ties to the first of BOUNDS): "fill_buffers", "window" or "walkers"; "none" where nothing
+    stalls, or on a machine without data caches (no overlap model)."""
+    vals = [(counters.get(f"overlap.{b}_cycles", 0), b) for b in BOUNDS]
+    best = max(vals, key=lambda v: v[0])  # max keeps the first of equals
+    return best[1] if best[0] > 0 else "none"
 
 
 def predict(trace: str, machine: str, policies: list[str], memory: str = "64GiB", progress: bool | None = None) -> list[dict]:

@@ -743,8 +743,42 @@ pub struct Translation<'a> {
 ///   fill buffers, and walks that reach memory make the walkers the bottleneck (measured on the
 ///   Zen 5 and Sapphire Rapids VMs, docs/RUNTIME_MODEL.md, "Walks under data misses").
 pub fn stall_cycles(spec: &CacheSpec, data: &[u64], t: Translation, accesses: u64, instructions: u64) -> (f64, f64, f64) {
+    overlap(spec, data, t, accesses, instructions).0
+}
+
+/// What bounds the overlapped part of the stalls (`stall_cycles`'s three resources, each with
+/// every translation, TLB hits included): the cycles the independent misses would take under
+/// the fill buffers alone, the window alone, and the page walkers alone. The largest is the
+/// bound; the dependent fraction (`dependence`) is costed outside it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OverlapBounds {
+    pub fill_buffers: f64,
+    pub window: f64,
+    pub walkers: f64,
+}
+
+impl OverlapBounds {
+    /// The name of the busiest resource (ties go to the first in this order): "fill_buffers",
+    /// "window" or "walkers"; "none" where nothing stalls.
+    pub fn bound(&self) -> &'static str {
+        let all = [("fill_buffers", self.fill_buffers), ("window", self.window), ("walkers", self.walkers)];
+        let best = all.iter().fold(all[0], |b, &x| if x.1 > b.1 { x } else { b });
+        if best.1 > 0.0 {
+            best.0
+        } else {
+            "none"
+        }
+    }
+}
+
+/// `stall_cycles` and the bounds it took the busiest of (`OverlapBounds`).
+pub fn overlap_bounds(spec: &CacheSpec, data: &[u64], t: Translation, accesses: u64, instructions: u64) -> OverlapBounds {
+    overlap(spec, data, t, accesses, instructions).1
+}
+
+fn overlap(spec: &CacheSpec, data: &[u64], t: Translation, accesses: u64, instructions: u64) -> ((f64, f64, f64), OverlapBounds) {
     if accesses == 0 {
-        return (0.0, 0.0, 0.0);
+        return ((0.0, 0.0, 0.0), OverlapBounds::default());
     }
     // The latencies on the stack where they fit (a machine file has at most 4 levels): the
     // shared last level's bisection calls this sixty times a cost.
@@ -778,13 +812,15 @@ pub fn stall_cycles(spec: &CacheSpec, data: &[u64], t: Translation, accesses: u6
         if spec.walk_fill_buffers { (data_raw + beyond_first(t.walk)) / in_flight((data_misses + misses(t.walk)) as f64, spec.mlp) } else { data_alone };
     // The share of a translation the window's chain shows (all of it with one access in flight).
     let shown = 1.0 / (1.0 + spec.walk_hiding.max(0.0) * (chains - 1.0));
-    let busiest = |translate: f64| fill_buffers.max((data_raw + translate * shown) / chains).max(walkers);
+    let window_of = |translate: f64| (data_raw + translate * shown) / chains;
+    let busiest = |translate: f64| fill_buffers.max(window_of(translate)).max(walkers);
     let (with_walks, with_all) = (busiest(walk_raw), busiest(walk_raw + t.tlb_cycles));
+    let bounds = OverlapBounds { fill_buffers, window: window_of(walk_raw + t.tlb_cycles), walkers };
     let part = |raw: f64, overlapped: f64| d * raw + (1.0 - d) * overlapped;
     // The chain's translations that run under its data misses, as a share of each.
     let translate = walk_raw + t.tlb_cycles;
     let exposed = if translate > 0.0 { 1.0 - spec.walk_ahead.clamp(0.0, 1.0) * data_raw.min(translate) / translate } else { 1.0 };
-    (part(data_raw, data_alone), part(walk_raw * exposed, with_walks - data_alone), part(t.tlb_cycles * exposed, with_all - with_walks))
+    ((part(data_raw, data_alone), part(walk_raw * exposed, with_walks - data_alone), part(t.tlb_cycles * exposed, with_all - with_walks)), bounds)
 }
 
 #[cfg(test)]
@@ -1061,6 +1097,31 @@ mod tests {
         // Independent misses (dependence 0) are not changed by it.
         let free = CacheSpec { walk_ahead: 1.0, ..s.clone() };
         assert_eq!(stall_cycles(&free, &[0, 0, 1000], w1, 1000, 4000), stall_cycles(&s, &[0, 0, 1000], w1, 1000, 4000));
+    }
+
+    #[test]
+    fn the_overlap_bounds_name_the_resource_the_independent_stalls_take() {
+        // 1000 accesses, 4000 instructions, a 200-instruction window (50 accesses in it), each
+        // walking (one memory reference, 200 cycles: W = 200000) and missing to memory (196
+        // beyond L1: D = 196000). Window: (D + W) / 50 = 7920. Fill buffers: D / min(50, mlp).
+        // Walkers: W / min(50, walkers).
+        let base = spec(&[(1 << 15, 8), (1 << 20, 16)]);
+        let w1 = Translation { walk: &[0, 0, 1000], walks: 1000, ..Translation::default() };
+        let cases = [
+            (CacheSpec { mlp: 100.0, walkers: 100.0, ..base.clone() }, "window", 7920.0),
+            (CacheSpec { mlp: 2.0, walkers: 100.0, ..base.clone() }, "fill_buffers", 98000.0),
+            (CacheSpec { mlp: 100.0, walkers: 1.0, ..base.clone() }, "walkers", 200000.0),
+        ];
+        for (s, name, busiest) in cases {
+            let b = overlap_bounds(&s, &[0, 0, 1000], w1, 1000, 4000);
+            assert_eq!(b.bound(), name, "{b:?}");
+            let largest = b.fill_buffers.max(b.window).max(b.walkers);
+            assert!((largest - busiest).abs() < 1e-6, "{name}: {largest}");
+            // With nothing dependent, the stalls are exactly the busiest resource's time.
+            let (d, w, t) = stall_cycles(&s, &[0, 0, 1000], w1, 1000, 4000);
+            assert!((d + w + t - largest).abs() < 1e-6, "{name}: {d} + {w} + {t} against {largest}");
+        }
+        assert_eq!(overlap_bounds(&base, &[1000, 0, 0], Translation::default(), 1000, 4000).bound(), "none", "every access an L1 hit");
     }
 
     #[test]
