@@ -1105,8 +1105,12 @@ impl Engine {
             });
         }
         if let Some(mark) = &self.phase_mark {
+            let m = &self.mmu.machine;
             let d = crate::stats::CostInputs::of(&self.snapshot()).since(mark);
-            let mut phase = crate::stats::cycle_map(&self.mmu.machine, &crate::stats::cost_parts(&self.mmu.machine, &d));
+            // A shared last level's at the share the phase keeps, solved once for the cycles and
+            // the cache counters.
+            let (kept, share) = d.shared(m);
+            let mut phase = crate::stats::cycle_map(m, &crate::stats::cost_parts_of(m, &kept));
             phase.insert("accesses".into(), d.accesses);
             phase.insert("instructions".into(), d.instructions);
             phase.insert("walks".into(), d.walks);
@@ -1116,14 +1120,7 @@ impl Engine {
             // (`cache.L2.walk.hits`, `cache.dram.walk`): a prediction's stalls come from these.
             if let Some(c) = &self.mmu.caches {
                 let keys: Vec<String> = c.spec.levels.iter().map(|l| format!("cache.{}.", l.name)).collect();
-                // A shared last level's at the share the phase keeps.
-                let (kept, share) = d.shared(&self.mmu.machine);
-                if let (Some(s), Some(l)) = (share, c.spec.levels.last()) {
-                    crate::stats::insert_share(&mut phase, &l.name, &s, &d, l.bytes);
-                }
-                if let Some(b) = crate::stats::overlap_bounds_of(&self.mmu.machine, &kept) {
-                    crate::stats::insert_overlap(&mut phase, &b);
-                }
+                crate::stats::insert_model_counters(&mut phase, m, &d, &kept, share);
                 for (who, served) in [("data", &kept.cache_data), ("walk", &kept.cache_walk)] {
                     for (i, n) in served.iter().enumerate() {
                         let key = keys.get(i).map_or(format!("cache.dram.{who}"), |k| format!("{k}{who}.hits"));

@@ -334,7 +334,7 @@ impl CostInputs {
 /// A shared last level's counters (docs/RUNTIME_MODEL.md, "A last level shared by the second"):
 /// the bytes and thousandths of ways the run keeps, its own fills a millisecond at that share,
 /// and what the level whole would have served, by requester (`hits_whole`).
-pub fn insert_share(c: &mut BTreeMap<String, u64>, level: &str, s: &LastLevelShare, whole: &CostInputs, bytes: u64) {
+fn insert_share(c: &mut BTreeMap<String, u64>, level: &str, s: &LastLevelShare, whole: &CostInputs, bytes: u64) {
     c.insert(format!("cache.{level}.kept_bytes"), (bytes as f64 * s.ways / s.of_ways.max(1) as f64).round() as u64);
     c.insert(format!("cache.{level}.kept_ways_x1000"), (s.ways * 1000.0).round() as u64);
     c.insert(format!("cache.{level}.fills_per_ms"), (s.fills_per_ns * 1e6).round() as u64);
@@ -381,14 +381,33 @@ pub fn overlap_bounds_of(m: &crate::mmu::machine::Machine, i: &CostInputs) -> Op
 
 /// The counters of `overlap_bounds_of`: `overlap.fill_buffers_cycles`, `overlap.window_cycles`
 /// and `overlap.walkers_cycles`, the largest the bound (docs/RUNTIME_MODEL.md, "Overlap").
-pub fn insert_overlap(c: &mut BTreeMap<String, u64>, b: &crate::mmu::cache::OverlapBounds) {
+fn insert_overlap(c: &mut BTreeMap<String, u64>, b: &crate::mmu::cache::OverlapBounds) {
     c.insert("overlap.fill_buffers_cycles".into(), b.fill_buffers.round() as u64);
     c.insert("overlap.window_cycles".into(), b.window.round() as u64);
     c.insert("overlap.walkers_cycles".into(), b.walkers.round() as u64);
 }
 
-/// `cost_parts` on inputs whose last level is already cut to the program's share.
-fn cost_parts_of(m: &crate::mmu::machine::Machine, i: &CostInputs) -> [(&'static str, f64); 11] {
+/// The counters the model adds on a machine with data caches, for the whole run or a phase:
+/// a shared last level's (`insert_share`, from `whole` and the `share` solved for it) and the
+/// overlap bounds of `kept`, the inputs cut to that share (`insert_overlap`).
+pub fn insert_model_counters(
+    c: &mut BTreeMap<String, u64>,
+    m: &crate::mmu::machine::Machine,
+    whole: &CostInputs,
+    kept: &CostInputs,
+    share: Option<LastLevelShare>,
+) {
+    if let (Some(s), Some(l)) = (share, m.cache.as_ref().and_then(|c| c.levels.last())) {
+        insert_share(c, &l.name, &s, whole, l.bytes);
+    }
+    if let Some(b) = overlap_bounds_of(m, kept) {
+        insert_overlap(c, &b);
+    }
+}
+
+/// `cost_parts` on inputs whose last level is already cut to the program's share (what
+/// `CostInputs::shared` gives), for a caller that needs the share too and solves it once.
+pub fn cost_parts_of(m: &crate::mmu::machine::Machine, i: &CostInputs) -> [(&'static str, f64); 11] {
     let (tlb_raw, tlb_hits) = tlb_beyond_first(m, i);
     let stalls = m.cache.as_ref().map(|spec| {
         let (t, data_accesses) = translation_of(i, (tlb_raw, tlb_hits));
@@ -613,12 +632,14 @@ impl Results {
         for (k, v) in e.policy.counters() {
             c.insert(format!("policy.{k}"), v);
         }
+        // The cost model's inputs with a shared last level's share solved once, for the cache
+        // counters and the cycles below.
+        let whole = CostInputs::of(e);
+        let (kept, share) = whole.shared(&e.mmu.machine);
         if let Some(caches) = &e.mmu.caches {
             // What each data-cache level served, by requester (mmu/cache.rs); a shared last
             // level's at the share the run keeps (`CostInputs::shared`).
             let (levels, dram) = caches.counts();
-            let whole = CostInputs::of(e);
-            let (kept, share) = whole.shared(&e.mmu.machine);
             for (i, l) in levels.iter().enumerate() {
                 for (who, r, served) in [("data", 0, &kept.cache_data), ("walk", 1, &kept.cache_walk)] {
                     let moved = l.hits[r] - served[i];
@@ -630,19 +651,14 @@ impl Results {
             c.insert("cache.dram.data".into(), kept.cache_data[n]);
             c.insert("cache.dram.walk".into(), kept.cache_walk[n]);
             debug_assert!(kept.cache_data[n] >= dram[0] && kept.cache_walk[n] >= dram[1]);
-            if let (Some(s), Some(l)) = (share, levels.last()) {
-                insert_share(&mut c, &l.name, &s, &whole, e.mmu.machine.cache.as_ref().map_or(0, |c| c.levels[n - 1].bytes));
-            }
-            if let Some(b) = overlap_bounds_of(&e.mmu.machine, &kept) {
-                insert_overlap(&mut c, &b);
-            }
+            insert_model_counters(&mut c, &e.mmu.machine, &whole, &kept, share);
         }
         if let Some(h) = &e.mmu.host_pwcs {
             // A nested walk's host entries that its page-walk caches held (mmu/pwc.rs).
             c.insert("pwc.host.hits".into(), h.hits);
             c.insert("pwc.host.misses".into(), h.misses);
         }
-        c.extend(cycles(e));
+        c.extend(cycle_map(&e.mmu.machine, &cost_parts_of(&e.mmu.machine, &kept)));
         c.insert("cycles.idle".into(), e.idle_cycles);
 
         let end = e.os.end_resident();
