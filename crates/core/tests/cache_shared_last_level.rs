@@ -28,9 +28,7 @@ fn stream() -> Vec<(u64, Requester)> {
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
     (0..60_000)
         .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = common::xorshift(&mut x);
             let span = if x & 1 == 0 { 32 << 10 } else { 512 << 10 };
             let who = if i % 5 == 0 { Requester::Walk } else { Requester::Data };
             ((x >> 8) % span / LINE * LINE, who)

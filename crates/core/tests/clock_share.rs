@@ -20,14 +20,7 @@ fn machine_file(rate: Option<f64>) -> String {
 /// `n` loads at pseudo-random lines of the first `span` bytes of the mapping (a new seed a call,
 /// so the run's totals, and with them its share, keep moving).
 fn loads(n: u64, span: u64, seed: &mut u64) -> Vec<Result<Access, Event>> {
-    (0..n)
-        .map(|_| {
-            *seed ^= *seed << 13;
-            *seed ^= *seed >> 7;
-            *seed ^= *seed << 17;
-            Ok(Access::new(A + (*seed >> 8) % span / 64 * 64, AccessKind::Load, 8))
-        })
-        .collect()
+    (0..n).map(|_| Ok(Access::new(A + (common::xorshift(seed) >> 8) % span / 64 * 64, AccessKind::Load, 8))).collect()
 }
 
 fn start(rate: Option<f64>) -> Engine {

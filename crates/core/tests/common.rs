@@ -257,3 +257,12 @@ pub fn shared_l3_file(tag: &str, rate: Option<f64>) -> String {
     );
     skylake_file(&format!("{tag}-{}.toml", rate.unwrap_or(0.0)), &cache)
 }
+
+/// One step of xorshift64 (Marsaglia, 2003; shifts 13, 7, 17): the tests' pseudo-random
+/// sequences, the same on every run. Returns the new state.
+pub fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}

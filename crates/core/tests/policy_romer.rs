@@ -1,6 +1,7 @@
 //! The `romer` policies on the OS model, with the invariant validator on: ASAP and ASAP-4-64's
 //! reference rules, APPROX-ONLINE's threshold and the decrement of larger superpages, deferred
 //! counters giving the same run as eager ones, and OFFLINE's plan.
+mod common;
 use superpager_core::engine::{Engine, EngineConfig};
 use superpager_core::mmu::machine::Machine;
 use superpager_core::policy::{self, romer::Romer};
@@ -131,10 +132,7 @@ fn mixed_trace() -> Vec<u64> {
     let mut v = Vec::new();
     for round in 0..40u64 {
         for _ in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            v.push(BASE + (x % 6144) * PAGE);
+            v.push(BASE + (common::xorshift(&mut x) % 6144) * PAGE);
         }
         for p in 0..512 {
             v.push(FAR + ((round * 512 + p) % 4096) * PAGE);
@@ -182,14 +180,7 @@ fn online_and_approx_promote_the_hot_region_and_cut_misses() {
 /// a 2MB superpage (204,800) but less than for 4MB (409,600).
 fn hot_trace() -> Vec<u64> {
     let mut x = 0x0ddb_a11c_0ffe_e123u64;
-    (0..400_000)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            BASE + (x % 512) * PAGE
-        })
-        .collect()
+    (0..400_000).map(|_| BASE + (common::xorshift(&mut x) % 512) * PAGE).collect()
 }
 
 #[test]

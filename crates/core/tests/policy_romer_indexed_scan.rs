@@ -3,6 +3,7 @@
 //! the same counters, promotions and cycles, on machines whose largest page is small
 //! (romer95, 8MB) and large (skylake, 1GB), with several segments, munmaps and re-mappings.
 //! The bookkeeping's invariants are checked after every chunk.
+mod common;
 use superpager_core::engine::{Engine, EngineConfig};
 use superpager_core::mmu::machine::Machine;
 use superpager_core::policy::{self, romer::Romer};
@@ -13,10 +14,7 @@ use superpager_core::units::Bytes;
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+        common::xorshift(&mut self.0)
     }
 }
 
