@@ -1,6 +1,6 @@
 """damon-live ranks a monitor's regions once per aggregation: while the monitor reports the same
-regions, each step goes on down the last ranking instead of reading the pagemap again
-(live/run.py, _DamonCollapses)."""
+regions, each step goes on down the last ranking instead of reading the pagemap again, and a
+range that fails goes once to that ranking's end (live/run.py, _DamonCollapses)."""
 import importlib
 import types
 
@@ -59,16 +59,37 @@ def test_one_ranking_serves_every_step_until_the_monitor_reports_new_regions(col
     assert c.counts["collapsed"] == 14
 
 
-def test_a_failed_range_is_tried_again_only_after_the_next_aggregation(collapses):
-    c, mon, _ranks = collapses
+def test_a_failed_range_is_tried_once_more_at_the_end_of_the_ranking(collapses):
+    c, _mon, ranks = collapses
     c.collapser.fail = {0}
-    c.step(10)
-    assert c.failed == {"eagain": 1} and c.collapser.tried.count(0) == 1
-    c.step(10)
-    assert c.collapser.tried.count(0) == 1, "not retried on the same aggregation"
+    assert c.step(4) == (True, True)
+    assert c.failed == {"eagain": 1} and c.counts["retried"] == 1
+    c.step(4), c.step(4)
+    assert c.collapser.tried == [a << 21 for a in range(10)] + [0], "after the ranking's other ranges"
+    c.collapser.fail = set()
+    assert c.step(4) == (False, False), "tried twice: nothing left of this ranking"
+    assert len(ranks) == 1 and c.counts["collapsed"] == 9
+
+
+def test_a_transient_failure_collapses_on_its_retry(collapses):
+    c, _mon, _ranks = collapses
+    c.collapser.fail = {0}
+    assert c.step(1) == (True, False), "the step's one collapse failed: wait an interval"
+    c.collapser.fail = set()  # the page is back on the LRU
+    while c.step(4)[0]:
+        pass
+    assert c.collapser.tried.count(0) == 2 and c.counts["collapsed"] == 10 and c.failed == {"eagain": 1}
+
+
+def test_a_range_failing_twice_waits_for_the_next_aggregation(collapses):
+    c, mon, ranks = collapses
+    c.collapser.fail = {0}
+    for _ in range(4):
+        c.step(10)
+    assert c.collapser.tried.count(0) == 2 and c.failed == {"eagain": 2} and c.counts["retried"] == 1
     mon.regions = [(0, 8 << 20, 9)]
     c.step(10)
-    assert c.collapser.tried.count(0) == 2
+    assert len(ranks) == 2 and c.collapser.tried.count(0) == 3 and c.counts["retried"] == 2, "a new ranking retries afresh"
 
 
 def test_no_accessed_region_ranks_nothing(collapses):

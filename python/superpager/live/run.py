@@ -124,7 +124,7 @@ class _DamonCollapses:
     def __init__(self, damon: dm.Damon | dm.DamonTrace, pid: int, reserve: str):
         self.damon, self.pid = damon, pid
         self.collapser = _core.LiveCollapser(pid, reserve)
-        self.counts: dict[str, int] = {"rankings": 0, "rankings_reused": 0, "no_hot_regions": 0, "collapsed": 0, "regions_seen": 0}
+        self.counts: dict[str, int] = {"rankings": 0, "rankings_reused": 0, "no_hot_regions": 0, "collapsed": 0, "retried": 0, "regions_seen": 0}
         self.failed: dict[str, int] = {}
         # The last ranking: the regions it was made from, and its ranges not yet tried, hottest
         # first. While the monitor reports the same regions (a shared monitor aggregates every
@@ -132,11 +132,16 @@ class _DamonCollapses:
         # instead of ranking again: a ranking reads the program's pagemap over every region.
         self.ranked_from: list[tuple[int, int, int]] | None = None
         self.queue: list[int] = []
+        # Ranges of this ranking that failed once and were put back at its end (`retried` counts them).
+        self.requeued: set[int] = set()
 
     def step(self, per: int) -> tuple[bool, bool]:
         """(busy, pending), as `Policy.step`: pending when the ranking holds ranges not yet tried
-        and this step's collapses are not all failing (a failing kernel is not retried at once; a
-        range that failed is tried again after the monitor's next aggregation ranks it again)."""
+        and this step's collapses are not all failing (a failing kernel is not retried at once).
+        A range that fails goes once to the end of the ranking, so a transient failure (EAGAIN: a
+        page briefly locked or off the LRU; ENOMEM while compaction catches up) is retried a step
+        later without reading the pagemap again; failing twice, it waits for the monitor's next
+        aggregation to rank it again."""
         regions = self.damon.hot_regions()
         if not regions:
             # Nothing accessed in the monitor's last aggregation, or none has arrived yet (a
@@ -148,6 +153,7 @@ class _DamonCollapses:
             self.counts["regions_seen"] += len(regions)
             self.queue = [addr for addr, _score in _core.live_rank(self.pid, regions)]
             self.ranked_from = regions
+            self.requeued.clear()
         else:
             self.counts["rankings_reused"] += 1
         batch, self.queue = self.queue[:per], self.queue[per:]
@@ -161,6 +167,10 @@ class _DamonCollapses:
                 raise ProcessLookupError(self.pid)
             else:
                 self.failed[reason] = self.failed.get(reason, 0) + 1
+                if addr not in self.requeued:
+                    self.requeued.add(addr)
+                    self.queue.append(addr)
+                    self.counts["retried"] += 1
         return len(batch) > 0, bool(self.queue) and ok_count > 0
 
     def counters(self) -> dict:
