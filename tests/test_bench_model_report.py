@@ -74,7 +74,7 @@ def test_model_traces_keeps_captures_and_predicts_from_them_next_time(tmp_path, 
     monkeypatch.setattr(workloads, "build", lambda _name: "/bin/true")
     monkeypatch.setattr(bench_model, "measure", lambda _e, _p, _m, pol: 1.0 if pol == "base" else 0.8)
     monkeypatch.setattr(bench_model, "_capture", fake_capture)
-    monkeypatch.setattr(bench_model, "predicted", lambda trace, _p: (1.2, 4.0, 0.1, None) if open(trace).read() == "trace" else (0, 0, 0, None))
+    monkeypatch.setattr(bench_model, "predicted", lambda trace, _p: (1.2, 4.0, 0.1, None, ("window", "window")) if open(trace).read() == "trace" else (0, 0, 0, None, ("none", "none")))
     keep = tmp_path / "traces"
     a = argparse.Namespace(model_sizes="64", model_programs="rand,gups", model_traces=str(keep), repeats=2, out=None)
     assert bench_model.main(a) == 0
@@ -139,7 +139,7 @@ def _fake_bench(monkeypatch, calls):
 
     monkeypatch.setattr(bench_model, "measure", measure)
     monkeypatch.setattr(bench_model, "_capture", capture)
-    monkeypatch.setattr(bench_model, "predicted", lambda _t, _p: (1.2, 4.0, 0.1, None))
+    monkeypatch.setattr(bench_model, "predicted", lambda _t, _p: (1.2, 4.0, 0.1, None, ("window", "window")))
     return bench_model
 
 
@@ -255,3 +255,11 @@ def test_a_calibration_whose_two_timings_of_one_chase_disagree_is_flagged():
     r = render(rows(), 5, notes=[], unsteady=warn)
     assert f"Calibration: {warn}" in r and r.index("Calibration:") < r.index(END)
     assert "Calibration:" not in render(rows(), 5, notes=[])
+
+
+def test_each_miss_says_which_resource_bounds_its_predictions():
+    # The 12th entry: the model's bounds on base and fixed:2MiB (predict's `bound`).
+    r = render([rows()[0] + (None, ("window", "window")), rows()[1] + (None, ("walkers", "fill_buffers"))], 5, notes=[])
+    line = next(x for x in r.splitlines() if x.startswith("Where the misses sit"))
+    assert "chase 1024MiB under, walkers / fill_buffers." in line and "rand" not in line, line
+    assert "Where the misses sit" not in render(rows(), 5, notes=[]), "rows without bounds: no line"

@@ -70,10 +70,11 @@ def measure(exe: str, program: str, mib: int, policy: str) -> float:
     return float(dict(re.findall(r"(\w+)=(\S+)", text))["access_s"])
 
 
-def predicted(trace: str, program: str) -> tuple[float, float, float, float | None]:
-    """(model speedup, linear speedup, model base seconds, native speedup) of fixed:2MiB over
-    base. Native: where `host` is nested (its TLB splinters 2MB pages), the same model with
-    one-dimensional walks and 2MB pages held whole (`host+native`), else None."""
+def predicted(trace: str, program: str) -> tuple[float, float, float, float | None, tuple[str, str]]:
+    """(model speedup, linear speedup, model base seconds, native speedup, bounds) of fixed:2MiB
+    over base. Native: where `host` is nested (its TLB splinters 2MB pages), the same model with
+    one-dimensional walks and 2MB pages held whole (`host+native`), else None. Bounds: the
+    resource that bounds the model's overlap on base and on fixed:2MiB (`predict`'s `bound`)."""
     from . import _core
     from .model.predict import predict
     dep = f"+dependence={DEPENDENCE[program]}+walk_ahead={WALK_AHEAD.get(program, 0.0)}"
@@ -87,7 +88,7 @@ def predicted(trace: str, program: str) -> tuple[float, float, float, float | No
     native = None
     if nested:
         native = predict(trace, f"host+native{dep}", ["base", "fixed:2MiB"])[1]["speedup"]
-    return m[1]["speedup"], lin[1]["speedup"], m[0]["seconds"], native
+    return m[1]["speedup"], lin[1]["speedup"], m[0]["seconds"], native, (m[0]["bound"], m[1]["bound"])
 
 
 def _calibration() -> dict | None:
@@ -214,11 +215,11 @@ def main(a) -> int:
                     say(f"{program} {mib}MiB: predicting from {trace} (captured before)")
                 else:
                     _capture(exe, program, mib, trace)
-                ms, ls, base_pred, native = predicted(trace, program)
+                ms, ls, base_pred, native, bounds = predicted(trace, program)
                 if not keep:
                     os.unlink(trace)
                 speed = [b / t for b, t in zip(base, thp)]
-                rows.append((program, mib, statistics.median(base), statistics.median(thp), statistics.median(speed), min(speed), max(speed), ms, ls, base_pred, native))
+                rows.append((program, mib, statistics.median(base), statistics.median(thp), statistics.median(speed), min(speed), max(speed), ms, ls, base_pred, native, bounds))
                 say(f"{program} {mib}MiB: measured {rows[-1][4]:.3f}x, model {ms:.3f}x, linear {ls:.3f}x")
     if cal is not None:
         say(f"calibrate's chase over {cal[0] >> 20}MiB, as at the end")
@@ -258,7 +259,8 @@ def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh
     (`frames_line`), or None. `unsteady`: calibrate's warning that the machine changed while it
     measured (model/calibrate.py `unsteady_in`), or None."""
     from .hostinfo import cpu_model
-    # Rows carry an 11th entry, the native model's speedup, where host was nested.
+    # Rows may carry an 11th entry, the native model's speedup (None where host was not nested),
+    # and a 12th, the bounds of the model's base and fixed:2MiB predictions (`predicted`).
     any_native = any(len(r) > 10 and r[10] is not None for r in rows)
     out = [START, f"Measured on {cpu_model()}; access-phase speedup of 2MB pages (thp) over 4KB pages (base), median of {repeats} "
            "alternating pairs, with the range of the pairs' ratios; predictions from one capture each (`superpager predict "
@@ -270,12 +272,15 @@ def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh
            + (" native | error |" if any_native else ""),
            "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if any_native else "")]
     ok = native_ok = 0
+    misses = []
     for program, mib, b, t, s, lo, hi, ms, ls, bp, *rest in rows:
         e, le = ms / s - 1, ls / s - 1
         ok += abs(e) <= TOLERANCE
         mark = "ok" if abs(e) <= TOLERANCE else "**miss**"
         line = f"| {program} | {mib}MiB | {b:.3f} | {t:.3f} | {s:.3f}x | {lo:.2f}–{hi:.2f} | {ms:.3f}x | {e:+.1%} {mark} | {ls:.2f}x | {le:+.0%} | {bp:.3f} |"
         nat = rest[0] if rest else None
+        if abs(e) > TOLERANCE and len(rest) > 1 and rest[1]:
+            misses.append(f"{program} {mib}MiB {'over' if e > 0 else 'under'}, {rest[1][0]} / {rest[1][1]}")
         if any_native:
             if nat is None:
                 line += " – | – |"
@@ -286,6 +291,10 @@ def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh
     out += ["", f"Within ±{TOLERANCE:.0%}: {ok} of {len(rows)} (model); linear model: "
             f"{sum(abs(r[8] / r[4] - 1) <= TOLERANCE for r in rows)} of {len(rows)}"
             + (f"; native (`host+native`: one-dimensional walks, 2MB pages whole): {native_ok} of {len(rows)}." if any_native else ".")]
+    if misses:
+        out.append("Where the misses sit: the resource that bounds the model's overlap of independent misses on 4KB / 2MB pages "
+                   "(`predict`'s `bound`; a row the walkers bound follows the walkers number alone, docs/RUNTIME_MODEL.md, "
+                   "\"Which bound each miss sits on\"): " + "; ".join(misses) + ".")
     if notes is None:
         from . import _core
         notes = _core.host_explain()[1]
