@@ -1095,7 +1095,8 @@ mod tests {
         // Walkers: W / min(50, walkers).
         let base = spec(&[(1 << 15, 8), (1 << 20, 16)]);
         let w1 = Translation { walk: &[0, 0, 1000], walks: 1000, ..Translation::default() };
-        let cases: [(CacheSpec, &str, fn(&OverlapBounds) -> f64, f64); 3] = [
+        type Term = fn(&OverlapBounds) -> f64; // which of the three a case makes the busiest
+        let cases: [(CacheSpec, &str, Term, f64); 3] = [
             (CacheSpec { mlp: 100.0, walkers: 100.0, ..base.clone() }, "window", |b| b.window, 7920.0),
             (CacheSpec { mlp: 2.0, walkers: 100.0, ..base.clone() }, "fill_buffers", |b| b.fill_buffers, 98000.0),
             (CacheSpec { mlp: 100.0, walkers: 1.0, ..base.clone() }, "walkers", |b| b.walkers, 200000.0),
