@@ -142,6 +142,10 @@ def test_the_bound_names_the_busiest_of_the_overlap_counters(gups):
         assert abs(stalls - max(times.values())) <= 3, (extra, stalls, times)  # three roundings
         assert prediction(r, 1.0)["bound"] == want
     assert bound({}) == "none", "no data caches, no overlap model"
+    # Every miss on one chain: nothing overlaps, so no resource bounds it.
+    dep = sp.simulate(gups, machine="host+dependence=1+walkers=1", policy="base")
+    assert bound(dep.counters, 1.0) == "dependent" and bound(dep.counters, 0.5) == "walkers"
+    assert bound({}, 1.0) == "none"
 
 
 def test_bench_marks_walk_ahead_only_on_dependent_programs():

@@ -23,7 +23,8 @@ and second-level TLB hits), faults, zeroing, copying (promotion copies the progr
 daemon_copy_mib is what daemons copied on another core (not charged). bound: which of the core's
 resources limits how far the independent misses overlap, the largest of the overlap.*_cycles
 counters: fill_buffers (misses in flight, mlp), window (instructions the core holds, rob) or
-walkers (page walks in flight); none without data caches.
+walkers (page walks in flight); none without data caches; dependent with --dependence 1
+(every miss waits for the one before: nothing overlaps).
 
 examples:
   superpager calibrate                                   # once per machine: measure latencies

@@ -24,8 +24,9 @@ PARTS = (
 )
 
 
-def prediction(r: api.Result, clock_ghz: float) -> dict:
-    """One policy's predicted time and breakdown (seconds), from its results."""
+def prediction(r: api.Result, clock_ghz: float, dependence: float = 0.0) -> dict:
+    """One policy's predicted time and breakdown (seconds), from its results; `dependence`: the
+    machine's (`bound`)."""
     src = r.phase if r.phase else r.counters
     total = src["cycles.total"]
     row = {
@@ -42,7 +43,7 @@ def prediction(r: api.Result, clock_ghz: float) -> dict:
     }
     for col, keys in PARTS:
         row[col] = sum(src.get(k, 0) for k in keys) / (clock_ghz * 1e9)
-    row["bound"] = bound(src)
+    row["bound"] = bound(src, dependence)
     return row
 
 
@@ -50,10 +51,14 @@ def prediction(r: api.Result, clock_ghz: float) -> dict:
 BOUNDS = ("fill_buffers", "window", "walkers")
 
 
-def bound(counters: dict) -> str:
+def bound(counters: dict, dependence: float = 0.0) -> str:
     """Which resource bounds the independent misses' stalls (`overlap.*_cycles`, the largest;
     ties to the first of BOUNDS): "fill_buffers", "window" or "walkers"; "none" where nothing
-    stalls, or on a machine without data caches (no overlap model)."""
+    stalls, or on a machine without data caches (no overlap model); "dependent" where the
+    machine's `dependence` is 1, so that no miss overlaps another and none of the three bounds
+    anything (the counters still hold what they would bound)."""
+    if dependence >= 1.0 and any(counters.get(f"overlap.{b}_cycles", 0) > 0 for b in BOUNDS):
+        return "dependent"
     vals = [(counters.get(f"overlap.{b}_cycles", 0), b) for b in BOUNDS]
     best = max(vals, key=lambda v: v[0])  # max keeps the first of equals
     return best[1] if best[0] > 0 else "none"
@@ -63,9 +68,10 @@ def predict(trace: str, machine: str, policies: list[str], memory: str = "64GiB"
     """Predicted time of each policy on `machine`, with `speedup` over the first policy."""
     from .. import _core
 
-    clock = _core.machine_info(machine)["clock_ghz"]
+    info = _core.machine_info(machine)
+    dependence = (info.get("cache") or {}).get("dependence", 0.0)
     rs = api.compare(trace, [machine], policies, memory=memory, progress=progress)
-    rows = [prediction(r, clock) for r in rs]
+    rows = [prediction(r, info["clock_ghz"], dependence) for r in rs]
     first = rows[0]["seconds"]
     for row in rows:
         row["speedup"] = first / row["seconds"] if row["seconds"] > 0 else float("nan")
