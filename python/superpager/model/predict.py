@@ -57,11 +57,11 @@ def bound(counters: dict, dependence: float = 0.0) -> str:
     stalls, or on a machine without data caches (no overlap model); "dependent" where the
     machine's `dependence` is 1, so that no miss overlaps another and none of the three bounds
     anything (the counters still hold what they would bound)."""
-    if dependence >= 1.0 and any(counters.get(f"overlap.{b}_cycles", 0) > 0 for b in BOUNDS):
-        return "dependent"
     vals = [(counters.get(f"overlap.{b}_cycles", 0), b) for b in BOUNDS]
     best = max(vals, key=lambda v: v[0])  # max keeps the first of equals
-    return best[1] if best[0] > 0 else "none"
+    if best[0] <= 0:
+        return "none"
+    return "dependent" if dependence >= 1.0 else best[1]
 
 
 def predict(trace: str, machine: str, policies: list[str], memory: str = "64GiB", progress: bool | None = None) -> list[dict]:
