@@ -263,3 +263,36 @@ def test_each_miss_says_which_resource_bounds_its_predictions():
     line = next(x for x in r.splitlines() if x.startswith("Where the misses sit"))
     assert "chase 1024MiB under, walkers / fill_buffers." in line and "rand" not in line, line
     assert "Where the misses sit" not in render(rows(), 5, notes=[]), "rows without bounds: no line"
+
+
+def test_the_timed_runs_go_in_rounds_over_every_case_alternating_order_and_direction():
+    from superpager.bench_model import schedule
+    cases = [("rand", 64), ("rand", 4096), ("gups", 64)]
+    s = list(schedule(cases, 3))
+    # Each round visits every case once, forwards then backwards, the pair's order alternating.
+    assert [(r, c) for r, c, _ in s] == [(0, c) for c in cases] + [(1, c) for c in cases[::-1]] + [(2, c) for c in cases]
+    assert {p for r, _, p in s if r % 2 == 0} == {("base", "thp")}
+    assert {p for r, _, p in s if r % 2 == 1} == {("thp", "base")}
+    # So no case's pairs run back to back (save where a round turns round), and each case has
+    # `repeats` pairs.
+    assert all(sum(c == case for _, c, _ in s) == 3 for case in cases)
+
+
+def test_the_bench_times_every_case_once_a_round_and_reports_each_cases_own_pairs(monkeypatch, capsys):
+    import argparse
+    from superpager import bench_model
+    calls: list = []
+    _fake_bench(monkeypatch, calls)
+    timed = []
+    # Each case runs at its own speed (gups gains 2x, rand 1.25x), so a pair credited to the
+    # wrong case would move a median.
+    monkeypatch.setattr(bench_model, "measure", lambda _e, p, m, pol: timed.append((p, m, pol)) or (1.0 if pol == "base" else (0.5 if p == "gups" else 0.8)))
+    a = argparse.Namespace(model_sizes="64,256", model_programs="rand,gups", model_traces=None, repeats=3, out=None, model_calibrate=False)
+    assert bench_model.main(a) == 0
+    cases = [("rand", 64), ("rand", 256), ("gups", 64), ("gups", 256)]
+    assert [(p, m) for p, m, _ in timed[::2]] == cases + cases[::-1] + cases
+    out = capsys.readouterr()
+    assert "| rand | 64MiB | 1.000 | 0.800 | 1.250x |" in out.out
+    assert "| gups | 256MiB | 1.000 | 0.500 | 2.000x |" in out.out
+    assert "round 2 of 3: gups 256MiB 2.000x" in out.err
+    assert "in each of 3 rounds over every case" in out.out

@@ -1,7 +1,7 @@
 """`superpager bench --model`: the runtime model against this machine (issue 24,
 docs/RUNTIME_MODEL.md). For each program of workloads/model_access.c and each size: the measured
 access-phase speedup of 2MB pages (`superpager run --policy thp`) over 4KB pages (`base`),
-medians of alternating runs, beside the speedup `predict` gives from a capture of the same
+medians of alternating runs taken in rounds over every case (`schedule`), beside the speedup `predict` gives from a capture of the same
 program (its phase mark starts the costed part), with the runtime model (host) and with the old
 linear model (host+nocache).
 
@@ -201,26 +201,32 @@ def main(a) -> int:
     keep = a.model_traces
     if keep:
         os.makedirs(keep, exist_ok=True)
+    cases = [(program, mib) for program in programs for mib in sizes]
     with tempfile.TemporaryDirectory(prefix="superpager-model-") as tmp:
-        for program in programs:
-            for mib in sizes:
-                base: list[float] = []
-                thp: list[float] = []
-                for rnd in range(a.repeats):
-                    order = ["base", "thp"] if rnd % 2 == 0 else ["thp", "base"]
-                    for pol in order:
-                        (base if pol == "base" else thp).append(measure(exe, program, mib, pol))
-                trace = os.path.join(keep or tmp, f"{program}-{mib}.spt")
-                if keep and os.path.exists(trace):
-                    say(f"{program} {mib}MiB: predicting from {trace} (captured before)")
-                else:
-                    _capture(exe, program, mib, trace)
-                ms, ls, base_pred, native, bounds = predicted(trace, program)
-                if not keep:
-                    os.unlink(trace)
-                speed = [b / t for b, t in zip(base, thp)]
-                rows.append((program, mib, statistics.median(base), statistics.median(thp), statistics.median(speed), min(speed), max(speed), ms, ls, base_pred, native, bounds))
-                say(f"{program} {mib}MiB: measured {rows[-1][4]:.3f}x, model {ms:.3f}x, linear {ls:.3f}x")
+        # Captures and predictions first: neither is timed, and a capture that fails stops the
+        # bench before its first timed run.
+        preds = {}
+        for program, mib in cases:
+            trace = os.path.join(keep or tmp, f"{program}-{mib}.spt")
+            if keep and os.path.exists(trace):
+                say(f"{program} {mib}MiB: predicting from {trace} (captured before)")
+            else:
+                say(f"{program} {mib}MiB: capturing and predicting")
+                _capture(exe, program, mib, trace)
+            preds[(program, mib)] = predicted(trace, program)
+            if not keep:
+                os.unlink(trace)
+    times: dict = {(c, pol): [] for c in cases for pol in ("base", "thp")}
+    for rnd, case, pair in schedule(cases, a.repeats):
+        for pol in pair:
+            times[(case, pol)].append(measure(exe, case[0], case[1], pol))
+        say(f"round {rnd + 1} of {a.repeats}: {case[0]} {case[1]}MiB {times[(case, 'base')][-1] / times[(case, 'thp')][-1]:.3f}x")
+    for case in cases:
+        base, thp = times[(case, "base")], times[(case, "thp")]
+        ms, ls, base_pred, native, bounds = preds[case]
+        speed = [b / t for b, t in zip(base, thp)]
+        rows.append((case[0], case[1], statistics.median(base), statistics.median(thp), statistics.median(speed), min(speed), max(speed), ms, ls, base_pred, native, bounds))
+        say(f"{case[0]} {case[1]}MiB: measured {rows[-1][4]:.3f}x, model {ms:.3f}x, linear {ls:.3f}x")
     if cal is not None:
         say(f"calibrate's chase over {cal[0] >> 20}MiB, as at the end")
         states.append(chase_now(cal[0]))
@@ -239,6 +245,19 @@ def main(a) -> int:
         say(f"wrote {a.out}")
     print(report)
     return 0
+
+
+def schedule(cases: list, repeats: int):
+    """The order of the timed runs: `repeats` rounds, each visiting every case once with one pair
+    of runs (round, case, (first policy, second)). The pair's order alternates from round to
+    round, and every other round visits the cases backwards, so that a slow spell of a shared
+    machine falls on every case alike instead of on the few measured during it, and each case's
+    runs sit, on average, near the middle of the bench (as `superpager bench`'s rounds do for
+    speed)."""
+    for rnd in range(repeats):
+        pair = ("base", "thp") if rnd % 2 == 0 else ("thp", "base")
+        for case in (cases if rnd % 2 == 0 else cases[::-1]):
+            yield rnd, case, pair
 
 
 def _capture(exe: str, program: str, mib: int, trace: str) -> None:
@@ -263,7 +282,7 @@ def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh
     # and a 12th, the bounds of the model's base and fixed:2MiB predictions (`predicted`).
     any_native = any(len(r) > 10 and r[10] is not None for r in rows)
     out = [START, f"Measured on {cpu_model()}; access-phase speedup of 2MB pages (thp) over 4KB pages (base), median of {repeats} "
-           "alternating pairs, with the range of the pairs' ratios; predictions from one capture each (`superpager predict "
+           f"alternating pairs, with the range of the pairs' ratios, one pair a case in each of {repeats} rounds over every case; predictions from one capture each (`superpager predict "
            "--policies base,fixed:2MiB`), the runtime model on the calibrated `host`, the linear model on "
            + ("`host+native+nocache` (`host` is nested here, its TLB splintering 2MB pages; the linear model stays the native one), "
               "and the runtime model native on `host+native`. " if any_native else "`host+nocache`. ")
