@@ -1,5 +1,5 @@
 """workloads/model_access.c starts its table on a 2MB boundary whoever serves the allocation
-(docs/RUNTIME_MODEL.md, "One layout"): glibc's malloc alone (the base runs and the capture) put
+(docs/RUNTIME_MODEL_HISTORY.md, "One layout"): glibc's malloc alone (the base runs and the capture) put
 it 16 bytes past a page boundary and the thp shim on a 2MB boundary, so btree's 64-byte nodes
 straddled two lines in one run and not in the other. The program reports the table's address
 modulo 2MiB as `table_offset`."""

@@ -1,5 +1,5 @@
 """workloads/model_access.c reads its table once through after building it and before the phase
-mark (the warm pass; docs/RUNTIME_MODEL.md, "Warm tables"), so the access phase the bench times,
+mark (the warm pass; docs/RUNTIME_MODEL_HISTORY.md, "Warm tables"), so the access phase the bench times,
 and the simulator costs, starts with the table read since it was written."""
 
 import subprocess

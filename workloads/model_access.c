@@ -70,7 +70,7 @@ int main(int argc, char **argv)
      * shim on a 2MB boundary: btree's 64-byte nodes then straddled two lines in the base runs
      * and sat in one each in the thp runs. A node a line alone made a lookup about 20% slower
      * on the Zen 5 VM, on either page size, so the bench measured 2MB pages slower than 4KB
-     * (docs/RUNTIME_MODEL.md, "One layout"). */
+     * (docs/RUNTIME_MODEL_HISTORY.md, "One layout"). */
     char *raw = malloc(bytes + TABLE_ALIGN);
     if (!raw) {
         perror("model_access: malloc");
@@ -126,7 +126,7 @@ int main(int argc, char **argv)
     /* The warm pass: one read of every line of the freshly written table, so the access phase
      * times the steady state. On the Zen 5 VM the first read pass over a table of more than 1GiB
      * that a process had just written ran up to 2x slower on 4KB pages than every later pass
-     * (docs/RUNTIME_MODEL.md, "Warm tables"), a cost of the host's that no model of the guest
+     * (docs/RUNTIME_MODEL_HISTORY.md, "Warm tables"), a cost of the host's that no model of the guest
      * sees; without this pass it decided the 4GiB rows. Captured too, so the simulator's caches
      * and TLBs start the phase as the machine's do. */
     volatile uint64_t warm = 0;
