@@ -130,6 +130,25 @@ def test_fewer_walkers_can_only_lengthen_the_walk_stall(gups):
     assert (info["walkers"], info["mlp"]) == (3, 12)
 
 
+def test_a_bounds_norm_can_only_lengthen_the_independent_stalls(gups):
+    # `+bounds_norm=P` combines the overlap's three bounds by their P-norm (cache.rs
+    # `combine_bounds`), never less than the largest, so GUPS's stalls can only grow; what the
+    # caches and TLBs did, and the bounds themselves, do not move.
+    stalls = lambda r: r["cycles.data"] + r["cycles.walk"] + r["cycles.tlb"]
+    plain = sp.simulate(gups, machine="host+dependence=0", policy="base")
+    soft = sp.simulate(gups, machine="host+dependence=0+bounds_norm=2", policy="base")
+    assert stalls(soft) > stalls(plain)
+    for k in ["walks", "walk.refs", "cache.dram.data", "cache.dram.walk", "overlap.window_cycles", "overlap.walkers_cycles"]:
+        assert soft[k] == plain[k], k
+    # A chain pays every miss in full: no bound to combine.
+    chain = sp.simulate(gups, machine="host+dependence=1", policy="base")
+    assert stalls(sp.simulate(gups, machine="host+dependence=1+bounds_norm=2", policy="base")) == stalls(chain)
+    assert _core.machine_info("host+bounds_norm=3")["cache"]["bounds_norm"] == 3
+    assert _core.machine_info("host+bounds_norm=3+bounds_norm=0")["cache"]["bounds_norm"] is None
+    with pytest.raises(_core.UsageError, match=r"\+bounds_norm=0.5: 0 \(the largest bound\) or a number from 1 to 1e6"):
+        _core.machine_info("host+bounds_norm=0.5")
+
+
 def test_the_bound_names_the_busiest_of_the_overlap_counters(gups):
     from superpager.model.predict import BOUNDS, bound, prediction
     # GUPS with every miss independent: its stalls are the busiest resource's time; one

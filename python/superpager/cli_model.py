@@ -131,9 +131,10 @@ def cmd_calibrate(a) -> int:
     before = previous_tlb_probe(out)
     try:
         if a.refit:
-            r = calibrate_on_terminal(out, refit=Path(a.refit), last_level_fit=a.last_level_fit)
+            r = calibrate_on_terminal(out, refit=Path(a.refit), last_level_fit=a.last_level_fit, bounds_norm_fit=a.bounds_norm_fit)
         else:
-            r = calibrate_on_terminal(out, largest=largest, steps=a.steps, repeats=a.repeats, last_level_fit=a.last_level_fit)
+            r = calibrate_on_terminal(out, largest=largest, steps=a.steps, repeats=a.repeats, last_level_fit=a.last_level_fit,
+                                      bounds_norm_fit=a.bounds_norm_fit)
     except (CalibrateError, BuildError) as e:
         raise _core.UsageError(f"calibrate: {e}") from None
     if a.json:
@@ -401,6 +402,9 @@ def add_parsers(sub, raw) -> None:
     c.add_argument("--no-last-level-fit", dest="last_level_fit", action="store_false",
                    help="keep the last cache level at the size CPUID gives (or the chase saw) instead of fitting it "
                         "to the chase at --largest (docs/RUNTIME_MODEL.md, \"The last level's fit\")")
+    c.add_argument("--no-bounds-norm-fit", dest="bounds_norm_fit", action="store_false",
+                   help="leave the overlap's bounds combined by the largest alone instead of fitting their norm to the walk probe "
+                        "(docs/RUNTIME_MODEL.md, \"Bounds near each other\")")
     c.add_argument("--refit", metavar="FILE",
                    help="measure nothing: fit the machine file FILE (one calibrate wrote) again from the measurements it holds, "
                         "by this version's rules, and write the result to --out (docs/RUNTIME_MODEL.md, \"Memory's latency, fitted\")")

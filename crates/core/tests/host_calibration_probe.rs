@@ -45,6 +45,8 @@ fn walk(walkers: Option<u32>) -> WalkProbe {
         mlp: Some(14),
         walkers_rule: Some(WALKERS_RULE.to_string()),
         walk_ns: Some(155.6),
+        bounds_norm: None,
+        bounds_norm_errors: None,
     }
 }
 
@@ -116,4 +118,28 @@ fn walkers_counted_by_the_earlier_rule_are_not_taken() {
     let text = calibrated_toml(TEMPLATE, &input(None, Some(busiest))).unwrap();
     let back = read_back(&text).0.walk_probe.unwrap();
     assert_eq!((back.walkers, back.walkers_taken(), back.walk_ns), (Some(13), None, None));
+}
+
+#[test]
+fn the_bounds_norm_fitted_to_the_walk_probe_goes_into_the_cache_and_reads_back() {
+    // calibrate's fit (model/calibrate.py `fit_bounds_norm`) found 2 nearest the probe.
+    let errors = vec![(0.0, 0.179), (4.0, 0.144), (2.0, 0.089), (1.0, 0.233)];
+    let fitted = WalkProbe { bounds_norm: Some(2.0), bounds_norm_errors: Some(errors.clone()), ..walk(Some(32)) };
+    let text = calibrated_toml(TEMPLATE, &input(None, Some(fitted.clone()))).unwrap();
+    let v: toml::Value = toml::from_str(&text).unwrap();
+    assert_eq!(v["cache"]["bounds_norm"].as_float(), Some(2.0), "{text}");
+    let back = read_back(&text).0.walk_probe.unwrap();
+    assert_eq!(back, fitted);
+    assert_eq!(back.bounds_norm_taken(), Some(2.0));
+    let summary = back.bounds_norm_summary().unwrap();
+    assert!(summary.contains("the largest 0.179, 4 0.144, 2 0.089, 1 0.233"), "{summary}");
+    // A fit that found the largest bound alone nearest writes no norm into [cache].
+    let largest = WalkProbe { bounds_norm: Some(0.0), bounds_norm_errors: Some(errors), ..walk(Some(32)) };
+    let text = calibrated_toml(TEMPLATE, &input(None, Some(largest.clone()))).unwrap();
+    let v: toml::Value = toml::from_str(&text).unwrap();
+    assert!(v["cache"].get("bounds_norm").is_none(), "{text}");
+    assert_eq!(read_back(&text).0.walk_probe, Some(largest));
+    // Files written before the fit have neither key.
+    assert_eq!(walk(Some(32)).bounds_norm_taken(), None);
+    assert!(walk(Some(32)).bounds_norm_summary().is_none());
 }

@@ -140,6 +140,8 @@ fn a_fit_with_tenants_shares_the_whole_level_and_leaves_the_walk_probes_walkers(
         mlp: Some(14),
         walkers_rule: Some(WALKERS_RULE.to_string()),
         walk_ns: Some(155.6),
+        bounds_norm: None,
+        bounds_norm_errors: None,
     };
     let shared = LastLevelFit { tenant_fill_rate: Some(0.0624), ..fit() };
     let text = calibrated_toml(TEMPLATE, &CalibrationInput { walk_probe: Some(walk), ..input(Some(shared.clone())) }).unwrap();

@@ -30,6 +30,7 @@ from __future__ import annotations
 import ctypes
 import datetime
 import json
+import math
 import mmap
 import statistics
 import struct
@@ -515,15 +516,16 @@ def fit_sizes(size: int, above: int, ways: int, line: int = 64) -> list[int]:
     return out
 
 
-def model_chase_ns(machine_toml: str, trace: str) -> tuple[float, float]:
+def model_chase_ns(machine_toml: str, trace: str, settings: str = "+dependence=1") -> tuple[float, float]:
     """ns a step the model gives for the chase `trace` (every step dependent) on 4KB and on 2MB
     pages, with `host` read from `machine_toml` (the faults and zeroing of first touches are left
-    out: calibrate's chase touches its memory before it is timed)."""
-    (a, b), _ = model_chase(machine_toml, trace)
+    out: calibrate's chase touches its memory before it is timed). `settings`: the overlap
+    model's modifiers (another reading of the trace, as `fit_bounds_norm`'s k chases)."""
+    (a, b), _ = model_chase(machine_toml, trace, settings)
     return a, b
 
 
-def model_chase(machine_toml: str, trace: str) -> tuple[tuple[float, float], tuple[float, float]]:
+def model_chase(machine_toml: str, trace: str, settings: str = "+dependence=1") -> tuple[tuple[float, float], tuple[float, float]]:
     """`model_chase_ns`, and the lines the chase brought from memory a ns on each page size (its
     own fills of the last level: `tenant_fill_rate`)."""
     import os
@@ -535,7 +537,7 @@ def model_chase(machine_toml: str, trace: str) -> tuple[tuple[float, float], tup
         before = os.environ.get("SUPERPAGER_CALIBRATION")
         os.environ["SUPERPAGER_CALIBRATION"] = str(path)
         try:
-            rows = predict(trace, "host+dependence=1", ["base", "fixed:2MiB"], progress=False)
+            rows = predict(trace, f"host{settings}", ["base", "fixed:2MiB"], progress=False)
         finally:
             if before is None:
                 del os.environ["SUPERPAGER_CALIBRATION"]
@@ -557,6 +559,78 @@ def tenant_fill_rate(whole: int, kept: int, fills: tuple[float, float]) -> float
     if kept >= whole or not rates:
         return None
     return round(sum(rates) / len(rates), 6)
+
+
+#: The norms the walk probe's fit tries (`fit_bounds_norm`): 0 is the largest bound alone.
+BOUNDS_NORMS = (0.0, 4.0, 3.0, 2.0, 1.5, 1.0)
+
+
+def fit_bounds_norm(machine_toml: str, walk: dict, progress=None) -> dict | None:
+    """How the overlap's bounds combine (`[cache] bounds_norm`; docs/RUNTIME_MODEL.md, "Bounds
+    near each other"), fitted to the walk probe. The model is run on calibrate's chase over the
+    probe's footprint read as k chases at once (every load independent, a window of k loads:
+    `+dependence=0+rob=k x instructions an access`) at each k the probe ran at which the window
+    holds more walks or misses than the machine has walkers or fill buffers, with each norm of
+    BOUNDS_NORMS. Each time is taken relative to the time at k0, the largest k the probe ran at
+    which no resource is full (there every norm gives the same time), the probe's likewise, so
+    the fit sees only how the time falls with k once resources fill, not how near the model's
+    times are to the probe's where nothing is full (the window and the last level's share set
+    those). The norm whose ratios are nearest the probe's (root mean square of the log ratios,
+    on 4KB and 2MB pages) is taken. Returns {"bounds_norm": p (0: the largest alone),
+    "bounds_norm_errors": [[p, error], ...]}, or None where the probe ran at no k past the
+    resources, or at no k0."""
+    import tempfile
+    walkers, mlp, ipa = _machine_overlap(machine_toml)
+    room = min(walkers, mlp)
+    ks = [(i, k) for i, k in enumerate(walk["chains"]) if k > room]
+    below = [(i, k) for i, k in enumerate(walk["chains"]) if k <= room]
+    if not ks or not below:
+        return None
+    i0, k0 = max(below, key=lambda e: e[1])
+
+    def settings(k: int, p: float) -> str:
+        return f"+dependence=0+rob={k * ipa:g}+bounds_norm={p:g}"
+
+    errors = []
+    with tempfile.TemporaryDirectory(prefix="superpager-fit-") as d:
+        trace = str(Path(d) / "chase.spt")
+        chase_trace(trace, int(walk["footprint"]))
+        done, runs = 0, len(BOUNDS_NORMS) * len(ks) + 1
+        if progress:
+            progress(done, runs, f"the bounds' norm: the model on the chase as {k0} chases at once")
+        at_k0 = model_chase_ns(machine_toml, trace, settings(k0, 0.0))
+        done += 1
+        for p in BOUNDS_NORMS:
+            sq = []
+            for i, k in ks:
+                if progress:
+                    progress(done, runs, f"the bounds' norm: the model on the chase as {k} chases at once, norm {p:g}")
+                got = model_chase_ns(machine_toml, trace, settings(k, p))
+                done += 1
+                for j, probe in enumerate((walk["ns_4k"], walk["ns_2m"])):
+                    sq.append(math.log((got[j] / at_k0[j]) / (probe[i] / probe[i0])) ** 2)
+            errors.append([p, round(math.sqrt(sum(sq) / len(sq)), 4)])
+    best = min(errors, key=lambda e: e[1])  # min keeps the first of equals: the largest alone
+    return {"bounds_norm": best[0], "bounds_norm_errors": errors}
+
+
+def _machine_overlap(machine_toml: str) -> tuple[float, float, float]:
+    """(walkers, mlp, instructions an access) of `host` as `machine_toml` makes it."""
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="superpager-fit-") as d:
+        path = Path(d) / "host.toml"
+        path.write_text(machine_toml)
+        before = os.environ.get("SUPERPAGER_CALIBRATION")
+        os.environ["SUPERPAGER_CALIBRATION"] = str(path)
+        try:
+            c = _core.machine_info("host")["cache"]
+        finally:
+            if before is None:
+                del os.environ["SUPERPAGER_CALIBRATION"]
+            else:
+                os.environ["SUPERPAGER_CALIBRATION"] = before
+    return float(c["walkers"]), float(c["mlp"]), float(c.get("instructions_per_access", 4.0))
 
 
 def chase_trace(path: str, footprint: int) -> None:
@@ -824,7 +898,8 @@ def host_frames_probe(binary: Path, steps: int, repeats: int) -> dict | None:
             "scattered": strided < HOST_SCATTERED_BELOW * control}
 
 
-def fit_and_write(inp: dict, levels: list[tuple[str, int, int, float]], largest: int, out: Path, last_level_fit: bool, progress=None) -> str | None:
+def fit_and_write(inp: dict, levels: list[tuple[str, int, int, float]], largest: int, out: Path, last_level_fit: bool, progress=None,
+                  bounds_norm_fit: bool = True) -> str | None:
     """The last level's fit on `inp` (calibrate's input to the machine file, its points in
     `points`) where it can run, then the machine file written to `out` whole or not at all.
     Returns why the fit did not run, or None."""
@@ -838,6 +913,12 @@ def fit_and_write(inp: dict, levels: list[tuple[str, int, int, float]], largest:
         # The chosen size's level latency reaches [cache] as memory's does: host.rs
         # `calibrated_toml` takes both from the fit; `level_cycles` stays as read.
     text = _core.calibrated_host_toml(json.dumps(inp))
+    if bounds_norm_fit and inp.get("walk_probe"):
+        # Fitted on the machine as written so far (its last level, memory, walkers and window).
+        norm = fit_bounds_norm(text, inp["walk_probe"], progress)
+        if norm is not None:
+            inp["walk_probe"] = {**inp["walk_probe"], **norm}
+            text = _core.calibrated_host_toml(json.dumps(inp))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(text)
@@ -855,7 +936,7 @@ def _input_of(section: dict) -> dict:
     return {k: parse_size(v) if k in _SIZE_KEYS and isinstance(v, str) else v for k, v in section.items()}
 
 
-def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True) -> dict:
+def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True, bounds_norm_fit: bool = True) -> dict:
     """Fit the machine file at `path` again from the measurements it holds (its chase points and
     probes; nothing is measured), by this version's rules, and write the result to `out`. For a
     file written before a rule changed (docs/RUNTIME_MODEL.md, "Memory's latency, fitted"), and to
@@ -883,13 +964,16 @@ def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True) -> 
               for k in ("tlb_probe", "walk_probe", "frames", "host_frames", "window_probe", "scan_probe")}
     inp = {"cpu": "", "date": cal.get("date", ""), "method": cal.get("method", ""), "clock_ghz": float(clock),
            "points": [[fp, pg, ns] for fp, pg, ns in pts], **probes, **f}
-    why = fit_and_write(inp, levels, max(fp for fp, _, _ in pts), out, last_level_fit, progress)
+    if not bounds_norm_fit and isinstance(inp.get("walk_probe"), dict):
+        # Not fitted: the largest bound alone, whatever the file held.
+        inp["walk_probe"] = {k: v for k, v in inp["walk_probe"].items() if k not in ("bounds_norm", "bounds_norm_errors")}
+    why = fit_and_write(inp, levels, max(fp for fp, _, _ in pts), out, last_level_fit, progress, bounds_norm_fit)
     return {**inp, "clock_how": f"measured nothing: refit from {path}, whose clock was {float(clock):.3f} GHz",
             "last_level_fit_skipped": why, "unsteady": unsteady_in(inp)}
 
 
 def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats: int = 3, progress=None,
-              last_level_fit: bool = True) -> dict:
+              last_level_fit: bool = True, bounds_norm_fit: bool = True) -> dict:
     """Measure, fit, and write the calibrated host machine to `out`. Returns what was written."""
     levels = [(name, size, ways, 0.0) for name, size, ways in _core.host_cache_levels()]
     if not levels:
@@ -941,5 +1025,5 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
     for r in f["read_short"]:
         inp["method"] += (f"; {levels[r['level']][0]} read at {size_text(r['footprint'])}, {r['ns']} ns (it reads as memory, "
                           f"{r['ns_inside']} ns, from four times the level above on: a lower bound of its latency)")
-    why = fit_and_write(inp, levels, largest, out, last_level_fit, progress)
+    why = fit_and_write(inp, levels, largest, out, last_level_fit, progress, bounds_norm_fit)
     return {**inp, "clock_how": clock_how, "last_level_fit_skipped": why, "unsteady": unsteady_in(inp)}

@@ -99,6 +99,30 @@ pub struct CacheSpec {
     /// (`CostInputs::shared`, docs/RUNTIME_MODEL.md, "A last level shared by the second").
     /// None: the level is the program's alone, at its size.
     pub tenant_fill_rate: Option<f64>,
+    /// How the window's bound combines with the resources it waits on (fill buffers, walkers:
+    /// `OverlapBounds`): None, the largest alone; Some(p), the p-norm of the window's bound and
+    /// of each resource the window holds more demand for than it has (its misses or walks in
+    /// flight capped at `mlp` or `walkers`), so that where a full resource and the window are
+    /// near each other each waits on the other, and a resource with room is waited on only as
+    /// the largest is. p from calibrate's walk probe (docs/RUNTIME_MODEL.md, "Bounds near each
+    /// other"); `+bounds_norm=P` sets it, 0 unsets.
+    pub bounds_norm: Option<f64>,
+}
+
+/// The window's bound and the others (each with whether the window holds more demand for it
+/// than it has) combined as `CacheSpec::bounds_norm` says: the largest; or, with a norm p, the
+/// p-norm of the window and the full resources (scaled by the largest, so no power
+/// overflows), never less than the largest of all.
+#[inline]
+pub fn combine_bounds(norm: Option<f64>, window: f64, others: [(f64, bool); 2]) -> f64 {
+    let largest = others.iter().fold(window, |m, &(b, _)| m.max(b));
+    let Some(p) = norm else { return largest };
+    let m = others.iter().filter(|o| o.1).fold(window, |m, &(b, _)| m.max(b));
+    if m <= 0.0 {
+        return largest;
+    }
+    let sum = others.iter().filter(|o| o.1).fold((window / m).powf(p), |s, &(b, _)| s + (b / m).powf(p));
+    (m * sum.powf(1.0 / p)).max(largest)
 }
 
 impl CacheSpec {
@@ -122,6 +146,7 @@ impl CacheSpec {
             walk_ahead: 0.0,
             walk_hiding: 0.0,
             tenant_fill_rate: None,
+            bounds_norm: None,
         }
     }
 
@@ -788,6 +813,8 @@ fn overlap(spec: &CacheSpec, data: &[u64], t: Translation, accesses: u64, instru
     let beyond_first = |served: &[u64]| served.iter().zip(lat).skip(1).map(|(&n, &l)| n as f64 * (l - lat[0]).max(0.0)).sum::<f64>();
     let data_misses = misses(data);
     let in_flight = |events: f64, cap: f64| (window * events / accesses as f64).clamp(1.0, cap.max(1.0));
+    // The window holds more of them than the resource has room for (`in_flight` capped).
+    let full = |events: f64, cap: f64| window * events / accesses as f64 > cap.max(1.0);
     let d = spec.dependence.clamp(0.0, 1.0);
     let data_raw = beyond_first(data);
     let walk_raw: f64 = t.walk.iter().zip(lat).map(|(&n, &l)| n as f64 * l).sum();
@@ -796,12 +823,13 @@ fn overlap(spec: &CacheSpec, data: &[u64], t: Translation, accesses: u64, instru
     let walkers = walk_raw / in_flight(t.walks as f64, spec.walkers);
     // With walk_fill_buffers, the fill buffers also hold the walk references that missed the
     // first level, each as long as a data miss served by the same level.
-    let fill_buffers =
-        if spec.walk_fill_buffers { (data_raw + beyond_first(t.walk)) / in_flight((data_misses + misses(t.walk)) as f64, spec.mlp) } else { data_alone };
+    let fill_events = if spec.walk_fill_buffers { data_misses + misses(t.walk) } else { data_misses } as f64;
+    let fill_buffers = if spec.walk_fill_buffers { (data_raw + beyond_first(t.walk)) / in_flight(fill_events, spec.mlp) } else { data_alone };
+    let contended = [(fill_buffers, full(fill_events, spec.mlp)), (walkers, full(t.walks as f64, spec.walkers))];
     // The share of a translation the window's chain shows (all of it with one access in flight).
     let shown = 1.0 / (1.0 + spec.walk_hiding.max(0.0) * (chains - 1.0));
     let window_of = |translate: f64| (data_raw + translate * shown) / chains;
-    let busiest = |translate: f64| fill_buffers.max(window_of(translate)).max(walkers);
+    let busiest = |translate: f64| combine_bounds(spec.bounds_norm, window_of(translate), contended);
     let (with_walks, with_all) = (busiest(walk_raw), busiest(walk_raw + t.tlb_cycles));
     let bounds = OverlapBounds { fill_buffers, window: window_of(walk_raw + t.tlb_cycles), walkers };
     let part = |raw: f64, overlapped: f64| d * raw + (1.0 - d) * overlapped;
@@ -1085,6 +1113,45 @@ mod tests {
         // Independent misses (dependence 0) are not changed by it.
         let free = CacheSpec { walk_ahead: 1.0, ..s.clone() };
         assert_eq!(stall_cycles(&free, &[0, 0, 1000], w1, 1000, 4000), stall_cycles(&s, &[0, 0, 1000], w1, 1000, 4000));
+    }
+
+    #[test]
+    fn a_bounds_norm_softens_the_window_against_full_resources_only() {
+        let full = |b: f64| (b, true);
+        let room = |b: f64| (b, false);
+        assert_eq!(combine_bounds(None, 3.0, [full(4.0), room(1.0)]), 4.0, "no norm: the largest");
+        assert!((combine_bounds(Some(2.0), 3.0, [full(4.0), room(1.0)]) - 5.0).abs() < 1e-12, "the 2-norm of 3 and 4");
+        assert_eq!(combine_bounds(Some(2.0), 3.0, [room(4.0), room(2.0)]), 4.0, "resources with room: the largest");
+        assert!((combine_bounds(Some(1.0), 3.0, [full(4.0), full(2.0)]) - 9.0).abs() < 1e-12, "the 1-norm: the sum");
+        assert_eq!(combine_bounds(Some(2.0), 0.0, [full(0.0), room(0.0)]), 0.0, "nothing to overlap");
+        // Never below the largest, even where the largest has room.
+        assert_eq!(combine_bounds(Some(2.0), 3.0, [full(1.0), room(10.0)]), 10.0);
+        // Huge bounds do not overflow (scaled by the largest).
+        assert!((combine_bounds(Some(8.0), 1e300, [full(1e300), room(0.0)]) / 1e300 - 2f64.powf(1.0 / 8.0)).abs() < 1e-12);
+        // In the model: 1000 accesses, a 200-instruction window of 50, each a walk of one L2
+        // reference (14 cycles: W = 14000) and a miss to memory (196 beyond L1: D = 196000),
+        // mlp 4 and 10 walkers. Fill buffers D / 4 = 49000 (full: 50 misses for 4); window
+        // (D + W) / 50 = 4200; walkers W / 10 = 1400 (full: 50 walks for 10). The largest,
+        // 49000, is all the data's, and walks add nothing; under p = 2 the stall is
+        // sqrt(49000^2 + 4200^2 + 1400^2) = 49199.6, and walks add the 199.6 beyond the data's.
+        let s = CacheSpec { mlp: 4.0, walkers: 10.0, ..spec(&[(1 << 15, 8), (1 << 20, 16)]) };
+        let w1 = Translation { walk: &[0, 1000, 0], walks: 1000, ..Translation::default() };
+        let (d, w, _) = stall_cycles(&s, &[0, 0, 1000], w1, 1000, 4000);
+        assert!((d - 49000.0).abs() < 1e-9 && w.abs() < 1e-9, "{d} {w}");
+        let soft = CacheSpec { bounds_norm: Some(2.0), ..s.clone() };
+        let (d, w, _) = stall_cycles(&soft, &[0, 0, 1000], w1, 1000, 4000);
+        let want = (49000f64.powi(2) + 4200f64.powi(2) + 1400f64.powi(2)).sqrt() - 49000.0;
+        assert!((d - 49000.0).abs() < 1e-9 && (w - want).abs() < 1e-9 && (w - 199.6).abs() < 0.1, "{d} {w}");
+        // The bounds themselves do not change: they are what each resource alone would take.
+        assert_eq!(overlap_bounds(&soft, &[0, 0, 1000], w1, 1000, 4000), overlap_bounds(&s, &[0, 0, 1000], w1, 1000, 4000));
+        // With room in both (mlp and walkers 100 for 50 in flight) the window's 4200 is the
+        // stall, norm or not: nothing queues.
+        let roomy = CacheSpec { mlp: 100.0, walkers: 100.0, ..soft.clone() };
+        let (d, w, _) = stall_cycles(&roomy, &[0, 0, 1000], w1, 1000, 4000);
+        assert!((d + w - 4200.0).abs() < 1e-9, "{d} {w}");
+        // A dependent chain pays everything in full, norm or not.
+        let chase = CacheSpec { dependence: 1.0, ..soft.clone() };
+        assert_eq!(stall_cycles(&chase, &[0, 0, 1000], w1, 1000, 4000), stall_cycles(&CacheSpec { dependence: 1.0, ..s }, &[0, 0, 1000], w1, 1000, 4000));
     }
 
     #[test]

@@ -231,6 +231,16 @@ pub struct WalkProbe {
     /// the "busiest-walk" rule, where it was ns_4k(1) - ns_2m(1).
     #[serde(default)]
     pub walk_ns: Option<f64>,
+    /// The norm the overlap's bounds combine by (`[cache] bounds_norm`), fitted to the probe's
+    /// chases by the model (model/calibrate.py `fit_bounds_norm`): 0, the largest bound alone.
+    /// Absent in files written before the fifty-first session, or where no chase count filled a
+    /// resource.
+    #[serde(default)]
+    pub bounds_norm: Option<f64>,
+    /// Each norm the fit tried, with the model's error against the probe (root mean square of the
+    /// log ratios of ns a load).
+    #[serde(default)]
+    pub bounds_norm_errors: Option<Vec<(f64, f64)>>,
 }
 
 /// The `walkers_rule` calibrate writes and `host` takes: "busiest-walk" (the thirty-eighth
@@ -273,7 +283,49 @@ impl WalkProbe {
             Some(w) => Some(toml_number(w)?),
             None => None,
         };
-        Some(WalkProbe { footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0, chains, ns_4k, ns_2m, walkers, mlp, walkers_rule, walk_ns })
+        let bounds_norm = match v.get("bounds_norm") {
+            Some(p) => Some(toml_number(p).filter(|&p| p == 0.0 || (1.0..=1e6).contains(&p))?),
+            None => None,
+        };
+        let bounds_norm_errors = match v.get("bounds_norm_errors") {
+            Some(e) => Some(
+                e.as_array()?
+                    .iter()
+                    .map(|pair| {
+                        let a = pair.as_array().filter(|a| a.len() == 2)?;
+                        Some((toml_number(&a[0])?, toml_number(&a[1])?))
+                    })
+                    .collect::<Option<Vec<_>>>()?,
+            ),
+            None => None,
+        };
+        Some(WalkProbe {
+            footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0,
+            chains,
+            ns_4k,
+            ns_2m,
+            walkers,
+            mlp,
+            walkers_rule,
+            walk_ns,
+            bounds_norm,
+            bounds_norm_errors,
+        })
+    }
+
+    /// The norm `host` takes (`[cache] bounds_norm`): the fitted one, where it is not 0.
+    pub fn bounds_norm_taken(&self) -> Option<f64> {
+        self.bounds_norm.filter(|&p| p >= 1.0)
+    }
+
+    /// What the norm's fit found, in one line.
+    pub fn bounds_norm_summary(&self) -> Option<String> {
+        let errors = self.bounds_norm_errors.as_ref()?;
+        let name = |p: f64| if p == 0.0 { "the largest".to_string() } else { format!("{p}") };
+        let list = errors.iter().map(|(p, e)| format!("{} {e:.3}", name(*p))).collect::<Vec<_>>().join(", ");
+        Some(format!(
+            "the model on calibrate's chase read as k chases at once, its ns a load at each k where a resource is full relative to the largest k where none is, against the walk probe's likewise; error (RMS of log ratios) by norm: {list}"
+        ))
     }
 
     fn to_toml(&self) -> toml::Value {
@@ -283,6 +335,13 @@ impl WalkProbe {
         }
         if let Some(w) = &self.walk_ns {
             p.insert("walk_ns".into(), rounded(*w));
+        }
+        if let Some(n) = self.bounds_norm {
+            p.insert("bounds_norm".into(), toml::Value::Float(n));
+        }
+        if let Some(e) = &self.bounds_norm_errors {
+            let pairs = e.iter().map(|&(n, err)| toml::Value::Array(vec![toml::Value::Float(n), rounded(err)])).collect();
+            p.insert("bounds_norm_errors".into(), toml::Value::Array(pairs));
         }
         self.insert_counts(&mut p, self.walkers);
         toml::Value::Table(p)
@@ -716,6 +775,9 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     if let Some(p) = &c.walk_probe {
         // With the last level shared the rule's walkers are not taken (`HostReport::walkers`).
         p.insert_counts(cache, p.walkers_taken().filter(|_| shared.is_none()));
+        if let Some(n) = p.bounds_norm_taken() {
+            cache.insert("bounds_norm".into(), toml::Value::Float(n));
+        }
     }
     if let Some(p) = &c.window_probe {
         p.insert_model_keys(cache, "rob");
@@ -1673,6 +1735,9 @@ impl HostReport {
         if let Some(r) = self.tenant_fill_rate() {
             t.insert("tenant_fill_rate".into(), toml::Value::Float(r));
         }
+        if let Some(n) = self.usable_calibration().and_then(|c| c.walk_probe.as_ref()?.bounds_norm_taken()) {
+            t.insert("bounds_norm".into(), toml::Value::Float(n));
+        }
         Some(toml::Value::Table(t))
     }
 }
@@ -1851,6 +1916,16 @@ impl HostReport {
             }
             for (item, (n, src)) in [("misses in flight", self.mlp()), ("page walks in flight", self.walkers())] {
                 out.push((item.to_string(), n.to_string(), src));
+            }
+            if let Some((c, p)) = self.usable_calibration().and_then(|c| Some((c, c.walk_probe.as_ref()?))) {
+                if let Some(summary) = p.bounds_norm_summary() {
+                    let n = p.bounds_norm_taken().map_or("none (the largest bound alone)".to_string(), |n| format!("{n}"));
+                    out.push((
+                        "bounds' norm".to_string(),
+                        n,
+                        format!("fitted to calibrate's walk probe on {} ({}): {summary} ([cache] bounds_norm)", c.date, c.path),
+                    ));
+                }
             }
             let (fb, src) = walk_fill_buffers(&self.vendor);
             out.push(("walk loads in fill buffers".to_string(), if fb { "yes" } else { "no" }.to_string(), src.to_string()));

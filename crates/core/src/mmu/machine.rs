@@ -260,6 +260,9 @@ struct CacheFile {
     /// (cache.rs CacheSpec).
     #[serde(default)]
     tenant_fill_rate: Option<f64>,
+    /// The p-norm the overlap's three bounds combine by (cache.rs CacheSpec); absent: the largest.
+    #[serde(default)]
+    bounds_norm: Option<f64>,
 }
 
 /// `[frames]`: where the OS model's frame allocator puts a process's 4KB pages.
@@ -358,6 +361,12 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
             return Err(bad("tenant_fill_rate", "a shared last level needs a level above it (the first level runs where references are made)".into()));
         }
     }
+    if let Some(p) = c.bounds_norm {
+        #[allow(clippy::neg_cmp_op_on_partial_ord)]
+        if !(p >= 1.0) || p > 1e6 {
+            return Err(bad("bounds_norm", format!("must be a number from 1 to 1e6, not {p}")));
+        }
+    }
     Ok(CacheSpec {
         line_bytes: c.line_bytes,
         levels,
@@ -372,6 +381,7 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
         walk_ahead: c.walk_ahead,
         walk_hiding: c.walk_hiding,
         tenant_fill_rate: c.tenant_fill_rate,
+        bounds_norm: c.bounds_norm,
     })
 }
 
@@ -586,6 +596,8 @@ impl Machine {
     /// walks in flight (`[cache] walkers`); `+mlp=N`: the L1D misses in flight (`[cache] mlp`);
     /// `+tenant_fill_rate=R`: the last level shared with tenants filling it at R lines a ns
     /// (`[cache] tenant_fill_rate`; 0: the program's alone);
+    /// `+bounds_norm=P`: the overlap's three bounds combined by their P-norm (`[cache]
+    /// bounds_norm`; 0: the largest alone);
     /// `+scatter=F`: the fraction of 4KB anonymous frames placed at random (`[frames]`);
     /// `+native`: a nested machine (`host` where its TLB splinters 2MB pages) without nesting;
     /// `+nopwc`: the same machine without page-walk caches (every walk from the top level).
@@ -625,6 +637,16 @@ impl Machine {
                 match v.parse::<f64>() {
                     Ok(x) if range.contains(&x) => *field = x,
                     _ => return Err(Error::usage(format!("machine '{spec}': +{key}={v}: {what}"))),
+                }
+            } else if let Some(v) = suffix.strip_prefix("bounds_norm=") {
+                // What-if: the overlap's bounds combined by another norm, or by the largest (0).
+                let Some(c) = m.cache.as_mut() else {
+                    return Err(Error::usage(format!("machine '{spec}': +bounds_norm needs a machine with a [cache] section ({name} has none)")));
+                };
+                match v.parse::<f64>() {
+                    Ok(0.0) => c.bounds_norm = None,
+                    Ok(x) if (1.0..=1e6).contains(&x) => c.bounds_norm = Some(x),
+                    _ => return Err(Error::usage(format!("machine '{spec}': +bounds_norm={v}: 0 (the largest bound) or a number from 1 to 1e6"))),
                 }
             } else if let Some(v) = suffix.strip_prefix("tenant_fill_rate=") {
                 // What-if: the last level shared with busier or quieter tenants, or not at all.
@@ -679,7 +701,7 @@ impl Machine {
             Some(("nested", h)) => h,
             _ => {
                 return Err(Error::usage(format!(
-                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nopwc, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +walk_hiding=K, +rob=N, +walkers=N, +mlp=N, +tenant_fill_rate=R or +scatter=F"
+                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nopwc, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +walk_hiding=K, +rob=N, +walkers=N, +mlp=N, +tenant_fill_rate=R, +bounds_norm=P or +scatter=F"
                 )))
             }
         };
