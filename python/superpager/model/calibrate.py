@@ -27,6 +27,7 @@ outstanding load (the model's `rob`) and how much of a walk a full window hides 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import datetime
 import json
@@ -525,24 +526,32 @@ def model_chase_ns(machine_toml: str, trace: str, settings: str = "+dependence=1
     return a, b
 
 
-def model_chase(machine_toml: str, trace: str, settings: str = "+dependence=1") -> tuple[tuple[float, float], tuple[float, float]]:
-    """`model_chase_ns`, and the lines the chase brought from memory a ns on each page size (its
-    own fills of the last level: `tenant_fill_rate`)."""
+@contextlib.contextmanager
+def _host_from(machine_toml: str):
+    """`host` read from `machine_toml` (a machine file calibrate is fitting) while in the block:
+    SUPERPAGER_CALIBRATION points at a temporary copy, and is put back after."""
     import os
     import tempfile
-    from .predict import predict
     with tempfile.TemporaryDirectory(prefix="superpager-fit-") as d:
         path = Path(d) / "host.toml"
         path.write_text(machine_toml)
         before = os.environ.get("SUPERPAGER_CALIBRATION")
         os.environ["SUPERPAGER_CALIBRATION"] = str(path)
         try:
-            rows = predict(trace, f"host{settings}", ["base", "fixed:2MiB"], progress=False)
+            yield
         finally:
             if before is None:
                 del os.environ["SUPERPAGER_CALIBRATION"]
             else:
                 os.environ["SUPERPAGER_CALIBRATION"] = before
+
+
+def model_chase(machine_toml: str, trace: str, settings: str = "+dependence=1") -> tuple[tuple[float, float], tuple[float, float]]:
+    """`model_chase_ns`, and the lines the chase brought from memory a ns on each page size (its
+    own fills of the last level: `tenant_fill_rate`)."""
+    from .predict import predict
+    with _host_from(machine_toml):
+        rows = predict(trace, f"host{settings}", ["base", "fixed:2MiB"], progress=False)
     step = [(r["seconds"] - r["faults"] - r["zeroing"] - r["copying"]) / r["accesses"] * 1e9 for r in rows]
     fills = [r["memory_lines"] / (step[i] * r["accesses"]) if step[i] > 0 else 0.0 for i, r in enumerate(rows)]
     return (step[0], step[1]), (fills[0], fills[1])
@@ -616,20 +625,8 @@ def fit_bounds_norm(machine_toml: str, walk: dict, progress=None) -> dict | None
 
 def _machine_overlap(machine_toml: str) -> tuple[float, float, float]:
     """(walkers, mlp, instructions an access) of `host` as `machine_toml` makes it."""
-    import os
-    import tempfile
-    with tempfile.TemporaryDirectory(prefix="superpager-fit-") as d:
-        path = Path(d) / "host.toml"
-        path.write_text(machine_toml)
-        before = os.environ.get("SUPERPAGER_CALIBRATION")
-        os.environ["SUPERPAGER_CALIBRATION"] = str(path)
-        try:
-            c = _core.machine_info("host")["cache"]
-        finally:
-            if before is None:
-                del os.environ["SUPERPAGER_CALIBRATION"]
-            else:
-                os.environ["SUPERPAGER_CALIBRATION"] = before
+    with _host_from(machine_toml):
+        c = _core.machine_info("host")["cache"]
     return float(c["walkers"]), float(c["mlp"]), float(c.get("instructions_per_access", 4.0))
 
 
