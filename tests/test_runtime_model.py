@@ -467,8 +467,8 @@ def test_calibrate_writes_a_machine_host_then_reads(tmp_path):
         pytest.skip("CPUID and sysfs give no data caches here")
     out = tmp_path / "host.toml"
     env = dict(os.environ, SUPERPAGER_CALIBRATION=str(out))
-    p0 = p = subprocess.run([sys.executable, "-m", "superpager.cli", "calibrate", "--largest", "16MiB", "--steps", "20000", "--repeats", "1"],
-                            capture_output=True, text=True, env=env, timeout=600)
+    p0 = p = subprocess.run([sys.executable, "-m", "superpager.cli", "calibrate", "--largest", "16MiB", "--steps", "20000", "--repeats", "1",
+                             "--bounds-norm-fit"], capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr
     assert str(out) in p.stdout
     # calibrate warns where its two timings of the largest chase on 4KB pages disagree, as the
@@ -493,6 +493,14 @@ def test_calibrate_writes_a_machine_host_then_reads(tmp_path):
             assert int(row[0]["value"]) == _core.machine_info(str(out))["cache"][key]
         else:
             assert "measured" not in row[0]["source"], row
+    # The bounds' norm (--bounds-norm-fit): fitted where the walk probe ran past the walkers,
+    # every norm's error written, the chosen one in [cache] unless the largest alone won.
+    walk = text.split("[calibration.walk_probe]")[1].split("\n[")[0] if "[calibration.walk_probe]" in text else ""
+    if "bounds_norm_errors" in walk:
+        norm = [i for i in items if i["item"] == "bounds' norm"]
+        assert len(norm) == 1 and "fitted to calibrate's walk probe" in norm[0]["source"], items
+        chosen = float(walk.split("bounds_norm = ")[1].split("\n")[0])
+        assert _core.machine_info(str(out))["cache"]["bounds_norm"] == (chosen or None)
     # The TLB probe: run wherever 2MB pages are to be had, and shown with its verdict.
     probe = [i for i in items if i["item"] == "2MB pages in the TLB"]
     if "[calibration.tlb_probe]" not in text:

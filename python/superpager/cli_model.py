@@ -402,9 +402,10 @@ def add_parsers(sub, raw) -> None:
     c.add_argument("--no-last-level-fit", dest="last_level_fit", action="store_false",
                    help="keep the last cache level at the size CPUID gives (or the chase saw) instead of fitting it "
                         "to the chase at --largest (docs/RUNTIME_MODEL.md, \"The last level's fit\")")
-    c.add_argument("--no-bounds-norm-fit", dest="bounds_norm_fit", action="store_false",
-                   help="leave the overlap's bounds combined by the largest alone instead of fitting their norm to the walk probe "
-                        "(docs/RUNTIME_MODEL.md, \"Bounds near each other\")")
+    c.add_argument("--bounds-norm-fit", dest="bounds_norm_fit", action="store_true",
+                   help="also fit the norm by which the overlap's bounds combine to the walk probe, and write it into [cache] "
+                        "(a what-if: off by default, since it helped on two hours' runs and hurt on a third; "
+                        "docs/RUNTIME_MODEL.md, \"Bounds near each other\")")
     c.add_argument("--refit", metavar="FILE",
                    help="measure nothing: fit the machine file FILE (one calibrate wrote) again from the measurements it holds, "
                         "by this version's rules, and write the result to --out (docs/RUNTIME_MODEL.md, \"Memory's latency, fitted\")")

@@ -896,7 +896,7 @@ def host_frames_probe(binary: Path, steps: int, repeats: int) -> dict | None:
 
 
 def fit_and_write(inp: dict, levels: list[tuple[str, int, int, float]], largest: int, out: Path, last_level_fit: bool, progress=None,
-                  bounds_norm_fit: bool = True) -> str | None:
+                  bounds_norm_fit: bool = False) -> str | None:
     """The last level's fit on `inp` (calibrate's input to the machine file, its points in
     `points`) where it can run, then the machine file written to `out` whole or not at all.
     Returns why the fit did not run, or None."""
@@ -933,7 +933,7 @@ def _input_of(section: dict) -> dict:
     return {k: parse_size(v) if k in _SIZE_KEYS and isinstance(v, str) else v for k, v in section.items()}
 
 
-def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True, bounds_norm_fit: bool = True) -> dict:
+def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True, bounds_norm_fit: bool = False) -> dict:
     """Fit the machine file at `path` again from the measurements it holds (its chase points and
     probes; nothing is measured), by this version's rules, and write the result to `out`. For a
     file written before a rule changed (docs/RUNTIME_MODEL.md, "Memory's latency, fitted"), and to
@@ -970,7 +970,7 @@ def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True, bou
 
 
 def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats: int = 3, progress=None,
-              last_level_fit: bool = True, bounds_norm_fit: bool = True) -> dict:
+              last_level_fit: bool = True, bounds_norm_fit: bool = False) -> dict:
     """Measure, fit, and write the calibrated host machine to `out`. Returns what was written."""
     levels = [(name, size, ways, 0.0) for name, size, ways in _core.host_cache_levels()]
     if not levels:
