@@ -72,3 +72,17 @@ def test_the_command_refuses_a_missing_file_in_one_line(tmp_path):
     assert p.returncode != 0
     assert "nope.toml" in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+@pytest.mark.skipif(len(LEVELS) < 2, reason="CPUID and sysfs give fewer than two data-cache levels here")
+def test_a_refit_keeps_no_norm_an_earlier_fit_left_in_the_file(tmp_path):
+    # The bounds' norm is the refit's own fit or none (--bounds-norm-fit off here): one the file
+    # held from an earlier `calibrate --bounds-norm-fit` goes, with its errors.
+    path, text = _written(tmp_path)
+    fitted = text.replace("[calibration.walk_probe]\n", "[calibration.walk_probe]\nbounds_norm = 2.0\nbounds_norm_errors = [[0.0, 0.3], [2.0, 0.07]]\n", 1)
+    assert fitted != text
+    path.write_text(fitted)
+    assert _core.machine_info(str(path))["cache"].get("bounds_norm") is None, "only [cache] sets the model's norm"
+    out = tmp_path / "refit.toml"
+    cal.refit(path, out, last_level_fit=False)
+    assert out.read_text() == text

@@ -627,7 +627,7 @@ def _machine_overlap(machine_toml: str) -> tuple[float, float, float]:
     """(walkers, mlp, instructions an access) of `host` as `machine_toml` makes it."""
     with _host_from(machine_toml):
         c = _core.machine_info("host")["cache"]
-    return float(c["walkers"]), float(c["mlp"]), float(c.get("instructions_per_access", 4.0))
+    return float(c["walkers"]), float(c["mlp"]), float(c["instructions_per_access"])
 
 
 def chase_trace(path: str, footprint: int) -> None:
@@ -909,6 +909,9 @@ def fit_and_write(inp: dict, levels: list[tuple[str, int, int, float]], largest:
         inp["level_sizes"] = [*inp["level_sizes"][:-1], size_text(fitted["chosen"])]
         # The chosen size's level latency reaches [cache] as memory's does: host.rs
         # `calibrated_toml` takes both from the fit; `level_cycles` stays as read.
+    if isinstance(inp.get("walk_probe"), dict):
+        # A norm is this run's fit or none, never one a refit file held from an earlier fit.
+        inp["walk_probe"] = {k: v for k, v in inp["walk_probe"].items() if k not in ("bounds_norm", "bounds_norm_errors")}
     text = _core.calibrated_host_toml(json.dumps(inp))
     if bounds_norm_fit and inp.get("walk_probe"):
         # Fitted on the machine as written so far (its last level, memory, walkers and window).
@@ -961,9 +964,6 @@ def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True, bou
               for k in ("tlb_probe", "walk_probe", "frames", "host_frames", "window_probe", "scan_probe")}
     inp = {"cpu": "", "date": cal.get("date", ""), "method": cal.get("method", ""), "clock_ghz": float(clock),
            "points": [[fp, pg, ns] for fp, pg, ns in pts], **probes, **f}
-    if not bounds_norm_fit and isinstance(inp.get("walk_probe"), dict):
-        # Not fitted: the largest bound alone, whatever the file held.
-        inp["walk_probe"] = {k: v for k, v in inp["walk_probe"].items() if k not in ("bounds_norm", "bounds_norm_errors")}
     why = fit_and_write(inp, levels, max(fp for fp, _, _ in pts), out, last_level_fit, progress, bounds_norm_fit)
     return {**inp, "clock_how": f"measured nothing: refit from {path}, whose clock was {float(clock):.3f} GHz",
             "last_level_fit_skipped": why, "unsteady": unsteady_in(inp)}

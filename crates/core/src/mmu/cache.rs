@@ -104,8 +104,8 @@ pub struct CacheSpec {
     /// of each resource the window holds more demand for than it has (its misses or walks in
     /// flight capped at `mlp` or `walkers`), so that where a full resource and the window are
     /// near each other each waits on the other, and a resource with room is waited on only as
-    /// the largest is. p from calibrate's walk probe (docs/RUNTIME_MODEL.md, "Bounds near each
-    /// other"); `+bounds_norm=P` sets it, 0 unsets.
+    /// the largest is. p from calibrate's walk probe where `calibrate --bounds-norm-fit` fitted it
+    /// (docs/RUNTIME_MODEL.md, "Bounds near each other"); `+bounds_norm=P` sets it, 0 unsets.
     pub bounds_norm: Option<f64>,
 }
 
