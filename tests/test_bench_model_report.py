@@ -296,3 +296,81 @@ def test_the_bench_times_every_case_once_a_round_and_reports_each_cases_own_pair
     assert "| gups | 256MiB | 1.000 | 0.500 | 2.000x |" in out.out
     assert "round 2 of 3: gups 256MiB 2.000x" in out.err
     assert "in each of 3 rounds over every case" in out.out
+
+
+def _bench_through(monkeypatch, calls, readings, refit=("[cache]\n", "the fit's clause")):
+    """The fake bench with a calibration whose chase over 1GiB took 180.0 / 150.0 ns, `readings`
+    given by the bench's own chase in turn, and calibrate's fit again faked (`refit_at`)."""
+    from superpager import bench_model
+    _fake_bench(monkeypatch, calls)
+    monkeypatch.setattr(bench_model, "calibrated_chase", lambda: (1 << 30, 180.0, 150.0, "2026-12-05"))
+    it = iter(readings)
+    monkeypatch.setattr(bench_model, "chase_now", lambda _fp: calls.append("chase") or next(it))
+
+    def refit_at(fp, median, _out, _say):
+        calls.append(("refit", fp, median))
+        return refit
+
+    monkeypatch.setattr(bench_model, "refit_at", refit_at)
+
+    def predicted(_t, _p):
+        import os
+        path = os.environ.get("SUPERPAGER_CALIBRATION")
+        calls.append(("predict", open(path).read() if path and os.path.exists(path) else None))
+        return (1.2, 4.0, 0.1, None, ("window", "window"))
+
+    monkeypatch.setattr(bench_model, "predicted", predicted)
+    return bench_model
+
+
+def test_the_predictions_rest_on_the_median_of_the_benchs_readings_of_calibrates_chase(monkeypatch, capsys):
+    import argparse
+    calls: list = []
+    # As calibrated 180.0 / 150.0; at the start, after round 1, at the end:
+    bench_model = _bench_through(monkeypatch, calls, [(260.0, 170.0), (250.0, 160.0), (240.0, 165.0)])
+    a = argparse.Namespace(model_sizes="64", model_programs="rand,gups", model_traces=None, repeats=2, out=None, model_calibrate=False)
+    assert bench_model.main(a) == 0
+    # The chase between the rounds, every run before any prediction, the fit again on the median
+    # of all four readings (245.0 / 162.5), and every prediction made with its machine file.
+    assert calls[:4] == ["chase", "measure", "measure", "measure"] and calls[5:7] == ["chase", "measure"], calls
+    first_prediction = next(i for i, c in enumerate(calls) if isinstance(c, tuple) and c[0] == "predict")
+    assert "measure" not in calls[first_prediction:]
+    assert calls[first_prediction - 1] == ("refit", 1 << 30, (245.0, 162.5))
+    assert [c for c in calls if isinstance(c, tuple) and c[0] == "predict"] == [("predict", "[cache]\n")] * 2
+    out = capsys.readouterr().out
+    assert ("at the bench's start 260.0 / 170.0; after round 1 250.0 / 160.0; at the bench's end 240.0 / 165.0. The predictions rest "
+            "on the median of these readings, 245.0 / 162.5: the fit's clause.") in out, out
+
+
+def test_a_median_that_is_the_calibrations_own_needs_no_fit_again(monkeypatch, capsys):
+    import argparse
+    calls: list = []
+    bench_model = _bench_through(monkeypatch, calls, [(180.0, 150.0), (170.0, 140.0), (190.0, 160.0)])
+    a = argparse.Namespace(model_sizes="64", model_programs="rand", model_traces=None, repeats=2, out=None, model_calibrate=False)
+    assert bench_model.main(a) == 0
+    assert not any(isinstance(c, tuple) and c[0] == "refit" for c in calls)
+    assert ("predict", None) in calls
+    assert "180.0 / 150.0: the calibration's own pair, so `host` as calibrated." in capsys.readouterr().out
+
+
+def test_model_at_calibration_predicts_from_the_calibration_as_written(monkeypatch, capsys):
+    import argparse
+    calls: list = []
+    bench_model = _bench_through(monkeypatch, calls, [(260.0, 170.0), (250.0, 160.0)])
+    a = argparse.Namespace(model_sizes="64", model_programs="rand", model_traces=None, repeats=1, out=None, model_calibrate=False,
+                           model_at_calibration=True)
+    assert bench_model.main(a) == 0
+    assert not any(isinstance(c, tuple) and c[0] == "refit" for c in calls)
+    assert ("predict", None) in calls
+    assert "The predictions rest on the first pair (`--model-at-calibration`)" in capsys.readouterr().out
+
+
+def test_a_fit_again_that_fails_leaves_host_as_calibrated_and_says_so(monkeypatch, capsys):
+    import argparse
+    calls: list = []
+    bench_model = _bench_through(monkeypatch, calls, [(260.0, 170.0), (250.0, 160.0)],
+                                 refit=(None, "calibrate's fit redone with it failed (no points), so `host` as calibrated"))
+    a = argparse.Namespace(model_sizes="64", model_programs="rand", model_traces=None, repeats=1, out=None, model_calibrate=False)
+    assert bench_model.main(a) == 0
+    assert ("predict", None) in calls
+    assert "failed (no points), so `host` as calibrated." in capsys.readouterr().out

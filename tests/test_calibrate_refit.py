@@ -86,3 +86,18 @@ def test_a_refit_keeps_no_norm_an_earlier_fit_left_in_the_file(tmp_path):
     out = tmp_path / "refit.toml"
     cal.refit(path, out, last_level_fit=False)
     assert out.read_text() == text
+
+
+@pytest.mark.skipif(len(LEVELS) < 2, reason="CPUID and sysfs give fewer than two data-cache levels here")
+def test_a_refit_takes_chase_points_read_since_in_place_of_the_files(tmp_path):
+    # bench --model's fit again on the median of its readings ("The machine's state through the bench").
+    import tomllib
+    path, _ = _written(tmp_path)
+    out = tmp_path / "refit.toml"
+    cal.refit(path, out, last_level_fit=False, points={(1 << 30, "4k"): 321.0, (1 << 30, "2m"): 201.5})
+    got = {(p["footprint"], p["pages"]): p["ns"] for p in tomllib.loads(out.read_text())["calibration"]["points"]}
+    was = {(p["footprint"], p["pages"]): p["ns"] for p in tomllib.loads(path.read_text())["calibration"]["points"]}
+    assert got[("1GiB", "4k")] == 321.0 and got[("1GiB", "2m")] == 201.5
+    assert {k: v for k, v in got.items() if k[0] != "1GiB"} == {k: v for k, v in was.items() if k[0] != "1GiB"}
+    with pytest.raises(cal.CalibrateError, match=r"has no 4k point at 3GiB to replace"):
+        cal.refit(path, out, last_level_fit=False, points={(3 << 30, "4k"): 300.0})

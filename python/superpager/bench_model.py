@@ -19,6 +19,7 @@ starts the next load, and its walk, before the keys arrive, and the walk serves 
 guess lands in the right page (WALK_AHEAD's comments derive each fraction)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import statistics
@@ -132,6 +133,51 @@ def chase_now(footprint: int, repeats: int = 3) -> tuple[float, float] | None:
     return None if huge < footprint // 2 else (ns_4k, ns_2m)
 
 
+def median_state(cal: tuple[int, float, float, str], states: list) -> tuple[float, float]:
+    """The machine's state through the bench: the median, on each page size, of calibrate's chase
+    at the calibration's largest footprint as calibrated (`cal`) and as read since (`states`,
+    `chase_now`'s readings; None where no 2MB pages were to be had)."""
+    seen = [(cal[1], cal[2])] + [r for r in states if r]
+    return statistics.median(r[0] for r in seen), statistics.median(r[1] for r in seen)
+
+
+def refit_at(footprint: int, median: tuple[float, float], out: Path, say) -> tuple[str | None, str]:
+    """The calibration `host` reads, fitted again (calibrate's refit: nothing measured) with its
+    chase at `footprint` taken as `median` (ns a step on 4KB, 2MB pages), written to `out`: (the
+    machine file, the report's clause on what the fit chose); (None, why) where the fit fails."""
+    from .cli_model import default_calibration_path
+    from .model.calibrate import CalibrateError, refit, size_text
+    say(f"calibrate's fit again, with its chase over {footprint >> 20}MiB at the median of the bench's readings, "
+        f"{median[0]:.1f} / {median[1]:.1f} ns (under a minute)")
+    try:
+        r = refit(default_calibration_path(), out, points={(footprint, "4k"): median[0], (footprint, "2m"): median[1]})
+    except (CalibrateError, OSError) as e:
+        say(f"the fit again failed ({e}); predicting from the calibration as it is")
+        return None, f"calibrate's fit redone with it failed ({e}), so `host` as calibrated"
+    f = r.get("last_level_fit")
+    if isinstance(f, dict) and f.get("chosen") in f.get("sizes", []):
+        i = f["sizes"].index(f["chosen"])
+        chose = f"the last level at {size_text(f['chosen'])} and memory at {f['memory_cycles'][i]:.0f} cycles"
+        if f.get("tenant_fill_rate"):
+            chose += f", other tenants filling the level at {f['tenant_fill_rate']:.4f} lines a ns"
+    else:
+        chose = f"no last-level fit ({r.get('last_level_fit_skipped') or 'none ran'})"
+    return out.read_text(), (f"calibrate's fit redone with it in place of the first pair, its other points and probes as calibrated, "
+                             f"chose {chose} (docs/RUNTIME_MODEL.md, \"The machine's state through the bench\")")
+
+
+@contextlib.contextmanager
+def _host_text(machine_toml: str | None):
+    """`host` read from `machine_toml` while in the block (calibrate's `host_from`); as it is with
+    None."""
+    if machine_toml is None:
+        yield
+        return
+    from .model.calibrate import host_from
+    with host_from(machine_toml):
+        yield
+
+
 def calibrated_tlb_probe() -> tuple[float, bool] | None:
     """calibrate's TLB probe as the file `host` reads recorded it: (sparse / packed, both on 2MB
     pages; whether it found 2MB pages splintered), or None without one."""
@@ -159,7 +205,7 @@ def tlb_probe_now(repeats: int = 3) -> tuple[float, bool] | None:
 
 
 def main(a) -> int:
-    from . import workloads
+    from . import _core, workloads
     from .live.run import thp_mode
 
     def say(m: str) -> None:
@@ -202,40 +248,62 @@ def main(a) -> int:
     if keep:
         os.makedirs(keep, exist_ok=True)
     cases = [(program, mib) for program in programs for mib in sizes]
+    at_calibration = bool(getattr(a, "model_at_calibration", False))
+    refitted = None
     with tempfile.TemporaryDirectory(prefix="superpager-model-") as tmp:
-        # Captures and predictions first: neither is timed, and a capture that fails stops the
-        # bench before its first timed run.
-        preds = {}
+        # Captures first: a capture that fails stops the bench before its first timed run.
+        traces = {}
         for program, mib in cases:
-            trace = os.path.join(keep or tmp, f"{program}-{mib}.spt")
+            trace = traces[(program, mib)] = os.path.join(keep or tmp, f"{program}-{mib}.spt")
             if keep and os.path.exists(trace):
-                say(f"{program} {mib}MiB: predicting from {trace} (captured before)")
+                say(f"{program} {mib}MiB: captured before ({trace})")
             else:
-                say(f"{program} {mib}MiB: capturing and predicting")
+                say(f"{program} {mib}MiB: capturing")
                 _capture(exe, program, mib, trace)
-            preds[(program, mib)] = predicted(trace, program)
-            if not keep:
-                os.unlink(trace)
-    times: dict = {(c, pol): [] for c in cases for pol in ("base", "thp")}
-    for rnd, case, pair in schedule(cases, a.repeats):
-        for pol in pair:
-            times[(case, pol)].append(measure(exe, case[0], case[1], pol))
-        say(f"round {rnd + 1} of {a.repeats}: {case[0]} {case[1]}MiB {times[(case, 'base')][-1] / times[(case, 'thp')][-1]:.3f}x")
+        times: dict = {(c, pol): [] for c in cases for pol in ("base", "thp")}
+        last = None
+        for rnd, case, pair in schedule(cases, a.repeats):
+            if cal is not None and last is not None and rnd != last:
+                # Between rounds: the machine's state, read as calibrate reads it.
+                say(f"calibrate's chase over {cal[0] >> 20}MiB, after round {last + 1}")
+                states.append(chase_now(cal[0]))
+            last = rnd
+            for pol in pair:
+                times[(case, pol)].append(measure(exe, case[0], case[1], pol))
+            say(f"round {rnd + 1} of {a.repeats}: {case[0]} {case[1]}MiB {times[(case, 'base')][-1] / times[(case, 'thp')][-1]:.3f}x")
+        if cal is not None:
+            say(f"calibrate's chase over {cal[0] >> 20}MiB, as at the end")
+            states.append(chase_now(cal[0]))
+        if probe is not None:
+            say("calibrate's TLB probe, as at the end")
+            probes.append(tlb_probe_now())
+        # Predictions last, from the machine as it was through the runs they are held against.
+        through = None
+        if cal is not None and not at_calibration:
+            median = median_state(cal, states)
+            refitted, clause = (None, "the calibration's own pair, so `host` as calibrated")
+            if median != (cal[1], cal[2]):
+                refitted, clause = refit_at(cal[0], median, Path(tmp) / "host-through-the-bench.toml", say)
+            through = (median, clause)
+        preds = {}
+        with _host_text(refitted):
+            for case in cases:
+                say(f"{case[0]} {case[1]}MiB: predicting from {traces[case]}")
+                preds[case] = predicted(traces[case], case[0])
+                if not keep:
+                    os.unlink(traces[case])
     for case in cases:
         base, thp = times[(case, "base")], times[(case, "thp")]
         ms, ls, base_pred, native, bounds = preds[case]
         speed = [b / t for b, t in zip(base, thp)]
         rows.append((case[0], case[1], statistics.median(base), statistics.median(thp), statistics.median(speed), min(speed), max(speed), ms, ls, base_pred, native, bounds))
         say(f"{case[0]} {case[1]}MiB: measured {rows[-1][4]:.3f}x, model {ms:.3f}x, linear {ls:.3f}x")
-    if cal is not None:
-        say(f"calibrate's chase over {cal[0] >> 20}MiB, as at the end")
-        states.append(chase_now(cal[0]))
-    if probe is not None:
-        say("calibrate's TLB probe, as at the end")
-        probes.append(tlb_probe_now())
     from .model.calibrate import unsteady_in
     calibration = _calibration()
-    report = render(rows, a.repeats, state=(cal, states) if cal is not None else None, fresh=fresh,
+    with _host_text(refitted):
+        notes = _core.host_explain()[1]
+    report = render(rows, a.repeats, notes=notes, state=(cal, states) if cal is not None else None, fresh=fresh,
+                    through=through,
                     tlb=(probe, probes) if probe is not None else None,
                     frames=frames_line(calibration) if calibration is not None else None,
                     unsteady=unsteady_in(calibration) if calibration is not None else None)
@@ -267,7 +335,7 @@ def _capture(exe: str, program: str, mib: int, trace: str) -> None:
 
 
 def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh: bool = False, tlb=None,
-           frames: str | None = None, unsteady: str | None = None) -> str:
+           frames: str | None = None, unsteady: str | None = None, through=None) -> str:
     """The report section. `notes`: what the host machine's numbers rest on, where that limits
     the predictions (`machines host --explain`'s notes: estimated latencies, a calibration of
     another CPU, 2MB pages the TLB splinters); None reads them here. `state`: calibrate's chase
@@ -320,11 +388,16 @@ def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh
     out += [f"Note on `host`: {n}." if not n.endswith(".") else f"Note on `host`: {n}" for n in notes]
     if state is not None:
         (fp, c4, c2, date), now = state
-        said = "; ".join(f"at the bench's {when} {s[0]:.1f} / {s[1]:.1f}" if s else f"at the bench's {when}: no 2MB pages to be had"
-                         for when, s in zip(("start", "end"), now))
-        out.append(f"The machine's state: calibrate's chase over {fp >> 20}MiB took {c4:.1f} / {c2:.1f} ns a step on 4KB / 2MB pages "
-                   f"when `host` was calibrated ({date}); {said}. The predictions rest on the first pair; where the later ones "
-                   "differ, the machine (a shared host's caches) was not what it was calibrated in.")
+        whens = ["at the bench's start"] + [f"after round {i}" for i in range(1, len(now) - 1)] + (["at the bench's end"] if len(now) > 1 else [])
+        said = "; ".join(f"{when} {s[0]:.1f} / {s[1]:.1f}" if s else f"{when}: no 2MB pages to be had" for when, s in zip(whens, now))
+        line = (f"The machine's state: calibrate's chase over {fp >> 20}MiB took {c4:.1f} / {c2:.1f} ns a step on 4KB / 2MB pages "
+                f"when `host` was calibrated ({date}); {said}.")
+        if through is None:
+            line += (" The predictions rest on the first pair (`--model-at-calibration`); where the later ones differ, the machine "
+                     "(a shared host's caches) was not what it was calibrated in.")
+        else:
+            line += f" The predictions rest on the median of these readings, {through[0][0]:.1f} / {through[0][1]:.1f}: {through[1]}."
+        out.append(line)
     if tlb is not None:
         out.append(tlb_state_line(*tlb))
     if frames is not None:

@@ -834,6 +834,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--model-calibrate", action="store_true", help="with --model: run `superpager calibrate` first (its defaults, a few minutes; "
                    "the file SUPERPAGER_CALIBRATION names, else the default one, is replaced), so the predictions rest on the machine as it is "
                    "when the bench starts; on a shared host it drifts (docs/RUNTIME_MODEL.md)")
+    b.add_argument("--model-at-calibration", action="store_true", help="with --model: predict from the calibration as written. By default "
+                   "the bench reads calibrate's chase over the calibration's largest footprint (1GiB by default) after each round as well, and predicts (after the rounds) from calibrate's "
+                   "fit redone with the median of those readings and the calibration's own, so that the model sees the machine as the "
+                   "runs it is held against did (docs/RUNTIME_MODEL.md, \"The machine's state through the bench\")")
     b.add_argument("--model-programs", metavar="NAME,...", help="with --model: programs (default rand,gups,chase,bsearch,btree,hashjoin,stream of model_access.c, and python3-dict, Debian's python3 on model_dict.py)")
     b.add_argument("--live", action="store_true", help="instead: real programs' access-phase speedup under the live policies on this machine (root; docs/LIVE.md)")
     b.add_argument("--live-sizes", metavar="MIB,...", help="with --live: table sizes in MiB (default 128,512,1024,4096, plus gups with holes at 1024 and a long gups at 4096)")

@@ -527,7 +527,7 @@ def model_chase_ns(machine_toml: str, trace: str, settings: str = "+dependence=1
 
 
 @contextlib.contextmanager
-def _host_from(machine_toml: str):
+def host_from(machine_toml: str):
     """`host` read from `machine_toml` (a machine file calibrate is fitting) while in the block:
     SUPERPAGER_CALIBRATION points at a temporary copy, and is put back after."""
     import os
@@ -550,7 +550,7 @@ def model_chase(machine_toml: str, trace: str, settings: str = "+dependence=1") 
     """`model_chase_ns`, and the lines the chase brought from memory a ns on each page size (its
     own fills of the last level: `tenant_fill_rate`)."""
     from .predict import predict
-    with _host_from(machine_toml):
+    with host_from(machine_toml):
         rows = predict(trace, f"host{settings}", ["base", "fixed:2MiB"], progress=False)
     step = [(r["seconds"] - r["faults"] - r["zeroing"] - r["copying"]) / r["accesses"] * 1e9 for r in rows]
     fills = [r["memory_lines"] / (step[i] * r["accesses"]) if step[i] > 0 else 0.0 for i, r in enumerate(rows)]
@@ -625,7 +625,7 @@ def fit_bounds_norm(machine_toml: str, walk: dict, progress=None) -> dict | None
 
 def _machine_overlap(machine_toml: str) -> tuple[float, float, float]:
     """(walkers, mlp, instructions an access) of `host` as `machine_toml` makes it."""
-    with _host_from(machine_toml):
+    with host_from(machine_toml):
         c = _core.machine_info("host")["cache"]
     return float(c["walkers"]), float(c["mlp"]), float(c["instructions_per_access"])
 
@@ -936,11 +936,15 @@ def _input_of(section: dict) -> dict:
     return {k: parse_size(v) if k in _SIZE_KEYS and isinstance(v, str) else v for k, v in section.items()}
 
 
-def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True, bounds_norm_fit: bool = False) -> dict:
+def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True, bounds_norm_fit: bool = False,
+          points: dict[tuple[int, str], float] | None = None) -> dict:
     """Fit the machine file at `path` again from the measurements it holds (its chase points and
     probes; nothing is measured), by this version's rules, and write the result to `out`. For a
     file written before a rule changed (docs/RUNTIME_MODEL.md, "Memory's latency, fitted"), and to
-    see what a rule makes of an earlier hour's measurements. Errors name the file and the key."""
+    see what a rule makes of an earlier hour's measurements. `points`: chase points read since,
+    {(footprint, "4k" or "2m"): ns a step}, which replace the file's at the same footprint and
+    page size (`bench --model` gives the median of its readings over 1GiB: "The machine's state
+    through the bench"). Errors name the file and the key."""
     import tomllib
     try:
         v = tomllib.loads(Path(path).read_text())
@@ -956,6 +960,12 @@ def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True, bou
         pts = [(_input_of(p)["footprint"], p["pages"], float(p["ns"])) for p in cal["points"]]
     except (KeyError, TypeError, ValueError) as e:
         raise CalibrateError(f"{path}: calibration.points: an entry without a footprint, pages and ns ({e})") from None
+    if points:
+        missing = [k for k in points if k not in {(fp, pg) for fp, pg, _ in pts}]
+        if missing:
+            fp, pg = missing[0]
+            raise CalibrateError(f"{path}: calibration.points has no {pg} point at {size_text(fp)} to replace")
+        pts = [(fp, pg, round(float(points.get((fp, pg), ns)), 3)) for fp, pg, ns in pts]
     levels = [(name, size, ways, 0.0) for name, size, ways in _core.host_cache_levels()]
     if not levels:
         raise CalibrateError("the host machine has no data caches (CPUID and sysfs gave none), so there is nothing to calibrate")
