@@ -166,16 +166,11 @@ def refit_at(footprint: int, median: tuple[float, float], out: Path, say) -> tup
                              f"chose {chose} (docs/RUNTIME_MODEL.md, \"The machine's state through the bench\")")
 
 
-@contextlib.contextmanager
 def _host_text(machine_toml: str | None):
-    """`host` read from `machine_toml` while in the block (calibrate's `host_from`); as it is with
+    """A block in which `host` is read from `machine_toml` (calibrate's `host_from`); as it is with
     None."""
-    if machine_toml is None:
-        yield
-        return
     from .model.calibrate import host_from
-    with host_from(machine_toml):
-        yield
+    return contextlib.nullcontext() if machine_toml is None else host_from(machine_toml)
 
 
 def calibrated_tlb_probe() -> tuple[float, bool] | None:

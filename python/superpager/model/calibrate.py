@@ -961,7 +961,8 @@ def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True, bou
     except (KeyError, TypeError, ValueError) as e:
         raise CalibrateError(f"{path}: calibration.points: an entry without a footprint, pages and ns ({e})") from None
     if points:
-        missing = [k for k in points if k not in {(fp, pg) for fp, pg, _ in pts}]
+        held = {(fp, pg) for fp, pg, _ in pts}
+        missing = [k for k in points if k not in held]
         if missing:
             fp, pg = missing[0]
             raise CalibrateError(f"{path}: calibration.points has no {pg} point at {size_text(fp)} to replace")
