@@ -137,3 +137,36 @@ fn the_rate_is_a_machine_modifier_and_zero_unshares() {
     let err = Machine::load(&bad).unwrap_err().to_string();
     assert!(err.contains("tenant_fill_rate"), "{err}");
 }
+
+#[test]
+fn a_share_exponent_below_one_leaves_a_busier_program_less_and_keeps_its_equation() {
+    // The same inputs and tenants with `share_exponent` 0.7: the share found satisfies
+    // w / W = F^a / (F^a + R^a), and since this program fills faster than the tenants (F > R),
+    // it keeps less than under LRU's proportional share.
+    let rate = 0.05;
+    let lru = machine(Some(rate));
+    let m = Machine::load(&format!("{}+share_exponent=0.7", common::shared_l3_file("shared-exp", Some(rate)))).unwrap();
+    assert_eq!(m.cache.as_ref().unwrap().share_exponent, 0.7);
+    let (cut, share) = inputs().shared(&m);
+    let s = share.expect("a shared level");
+    let ns = cost_parts(&m, &cut).iter().map(|(_, v)| v).sum::<f64>() / m.clock_ghz;
+    let f = cut.cache_data[2] as f64 / ns;
+    assert!(f > rate, "the case this test is about: F {f} above R {rate}");
+    let want = f.powf(0.7) / (f.powf(0.7) + rate.powf(0.7));
+    assert!((s.ways / 16.0 - want).abs() < 1e-6, "kept {} of 16 ways; F {f}, want {}", s.ways, want * 16.0);
+    let (_, at_one) = inputs().shared(&lru);
+    assert!(s.ways < at_one.unwrap().ways, "{} against LRU's {}", s.ways, at_one.unwrap().ways);
+    // At 1 the key is LRU's share exactly (the default).
+    let one = Machine::load(&format!("{}+share_exponent=1", common::shared_l3_file("shared-one", Some(rate)))).unwrap();
+    assert_eq!(inputs().shared(&one).1.unwrap().ways, at_one.unwrap().ways);
+}
+
+#[test]
+fn a_share_exponent_out_of_range_is_refused_by_name() {
+    for v in ["0", "-1", "5", "x"] {
+        let spec = format!("{}+share_exponent={v}", common::shared_l3_file("shared-bad", Some(0.05)));
+        let Err(e) = Machine::load(&spec) else { panic!("{v}: accepted") };
+        let e = e.to_string();
+        assert!(e.contains("+share_exponent=") && e.contains("0.01 to 4"), "{v}: {e}");
+    }
+}

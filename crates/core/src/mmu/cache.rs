@@ -99,6 +99,16 @@ pub struct CacheSpec {
     /// (`CostInputs::shared`, docs/RUNTIME_MODEL.md, "A last level shared by the second").
     /// None: the level is the program's alone, at its size.
     pub tenant_fill_rate: Option<f64>,
+    /// How the program's share of a shared last level grows with its own fills: it keeps w of W
+    /// ways where w / W = F^a / (F^a + R^a). 1 (the default) is LRU's proportional share above.
+    /// Below 1, a program filling faster than the tenants keeps less than its share of the fills
+    /// and one filling slower keeps more, as under a replacement that ages out lines brought in
+    /// and not used again before lines used twice (the fifty-third session's what-if, where
+    /// 0.7 with `walk_hiding` 0 fitted calibrate's probes over 1GiB and 4GiB: docs/RUNTIME_MODEL.md,
+    /// "A share that grows slower than the fills"). No calibration fits it yet; `+share_exponent=A`
+    /// sets it, and a what-if that keeps calibrate's chase at its fitted share also sets the
+    /// rate R (C / s - 1)^(1/A - 1) (C the level, s the share the fit chose).
+    pub share_exponent: f64,
     /// How the window's bound combines with the resources it waits on (fill buffers, walkers:
     /// `OverlapBounds`): None, the largest alone; Some(p), the p-norm of the window's bound and
     /// of each resource the window holds more demand for than it has (its misses or walks in
@@ -146,6 +156,7 @@ impl CacheSpec {
             walk_ahead: 0.0,
             walk_hiding: 0.0,
             tenant_fill_rate: None,
+            share_exponent: 1.0,
             bounds_norm: None,
         }
     }

@@ -260,6 +260,10 @@ struct CacheFile {
     /// (cache.rs CacheSpec).
     #[serde(default)]
     tenant_fill_rate: Option<f64>,
+    /// How the program's share of that level grows with its fills (cache.rs CacheSpec); 1, LRU's
+    /// proportional share, where absent.
+    #[serde(default = "one")]
+    share_exponent: f64,
     /// The p-norm the overlap's three bounds combine by (cache.rs CacheSpec); absent: the largest.
     #[serde(default)]
     bounds_norm: Option<f64>,
@@ -294,6 +298,14 @@ struct CacheLevelFile {
 fn line64() -> u32 {
     64
 }
+fn one() -> f64 {
+    1.0
+}
+
+/// The values `[cache] share_exponent` and `+share_exponent` take: above 0 (at 0 every program
+/// would keep half the level whatever it fills), at most 4 (a share steeper than that is a step).
+const SHARE_EXPONENTS: std::ops::RangeInclusive<f64> = 0.01..=4.0;
+
 fn four() -> f64 {
     4.0
 }
@@ -361,6 +373,9 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
             return Err(bad("tenant_fill_rate", "a shared last level needs a level above it (the first level runs where references are made)".into()));
         }
     }
+    if !SHARE_EXPONENTS.contains(&c.share_exponent) {
+        return Err(bad("share_exponent", format!("must be a number from {} to {}, not {}", SHARE_EXPONENTS.start(), SHARE_EXPONENTS.end(), c.share_exponent)));
+    }
     if let Some(p) = c.bounds_norm {
         #[allow(clippy::neg_cmp_op_on_partial_ord)]
         if !(p >= 1.0) || p > 1e6 {
@@ -381,6 +396,7 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
         walk_ahead: c.walk_ahead,
         walk_hiding: c.walk_hiding,
         tenant_fill_rate: c.tenant_fill_rate,
+        share_exponent: c.share_exponent,
         bounds_norm: c.bounds_norm,
     })
 }
@@ -596,6 +612,8 @@ impl Machine {
     /// walks in flight (`[cache] walkers`); `+mlp=N`: the L1D misses in flight (`[cache] mlp`);
     /// `+tenant_fill_rate=R`: the last level shared with tenants filling it at R lines a ns
     /// (`[cache] tenant_fill_rate`; 0: the program's alone);
+    /// `+share_exponent=A`: how a program's share of a shared last level grows with its fills
+    /// (`[cache] share_exponent`; 1: LRU's proportional share);
     /// `+bounds_norm=P`: the overlap's three bounds combined by their P-norm (`[cache]
     /// bounds_norm`; 0: the largest alone);
     /// `+scatter=F`: the fraction of 4KB anonymous frames placed at random (`[frames]`);
@@ -619,7 +637,8 @@ impl Machine {
                 if m.cache.take().is_none() {
                     return Err(Error::usage(format!("machine '{spec}': {name} has no [cache] section, so +nocache changes nothing")));
                 }
-            } else if let Some((key @ ("dependence" | "walk_ahead" | "walk_hiding" | "rob" | "walkers" | "mlp"), v)) = suffix.split_once('=') {
+            } else if let Some((key @ ("dependence" | "walk_ahead" | "walk_hiding" | "share_exponent" | "rob" | "walkers" | "mlp"), v)) = suffix.split_once('=')
+            {
                 // Settings of the overlap model: two properties of the program (fractions), and
                 // what-ifs of the core (how much a full window hides of a translation, how many
                 // instructions the window holds, how many walks and misses it keeps in flight).
@@ -630,6 +649,7 @@ impl Machine {
                     "dependence" => (&mut c.dependence, 0.0..=1.0, "a fraction from 0 to 1"),
                     "walk_ahead" => (&mut c.walk_ahead, 0.0..=1.0, "a fraction from 0 to 1"),
                     "walk_hiding" => (&mut c.walk_hiding, 0.0..=1e6, "a number from 0 to 1e6"),
+                    "share_exponent" => (&mut c.share_exponent, SHARE_EXPONENTS, "a number from 0.01 to 4"),
                     "walkers" => (&mut c.walkers, 1.0..=1e6, "a number from 1 to 1e6"),
                     "mlp" => (&mut c.mlp, 1.0..=1e6, "a number from 1 to 1e6"),
                     _ => (&mut c.rob, 1.0..=1e6, "a number from 1 to 1e6"),
@@ -701,7 +721,7 @@ impl Machine {
             Some(("nested", h)) => h,
             _ => {
                 return Err(Error::usage(format!(
-                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nopwc, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +walk_hiding=K, +rob=N, +walkers=N, +mlp=N, +tenant_fill_rate=R, +bounds_norm=P or +scatter=F"
+                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nopwc, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +walk_hiding=K, +share_exponent=A, +rob=N, +walkers=N, +mlp=N, +tenant_fill_rate=R, +bounds_norm=P or +scatter=F"
                 )))
             }
         };
