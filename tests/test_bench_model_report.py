@@ -10,6 +10,14 @@ def rows():
             ("chase", 1024, 1.5, 0.9, 1.65, 1.6, 1.7, 1.35, 6.2, 1.6)]
 
 
+def _bench_args(**over):
+    """`bench --model`'s arguments as the fake benches below take them: one 64MiB case of rand,
+    two rounds, traces temporary, no report file, no calibration first; `over` replaces any."""
+    import argparse
+    args = dict(model_sizes="64", model_programs="rand", model_traces=None, repeats=2, out=None, model_calibrate=False)
+    return argparse.Namespace(**{**args, **over})
+
+
 def test_the_report_counts_predictions_within_tolerance_and_marks_misses():
     r = render(rows(), 5, notes=[])
     assert r.startswith(START) and r.endswith(END)
@@ -59,7 +67,6 @@ def test_the_report_says_where_a_nested_hosts_frames_put_guest_memory():
 
 
 def test_model_traces_keeps_captures_and_predicts_from_them_next_time(tmp_path, monkeypatch, capsys):
-    import argparse
     import importlib
     from superpager import bench_model, workloads
     live_run = importlib.import_module("superpager.live.run")
@@ -76,7 +83,7 @@ def test_model_traces_keeps_captures_and_predicts_from_them_next_time(tmp_path, 
     monkeypatch.setattr(bench_model, "_capture", fake_capture)
     monkeypatch.setattr(bench_model, "predicted", lambda trace, _p: (1.2, 4.0, 0.1, None, ("window", "window")) if open(trace).read() == "trace" else (0, 0, 0, None, ("none", "none")))
     keep = tmp_path / "traces"
-    a = argparse.Namespace(model_sizes="64", model_programs="rand,gups", model_traces=str(keep), repeats=2, out=None)
+    a = _bench_args(model_programs="rand,gups", model_traces=str(keep))
     assert bench_model.main(a) == 0
     assert captured == [("rand", 64), ("gups", 64)]
     assert sorted(p.name for p in keep.iterdir()) == ["gups-64.spt", "rand-64.spt"]
@@ -144,14 +151,13 @@ def _fake_bench(monkeypatch, calls):
 
 
 def test_model_calibrate_calibrates_into_the_file_host_reads_before_the_first_run(tmp_path, monkeypatch, capsys):
-    import argparse
     from superpager.model import calibrate as cal_mod
     calls: list = []
     bench_model = _fake_bench(monkeypatch, calls)
     target = tmp_path / "cal.toml"
     monkeypatch.setenv("SUPERPAGER_CALIBRATION", str(target))
     monkeypatch.setattr(cal_mod, "calibrate", lambda out, **_k: calls.append(("calibrate", str(out))))
-    a = argparse.Namespace(model_sizes="64", model_programs="rand", model_traces=None, repeats=2, out=None, model_calibrate=True)
+    a = _bench_args(model_calibrate=True)
     assert bench_model.main(a) == 0
     assert calls[0] == ("calibrate", str(target)) and calls[1:] == ["measure"] * 4
     assert "calibrated by this bench (`--model-calibrate`)" in capsys.readouterr().out
@@ -164,7 +170,6 @@ def test_model_calibrate_calibrates_into_the_file_host_reads_before_the_first_ru
 
 
 def test_model_calibrate_stops_with_calibrates_error_before_measuring(tmp_path, monkeypatch, capsys):
-    import argparse
     from superpager.model import calibrate as cal_mod
     calls: list = []
     bench_model = _fake_bench(monkeypatch, calls)
@@ -174,7 +179,7 @@ def test_model_calibrate_stops_with_calibrates_error_before_measuring(tmp_path, 
         raise cal_mod.CalibrateError("the host machine has no data caches")
 
     monkeypatch.setattr(cal_mod, "calibrate", refuse)
-    a = argparse.Namespace(model_sizes="64", model_programs="rand", model_traces=None, repeats=2, out=None, model_calibrate=True)
+    a = _bench_args(model_calibrate=True)
     assert bench_model.main(a) == 2
     assert calls == []
     err = capsys.readouterr().err
@@ -219,7 +224,6 @@ def test_the_calibrated_tlb_probe_is_read_from_the_file_host_reads(tmp_path, mon
 
 
 def test_the_bench_probes_the_tlb_at_its_start_and_end_where_a_calibration_recorded_a_probe(monkeypatch, capsys):
-    import argparse
     calls: list = []
     bench_model = _fake_bench(monkeypatch, calls)
     monkeypatch.setattr(bench_model, "calibrated_tlb_probe", lambda: (1.07, False))
@@ -229,7 +233,7 @@ def test_the_bench_probes_the_tlb_at_its_start_and_end_where_a_calibration_recor
         return (1.9, True)
 
     monkeypatch.setattr(bench_model, "tlb_probe_now", probe_now)
-    a = argparse.Namespace(model_sizes="64", model_programs="rand", model_traces=None, repeats=1, out=None, model_calibrate=False)
+    a = _bench_args(repeats=1)
     assert bench_model.main(a) == 0
     assert calls[0] == "probe" and calls[-1] == "probe" and calls.count("probe") == 2, calls
     assert "**The verdict changed**" in capsys.readouterr().out
@@ -279,7 +283,6 @@ def test_the_timed_runs_go_in_rounds_over_every_case_alternating_order_and_direc
 
 
 def test_the_bench_times_every_case_once_a_round_and_reports_each_cases_own_pairs(monkeypatch, capsys):
-    import argparse
     from superpager import bench_model
     calls: list = []
     _fake_bench(monkeypatch, calls)
@@ -287,7 +290,7 @@ def test_the_bench_times_every_case_once_a_round_and_reports_each_cases_own_pair
     # Each case runs at its own speed (gups gains 2x, rand 1.25x), so a pair credited to the
     # wrong case would move a median.
     monkeypatch.setattr(bench_model, "measure", lambda _e, p, m, pol: timed.append((p, m, pol)) or (1.0 if pol == "base" else (0.5 if p == "gups" else 0.8)))
-    a = argparse.Namespace(model_sizes="64,256", model_programs="rand,gups", model_traces=None, repeats=3, out=None, model_calibrate=False)
+    a = _bench_args(model_sizes="64,256", model_programs="rand,gups", repeats=3)
     assert bench_model.main(a) == 0
     cases = [("rand", 64), ("rand", 256), ("gups", 64), ("gups", 256)]
     assert [(p, m) for p, m, _ in timed[::2]] == cases + cases[::-1] + cases
@@ -324,11 +327,10 @@ def _bench_through(monkeypatch, calls, readings, refit=("[cache]\n", "the fit's 
 
 
 def test_the_predictions_rest_on_the_median_of_the_benchs_readings_of_calibrates_chase(monkeypatch, capsys):
-    import argparse
     calls: list = []
     # As calibrated 180.0 / 150.0; at the start, after round 1, at the end:
     bench_model = _bench_through(monkeypatch, calls, [(260.0, 170.0), (250.0, 160.0), (240.0, 165.0)])
-    a = argparse.Namespace(model_sizes="64", model_programs="rand,gups", model_traces=None, repeats=2, out=None, model_calibrate=False)
+    a = _bench_args(model_programs="rand,gups")
     assert bench_model.main(a) == 0
     # The chase between the rounds, every run before any prediction, the fit again on the median
     # of all four readings (245.0 / 162.5), and every prediction made with its machine file.
@@ -343,10 +345,9 @@ def test_the_predictions_rest_on_the_median_of_the_benchs_readings_of_calibrates
 
 
 def test_a_median_that_is_the_calibrations_own_needs_no_fit_again(monkeypatch, capsys):
-    import argparse
     calls: list = []
     bench_model = _bench_through(monkeypatch, calls, [(180.0, 150.0), (170.0, 140.0), (190.0, 160.0)])
-    a = argparse.Namespace(model_sizes="64", model_programs="rand", model_traces=None, repeats=2, out=None, model_calibrate=False)
+    a = _bench_args()
     assert bench_model.main(a) == 0
     assert not any(isinstance(c, tuple) and c[0] == "refit" for c in calls)
     assert ("predict", None) in calls
@@ -354,11 +355,9 @@ def test_a_median_that_is_the_calibrations_own_needs_no_fit_again(monkeypatch, c
 
 
 def test_model_at_calibration_predicts_from_the_calibration_as_written(monkeypatch, capsys):
-    import argparse
     calls: list = []
     bench_model = _bench_through(monkeypatch, calls, [(260.0, 170.0), (250.0, 160.0)])
-    a = argparse.Namespace(model_sizes="64", model_programs="rand", model_traces=None, repeats=1, out=None, model_calibrate=False,
-                           model_at_calibration=True)
+    a = _bench_args(repeats=1, model_at_calibration=True)
     assert bench_model.main(a) == 0
     assert not any(isinstance(c, tuple) and c[0] == "refit" for c in calls)
     assert ("predict", None) in calls
@@ -366,11 +365,10 @@ def test_model_at_calibration_predicts_from_the_calibration_as_written(monkeypat
 
 
 def test_a_fit_again_that_fails_leaves_host_as_calibrated_and_says_so(monkeypatch, capsys):
-    import argparse
     calls: list = []
     bench_model = _bench_through(monkeypatch, calls, [(260.0, 170.0), (250.0, 160.0)],
                                  refit=(None, "calibrate's fit redone with it failed (no points), so `host` as calibrated"))
-    a = argparse.Namespace(model_sizes="64", model_programs="rand", model_traces=None, repeats=1, out=None, model_calibrate=False)
+    a = _bench_args(repeats=1)
     assert bench_model.main(a) == 0
     assert ("predict", None) in calls
     assert "failed (no points), so `host` as calibrated." in capsys.readouterr().out

@@ -287,9 +287,9 @@ impl CostInputs {
     /// references that reach memory over its time; under LRU each keeps the share of the ways
     /// its fills are of all fills, so it keeps w of the W ways where w / W = F(w) / (F(w) + R),
     /// F(w) and its time both the model's with w ways (with `[cache] share_exponent` a,
-    /// F(w)^a / (F(w)^a + R^a): the same bisection, since the right side still rises with F). The w is found by bisection (60 halvings
-    /// of [0, W]): at w = 0 the left side is 0 and the right positive, at W the left is 1 and the
-    /// right below it, so a root lies between. None where the level is not shared; where no
+    /// F(w)^a / (F(w)^a + R^a): the right side still rises with F). The w is found by bisection
+    /// (60 halvings of [0, W]): at w = 0 the left side is 0 and the right positive, at W the left
+    /// is 1 and the right below it, so a root lies between. None where the level is not shared; where no
     /// reference reaches the level the program keeps all of it (nothing depends on it).
     pub fn shared(&self, m: &crate::mmu::machine::Machine) -> (CostInputs, Option<LastLevelShare>) {
         let Some(rate) = m.cache.as_ref().and_then(|c| c.tenant_fill_rate) else { return (self.clone(), None) };
@@ -319,7 +319,8 @@ impl CostInputs {
         // LRU's proportional share at 1 (the same arithmetic as before the exponent existed, so
         // results without the key are unchanged to the bit); F^a / (F^a + R^a) otherwise.
         let a = m.cache.as_ref().map_or(1.0, |c| c.share_exponent);
-        let kept = |f: f64| if a == 1.0 { f / (f + rate) } else { f.powf(a) / (f.powf(a) + rate.powf(a)) };
+        let rate_a = rate.powf(a);
+        let kept = |f: f64| if a == 1.0 { f / (f + rate) } else { f.powf(a) / (f.powf(a) + rate_a) };
         let gap = |w: f64, f: f64| w / w_all - kept(f);
         let (mut lo, mut hi) = (0.0, w_all);
         for _ in 0..60 {
