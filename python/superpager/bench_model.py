@@ -148,7 +148,7 @@ def refit_at(footprint: int, median: tuple[float, float], out: Path, say) -> tup
     from .cli_model import default_calibration_path
     from .model.calibrate import CalibrateError, refit, size_text
     say(f"calibrate's fit again, with its chase over {footprint >> 20}MiB at the median of the bench's readings, "
-        f"{median[0]:.1f} / {median[1]:.1f} ns (under a minute)")
+        f"{median[0]:.1f} / {median[1]:.1f} ns (a minute or two)")
     try:
         r = refit(default_calibration_path(), out, points={(footprint, "4k"): median[0], (footprint, "2m"): median[1]})
     except (CalibrateError, OSError) as e:
@@ -160,6 +160,14 @@ def refit_at(footprint: int, median: tuple[float, float], out: Path, say) -> tup
         chose = f"the last level at {size_text(f['chosen'])} and memory at {f['memory_cycles'][i]:.0f} cycles"
         if f.get("tenant_fill_rate"):
             chose += f", other tenants filling the level at {f['tenant_fill_rate']:.4f} lines a ns"
+        s = r.get("share_fit")
+        if s and s.get("walk_hiding") is not None:
+            chose += (f", the share's exponent at {s['exponent']:g} with walk_hiding 0 and the tenants at {s['tenant_fill_rate']:.4f} "
+                      f"(error {dict((a, e) for a, e in s['errors'])[s['exponent']]:.3f}, as written {s['as_written_error']:.3f})")
+        elif s:
+            chose += f", the share's exponent kept at 1 (as written nearest, {s['as_written_error']:.3f})"
+        else:
+            chose += f", no share fit ({r.get('share_fit_skipped') or 'none ran'})"
     else:
         chose = f"no last-level fit ({r.get('last_level_fit_skipped') or 'none ran'})"
     return out.read_text(), (f"calibrate's fit redone with it in place of the first pair, its other points and probes as calibrated, "

@@ -62,7 +62,11 @@ shared last level, and memory's latency read from one point mixes in a level's h
 --no-last-level-fit keeps the size and memory's latency as read). From the size chosen and the
 chase's own fills of the level it derives how fast other tenants fill the level (tenant_fill_rate):
 host then simulates the level at CPUID's size, shared, each run keeping the part its own fills
-earn, and takes the core's page walkers over the walk probe's. Where its two timings of one
+earn, and takes the core's page walkers over the walk probe's. With the level shared, the walk
+probe run again over four times --largest (the far walk probe; it needs that much memory free and
+2GiB more) lets the model fit how a program's share grows with its fills: w / ways = F^a / (F^a +
+R^a), the exponent a tried from 1 down to 0.5 with walk_hiding 0, against the model as written;
+the nearest to both probes is kept (--no-share-fit skips both). Where its two timings of one
 chase over --largest on 4KB pages (among the points, and the walk probe's single chase) are more
 than 15% apart, it warns that the machine changed while it measured. --refit FILE measures
 nothing and fits FILE's own measurements again by this version's rules. Writes a machine TOML:
@@ -131,10 +135,11 @@ def cmd_calibrate(a) -> int:
     before = previous_tlb_probe(out)
     try:
         if a.refit:
-            r = calibrate_on_terminal(out, refit=Path(a.refit), last_level_fit=a.last_level_fit, bounds_norm_fit=a.bounds_norm_fit)
+            r = calibrate_on_terminal(out, refit=Path(a.refit), last_level_fit=a.last_level_fit, bounds_norm_fit=a.bounds_norm_fit,
+                                      share_fit=a.share_fit)
         else:
             r = calibrate_on_terminal(out, largest=largest, steps=a.steps, repeats=a.repeats, last_level_fit=a.last_level_fit,
-                                      bounds_norm_fit=a.bounds_norm_fit)
+                                      bounds_norm_fit=a.bounds_norm_fit, share_fit=a.share_fit)
     except (CalibrateError, BuildError) as e:
         raise _core.UsageError(f"calibrate: {e}") from None
     if a.json:
@@ -203,10 +208,24 @@ def cmd_calibrate(a) -> int:
             print(f"  the {rows[-2][0]} is shared: other tenants fill it at {f['tenant_fill_rate']:.4f} lines a ns, the rate that leaves "
                   f"this chase {human_bytes(f['chosen'])} of {human_bytes(info['cache']['levels'][-1][1])}; host simulates it whole and each run "
                   "keeps the share of its ways that its own fills are of all fills (docs/RUNTIME_MODEL.md, \"A last level shared by the second\")")
+    print(share_fit_line(r.get("share_fit"), r.get("share_fit_skipped")))
     if r.get("unsteady"):
         print(f"warning: {r['unsteady']}")
     print(f"wrote {out}")
     return 0
+
+
+def share_fit_line(f: dict | None, skipped: str | None) -> str:
+    """calibrate's line on the share's exponent (model/calibrate.py `fit_share_exponent`)."""
+    if f is None:
+        return f"share's exponent: not fitted ({skipped or 'no reason recorded'}); [cache] keeps the exponent 1"
+    each = ", ".join(f"{a:g}: {e:.3f}" for a, e in f["errors"])
+    if f.get("walk_hiding") is None:
+        return (f"share's exponent: 1 kept, the model as written being nearest the walk probes (error {f['as_written_error']:.3f}; "
+                f"with walk_hiding 0, by exponent: {each})")
+    return (f"share's exponent: {f['exponent']:g} with walk_hiding 0 and tenants at {f['tenant_fill_rate']:.4f} lines a ns "
+            f"(error against both walk probes by exponent: {each}; as written {f['as_written_error']:.3f}; "
+            "docs/RUNTIME_MODEL.md, \"The share's exponent, fitted\")")
 
 
 def window_probe_line(w: dict | None) -> str:
@@ -406,6 +425,10 @@ def add_parsers(sub, raw) -> None:
                    help="also fit the norm by which the overlap's bounds combine to the walk probe, and write it into [cache] "
                         "(a what-if: off by default, since it helped on two hours' runs and hurt on a third; "
                         "docs/RUNTIME_MODEL.md, \"Bounds near each other\")")
+    c.add_argument("--no-share-fit", dest="share_fit", action="store_false",
+                   help="skip the far walk probe (the walk probe over four times --largest) and the fit of how a program's "
+                        "share of a shared last level grows with its fills; [cache] then keeps the exponent 1 and the window "
+                        "probe's walk_hiding (docs/RUNTIME_MODEL.md, \"The share's exponent, fitted\")")
     c.add_argument("--refit", metavar="FILE",
                    help="measure nothing: fit the machine file FILE (one calibrate wrote) again from the measurements it holds, "
                         "by this version's rules, and write the result to --out (docs/RUNTIME_MODEL.md, \"Memory's latency, fitted\")")

@@ -152,6 +152,8 @@ pub fn calibration_input() -> superpager_core::mmu::host::CalibrationInput {
         host_frames: None,
         window_probe: None,
         scan_probe: None,
+        walk_probe_far: None,
+        share_fit: None,
     }
 }
 

@@ -623,6 +623,112 @@ def fit_bounds_norm(machine_toml: str, walk: dict, progress=None) -> dict | None
     return {"bounds_norm": best[0], "bounds_norm_errors": errors}
 
 
+#: The walk probe's second footprint, as a multiple of `--largest` (`walk_probe_far`): where a
+#: program's share of a shared last level is smaller still, so the probe tells how the share
+#: grows with the fills (over 1GiB alone it tells the exponent only weakly: docs/RUNTIME_MODEL.md,
+#: "A share that grows slower than the fills").
+FAR_FACTOR = 4
+#: Memory the far probe leaves free beyond its footprint, at least (it maps the footprint twice
+#: in turn, never at once; the rest is for everything else on the machine).
+FAR_HEADROOM = 2 << 30
+#: The exponents the share's fit tries, each with `walk_hiding` 0 (`fit_share_exponent`).
+SHARE_EXPONENTS = (1.0, 0.85, 0.7, 0.6, 0.5)
+
+
+def memory_available() -> int | None:
+    """MemAvailable from /proc/meminfo, in bytes; None where it cannot be read."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def walk_probe_far(binary: Path, largest: int, steps: int, repeats: int) -> tuple[dict | None, str | None]:
+    """The walk probe over FAR_FACTOR times `largest`, and why it did not run (None where it
+    did): it needs that much memory free and more (FAR_HEADROOM), and 2MB pages."""
+    far = FAR_FACTOR * largest
+    free = memory_available()
+    if free is None or free < far + FAR_HEADROOM:
+        return None, (f"the far walk probe needs {size_text(far + FAR_HEADROOM)} free, and "
+                      + ("MemAvailable could not be read" if free is None else f"{size_text(free)} is"))
+    p = walk_probe(binary, far, steps, repeats)
+    if p is None:
+        return None, f"2MB pages could not be had over {size_text(far)}"
+    # Only its times are the fit's; walkers and misses in flight are the first probe's.
+    return {k: p[k] for k in ("footprint", "chains", "ns_4k", "ns_2m")}, None
+
+
+def share_rate(rate: float, whole: int, kept: int, a: float) -> float:
+    """The tenants' rate with exponent `a` that leaves the chase the `kept` bytes of `whole` it
+    keeps under `rate` with the exponent 1: F^a / (F^a + R_a^a) = kept / whole gives R_a = F
+    (whole / kept - 1)^(1/a), and `rate` = F (whole / kept - 1), so R_a = `rate` (whole / kept -
+    1)^(1/a - 1)."""
+    return round(rate * (whole / kept - 1) ** (1 / a - 1), 6)
+
+
+def fit_share_exponent(machine_toml: str, probes: list[dict], whole: int, kept: int, rate: float, progress=None) -> dict | None:
+    """How a program's share of the shared last level grows with its fills (`[cache]
+    share_exponent`; docs/RUNTIME_MODEL.md, "The share's exponent, fitted"), fitted to the walk
+    probes `probes` (over `--largest` and FAR_FACTOR times it). The model is run on calibrate's
+    chase over each probe's footprint read as k chases at once (`fit_bounds_norm`'s reading) at
+    each k from 2, first as `machine_toml` is (the exponent 1, the window probe's `walk_hiding`),
+    then with each exponent a of SHARE_EXPONENTS, `walk_hiding` 0 and the tenants' rate
+    `share_rate` (so one chase keeps the `kept` bytes the last level's fit chose, and its time at
+    k = 1 is every candidate's). Why `walk_hiding` 0 with them: the window probe reads as hidden
+    what the share's shortening of a walk takes off it; over four times the footprint, where the
+    share is small, it read 0.002 and 0.020 ("The window probe over 4GiB"). Each time is taken
+    relative to the time at one chase over the same footprint, the probe's likewise (as
+    `fit_bounds_norm` does), so that the fit sees how the time falls as chases are added, which
+    the share sets, and not how far the machine moved between the chase points the model was
+    fitted to and the probe (the fifty-fourth session's first calibrate read one chase over 1GiB
+    on 4KB pages at 258.7 ns among the points and 211.2 in the walk probe). The candidate whose
+    ratios are nearest the probes' (root mean square of the log ratios, 4KB and 2MB pages, every
+    probe and k) is taken; the model as written where it is nearest or as near. Returns the
+    `[calibration.share_fit]` table, or None where no probe ran at one chase and at a k from 2."""
+    import tempfile
+    _, _, ipa = _machine_overlap(machine_toml)
+    probes = [p for p in probes if 1 in p["chains"]]
+    runs = [(p, i, k) for p in probes for i, k in enumerate(p["chains"]) if k >= 2]
+    if not runs:
+        return None
+    candidates = [("", None)] + [(f"+share_exponent={a:g}+walk_hiding=0+tenant_fill_rate={share_rate(rate, whole, kept, a):.6f}", a)
+                                 for a in SHARE_EXPONENTS]
+    errors = []
+    with tempfile.TemporaryDirectory(prefix="superpager-fit-") as d:
+        traces = {}
+        for p in probes:
+            traces[p["footprint"]] = str(Path(d) / f"chase-{p['footprint']}.spt")
+            chase_trace(traces[p["footprint"]], int(p["footprint"]))
+        done, total = 0, len(candidates) * len(runs) + len(probes)
+        one = {}
+        for p in probes:
+            if progress:
+                progress(done, total, f"the share's exponent: the model on the chase over {size_text(p['footprint'])}, one chase")
+            one[p["footprint"]] = model_chase_ns(machine_toml, traces[p["footprint"]], f"+dependence=0+rob={ipa:g}")
+            done += 1
+        for extra, a in candidates:
+            sq = []
+            for p, i, k in runs:
+                if progress:
+                    what = "as written" if a is None else f"exponent {a:g}"
+                    progress(done, total, f"the share's exponent: the model on the chase over {size_text(p['footprint'])} as {k} chases at once, {what}")
+                got = model_chase_ns(machine_toml, traces[p["footprint"]], f"+dependence=0+rob={k * ipa:g}{extra}")
+                done += 1
+                at_one, i1 = one[p["footprint"]], p["chains"].index(1)
+                sq += [math.log((got[j] / at_one[j]) / (probe[i] / probe[i1])) ** 2
+                       for j, probe in enumerate((p["ns_4k"], p["ns_2m"])) if min(probe[i], probe[i1], got[j], at_one[j]) > 0]
+            errors.append((a, round(math.sqrt(sum(sq) / len(sq)), 4) if sq else float("inf")))
+    written = errors[0][1]
+    best_a, best = min(errors[1:], key=lambda e: e[1])  # min keeps the first of equals: the larger exponent
+    out = {"exponent": 1.0, "as_written_error": written, "errors": [[a, e] for a, e in errors[1:]]}
+    if best < written:
+        out.update(exponent=best_a, walk_hiding=0.0, tenant_fill_rate=share_rate(rate, whole, kept, best_a))
+    return out
+
+
 def _machine_overlap(machine_toml: str) -> tuple[float, float, float]:
     """(walkers, mlp, instructions an access) of `host` as `machine_toml` makes it."""
     with host_from(machine_toml):
@@ -896,10 +1002,12 @@ def host_frames_probe(binary: Path, steps: int, repeats: int) -> dict | None:
 
 
 def fit_and_write(inp: dict, levels: list[tuple[str, int, int, float]], largest: int, out: Path, last_level_fit: bool, progress=None,
-                  bounds_norm_fit: bool = False) -> str | None:
+                  bounds_norm_fit: bool = False, share_fit: bool = True) -> tuple[str | None, str | None]:
     """The last level's fit on `inp` (calibrate's input to the machine file, its points in
-    `points`) where it can run, then the machine file written to `out` whole or not at all.
-    Returns why the fit did not run, or None."""
+    `points`) where it can run, then the share's exponent's (`share_fit`) and the bounds' norm's
+    (`bounds_norm_fit`) where asked and they can, then the machine file written to `out` whole or
+    not at all. Returns why the last level's fit and why the share's fit did not run (None where
+    each did)."""
     at_largest = {pg: ns for fp, pg, ns in inp["points"] if fp == largest}
     why = fit_skipped(last_level_fit, levels, largest, at_largest)
     if why is None:
@@ -912,7 +1020,24 @@ def fit_and_write(inp: dict, levels: list[tuple[str, int, int, float]], largest:
     if isinstance(inp.get("walk_probe"), dict):
         # A norm is this run's fit or none, never one a refit file held from an earlier fit.
         inp["walk_probe"] = {k: v for k, v in inp["walk_probe"].items() if k not in ("bounds_norm", "bounds_norm_errors")}
+    # Likewise the share's fit: this run's or none.
+    inp.pop("share_fit", None)
     text = _core.calibrated_host_toml(json.dumps(inp))
+    shared = inp.get("last_level_fit") or {}
+    share_why = ("not asked for (--no-share-fit)" if not share_fit
+                 else "the last level's fit found no tenants (the level is not shared)" if not shared.get("tenant_fill_rate")
+                 else "no walk probe" if not inp.get("walk_probe")
+                 else "no far walk probe" + (f" ({inp['walk_probe_far_skipped']})" if inp.get("walk_probe_far_skipped") else "")
+                 if not inp.get("walk_probe_far") else None)
+    if share_why is None:
+        # Fitted on the machine as written so far (its last level, memory, walkers and window).
+        got = fit_share_exponent(text, [inp["walk_probe"], inp["walk_probe_far"]], levels[-1][1], int(shared["chosen"]),
+                                 float(shared["tenant_fill_rate"]), progress)
+        if got is None:
+            share_why = "the walk probes ran at no k from 2"
+        else:
+            inp["share_fit"] = got
+            text = _core.calibrated_host_toml(json.dumps(inp))
     if bounds_norm_fit and inp.get("walk_probe"):
         # Fitted on the machine as written so far (its last level, memory, walkers and window).
         norm = fit_bounds_norm(text, inp["walk_probe"], progress)
@@ -923,7 +1048,7 @@ def fit_and_write(inp: dict, levels: list[tuple[str, int, int, float]], largest:
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(text)
     tmp.replace(out)
-    return why
+    return why, share_why
 
 
 #: Keys of calibrate's probes that the machine file writes as sizes ("1GiB") and its input takes
@@ -937,7 +1062,7 @@ def _input_of(section: dict) -> dict:
 
 
 def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True, bounds_norm_fit: bool = False,
-          points: dict[tuple[int, str], float] | None = None) -> dict:
+          points: dict[tuple[int, str], float] | None = None, share_fit: bool = True) -> dict:
     """Fit the machine file at `path` again from the measurements it holds (its chase points and
     probes; nothing is measured), by this version's rules, and write the result to `out`. For a
     file written before a rule changed (docs/RUNTIME_MODEL.md, "Memory's latency, fitted"), and to
@@ -972,16 +1097,16 @@ def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True, bou
         raise CalibrateError("the host machine has no data caches (CPUID and sysfs gave none), so there is nothing to calibrate")
     f = fit(pts, levels, float(clock))
     probes = {k: _input_of(cal[k]) if isinstance(cal.get(k), dict) else None
-              for k in ("tlb_probe", "walk_probe", "frames", "host_frames", "window_probe", "scan_probe")}
+              for k in ("tlb_probe", "walk_probe", "walk_probe_far", "frames", "host_frames", "window_probe", "scan_probe")}
     inp = {"cpu": "", "date": cal.get("date", ""), "method": cal.get("method", ""), "clock_ghz": float(clock),
            "points": [[fp, pg, ns] for fp, pg, ns in pts], **probes, **f}
-    why = fit_and_write(inp, levels, max(fp for fp, _, _ in pts), out, last_level_fit, progress, bounds_norm_fit)
+    why, share_why = fit_and_write(inp, levels, max(fp for fp, _, _ in pts), out, last_level_fit, progress, bounds_norm_fit, share_fit)
     return {**inp, "clock_how": f"measured nothing: refit from {path}, whose clock was {float(clock):.3f} GHz",
-            "last_level_fit_skipped": why, "unsteady": unsteady_in(inp)}
+            "last_level_fit_skipped": why, "share_fit_skipped": share_why, "unsteady": unsteady_in(inp)}
 
 
 def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats: int = 3, progress=None,
-              last_level_fit: bool = True, bounds_norm_fit: bool = False) -> dict:
+              last_level_fit: bool = True, bounds_norm_fit: bool = False, share_fit: bool = True) -> dict:
     """Measure, fit, and write the calibrated host machine to `out`. Returns what was written."""
     levels = [(name, size, ways, 0.0) for name, size, ways in _core.host_cache_levels()]
     if not levels:
@@ -1001,6 +1126,11 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
     # Where the TLB splinters 2MB pages, one walk is timed against memory short of the TLB's reach.
     near = f["near_memory"] if probe and probe["splintered"] else None
     walk = walk_probe(chase_binary(), largest, steps, repeats, miss_ns=near["ns"] if near else None)
+    far, far_why = None, "not asked for (--no-share-fit)"
+    if share_fit:
+        if progress:
+            progress(len(pts), len(pts), f"the far walk probe (the same chains at {FAR_FACTOR * largest >> 20} MiB: how the share of the last level grows with the fills)")
+        far, far_why = walk_probe_far(chase_binary(), largest, steps, repeats)
     if progress:
         progress(len(pts), len(pts), f"the window probe (independent loads at {largest >> 20} MiB: how many instructions the core holds, how much of a walk it hides)")
     window = window_probe(chase_binary(), largest, steps, repeats, mlp=walk["mlp"] if walk else None)
@@ -1024,6 +1154,8 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
         "points": [[fp, pg, ns] for fp, pg, ns in pts],
         "tlb_probe": probe,
         "walk_probe": walk,
+        "walk_probe_far": far,
+        "walk_probe_far_skipped": far_why,
         "frames": frames,
         "host_frames": host_frames,
         "window_probe": window,
@@ -1033,5 +1165,5 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
     for r in f["read_short"]:
         inp["method"] += (f"; {levels[r['level']][0]} read at {size_text(r['footprint'])}, {r['ns']} ns (it reads as memory, "
                           f"{r['ns_inside']} ns, from four times the level above on: a lower bound of its latency)")
-    why = fit_and_write(inp, levels, largest, out, last_level_fit, progress, bounds_norm_fit)
-    return {**inp, "clock_how": clock_how, "last_level_fit_skipped": why, "unsteady": unsteady_in(inp)}
+    why, share_why = fit_and_write(inp, levels, largest, out, last_level_fit, progress, bounds_norm_fit, share_fit)
+    return {**inp, "clock_how": clock_how, "last_level_fit_skipped": why, "share_fit_skipped": share_why, "unsteady": unsteady_in(inp)}

@@ -105,9 +105,10 @@ pub struct CacheSpec {
     /// and one filling slower keeps more, as under a replacement that ages out lines brought in
     /// and not used again before lines used twice (the fifty-third session's what-if, where
     /// 0.7 with `walk_hiding` 0 fitted calibrate's probes over 1GiB and 4GiB: docs/RUNTIME_MODEL.md,
-    /// "A share that grows slower than the fills"). No calibration fits it yet; `+share_exponent=A`
-    /// sets it, and a what-if that keeps calibrate's chase at its fitted share also sets the
-    /// rate R (C / s - 1)^(1/A - 1) (C the level, s the share the fit chose).
+    /// "A share that grows slower than the fills"). calibrate fits it to its walk probes over
+    /// `--largest` and four times it (host.rs `ShareFit`; "The share's exponent, fitted"), with
+    /// the rate R (C / s - 1)^(1/a - 1) (C the level, s the share the last level's fit chose), so
+    /// that its chase keeps that share; `+share_exponent=A` sets it alone.
     pub share_exponent: f64,
     /// How the window's bound combines with the resources it waits on (fill buffers, walkers:
     /// `OverlapBounds`): None, the largest alone; Some(p), the p-norm of the window's bound and

@@ -137,6 +137,12 @@ pub struct Calibration {
     /// The instruction window and how much of a walk a full one hides (files written before the
     /// thirty-ninth session, or where 2MB pages could not be had, have none).
     pub window_probe: Option<WindowProbe>,
+    /// The walk probe over four times its footprint (files written before the fifty-fourth
+    /// session, or where that much memory or 2MB pages could not be had, have none).
+    pub walk_probe_far: Option<WalkProbe>,
+    /// The share exponent's fit (files written before the fifty-fourth session, or where the
+    /// last level is not shared or a walk probe is missing, have none).
+    pub share_fit: Option<ShareFit>,
 }
 
 impl Calibration {
@@ -708,6 +714,12 @@ pub struct CalibrationInput {
     /// None where 2MB pages could not be had.
     #[serde(default)]
     pub scan_probe: Option<ScanProbe>,
+    /// The walk probe over four times `walk_probe`'s footprint; None where it did not run.
+    #[serde(default)]
+    pub walk_probe_far: Option<WalkProbe>,
+    /// None where the share's fit did not run (`ShareFit`).
+    #[serde(default)]
+    pub share_fit: Option<ShareFit>,
 }
 
 /// The ways of a level simulated smaller than CPUID says (a size calibrate saw, or the last
@@ -784,6 +796,9 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     }
     if let Some(r) = shared {
         cache.insert("tenant_fill_rate".into(), toml::Value::Float(r));
+        if let Some(f) = &c.share_fit {
+            insert_share_keys(cache, f);
+        }
     }
     if let Some(cost) = t.get_mut("cost").and_then(|x| x.as_table_mut()) {
         cost.insert("clock_ghz".into(), toml::Value::Float(c.clock_ghz));
@@ -809,6 +824,12 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     }
     if let Some(p) = &c.walk_probe {
         cal.insert("walk_probe".into(), p.to_toml());
+    }
+    if let Some(p) = &c.walk_probe_far {
+        cal.insert("walk_probe_far".into(), p.to_toml());
+    }
+    if let Some(f) = &c.share_fit {
+        cal.insert("share_fit".into(), f.to_toml());
     }
     if let Some(m) = &c.near_memory {
         cal.insert("near_memory".into(), m.to_toml());
@@ -1022,6 +1043,96 @@ impl LastLevelFit {
     }
 }
 
+/// `superpager calibrate`'s fit of how a program's share of the shared last level grows with its
+/// fills (model/calibrate.py `fit_share_exponent`; docs/RUNTIME_MODEL.md, "The share's exponent,
+/// fitted"). The model is run on calibrate's chase read as k chases at once over the walk probe's
+/// footprint and over the far walk probe's (four times it), first as calibrate wrote it (the
+/// exponent 1, `walk_hiding` as the window probe read it), then with each exponent a of the fit's
+/// and `walk_hiding` 0, the tenants' rate set so that the one chase keeps the size the last
+/// level's fit chose: R_a = R (C / s - 1)^(1/a - 1). The candidate whose ns a load at every k of
+/// two or more is nearest both probes (root mean square of the log ratios, 4KB and 2MB pages)
+/// is taken.
+/// Invariants: `exponent` is within `SHARE_EXPONENTS`; `walk_hiding` and `tenant_fill_rate` are
+/// both present (a candidate with `walk_hiding` 0 won) or both absent (the model as calibrate
+/// wrote it won, and `host` takes nothing from the fit).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+pub struct ShareFit {
+    pub exponent: f64,
+    #[serde(default)]
+    pub walk_hiding: Option<f64>,
+    #[serde(default)]
+    pub tenant_fill_rate: Option<f64>,
+    /// The error of the model as calibrate wrote it (exponent 1, the window probe's hiding).
+    pub as_written_error: f64,
+    /// Each exponent tried with `walk_hiding` 0, and its error.
+    pub errors: Vec<(f64, f64)>,
+}
+
+impl ShareFit {
+    /// (exponent, walk_hiding, tenants' rate) `host` takes, where a candidate other than the
+    /// model as written won.
+    pub fn taken(&self) -> Option<(f64, f64, f64)> {
+        Some((self.exponent, self.walk_hiding?, self.tenant_fill_rate?))
+    }
+
+    /// What the fit found, in one line.
+    pub fn summary(&self) -> String {
+        let list = self.errors.iter().map(|(a, e)| format!("{a} {e:.3}")).collect::<Vec<_>>().join(", ");
+        format!(
+            "the model on calibrate's chase read as k chases at once over both walk probes' footprints, against them (RMS of log ratios of ns a load, k from 2): as written {:.3}; with walk_hiding 0, by exponent: {list}",
+            self.as_written_error
+        )
+    }
+
+    fn from_toml(v: &toml::Value) -> Option<ShareFit> {
+        let exponent = v.get("exponent").and_then(toml_number).filter(|a| crate::mmu::machine::SHARE_EXPONENTS.contains(a))?;
+        let optional = |k: &str| match v.get(k) {
+            Some(x) => toml_number(x).filter(|x| *x >= 0.0 && x.is_finite()).map(Some),
+            None => Some(None),
+        };
+        let (walk_hiding, tenant_fill_rate) = (optional("walk_hiding")?, optional("tenant_fill_rate")?);
+        if walk_hiding.is_some() != tenant_fill_rate.is_some() {
+            return None;
+        }
+        let errors = v
+            .get("errors")?
+            .as_array()?
+            .iter()
+            .map(|pair| {
+                let a = pair.as_array().filter(|a| a.len() == 2)?;
+                Some((toml_number(&a[0])?, toml_number(&a[1])?))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(ShareFit { exponent, walk_hiding, tenant_fill_rate, as_written_error: v.get("as_written_error").and_then(toml_number)?, errors })
+    }
+
+    fn to_toml(&self) -> toml::Value {
+        let mut p = toml::map::Map::new();
+        p.insert("exponent".into(), toml::Value::Float(self.exponent));
+        if let Some(k) = self.walk_hiding {
+            p.insert("walk_hiding".into(), rounded(k));
+        }
+        if let Some(r) = self.tenant_fill_rate {
+            p.insert("tenant_fill_rate".into(), toml::Value::Float((r * 1e6).round() / 1e6));
+        }
+        let share = |x: f64| toml::Value::Float((x * 10000.0).round() / 10000.0);
+        p.insert("as_written_error".into(), share(self.as_written_error));
+        p.insert("errors".into(), toml::Value::Array(self.errors.iter().map(|&(a, e)| toml::Value::Array(vec![toml::Value::Float(a), share(e)])).collect()));
+        toml::Value::Table(p)
+    }
+}
+
+/// The `[cache]` keys the share's fit sets where a candidate other than the model as written
+/// won: `share_exponent`, and `walk_hiding` and `tenant_fill_rate` in place of the window
+/// probe's and the last level's fit's.
+fn insert_share_keys(cache: &mut toml::map::Map<String, toml::Value>, f: &ShareFit) {
+    if let Some((a, k, r)) = f.taken() {
+        cache.insert("share_exponent".into(), toml::Value::Float(a));
+        cache.insert("walk_hiding".into(), rounded(k));
+        cache.insert("tenant_fill_rate".into(), toml::Value::Float(r));
+    }
+}
+
 /// The source every number of calibration `k` starts from.
 fn measured_by(k: &Calibration) -> String {
     format!("measured by superpager calibrate on {} ({})", k.date, k.path)
@@ -1084,6 +1195,8 @@ pub fn read_calibration(path: &std::path::Path, cpu: &str, notes: &mut Vec<Strin
         frames: cal.get("frames").and_then(FrameProbe::from_toml),
         host_frames: cal.get("host_frames").and_then(HostFramesProbe::from_toml),
         window_probe: cal.get("window_probe").and_then(WindowProbe::from_toml),
+        walk_probe_far: cal.get("walk_probe_far").and_then(WalkProbe::from_toml),
+        share_fit: cal.get("share_fit").and_then(ShareFit::from_toml),
     })
 }
 
@@ -1564,9 +1677,13 @@ impl HostReport {
     pub fn fit_note(&self) -> Option<String> {
         let last = *self.data_caches().last()?;
         let fit = self.usable_calibration()?.last_level_fit.as_ref()?;
-        if let Some(r) = fit.tenant_fill_rate {
+        if let (Some(_), Some(r)) = (fit.tenant_fill_rate, self.tenant_fill_rate()) {
+            let keeps = match self.usable_calibration()?.share_fit.as_ref().and_then(|f| f.taken()) {
+                Some((a, _, _)) => format!("each run keeps the share F^a / (F^a + R^a) of its ways, F its own fills and a = {a} (calibrate's share fit, \"The share's exponent, fitted\")"),
+                None => "each run keeps the share of its ways that its own fills are of all fills".to_string(),
+            };
             return Some(format!(
-                "the L{} ({}) is shared with other tenants who fill it at {r:.4} lines a ns, the rate that leaves calibrate's chase the {} its last-level fit chose: each run keeps the share of its ways that its own fills are of all fills (docs/RUNTIME_MODEL.md, \"A last level shared by the second\")",
+                "the L{} ({}) is shared with other tenants who fill it at {r:.4} lines a ns, the rate that leaves calibrate's chase the {} its last-level fit chose: {keeps} (docs/RUNTIME_MODEL.md, \"A last level shared by the second\")",
                 last.level,
                 Bytes(last.bytes),
                 Bytes(fit.chosen)
@@ -1640,8 +1757,11 @@ impl HostReport {
 
     /// The rate at which other tenants fill the last level, where calibrate's fit gave one
     /// (`LastLevelFit::tenant_fill_rate`).
+    /// Where the share's fit took an exponent, the rate it set for it (`ShareFit::taken`).
     pub fn tenant_fill_rate(&self) -> Option<f64> {
-        self.usable_calibration()?.last_level_fit.as_ref()?.tenant_fill_rate
+        let c = self.usable_calibration()?;
+        let r = c.last_level_fit.as_ref()?.tenant_fill_rate?;
+        Some(c.share_fit.as_ref().and_then(|f| f.taken()).map_or(r, |(_, _, r)| r))
     }
 
     /// Concurrent page walks: calibrate's walk probe where it measured them, else the core
@@ -1734,6 +1854,9 @@ impl HostReport {
         }
         if let Some(r) = self.tenant_fill_rate() {
             t.insert("tenant_fill_rate".into(), toml::Value::Float(r));
+            if let Some(f) = self.usable_calibration().and_then(|c| c.share_fit.as_ref()) {
+                insert_share_keys(&mut t, f);
+            }
         }
         if let Some(n) = self.usable_calibration().and_then(|c| c.walk_probe.as_ref()?.bounds_norm_taken()) {
             t.insert("bounds_norm".into(), toml::Value::Float(n));
@@ -1846,13 +1969,17 @@ impl HostReport {
         }
         if let (Some(r), Some(k), Some(last)) = (self.tenant_fill_rate(), self.usable_calibration(), self.data_caches().last()) {
             let f = k.last_level_fit.as_ref().expect("a fill rate comes from the fit");
+            let (root, law) = match k.share_fit.as_ref().and_then(|s| s.taken()) {
+                Some((a, _, _)) => (format!("^(1/{a})"), "F^a / (F^a + R^a) with a the share's exponent".to_string()),
+                None => (String::new(), "F / (F + R)".to_string()),
+            };
             out.push((
                 format!("L{} shared", last.level),
                 format!("tenants fill {r:.4} lines a ns"),
                 format!(
-                    "measured by superpager calibrate on {} ({}): the rate R = F (C / s - 1) that leaves calibrate's chase, filling the level at F lines a ns, \
+                    "measured by superpager calibrate on {} ({}): the rate R = F (C / s - 1){root} that leaves calibrate's chase, filling the level at F lines a ns, \
                      the s = {} of C = {} its last-level fit chose ({}); the level is simulated whole and each run keeps w of its ways where \
-                     w / ways = F / (F + R), F its own fills ([cache] tenant_fill_rate; docs/RUNTIME_MODEL.md, \"A last level shared by the second\")",
+                     w / ways = {law}, F its own fills ([cache] tenant_fill_rate; docs/RUNTIME_MODEL.md, \"A last level shared by the second\")",
                     k.date,
                     k.path,
                     Bytes(f.chosen),
@@ -1860,6 +1987,22 @@ impl HostReport {
                     f.summary()
                 ),
             ));
+            if let Some(s) = &k.share_fit {
+                let (value, how) = match s.taken() {
+                    Some((a, h, _)) => (
+                        format!("{a}"),
+                        format!(
+                            "each run keeps w / ways = F^a / (F^a + R^a) of the level, R = F (C / s - 1)^(1/a) (so the chase keeps the size chosen),                              with walk_hiding {h} in place of the window probe's ([cache] share_exponent)"
+                        ),
+                    ),
+                    None => ("1".to_string(), "the model as calibrate wrote it was nearest, so [cache] keeps the exponent 1 and the window probe's walk_hiding".to_string()),
+                };
+                out.push((
+                    "share's exponent".to_string(),
+                    value,
+                    format!("fitted by superpager calibrate on {} ({}): {}; {how}; docs/RUNTIME_MODEL.md, \"The share's exponent, fitted\"", k.date, k.path, s.summary()),
+                ));
+            }
         }
         if n > 0 {
             let (v, src) = self.latency(n);

@@ -304,7 +304,7 @@ fn one() -> f64 {
 
 /// The values `[cache] share_exponent` and `+share_exponent` take: above 0 (at 0 every program
 /// would keep half the level whatever it fills), at most 4 (a share steeper than that is a step).
-const SHARE_EXPONENTS: std::ops::RangeInclusive<f64> = 0.01..=4.0;
+pub const SHARE_EXPONENTS: std::ops::RangeInclusive<f64> = 0.01..=4.0;
 
 fn four() -> f64 {
     4.0
