@@ -88,3 +88,50 @@ def test_the_far_probe_is_not_run_without_the_memory_for_it(monkeypatch):
     monkeypatch.setattr(cal, "walk_probe", lambda *_a, **_k: pytest.fail("the probe ran"))
     got, why = cal.walk_probe_far(cal.Path("/nonexistent"), 1 << 30, 1000, 1)
     assert got is None and why == "the far walk probe needs 6GiB free, and 5GiB is"
+
+
+LEVELS = cal._core.host_cache_levels()
+
+
+def _input(far: bool, shared: bool = True) -> dict:
+    """calibrate's input to the machine file with a shared last level fitted at 4MiB (no fit
+    run: `last_level_fit=False` keeps it as handed over), the two walk probes and a window probe."""
+    levels = [(n, s, w, 0.0) for n, s, w in LEVELS]
+    pts = [(fp, pg, 150.0 if pg == "2m" else 200.0) for fp in cal.footprints(1 << 30) for pg in ("2m", "4k")]
+    f = cal.fit(pts, levels, 3.0)
+    last = {"footprint": 1 << 30, "measured_4k_ns": 200.0, "measured_2m_ns": 150.0, "sizes": [8 << 20, 4 << 20],
+            "ns_4k": [190.0, 201.0], "ns_2m": [140.0, 151.0], "chosen": 4 << 20, "tenant_fill_rate": RATE if shared else None}
+    return {"cpu": "", "date": "2026-12-05", "method": "test", "clock_ghz": 3.0, "points": [list(p) for p in pts],
+            "walk_probe": NEAR, "walk_probe_far": FAR if far else None,
+            "window_probe": {"footprint": 1 << 30, "pads": [0, 16], "ns_4k": [17.5, 30.0], "ns_2m": [13.4, 25.0],
+                             "dep_4k": 286.8, "dep_2m": 185.1, "window": 233, "walk_hiding": 0.172},
+            **f, "last_level_fit": last}
+
+
+@pytest.mark.skipif(len(LEVELS) < 2, reason="CPUID and sysfs give fewer than two data-cache levels here")
+def test_fit_and_write_puts_the_fit_taken_into_cache_and_says_why_where_it_did_not_run(tmp_path, monkeypatch):
+    levels = [(n, s, w, 0.0) for n, s, w in LEVELS]
+    seen = []
+
+    def fit(_toml, probes, whole, kept, rate, _progress=None):
+        seen.append(([p["footprint"] for p in probes], whole, kept, rate))
+        return {"exponent": 0.7, "as_written_error": 0.2, "errors": [[1.0, 0.18], [0.7, 0.1]], "walk_hiding": 0.0,
+                "tenant_fill_rate": cal.share_rate(rate, whole, kept, 0.7)}
+
+    monkeypatch.setattr(cal, "fit_share_exponent", fit)
+    out = tmp_path / "host.toml"
+    inp = _input(far=True)
+    _, why = cal.fit_and_write(inp, levels, 1 << 30, out, last_level_fit=False)
+    assert why is None and seen == [([1 << 30, 4 << 30], levels[-1][1], 4 << 20, RATE)]
+    info = cal._core.machine_info(str(out))["cache"]
+    assert info["share_exponent"] == 0.7 and info["walk_hiding"] == 0.0
+    assert info["tenant_fill_rate"] == pytest.approx(cal.share_rate(RATE, levels[-1][1], 4 << 20, 0.7))
+    for kw, says in [(dict(inp=_input(far=False)), "no far walk probe"),
+                     (dict(inp=_input(far=True, shared=False)), "the last level's fit found no tenants"),
+                     (dict(inp=_input(far=True), share_fit=False), "not asked for (--no-share-fit)")]:
+        i = kw.pop("inp")
+        _, why = cal.fit_and_write(i, levels, 1 << 30, out, last_level_fit=False, **kw)
+        assert why.startswith(says), why
+        c = cal._core.machine_info(str(out))["cache"]
+        assert c["share_exponent"] == 1.0 and c["walk_hiding"] == pytest.approx(0.172), c
+    assert len(seen) == 1

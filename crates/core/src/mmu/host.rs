@@ -2000,7 +2000,12 @@ impl HostReport {
                 out.push((
                     "share's exponent".to_string(),
                     value,
-                    format!("fitted by superpager calibrate on {} ({}): {}; {how}; docs/RUNTIME_MODEL.md, \"The share's exponent, fitted\"", k.date, k.path, s.summary()),
+                    format!(
+                        "fitted by superpager calibrate on {} ({}): {}; {how}; docs/RUNTIME_MODEL.md, \"The share's exponent, fitted\"",
+                        k.date,
+                        k.path,
+                        s.summary()
+                    ),
                 ));
             }
         }
