@@ -722,8 +722,9 @@ def fit_share_exponent(machine_toml: str, probes: list[dict], whole: int, kept: 
                        for j, probe in enumerate((p["ns_4k"], p["ns_2m"])) if min(probe[i], probe[i1], got[j], at_one[j]) > 0]
             errors.append((a, round(math.sqrt(sum(sq) / len(sq)), 4) if sq else float("inf")))
     written = errors[0][1]
-    best_a, best = min(errors[1:], key=lambda e: e[1])  # min keeps the first of equals: the larger exponent
-    out = {"exponent": 1.0, "as_written_error": written, "errors": [[a, e] for a, e in errors[1:]]}
+    tried = [(float(a), e) for a, e in errors[1:] if a is not None]
+    best_a, best = min(tried, key=lambda e: e[1])  # min keeps the first of equals: the larger exponent
+    out = {"exponent": 1.0, "as_written_error": written, "errors": [[a, e] for a, e in tried]}
     if best < written:
         out.update(exponent=best_a, walk_hiding=0.0, tenant_fill_rate=share_rate(rate, whole, kept, best_a))
     return out
@@ -1126,7 +1127,8 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
     # Where the TLB splinters 2MB pages, one walk is timed against memory short of the TLB's reach.
     near = f["near_memory"] if probe and probe["splintered"] else None
     walk = walk_probe(chase_binary(), largest, steps, repeats, miss_ns=near["ns"] if near else None)
-    far, far_why = None, "not asked for (--no-share-fit)"
+    far: dict | None = None
+    far_why: str | None = "not asked for (--no-share-fit)"
     if share_fit:
         if progress:
             progress(len(pts), len(pts), f"the far walk probe (the same chains at {FAR_FACTOR * largest >> 20} MiB: how the share of the last level grows with the fills)")
