@@ -70,6 +70,32 @@ fn a_taken_fit_sets_the_exponent_the_rate_and_no_hiding_in_both_files() {
 }
 
 #[test]
+fn explain_gives_the_fits_hiding_and_the_window_probes_reading_beside_it() {
+    use superpager_core::mmu::host::WindowProbe;
+    let window = WindowProbe {
+        footprint: 1 << 30,
+        pads: vec![0, 16],
+        ns_4k: vec![17.5, 30.0],
+        ns_2m: vec![13.4, 25.0],
+        dep_4k: 286.8,
+        dep_2m: 185.1,
+        window: Some(233),
+        walk_hiding: Some(0.172),
+    };
+    for (share, shown) in [(Some(taken()), "0"), (None, "0.172")] {
+        let text = calibrated_toml(TEMPLATE, &CalibrationInput { window_probe: Some(window.clone()), ..input(share.clone()) }).unwrap();
+        let (cal, path) = common::read_calibration_back(&text, "share-hiding");
+        let r = common::two_level_report(cal);
+        let rows: HashMap<String, (String, String)> = r.explain().into_iter().map(|(k, v, s)| (k, (v, s))).collect();
+        let (k, why) = &rows["walks hidden in a full window"];
+        assert_eq!(k, shown, "{why}");
+        assert_eq!(share.is_some(), why.contains("which read 0.172"), "{why}");
+        assert_eq!(r.cache_toml().unwrap()["walk_hiding"].as_float(), Some(shown.parse().unwrap()));
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+}
+
+#[test]
 fn a_fit_the_model_as_written_won_changes_nothing_in_cache() {
     let kept = ShareFit { exponent: 1.0, walk_hiding: None, tenant_fill_rate: None, ..taken() };
     let with = calibrated_toml(TEMPLATE, &input(Some(kept.clone()))).unwrap();

@@ -2056,11 +2056,19 @@ impl HostReport {
                 let (w, src) = self.window();
                 out.push(("instruction window".to_string(), w.to_string(), src));
                 let k = p.walk_hiding.map_or("0 (none)".to_string(), |k| format!("{k:.3}"));
-                out.push((
-                    "walks hidden in a full window".to_string(),
-                    k,
-                    format!("calibrate's window probe on {} ({}): what 4KB pages add to its loads at each P, against what they add to one load alone ([cache] walk_hiding)", c.date, c.path),
-                ));
+                let probe = format!(
+                    "calibrate's window probe on {} ({}): what 4KB pages add to its loads at each P, against what they add to one load alone",
+                    c.date, c.path
+                );
+                // Where the share's fit took an exponent, its walk_hiding stands in for the probe's.
+                let (k, src) = match (c.share_fit.as_ref().and_then(|f| f.taken()), self.tenant_fill_rate()) {
+                    (Some((_, h, _)), Some(_)) => (
+                        format!("{h}"),
+                        format!("calibrate's share fit, with the share's exponent (\"The share's exponent, fitted\"; [cache] walk_hiding), in place of {probe}, which read {k}"),
+                    ),
+                    _ => (k, format!("{probe} ([cache] walk_hiding)")),
+                };
+                out.push(("walks hidden in a full window".to_string(), k, src));
             }
             for (item, (n, src)) in [("misses in flight", self.mlp()), ("page walks in flight", self.walkers())] {
                 out.push((item.to_string(), n.to_string(), src));
