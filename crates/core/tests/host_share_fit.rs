@@ -64,6 +64,7 @@ fn a_taken_fit_sets_the_exponent_the_rate_and_no_hiding_in_both_files() {
     let (a, why) = rows.get("share's exponent").unwrap_or_else(|| panic!("{:?}", rows.keys()));
     assert_eq!(a, "0.7");
     assert!(why.contains("as written 0.211") && why.contains("0.7 0.090"), "{why}");
+    assert!(why.contains("(so the chase keeps the size chosen), with walk_hiding 0 in place"), "one sentence, no run of spaces: {why}");
     assert!(rows["L2 shared"].1.contains("F^a / (F^a + R^a)"), "{}", rows["L2 shared"].1);
     assert!(r.fit_note().unwrap().contains("a = 0.7"));
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();

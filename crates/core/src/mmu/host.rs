@@ -294,15 +294,7 @@ impl WalkProbe {
             None => None,
         };
         let bounds_norm_errors = match v.get("bounds_norm_errors") {
-            Some(e) => Some(
-                e.as_array()?
-                    .iter()
-                    .map(|pair| {
-                        let a = pair.as_array().filter(|a| a.len() == 2)?;
-                        Some((toml_number(&a[0])?, toml_number(&a[1])?))
-                    })
-                    .collect::<Option<Vec<_>>>()?,
-            ),
+            Some(e) => Some(read_pairs(e)?),
             None => None,
         };
         Some(WalkProbe {
@@ -346,8 +338,7 @@ impl WalkProbe {
             p.insert("bounds_norm".into(), toml::Value::Float(n));
         }
         if let Some(e) = &self.bounds_norm_errors {
-            let pairs = e.iter().map(|&(n, err)| toml::Value::Array(vec![toml::Value::Float(n), rounded(err)])).collect();
-            p.insert("bounds_norm_errors".into(), toml::Value::Array(pairs));
+            p.insert("bounds_norm_errors".into(), pairs_toml(e, rounded));
         }
         self.insert_counts(&mut p, self.walkers);
         toml::Value::Table(p)
@@ -470,6 +461,23 @@ fn series_toml(footprint: u64, key: &str, counts: &[u32], ns_4k: &[f64], ns_2m: 
     p.insert("ns_4k".into(), toml::Value::Array(ns_4k.iter().copied().map(rounded).collect()));
     p.insert("ns_2m".into(), toml::Value::Array(ns_2m.iter().copied().map(rounded).collect()));
     p
+}
+
+/// A fit's (value tried, error) pairs as its table records them, `[[x, e], ...]`; None where any
+/// entry is not a pair of numbers.
+fn read_pairs(v: &toml::Value) -> Option<Vec<(f64, f64)>> {
+    v.as_array()?
+        .iter()
+        .map(|pair| {
+            let a = pair.as_array().filter(|a| a.len() == 2)?;
+            Some((toml_number(&a[0])?, toml_number(&a[1])?))
+        })
+        .collect()
+}
+
+/// The table `read_pairs` reads, each error written by `error`.
+fn pairs_toml(pairs: &[(f64, f64)], error: fn(f64) -> toml::Value) -> toml::Value {
+    toml::Value::Array(pairs.iter().map(|&(x, e)| toml::Value::Array(vec![toml::Value::Float(x), error(e)])).collect())
 }
 
 /// A number as the calibration file records it: to three decimals (a time in ns to the picosecond).
@@ -796,8 +804,8 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     }
     if let Some(r) = shared {
         cache.insert("tenant_fill_rate".into(), toml::Value::Float(r));
-        if let Some(f) = &c.share_fit {
-            insert_share_keys(cache, f);
+        if let Some(taken) = c.share_fit.as_ref().and_then(|f| f.taken()) {
+            insert_share_keys(cache, taken);
         }
     }
     if let Some(cost) = t.get_mut("cost").and_then(|x| x.as_table_mut()) {
@@ -1094,15 +1102,7 @@ impl ShareFit {
         if walk_hiding.is_some() != tenant_fill_rate.is_some() {
             return None;
         }
-        let errors = v
-            .get("errors")?
-            .as_array()?
-            .iter()
-            .map(|pair| {
-                let a = pair.as_array().filter(|a| a.len() == 2)?;
-                Some((toml_number(&a[0])?, toml_number(&a[1])?))
-            })
-            .collect::<Option<Vec<_>>>()?;
+        let errors = read_pairs(v.get("errors")?)?;
         Some(ShareFit { exponent, walk_hiding, tenant_fill_rate, as_written_error: v.get("as_written_error").and_then(toml_number)?, errors })
     }
 
@@ -1117,7 +1117,7 @@ impl ShareFit {
         }
         let share = |x: f64| toml::Value::Float((x * 10000.0).round() / 10000.0);
         p.insert("as_written_error".into(), share(self.as_written_error));
-        p.insert("errors".into(), toml::Value::Array(self.errors.iter().map(|&(a, e)| toml::Value::Array(vec![toml::Value::Float(a), share(e)])).collect()));
+        p.insert("errors".into(), pairs_toml(&self.errors, share));
         toml::Value::Table(p)
     }
 }
@@ -1125,12 +1125,10 @@ impl ShareFit {
 /// The `[cache]` keys the share's fit sets where a candidate other than the model as written
 /// won: `share_exponent`, and `walk_hiding` and `tenant_fill_rate` in place of the window
 /// probe's and the last level's fit's.
-fn insert_share_keys(cache: &mut toml::map::Map<String, toml::Value>, f: &ShareFit) {
-    if let Some((a, k, r)) = f.taken() {
-        cache.insert("share_exponent".into(), toml::Value::Float(a));
-        cache.insert("walk_hiding".into(), rounded(k));
-        cache.insert("tenant_fill_rate".into(), toml::Value::Float(r));
-    }
+fn insert_share_keys(cache: &mut toml::map::Map<String, toml::Value>, (a, k, r): (f64, f64, f64)) {
+    cache.insert("share_exponent".into(), toml::Value::Float(a));
+    cache.insert("walk_hiding".into(), rounded(k));
+    cache.insert("tenant_fill_rate".into(), toml::Value::Float(r));
 }
 
 /// The source every number of calibration `k` starts from.
@@ -1678,7 +1676,7 @@ impl HostReport {
         let last = *self.data_caches().last()?;
         let fit = self.usable_calibration()?.last_level_fit.as_ref()?;
         if let (Some(_), Some(r)) = (fit.tenant_fill_rate, self.tenant_fill_rate()) {
-            let keeps = match self.usable_calibration()?.share_fit.as_ref().and_then(|f| f.taken()) {
+            let keeps = match self.share_taken() {
                 Some((a, _, _)) => format!("each run keeps the share F^a / (F^a + R^a) of its ways, F its own fills and a = {a} (calibrate's share fit, \"The share's exponent, fitted\")"),
                 None => "each run keeps the share of its ways that its own fills are of all fills".to_string(),
             };
@@ -1756,12 +1754,19 @@ impl HostReport {
     }
 
     /// The rate at which other tenants fill the last level, where calibrate's fit gave one
-    /// (`LastLevelFit::tenant_fill_rate`).
-    /// Where the share's fit took an exponent, the rate it set for it (`ShareFit::taken`).
+    /// (`LastLevelFit::tenant_fill_rate`). Where the share's fit took an exponent, the rate it
+    /// set for it (`share_taken`).
     pub fn tenant_fill_rate(&self) -> Option<f64> {
+        let r = self.usable_calibration()?.last_level_fit.as_ref()?.tenant_fill_rate?;
+        Some(self.share_taken().map_or(r, |(_, _, r)| r))
+    }
+
+    /// (exponent, walk_hiding, tenants' rate) of calibrate's share fit, where it took an exponent
+    /// and the last level is shared (`ShareFit::taken`): what `host` takes from it.
+    fn share_taken(&self) -> Option<(f64, f64, f64)> {
         let c = self.usable_calibration()?;
-        let r = c.last_level_fit.as_ref()?.tenant_fill_rate?;
-        Some(c.share_fit.as_ref().and_then(|f| f.taken()).map_or(r, |(_, _, r)| r))
+        c.last_level_fit.as_ref()?.tenant_fill_rate?;
+        c.share_fit.as_ref()?.taken()
     }
 
     /// Concurrent page walks: calibrate's walk probe where it measured them, else the core
@@ -1854,8 +1859,8 @@ impl HostReport {
         }
         if let Some(r) = self.tenant_fill_rate() {
             t.insert("tenant_fill_rate".into(), toml::Value::Float(r));
-            if let Some(f) = self.usable_calibration().and_then(|c| c.share_fit.as_ref()) {
-                insert_share_keys(&mut t, f);
+            if let Some(taken) = self.share_taken() {
+                insert_share_keys(&mut t, taken);
             }
         }
         if let Some(n) = self.usable_calibration().and_then(|c| c.walk_probe.as_ref()?.bounds_norm_taken()) {
@@ -1969,7 +1974,7 @@ impl HostReport {
         }
         if let (Some(r), Some(k), Some(last)) = (self.tenant_fill_rate(), self.usable_calibration(), self.data_caches().last()) {
             let f = k.last_level_fit.as_ref().expect("a fill rate comes from the fit");
-            let (root, law) = match k.share_fit.as_ref().and_then(|s| s.taken()) {
+            let (root, law) = match self.share_taken() {
                 Some((a, _, _)) => (format!("^(1/{a})"), "F^a / (F^a + R^a) with a the share's exponent".to_string()),
                 None => (String::new(), "F / (F + R)".to_string()),
             };
@@ -1992,7 +1997,7 @@ impl HostReport {
                     Some((a, h, _)) => (
                         format!("{a}"),
                         format!(
-                            "each run keeps w / ways = F^a / (F^a + R^a) of the level, R = F (C / s - 1)^(1/a) (so the chase keeps the size chosen),                              with walk_hiding {h} in place of the window probe's ([cache] share_exponent)"
+                            "each run keeps w / ways = F^a / (F^a + R^a) of the level, R = F (C / s - 1)^(1/a) (so the chase keeps the size chosen), with walk_hiding {h} in place of the window probe's ([cache] share_exponent)"
                         ),
                     ),
                     None => ("1".to_string(), "the model as calibrate wrote it was nearest, so [cache] keeps the exponent 1 and the window probe's walk_hiding".to_string()),
@@ -2061,8 +2066,8 @@ impl HostReport {
                     c.date, c.path
                 );
                 // Where the share's fit took an exponent, its walk_hiding stands in for the probe's.
-                let (k, src) = match (c.share_fit.as_ref().and_then(|f| f.taken()), self.tenant_fill_rate()) {
-                    (Some((_, h, _)), Some(_)) => (
+                let (k, src) = match self.share_taken() {
+                    Some((_, h, _)) => (
                         format!("{h}"),
                         format!("calibrate's share fit, with the share's exponent (\"The share's exponent, fitted\"; [cache] walk_hiding), in place of {probe}, which read {k}"),
                     ),
