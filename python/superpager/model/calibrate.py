@@ -570,6 +570,22 @@ def tenant_fill_rate(whole: int, kept: int, fills: tuple[float, float]) -> float
     return round(sum(rates) / len(rates), 6)
 
 
+def relative_log_errors(got: tuple[float, float], at_ref: tuple[float, float], probe: dict, i: int, i_ref: int) -> list[float]:
+    """The walk probes' fits' (`fit_bounds_norm`, `fit_share_exponent`) terms for one point: on
+    4KB and on 2MB pages, the squared log of the model's time at the point relative to its time
+    at the reference point (`got`, `at_ref`: 4KB, 2MB), over the probe's time at its `i`th k
+    relative to its `i_ref`th. Taking both relative cancels what moved the whole probe (the
+    minute's state of a noisy machine); a page size where a time is not positive gives no term."""
+    return [math.log((got[j] / at_ref[j]) / (ns[i] / ns[i_ref])) ** 2
+            for j, ns in enumerate((probe["ns_4k"], probe["ns_2m"])) if min(ns[i], ns[i_ref], got[j], at_ref[j]) > 0]
+
+
+def rms(terms: list[float]) -> float:
+    """Root mean square of squared-error terms, to 4 places; infinite where there are none (a
+    candidate with no term is never the nearest)."""
+    return round(math.sqrt(sum(terms) / len(terms)), 4) if terms else float("inf")
+
+
 #: The norms the walk probe's fit tries (`fit_bounds_norm`): 0 is the largest bound alone.
 BOUNDS_NORMS = (0.0, 4.0, 3.0, 2.0, 1.5, 1.0)
 
@@ -616,9 +632,8 @@ def fit_bounds_norm(machine_toml: str, walk: dict, progress=None) -> dict | None
                     progress(done, runs, f"the bounds' norm: the model on the chase as {k} chases at once, norm {p:g}")
                 got = model_chase_ns(machine_toml, trace, settings(k, p))
                 done += 1
-                for j, probe in enumerate((walk["ns_4k"], walk["ns_2m"])):
-                    sq.append(math.log((got[j] / at_k0[j]) / (probe[i] / probe[i0])) ** 2)
-            errors.append([p, round(math.sqrt(sum(sq) / len(sq)), 4)])
+                sq += relative_log_errors(got, at_k0, walk, i, i0)
+            errors.append([p, rms(sq)])
     best = min(errors, key=lambda e: e[1])  # min keeps the first of equals: the largest alone
     return {"bounds_norm": best[0], "bounds_norm_errors": errors}
 
@@ -717,10 +732,8 @@ def fit_share_exponent(machine_toml: str, probes: list[dict], whole: int, kept: 
                     progress(done, total, f"the share's exponent: the model on the chase over {size_text(p['footprint'])} as {k} chases at once, {what}")
                 got = model_chase_ns(machine_toml, traces[p["footprint"]], f"+dependence=0+rob={k * ipa:g}{extra}")
                 done += 1
-                at_one, i1 = one[p["footprint"]], p["chains"].index(1)
-                sq += [math.log((got[j] / at_one[j]) / (probe[i] / probe[i1])) ** 2
-                       for j, probe in enumerate((p["ns_4k"], p["ns_2m"])) if min(probe[i], probe[i1], got[j], at_one[j]) > 0]
-            errors.append((a, round(math.sqrt(sum(sq) / len(sq)), 4) if sq else float("inf")))
+                sq += relative_log_errors(got, one[p["footprint"]], p, i, p["chains"].index(1))
+            errors.append((a, rms(sq)))
     written = errors[0][1]
     tried = [(float(a), e) for a, e in errors[1:] if a is not None]
     best_a, best = min(tried, key=lambda e: e[1])  # min keeps the first of equals: the larger exponent
