@@ -53,7 +53,10 @@ def test_the_last_levels_latency_is_read_where_the_size_tried_holds_the_chase_wh
     points = {(1 * mib, "2m"): 8.229, (2 * mib, "2m"): 16.553, (4 * mib, "2m"): 37.871, (8 * mib, "2m"): 130.194,
               (2 * mib, "4k"): 126.98}
     read = lambda size: cal.held_whole_cycles(points, mib, size, 3.789, 53.4)  # noqa: E731
-    assert read(4 * mib) == pytest.approx(37.871 * 3.789), "4MiB holds the 4MiB chase"
+    # 37.871 ns at 4MiB is over twice the 2MiB point's 16.553: memory served part of that chase,
+    # so no size is read from it (HELD_WHOLE_SPREAD), 4MiB included.
+    assert read(4 * mib) == pytest.approx(16.553 * 3.789), "the 4MiB point is not held whole"
+    assert read(8 * mib) == pytest.approx(16.553 * 3.789), "nor the 8MiB one"
     assert read(3 * mib) == pytest.approx(16.553 * 3.789), "3MiB holds the 2MiB chase, not the 4MiB one"
     assert read(2 * mib) == pytest.approx(16.553 * 3.789)
     assert read(1536 << 10) is None, "no point past the level above lies within 1536KiB"
@@ -62,6 +65,22 @@ def test_the_last_levels_latency_is_read_where_the_size_tried_holds_the_chase_wh
     assert cal.held_whole_cycles(points, mib, 2 * mib, 3.789, 80.0) == 80.0
     assert cal.held_whole_cycles({(2 * mib, "4k"): 126.98}, mib, 2 * mib, 3.789, 53.4) is None
 
+
+
+def test_a_point_a_shared_level_did_not_hold_is_passed_over_and_the_largest_it_held_is_read():
+    # The Zen 4 VM (1MiB L2, a 32MiB L3 shared), 2MB points at 2, 4 and 8MiB in two calibrations
+    # an hour apart (fifty-fourth and fifty-fifth sessions; clock 3.648 GHz, the L2 at 14.1 cycles).
+    mib, clock = 1 << 20, 3.648
+    quiet = {(2 * mib, "2m"): 13.882, (4 * mib, "2m"): 16.052, (8 * mib, "2m"): 18.193}
+    busy = {(2 * mib, "2m"): 13.565, (4 * mib, "2m"): 15.84, (8 * mib, "2m"): 62.167, (16 * mib, "2m"): 133.235}
+    assert cal.held_whole_cycles(quiet, mib, 8 * mib, clock, 14.1) == pytest.approx(18.193 * clock), "the largest held"
+    assert cal.held_whole_cycles(quiet, mib, 4 * mib, clock, 14.1) == pytest.approx(16.052 * clock)
+    # An hour later other tenants took part of the 8MiB chase (62.2 ns, 4.6x the 2MiB point).
+    assert cal.held_whole_cycles(busy, mib, 8 * mib, clock, 14.1) == pytest.approx(15.84 * clock)
+    assert cal.held_whole_cycles(busy, mib, 32 * mib, clock, 14.1) == pytest.approx(15.84 * clock)
+    # Right at the spread it is still held; just past it, not.
+    edge = {(2 * mib, "2m"): 10.0, (4 * mib, "2m"): 20.0, (8 * mib, "2m"): 20.01}
+    assert cal.held_whole_cycles(edge, mib, 8 * mib, 1.0, 1.0) == pytest.approx(20.0)
 
 def _input(levels):
     """calibrate's input to the machine file, with made-up latencies (the fit only needs a

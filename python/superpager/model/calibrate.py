@@ -811,11 +811,26 @@ def fit_memory(lines: list[tuple[float, float, float]], lo: float, hi: float) ->
     return best
 
 
+#: A 2MB chase point past the level above that reads more than this many times the fastest such
+#: point is not held whole by the last level, whatever size is tried: memory serves part of it.
+#: A level's hits do not double in latency between footprints it holds (the Zen 4 VM's L3 read
+#: 13.9, 16.1 and 18.2 ns at 2, 4 and 8MiB in the fifty-fourth session's bench), while memory
+#: is about ten times slower, so a point at twice has about a tenth of its steps going to memory
+#: (docs/RUNTIME_MODEL.md, "A point the level does not hold", fifty-fifth session).
+HELD_WHOLE_SPREAD = 2.0
+
+
 def held_whole_cycles(points: dict, above: int, size: int, clock: float, floor: float) -> float | None:
     """The last level's latency (cycles) at `size`: the 2MB chase at the largest footprint past
     the level above (`above` bytes) that `size` holds whole, at least `floor` (the level above's
-    latency); None where no point lies between."""
-    held = [(fp, ns) for (fp, pg), ns in points.items() if pg == "2m" and above < fp <= size]
+    latency); None where no point lies between. A point read at more than HELD_WHOLE_SPREAD
+    times the fastest past the level above is not held whole (other tenants of a shared level
+    took part of it while it ran) and is passed over."""
+    past = [(fp, ns) for (fp, pg), ns in points.items() if pg == "2m" and above < fp and ns > 0]
+    if not past:
+        return None
+    fastest = min(ns for _, ns in past)
+    held = [(fp, ns) for fp, ns in past if fp <= size and ns <= HELD_WHOLE_SPREAD * fastest]
     return max(max(held)[1] * clock, floor) if held else None
 
 
