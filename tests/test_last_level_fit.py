@@ -66,7 +66,6 @@ def test_the_last_levels_latency_is_read_where_the_size_tried_holds_the_chase_wh
     assert cal.held_whole_cycles({(2 * mib, "4k"): 126.98}, mib, 2 * mib, 3.789, 53.4) is None
 
 
-
 def test_a_point_a_shared_level_did_not_hold_is_passed_over_and_the_largest_it_held_is_read():
     # The Zen 4 VM (1MiB L2, a 32MiB L3 shared), 2MB points at 2, 4 and 8MiB in two calibrations
     # an hour apart (fifty-fourth and fifty-fifth sessions; clock 3.648 GHz, the L2 at 14.1 cycles).
@@ -81,6 +80,7 @@ def test_a_point_a_shared_level_did_not_hold_is_passed_over_and_the_largest_it_h
     # Right at the spread it is still held; just past it, not.
     edge = {(2 * mib, "2m"): 10.0, (4 * mib, "2m"): 20.0, (8 * mib, "2m"): 20.01}
     assert cal.held_whole_cycles(edge, mib, 8 * mib, 1.0, 1.0) == pytest.approx(20.0)
+
 
 def _input(levels):
     """calibrate's input to the machine file, with made-up latencies (the fit only needs a
