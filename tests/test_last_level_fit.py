@@ -125,6 +125,29 @@ def test_the_fit_finds_the_size_and_memorys_latency_at_which_the_model_takes_the
     assert got["rms"][at] <= got["rms"][2] and at <= 2, "the nearest pair; a tie keeps the larger size"
     assert got["ns_4k"][2] == pytest.approx(want[largest][0], rel=0.005), got
     assert os.environ.get("SUPERPAGER_CALIBRATION") == before, "the machine file read is put back"
+    # A shared level is written with the reuse law; an unshared one with none.
+    assert got.get("share_law") == ("reuse" if got["tenant_fill_rate"] is not None else None), got
+
+
+def test_host_takes_the_share_law_the_fit_wrote_and_the_depth_law_from_a_file_without_one(monkeypatch, tmp_path):
+    """`[calibration.last_level_fit] share_law` reaches host's `[cache] share_law`; a file from
+    before the key keeps the depth law, so it predicts as it did."""
+    levels = [(name, size, ways, 0.0) for name, size, ways in _core.host_cache_levels()]
+    if len(levels) < 2:
+        pytest.skip("CPUID and sysfs give fewer than two data-cache levels here")
+    import json
+    whole = levels[-1][1]
+    inp = _input(levels)
+    fit = {"footprint": 16 * whole, "measured_4k_ns": 300.0, "measured_2m_ns": 200.0, "sizes": [whole, whole // 8],
+           "ns_4k": [290.0, 300.0], "ns_2m": [190.0, 200.0], "chosen": whole // 8, "tenant_fill_rate": 0.06}
+    for law, want in (({"share_law": "reuse"}, "reuse"), ({}, "depth")):
+        path = tmp_path / f"host-{want}.toml"
+        text = _core.calibrated_host_toml(json.dumps({**inp, "last_level_fit": {**fit, **law}}))
+        assert ('share_law = "reuse"' in text) == (want == "reuse"), text
+        path.write_text(text)
+        monkeypatch.setenv("SUPERPAGER_CALIBRATION", str(path))
+        assert _core.machine_info("host")["cache"]["share_law"] == want
+        assert _core.machine_info("host+share_law=depth")["cache"]["share_law"] == "depth"
 
 
 def test_the_fit_needs_two_levels():

@@ -130,6 +130,9 @@ pub fn cycles_total(e: &Snapshot) -> f64 {
 /// far less than the model's own error; every reported counter still solves it afresh.
 pub const CLOCK_SHARE_EVERY: u64 = 1 << 16;
 
+/// Most steps of the reuse law's fixed point on the run's time (`CostInputs::shared_by_reuse`).
+const REUSE_FIXED_POINT_STEPS: usize = 100;
+
 /// The daemons' clock (`Engine::now`): `cycles_total`, except that where the machine's last
 /// level is shared (`[cache] tenant_fill_rate`) the share is the one solved at most
 /// `CLOCK_SHARE_EVERY` accesses ago, and the inputs are cut to it. Deterministic: when the
@@ -145,14 +148,16 @@ pub struct ClockShare {
 impl ClockShare {
     pub fn cycles(&self, e: &Snapshot) -> f64 {
         let m = &e.mmu.machine;
-        let i = CostInputs::of(e);
         let shared = m.cache.as_ref().is_some_and(|c| c.tenant_fill_rate.is_some());
         let cut = match self.solved.get() {
-            _ if !shared => i,
-            Some((at, ways)) if at <= i.accesses && i.accesses - at < CLOCK_SHARE_EVERY => i.with_last_level_ways(ways),
+            _ if !shared => CostInputs::of(e),
+            // Between solves, the depth law at the ways that kept as many hits (the reuse law's
+            // counts are not read: they are the larger part of the inputs, and this runs a fault).
+            Some((at, ways)) if at <= e.accesses && e.accesses - at < CLOCK_SHARE_EVERY => CostInputs::of_with(e, false).with_last_level_ways(ways),
             _ => {
+                let i = CostInputs::of(e);
                 let (cut, share) = i.shared(m);
-                self.solved.set(share.map(|s| (i.accesses, s.ways)));
+                self.solved.set(share.map(|s| (i.accesses, s.depth_ways)));
                 cut
             }
         };
@@ -188,6 +193,11 @@ pub struct CostInputs {
     /// ways the program keeps.
     pub last_depth_data: Vec<u64>,
     pub last_depth_walk: Vec<u64>,
+    /// Under the reuse law (`[cache] share_law = "reuse"`): its hits by depth and time since
+    /// last use (mmu/reuse.rs, `CacheLevel::reuse`: ways x `reuse::BUCKETS`), by the program
+    /// and by the walker; empty elsewhere.
+    pub last_reuse_data: Vec<u64>,
+    pub last_reuse_walk: Vec<u64>,
 }
 
 /// The part of a shared last level a run keeps (`CostInputs::shared`).
@@ -198,12 +208,20 @@ pub struct LastLevelShare {
     pub of_ways: usize,
     /// The program's own fills of the level a nanosecond at that share (F).
     pub fills_per_ns: f64,
+    /// The ways at which the depth law keeps as many hits as the share did (`ways` under the
+    /// depth law; under the reuse law, what the daemons' clock costs at between solves).
+    pub depth_ways: f64,
 }
 
 impl CostInputs {
     pub fn of(e: &Snapshot) -> CostInputs {
-        let ([cache_data, cache_walk], [last_depth_data, last_depth_walk]) = match &e.mmu.caches {
-            Some(c) => c.served_by_both(),
+        CostInputs::of_with(e, true)
+    }
+
+    /// `of`, with the reuse law's counts (`last_reuse_*`) read only where `reuse`.
+    pub fn of_with(e: &Snapshot, reuse: bool) -> CostInputs {
+        let ([cache_data, cache_walk], [last_depth_data, last_depth_walk], [last_reuse_data, last_reuse_walk]) = match &e.mmu.caches {
+            Some(c) => c.served_depths_reuse(reuse),
             None => Default::default(),
         };
         CostInputs {
@@ -227,6 +245,8 @@ impl CostInputs {
             cache_walk,
             last_depth_data,
             last_depth_walk,
+            last_reuse_data,
+            last_reuse_walk,
         }
     }
 
@@ -250,6 +270,8 @@ impl CostInputs {
             cache_walk: sub(&self.cache_walk, &earlier.cache_walk),
             last_depth_data: sub(&self.last_depth_data, &earlier.last_depth_data),
             last_depth_walk: sub(&self.last_depth_walk, &earlier.last_depth_walk),
+            last_reuse_data: sub(&self.last_reuse_data, &earlier.last_reuse_data),
+            last_reuse_walk: sub(&self.last_reuse_walk, &earlier.last_reuse_walk),
         }
     }
 
@@ -282,6 +304,46 @@ impl CostInputs {
         }
     }
 
+    /// `cut_into` under the reuse law (mmu/reuse.rs), into `out`: each hit the level whole
+    /// served kept by its chance that fewer tenants' lines than the ways above it entered its
+    /// set since its last use, `per_gap` of them to a set for each of the level's references
+    /// between (`reuse::kept`), rounded.
+    fn cut_reuse_into(&self, of_ways: usize, per_gap: f64, out: &mut CostInputs) {
+        let pairs = [(&mut out.cache_data, &self.cache_data, &self.last_reuse_data), (&mut out.cache_walk, &self.cache_walk, &self.last_reuse_walk)];
+        for (served, whole, hist) in pairs {
+            served.copy_from_slice(whole);
+            let n = served.len();
+            if n < 2 || hist.len() != of_ways * crate::mmu::reuse::BUCKETS {
+                continue;
+            }
+            let kept = (crate::mmu::reuse::kept(hist, of_ways, per_gap).round() as u64).min(served[n - 2]);
+            let moved = served[n - 2] - kept;
+            served[n - 2] -= moved;
+            served[n - 1] += moved;
+        }
+    }
+
+    /// The ways at which the depth law (`cut_into`) keeps as many of the last level's hits as
+    /// `cut` (these inputs cut some other way) does: the share a stale clock costs at.
+    fn depth_ways_keeping(&self, cut: &CostInputs) -> f64 {
+        let n = self.cache_data.len();
+        if n < 2 {
+            return 0.0;
+        }
+        let kept = (cut.cache_data[n - 2] + cut.cache_walk[n - 2]) as f64;
+        let at = |d: usize| self.last_depth_data.get(d).copied().unwrap_or(0) + self.last_depth_walk.get(d).copied().unwrap_or(0);
+        let of_ways = self.last_depth_data.len().max(self.last_depth_walk.len());
+        let mut sum = 0.0;
+        for d in 0..of_ways {
+            let here = at(d) as f64;
+            if sum + here >= kept {
+                return d as f64 + if here > 0.0 { (kept - sum) / here } else { 0.0 };
+            }
+            sum += here;
+        }
+        of_ways as f64
+    }
+
     /// The share of a shared last level (`[cache] tenant_fill_rate` R) this run keeps, and the
     /// inputs cut to it. Other tenants fill the level at R lines a ns and the program at F, its
     /// references that reach memory over its time; under LRU each keeps the share of the ways
@@ -290,7 +352,9 @@ impl CostInputs {
     /// F(w)^a / (F(w)^a + R^a): the right side still rises with F). The w is found by bisection
     /// (60 halvings of [0, W]): at w = 0 the left side is 0 and the right positive, at W the left
     /// is 1 and the right below it, so a root lies between. None where the level is not shared; where no
-    /// reference reaches the level the program keeps all of it (nothing depends on it).
+    /// reference reaches the level the program keeps all of it (nothing depends on it). That is
+    /// the depth law; under the reuse law (`[cache] share_law = "reuse"`) the hits are kept by
+    /// the time since each line's last use instead (`shared_by_reuse`).
     pub fn shared(&self, m: &crate::mmu::machine::Machine) -> (CostInputs, Option<LastLevelShare>) {
         let Some(rate) = m.cache.as_ref().and_then(|c| c.tenant_fill_rate) else { return (self.clone(), None) };
         let of_ways = self.last_depth_data.len().max(self.last_depth_walk.len());
@@ -298,6 +362,11 @@ impl CostInputs {
             return (self.clone(), None);
         }
         let w_all = of_ways as f64;
+        if m.cache.as_ref().is_some_and(|c| c.share_law == crate::mmu::cache::ShareLaw::Reuse)
+            && !(self.last_reuse_data.is_empty() && self.last_reuse_walk.is_empty())
+        {
+            return self.shared_by_reuse(m, rate, of_ways);
+        }
         // F at w ways: lines from memory a ns of the time the model gives the run with them,
         // with `cut` (a copy of these inputs) cut to w ways.
         let mut cut = self.clone();
@@ -314,7 +383,7 @@ impl CostInputs {
         };
         if fills(0.0, &mut cut) <= 0.0 {
             let f = fills(w_all, &mut cut);
-            return (cut, Some(LastLevelShare { ways: w_all, of_ways, fills_per_ns: f }));
+            return (cut, Some(LastLevelShare { ways: w_all, of_ways, fills_per_ns: f, depth_ways: w_all }));
         }
         // LRU's proportional share at 1 (the same arithmetic as before the exponent existed, so
         // results without the key are unchanged to the bit); F^a / (F^a + R^a) otherwise.
@@ -333,7 +402,58 @@ impl CostInputs {
             }
         }
         let f = fills(hi, &mut cut);
-        (cut, Some(LastLevelShare { ways: hi, of_ways, fills_per_ns: f }))
+        (cut, Some(LastLevelShare { ways: hi, of_ways, fills_per_ns: f, depth_ways: hi }))
+    }
+
+    /// `shared` under the reuse law (`[cache] share_law = "reuse"`, mmu/reuse.rs): every hit
+    /// the level whole served is kept by its chance that fewer tenants' lines than the ways
+    /// above it entered its set since its last use, the tenants bringing in R_e lines a ns over
+    /// the level's S sets, and the time since the last use the line's gap in the level's
+    /// references times the run's ns a reference. That time is the model's with the hits kept,
+    /// so it is a fixed point: from the level whole (the shortest time), each step cuts the hits
+    /// at the time the step before gave, which only lengthens it, until it moves by less than a
+    /// part in 10^9 (at most REUSE_FIXED_POINT_STEPS steps). R_e is R at the exponent 1; with an
+    /// exponent a, the rate that leaves the program's fills F the share F^a / (F^a + R^a) under
+    /// LRU's proportional law, F (R / F)^a. The share reported is that share of the ways at the
+    /// F found, and `depth_ways` the ways at which the depth law keeps as many hits.
+    fn shared_by_reuse(&self, m: &crate::mmu::machine::Machine, rate: f64, of_ways: usize) -> (CostInputs, Option<LastLevelShare>) {
+        let spec = m.cache.as_ref().expect("a shared level has a [cache]");
+        let a = spec.share_exponent;
+        let w_all = of_ways as f64;
+        let sets = spec.levels.last().map_or(1.0, |l| ((l.bytes / spec.line_bytes as u64) / (l.ways as u64).max(1)).max(1) as f64);
+        let n = self.cache_data.len();
+        let level_refs = (self.cache_data[n - 2] + self.cache_data[n - 1] + self.cache_walk[n - 2] + self.cache_walk[n - 1]) as f64;
+        // The model's time (ns) and the program's fills of the level with `cut`'s hits.
+        let time_and_fills = |cut: &CostInputs| {
+            let cycles: f64 = cost_parts_of(m, cut).iter().map(|(_, v)| v).sum();
+            let dram = cut.cache_data[n - 1] + cut.cache_walk[n - 1];
+            (cycles / m.clock_ghz.max(1e-9), dram as f64)
+        };
+        let mut cut = self.clone();
+        let (mut ns, mut dram) = time_and_fills(&cut);
+        if level_refs > 0.0 && ns > 0.0 {
+            for _ in 0..REUSE_FIXED_POINT_STEPS {
+                let f = (dram / ns).max(1e-12);
+                let r_e = if a == 1.0 { rate } else { f * (rate / f).powf(a) };
+                self.cut_reuse_into(of_ways, r_e * ns / level_refs / sets, &mut cut);
+                let (now_ns, now_dram) = time_and_fills(&cut);
+                let settled = (now_ns - ns).abs() <= 1e-9 * ns;
+                (ns, dram) = (now_ns, now_dram);
+                if settled {
+                    break;
+                }
+            }
+        }
+        let f = if ns > 0.0 { dram / ns } else { 0.0 };
+        let share = if f <= 0.0 {
+            1.0
+        } else if a == 1.0 {
+            f / (f + rate)
+        } else {
+            f.powf(a) / (f.powf(a) + rate.powf(a))
+        };
+        let depth_ways = self.depth_ways_keeping(&cut);
+        (cut, Some(LastLevelShare { ways: w_all * share, of_ways, fills_per_ns: f, depth_ways }))
     }
 }
 

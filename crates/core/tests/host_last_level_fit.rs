@@ -22,6 +22,7 @@ fn fit() -> LastLevelFit {
         rms: vec![],
         level_cycles: vec![],
         tenant_fill_rate: None,
+        share_law: None,
     }
 }
 

@@ -24,6 +24,7 @@ fn fit(level_cycles: Vec<f64>) -> LastLevelFit {
         rms: vec![0.1037, 0.0818, 0.1052],
         level_cycles,
         tenant_fill_rate: None,
+        share_law: None,
     }
 }
 

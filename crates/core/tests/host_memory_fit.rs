@@ -23,6 +23,7 @@ fn fit() -> LastLevelFit {
         rms: vec![0.0675, 0.0453, 0.1188],
         level_cycles: vec![],
         tenant_fill_rate: None,
+        share_law: None,
     }
 }
 

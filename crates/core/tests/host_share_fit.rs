@@ -22,6 +22,7 @@ fn shared_fit() -> LastLevelFit {
         rms: vec![],
         level_cycles: vec![],
         tenant_fill_rate: Some(0.0624),
+        share_law: None,
     }
 }
 

@@ -172,6 +172,7 @@ fn machine_info(py: Python<'_>, spec: &str) -> PyResult<PyObject> {
             x.set_item("walk_hiding", c.walk_hiding)?;
             x.set_item("tenant_fill_rate", c.tenant_fill_rate)?;
             x.set_item("share_exponent", c.share_exponent)?;
+            x.set_item("share_law", c.share_law.name())?;
             x.set_item("bounds_norm", c.bounds_norm)?;
             d.set_item("cache", x)?;
         }

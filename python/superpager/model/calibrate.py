@@ -915,10 +915,20 @@ def fit_last_level(inp: dict, levels: list[tuple[str, int, int, float]], footpri
             memory.append(cycles)
             rms.append(round(e, 6))
     best = min(range(len(sizes)), key=lambda i: (round(rms[i], 6), i))
-    return {"footprint": footprint, "measured_4k_ns": measured_4k, "measured_2m_ns": measured_2m,
-            "sizes": sizes, "ns_4k": ns_4k, "ns_2m": ns_2m, "chosen": sizes[best],
-            "footprints": fps, "memory_cycles": memory, "rms": rms, "level_cycles": level,
-            "tenant_fill_rate": tenant_fill_rate(levels[-1][1], sizes[best], fills[best])}
+    rate = tenant_fill_rate(levels[-1][1], sizes[best], fills[best])
+    out = {"footprint": footprint, "measured_4k_ns": measured_4k, "measured_2m_ns": measured_2m,
+           "sizes": sizes, "ns_4k": ns_4k, "ns_2m": ns_2m, "chosen": sizes[best],
+           "footprints": fps, "memory_cycles": memory, "rms": rms, "level_cycles": level,
+           "tenant_fill_rate": rate}
+    if rate is not None:
+        out["share_law"] = SHARE_LAW
+    return out
+
+
+#: How a share of a shared last level keeps its hits in the machine files calibrate writes
+#: (`[cache] share_law`; mmu/reuse.rs; docs/RUNTIME_MODEL.md, "A share that remembers when a
+#: line was last used").
+SHARE_LAW = "reuse"
 
 
 #: The frame probe's region: large enough that a few thousand runs of frames show (65,536

@@ -110,6 +110,13 @@ pub struct CacheSpec {
     /// the rate R (C / s - 1)^(1/a - 1) (C the level, s the share the last level's fit chose), so
     /// that its chase keeps that share; `+share_exponent=A` sets it alone.
     pub share_exponent: f64,
+    /// How a share of w ways keeps a shared last level's hits (mmu/reuse.rs): `Depth`, each hit
+    /// found within the set's w most recent lines (what a level of the same sets in w ways
+    /// serves); `Reuse`, each hit by the chance that fewer tenants' lines than the ways left
+    /// above it entered its set since its last use. `[cache] share_law`, "depth" where absent;
+    /// calibrate writes "reuse" (docs/RUNTIME_MODEL.md, "A share that remembers when a line was
+    /// last used"); `+share_law=L` sets it.
+    pub share_law: ShareLaw,
     /// How the window's bound combines with the resources it waits on (fill buffers, walkers:
     /// `OverlapBounds`): None, the largest alone; Some(p), the p-norm of the window's bound and
     /// of each resource the window holds more demand for than it has (its misses or walks in
@@ -118,6 +125,32 @@ pub struct CacheSpec {
     /// the largest is. p from calibrate's walk probe where `calibrate --bounds-norm-fit` fitted it
     /// (docs/RUNTIME_MODEL.md, "Bounds near each other"); `+bounds_norm=P` sets it, 0 unsets.
     pub bounds_norm: Option<f64>,
+}
+
+/// How a shared last level's share keeps hits (`CacheSpec::share_law`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShareLaw {
+    #[default]
+    Depth,
+    Reuse,
+}
+
+impl ShareLaw {
+    pub fn parse(v: &str) -> Option<ShareLaw> {
+        match v {
+            "depth" => Some(ShareLaw::Depth),
+            "reuse" => Some(ShareLaw::Reuse),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ShareLaw::Depth => "depth",
+            ShareLaw::Reuse => "reuse",
+        }
+    }
 }
 
 /// The window's bound and the others (each with whether the window holds more demand for it
@@ -158,6 +191,7 @@ impl CacheSpec {
             walk_hiding: 0.0,
             tenant_fill_rate: None,
             share_exponent: 1.0,
+            share_law: ShareLaw::Depth,
             bounds_norm: None,
         }
     }
@@ -197,6 +231,16 @@ pub struct CacheLevel {
     /// the depth the line was found at in its set (0: the most recent), by requester; `ways`
     /// entries. Empty elsewhere (the hot path then never looks at depths).
     pub depth: Vec<[u64; 2]>,
+    /// Under the reuse law (`CacheSpec::share_law`, mmu/reuse.rs): hits by (depth, bucket of
+    /// the level's references since the line's last use), `ways` x `reuse::BUCKETS` entries,
+    /// by requester. Empty elsewhere.
+    pub reuse: Vec<[u64; 2]>,
+    /// Under the reuse law: the level's reference count when each line was last used, in the
+    /// set's order (the line at depth d of set s at `s * ways + d`), so that it moves as the tags
+    /// do. Empty elsewhere.
+    stamps: crate::hint::HostArray<u64>,
+    /// References to the level so far (the reuse law's clock).
+    clock: u64,
 }
 
 impl CacheLevel {
@@ -208,8 +252,9 @@ impl CacheLevel {
         (sets, ways, if sets.is_power_of_two() { sets.trailing_zeros() } else { 0 })
     }
 
-    /// `by_depth`: count hits by their depth in the set (`depth`).
-    fn new(spec: &CacheLevelSpec, line_bytes: u32, by_depth: bool) -> CacheLevel {
+    /// `by_depth`: count hits by their depth in the set (`depth`); `by_reuse` (with it): and by
+    /// the time since their last use (`reuse`).
+    fn new(spec: &CacheLevelSpec, line_bytes: u32, by_depth: bool, by_reuse: bool) -> CacheLevel {
         let (sets, ways, tag_shift) = CacheLevel::shape(spec, line_bytes);
         let set_mask = if sets.is_power_of_two() { sets as u64 - 1 } else { 0 };
         let wide_row = lru_set::wide32_row(ways as u32);
@@ -227,7 +272,27 @@ impl CacheLevel {
             hits: [0; 2],
             misses: [0; 2],
             depth: if by_depth { vec![[0; 2]; ways] } else { Vec::new() },
+            reuse: if by_depth && by_reuse { vec![[0; 2]; ways * super::reuse::BUCKETS] } else { Vec::new() },
+            stamps: crate::hint::HostArray::filled(if by_depth && by_reuse { sets * ways } else { 0 }, 0),
+            clock: 0,
         }
+    }
+
+    /// Under the reuse law: count a reference to `line` by requester `r` that was `found` at
+    /// that depth (None: a miss, the line now at the front), and move the set's stamps as
+    /// `access_depth` moved its tags (move to front, the least recent out on a miss).
+    #[inline(always)]
+    fn stamp(&mut self, line: u64, found: Option<usize>, r: usize) {
+        let base = self.set_of(line) * self.ways;
+        let now = self.clock;
+        self.clock += 1;
+        let last = found.unwrap_or(self.ways - 1);
+        if let Some(d) = found {
+            let gap = now - self.stamps[base + d];
+            self.reuse[d * super::reuse::BUCKETS + super::reuse::bucket(gap)][r] += 1;
+        }
+        self.stamps.copy_within(base..base + last, base + 1);
+        self.stamps[base] = now;
     }
 
     /// The set `line` maps to: its low bits, or, when the sets are not a power of two (a
@@ -343,7 +408,11 @@ impl CacheState {
             if !l.depth.is_empty() {
                 // A shared level: where in its set the line was found (`CacheLevel::depth`).
                 // SAFETY: the caller's contract, passed on.
-                if let Some(d) = unsafe { l.access_depth::<WIDE>(line) } {
+                let found = unsafe { l.access_depth::<WIDE>(line) };
+                if !l.stamps.is_empty() {
+                    l.stamp(line, found, r);
+                }
+                if let Some(d) = found {
                     l.hits[r] += 1;
                     l.depth[d][r] += 1;
                     return i;
@@ -366,11 +435,20 @@ impl CacheState {
             if !l.far {
                 continue;
             }
-            let base = l.set_of(line) * l.row;
+            let set = l.set_of(line);
+            let base = set * l.row;
             crate::hint::prefetch(&l.tags[base]);
             if l.row > 16 {
                 // A row of more than 16 tags spans a second host line.
                 crate::hint::prefetch(&l.tags[base + 16]);
+            }
+            if !l.stamps.is_empty() {
+                // The reuse law's stamps for the set: 8 to a host line.
+                let at = set * l.ways;
+                crate::hint::prefetch(&l.stamps[at]);
+                if l.ways > 8 {
+                    crate::hint::prefetch(&l.stamps[(at + l.ways - 1).min(l.stamps.len() - 1)]);
+                }
             }
         }
     }
@@ -528,6 +606,9 @@ impl CacheState {
     }
 }
 
+/// Counts for the program (0) and the walker (1).
+pub type ByRequester = [Vec<u64>; 2];
+
 /// What one level served, by requester (`Caches::counts`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LevelCounts {
@@ -536,6 +617,8 @@ pub struct LevelCounts {
     pub misses: [u64; 2],
     /// A shared level's hits by depth in the set (`CacheLevel::depth`); empty elsewhere.
     pub depth: Vec<[u64; 2]>,
+    /// Under the reuse law, its hits by depth and time since last use (`CacheLevel::reuse`).
+    pub reuse: Vec<[u64; 2]>,
 }
 
 /// The levels, what they served, and the queue of references the replaying levels have not
@@ -565,7 +648,8 @@ impl Caches {
     pub fn with_replay_thread(spec: &CacheSpec, thread: bool) -> Caches {
         // Only the last level is shared with other tenants (`tenant_fill_rate`).
         let shared = |i: usize| spec.tenant_fill_rate.is_some() && i + 1 == spec.levels.len();
-        let levels: Vec<CacheLevel> = spec.levels.iter().enumerate().map(|(i, l)| CacheLevel::new(l, spec.line_bytes, shared(i))).collect();
+        let by_reuse = spec.share_law == ShareLaw::Reuse;
+        let levels: Vec<CacheLevel> = spec.levels.iter().enumerate().map(|(i, l)| CacheLevel::new(l, spec.line_bytes, shared(i), by_reuse)).collect();
         let wide = levels.iter().any(|l| l.wide);
         let replay = Replay::Here(CacheState { levels, dram: [0; 2], wide });
         let inner = Inner { batch: Batch::EMPTY, replay, pending_first_level_hits: 0, reads: 0, refs: 0 };
@@ -700,7 +784,7 @@ impl Caches {
     pub fn counts(&self) -> (Vec<LevelCounts>, [u64; 2]) {
         let mut i = self.inner.borrow_mut();
         let rest = i.settle();
-        let of = |l: &CacheLevel| LevelCounts { name: l.name.clone(), hits: l.hits, misses: l.misses, depth: l.depth.clone() };
+        let of = |l: &CacheLevel| LevelCounts { name: l.name.clone(), hits: l.hits, misses: l.misses, depth: l.depth.clone(), reuse: l.reuse.clone() };
         (self.first.iter().chain(&rest.levels).map(of).collect(), rest.dram)
     }
 
@@ -728,10 +812,20 @@ impl Caches {
     /// `served` and `last_level_depths` for the program and the walker, in that order, from one
     /// read of the counts (each read settles the queue, waiting on the replay thread).
     pub fn served_by_both(&self) -> ([Vec<u64>; 2], [Vec<u64>; 2]) {
-        let (levels, dram) = self.counts();
-        let served = |r: usize| levels.iter().map(|l| l.hits[r]).chain(std::iter::once(dram[r])).collect();
+        let (served, depths, _) = self.served_depths_reuse(false);
+        (served, depths)
+    }
+
+    /// `served_by_both`, and under the reuse law (with `reuse`) the last level's hits by depth
+    /// and time since last use (`CacheLevel::reuse`), by requester; empty elsewhere.
+    pub fn served_depths_reuse(&self, reuse: bool) -> (ByRequester, ByRequester, ByRequester) {
+        let mut i = self.inner.borrow_mut();
+        let rest = i.settle();
+        let levels: Vec<&CacheLevel> = self.first.iter().chain(&rest.levels).collect();
+        let served = |r: usize| levels.iter().map(|l| l.hits[r]).chain(std::iter::once(rest.dram[r])).collect();
         let depths = |r: usize| levels.last().map_or(Vec::new(), |l| l.depth.iter().map(|d| d[r]).collect());
-        ([served(0), served(1)], [depths(0), depths(1)])
+        let by_reuse = |r: usize| if reuse { levels.last().map_or(Vec::new(), |l| l.reuse.iter().map(|d| d[r]).collect()) } else { Vec::new() };
+        ([served(0), served(1)], [depths(0), depths(1)], [by_reuse(0), by_reuse(1)])
     }
 }
 

@@ -14,6 +14,7 @@
 //!
 //! CPUID is injected (`Cpuid`), so the decoders are tested on recorded register values.
 
+use super::cache::ShareLaw;
 use crate::units::Bytes;
 
 /// One CPUID query: (leaf, subleaf) -> [eax, ebx, ecx, edx].
@@ -807,6 +808,9 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
         if let Some(taken) = c.share_fit.as_ref().and_then(|f| f.taken()) {
             insert_share_keys(cache, taken);
         }
+        if let Some(f) = &c.last_level_fit {
+            f.insert_share_law(cache);
+        }
     }
     if let Some(cost) = t.get_mut("cost").and_then(|x| x.as_table_mut()) {
         cost.insert("clock_ghz".into(), toml::Value::Float(c.clock_ghz));
@@ -935,6 +939,11 @@ pub struct LastLevelFit {
     /// second"). None in files written before it.
     #[serde(default)]
     pub tenant_fill_rate: Option<f64>,
+    /// How a share of the level keeps its hits where it is shared (cache.rs
+    /// `CacheSpec::share_law`): the reuse law in files calibrate writes since it existed, the
+    /// depth law in files from before (absent).
+    #[serde(default)]
+    pub share_law: Option<ShareLaw>,
 }
 
 impl LastLevelFit {
@@ -1017,7 +1026,19 @@ impl LastLevelFit {
             rms,
             level_cycles,
             tenant_fill_rate: v.get("tenant_fill_rate").and_then(toml_number).filter(|r| *r > 0.0 && r.is_finite()),
+            share_law: match v.get("share_law") {
+                Some(l) => Some(ShareLaw::parse(l.as_str()?)?),
+                None => None,
+            },
         })
+    }
+
+    /// The `[cache] share_law` a shared level takes from the fit: "reuse" where the fit says so
+    /// (nothing is written for the depth law, the default).
+    fn insert_share_law(&self, cache: &mut toml::map::Map<String, toml::Value>) {
+        if self.tenant_fill_rate.is_some() && self.share_law == Some(ShareLaw::Reuse) {
+            cache.insert("share_law".into(), toml::Value::String(ShareLaw::Reuse.name().into()));
+        }
     }
 
     fn to_toml(&self) -> toml::Value {
@@ -1033,6 +1054,9 @@ impl LastLevelFit {
         p.insert("chosen".into(), size(&self.chosen));
         if let Some(r) = self.tenant_fill_rate {
             p.insert("tenant_fill_rate".into(), toml::Value::Float((r * 1e6).round() / 1e6));
+        }
+        if let Some(l) = self.share_law {
+            p.insert("share_law".into(), toml::Value::String(l.name().into()));
         }
         if !self.footprints.is_empty() {
             p.insert("footprints".into(), toml::Value::Array(self.footprints.iter().map(size).collect()));
@@ -1862,6 +1886,9 @@ impl HostReport {
             if let Some(taken) = self.share_taken() {
                 insert_share_keys(&mut t, taken);
             }
+            if let Some(f) = self.usable_calibration().and_then(|c| c.last_level_fit.as_ref()) {
+                f.insert_share_law(&mut t);
+            }
         }
         if let Some(n) = self.usable_calibration().and_then(|c| c.walk_probe.as_ref()?.bounds_norm_taken()) {
             t.insert("bounds_norm".into(), toml::Value::Float(n));
@@ -2013,6 +2040,19 @@ impl HostReport {
                     ),
                 ));
             }
+            let (law, how) = match f.share_law {
+                Some(ShareLaw::Reuse) => (
+                    "reuse",
+                    "a hit the level whole served is kept by the chance that fewer tenants' lines than the ways above it entered its set since the line's last use, \
+                     the tenants bringing in R lines a ns over the level's sets (with the share's exponent a, F (R / F)^a), for the time the model gives the run",
+                ),
+                _ => ("depth", "a hit is kept where it was found within the w most recent lines of its set (this calibration is from before the reuse law)"),
+            };
+            out.push((
+                "share's law".to_string(),
+                law.to_string(),
+                format!("written by superpager calibrate on {} ({}): {how} ([cache] share_law; docs/RUNTIME_MODEL.md, \"A share that remembers when a line was last used\")", k.date, k.path),
+            ));
         }
         if n > 0 {
             let (v, src) = self.latency(n);

@@ -2,7 +2,7 @@
 //! Loaded from TOML (presets ship in `crates/core/src/machines/`, each constant with its source).
 //! Every error names the file and the key.
 
-use super::cache::{CacheLevelSpec, CacheSpec};
+use super::cache::{CacheLevelSpec, CacheSpec, ShareLaw};
 use super::tlb::Replacement;
 use crate::error::{Error, Result};
 use crate::units::PageSize;
@@ -264,6 +264,9 @@ struct CacheFile {
     /// proportional share, where absent.
     #[serde(default = "one")]
     share_exponent: f64,
+    /// How a share keeps the level's hits (cache.rs CacheSpec): "depth" where absent, or "reuse".
+    #[serde(default)]
+    share_law: Option<String>,
     /// The p-norm the overlap's three bounds combine by (cache.rs CacheSpec); absent: the largest.
     #[serde(default)]
     bounds_norm: Option<f64>,
@@ -376,6 +379,10 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
     if !SHARE_EXPONENTS.contains(&c.share_exponent) {
         return Err(bad("share_exponent", format!("must be a number from {} to {}, not {}", SHARE_EXPONENTS.start(), SHARE_EXPONENTS.end(), c.share_exponent)));
     }
+    let share_law = match c.share_law.as_deref() {
+        None => ShareLaw::Depth,
+        Some(v) => ShareLaw::parse(v).ok_or_else(|| bad("share_law", format!("\"depth\" or \"reuse\", not \"{v}\"")))?,
+    };
     if let Some(p) = c.bounds_norm {
         #[allow(clippy::neg_cmp_op_on_partial_ord)]
         if !(p >= 1.0) || p > 1e6 {
@@ -397,6 +404,7 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
         walk_hiding: c.walk_hiding,
         tenant_fill_rate: c.tenant_fill_rate,
         share_exponent: c.share_exponent,
+        share_law,
         bounds_norm: c.bounds_norm,
     })
 }
@@ -614,6 +622,8 @@ impl Machine {
     /// (`[cache] tenant_fill_rate`; 0: the program's alone);
     /// `+share_exponent=A`: how a program's share of a shared last level grows with its fills
     /// (`[cache] share_exponent`; 1: LRU's proportional share);
+    /// `+share_law=L`: how a share of a shared last level keeps its hits, "depth" or "reuse"
+    /// (`[cache] share_law`);
     /// `+bounds_norm=P`: the overlap's three bounds combined by their P-norm (`[cache]
     /// bounds_norm`; 0: the largest alone);
     /// `+scatter=F`: the fraction of 4KB anonymous frames placed at random (`[frames]`);
@@ -657,6 +667,15 @@ impl Machine {
                 match v.parse::<f64>() {
                     Ok(x) if range.contains(&x) => *field = x,
                     _ => return Err(Error::usage(format!("machine '{spec}': +{key}={v}: {what}"))),
+                }
+            } else if let Some(v) = suffix.strip_prefix("share_law=") {
+                // What-if: the other law for what a share of a shared last level keeps.
+                let Some(c) = m.cache.as_mut() else {
+                    return Err(Error::usage(format!("machine '{spec}': +share_law needs a machine with a [cache] section ({name} has none)")));
+                };
+                match ShareLaw::parse(v) {
+                    Some(l) => c.share_law = l,
+                    None => return Err(Error::usage(format!("machine '{spec}': +share_law={v}: depth or reuse"))),
                 }
             } else if let Some(v) = suffix.strip_prefix("bounds_norm=") {
                 // What-if: the overlap's bounds combined by another norm, or by the largest (0).
@@ -721,7 +740,7 @@ impl Machine {
             Some(("nested", h)) => h,
             _ => {
                 return Err(Error::usage(format!(
-                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nopwc, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +walk_hiding=K, +share_exponent=A, +rob=N, +walkers=N, +mlp=N, +tenant_fill_rate=R, +bounds_norm=P or +scatter=F"
+                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nopwc, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +walk_hiding=K, +share_exponent=A, +share_law=L, +rob=N, +walkers=N, +mlp=N, +tenant_fill_rate=R, +bounds_norm=P or +scatter=F"
                 )))
             }
         };

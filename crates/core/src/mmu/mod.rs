@@ -16,6 +16,7 @@ pub mod lru_set;
 pub mod machine;
 pub mod pwc;
 mod replay_thread;
+pub mod reuse;
 pub mod tlb;
 
 use crate::units::PageSize;
