@@ -26,25 +26,12 @@ fn spec(law: ShareLaw) -> CacheSpec {
     }
 }
 
-/// Half the references to a hot 32KiB, the rest over 512KiB, the walker's every fifth.
 fn stream() -> Vec<(u64, Requester)> {
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    (0..60_000)
-        .map(|i| {
-            let x = common::xorshift(&mut x);
-            let span = if x & 1 == 0 { 32 << 10 } else { 512 << 10 };
-            let who = if i % 5 == 0 { Requester::Walk } else { Requester::Data };
-            ((x >> 8) % span / LINE * LINE, who)
-        })
-        .collect()
+    common::hot_and_wide_stream(0x2545_F491_4F6C_DD1D, LINE)
 }
 
 fn run(spec: &CacheSpec) -> Caches {
-    let mut c = Caches::new(spec);
-    for (pa, who) in stream() {
-        c.defer(pa, who);
-    }
-    c
+    common::caches_after(spec, &stream())
 }
 
 /// An independent reference: the two levels as plain lists in recency order, and the last
@@ -124,11 +111,7 @@ fn machine(law: &str) -> Machine {
 #[test]
 fn the_share_keeps_each_hit_by_its_poisson_chance_at_the_solved_share() {
     let m = machine("reuse");
-    let mut c = Caches::new(m.cache.as_ref().unwrap());
-    for (pa, who) in stream() {
-        c.defer(pa, who);
-    }
-    let i = inputs(&c);
+    let i = inputs(&common::caches_after(m.cache.as_ref().unwrap(), &stream()));
     let (cut, share) = i.shared(&m);
     let s = share.expect("a shared level");
     // The hits kept are the law's with the tenants' 0.05 lines a ns over the run's own time

@@ -22,26 +22,12 @@ fn spec(last_ways: u32, shared: bool) -> CacheSpec {
     }
 }
 
-/// A reproducible stream with reuse at every distance: half the references to a hot 32KiB,
-/// the rest over 512KiB (twice the whole level), the walker's every fifth.
 fn stream() -> Vec<(u64, Requester)> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    (0..60_000)
-        .map(|i| {
-            let x = common::xorshift(&mut x);
-            let span = if x & 1 == 0 { 32 << 10 } else { 512 << 10 };
-            let who = if i % 5 == 0 { Requester::Walk } else { Requester::Data };
-            ((x >> 8) % span / LINE * LINE, who)
-        })
-        .collect()
+    common::hot_and_wide_stream(0x9E37_79B9_7F4A_7C15, LINE)
 }
 
 fn run(spec: &CacheSpec) -> Caches {
-    let mut c = Caches::new(spec);
-    for (pa, who) in stream() {
-        c.defer(pa, who);
-    }
-    c
+    common::caches_after(spec, &stream())
 }
 
 #[test]

@@ -268,3 +268,31 @@ pub fn xorshift(x: &mut u64) -> u64 {
     *x ^= *x << 17;
     *x
 }
+
+/// A reproducible stream of physical addresses with reuse at every distance, for the shared
+/// last level's tests: 60,000 references, half to a hot 32KiB, the rest over 512KiB, of `line`
+/// bytes each, the walker's every fifth; `seed` picks the sequence.
+pub fn hot_and_wide_stream(seed: u64, line: u64) -> Vec<(u64, superpager_core::mmu::cache::Requester)> {
+    use superpager_core::mmu::cache::Requester;
+    let mut x = seed;
+    (0..60_000)
+        .map(|i| {
+            let x = xorshift(&mut x);
+            let span = if x & 1 == 0 { 32 << 10 } else { 512 << 10 };
+            let who = if i % 5 == 0 { Requester::Walk } else { Requester::Data };
+            ((x >> 8) % span / line * line, who)
+        })
+        .collect()
+}
+
+/// Caches of `spec` that have seen `stream` (`hot_and_wide_stream`).
+pub fn caches_after(
+    spec: &superpager_core::mmu::cache::CacheSpec,
+    stream: &[(u64, superpager_core::mmu::cache::Requester)],
+) -> superpager_core::mmu::cache::Caches {
+    let mut c = superpager_core::mmu::cache::Caches::new(spec);
+    for &(pa, who) in stream {
+        c.defer(pa, who);
+    }
+    c
+}

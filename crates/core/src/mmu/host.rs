@@ -1704,6 +1704,11 @@ impl HostReport {
                 Some((a, _, _)) => format!("each run keeps the share F^a / (F^a + R^a) of its ways, F its own fills and a = {a} (calibrate's share fit, \"The share's exponent, fitted\")"),
                 None => "each run keeps the share of its ways that its own fills are of all fills".to_string(),
             };
+            let keeps = if fit.share_law == Some(ShareLaw::Reuse) {
+                format!("{keeps}; a hit is kept by the chance that fewer tenants' lines than the ways above it came to its set since the line's last use (the reuse law, \"A share that remembers when a line was last used\")")
+            } else {
+                keeps
+            };
             return Some(format!(
                 "the L{} ({}) is shared with other tenants who fill it at {r:.4} lines a ns, the rate that leaves calibrate's chase the {} its last-level fit chose: {keeps} (docs/RUNTIME_MODEL.md, \"A last level shared by the second\")",
                 last.level,
