@@ -130,6 +130,18 @@ pub fn cycles_total(e: &Snapshot) -> f64 {
 /// far less than the model's own error; every reported counter still solves it afresh.
 pub const CLOCK_SHARE_EVERY: u64 = 1 << 16;
 
+/// The share of a shared last level's ways a program filling it at `f` lines a ns keeps against
+/// tenants filling it at `rate`: LRU's proportional share f / (f + R) at the exponent `a` 1 (the
+/// same arithmetic as before the exponent existed, so results without the key are unchanged to
+/// the bit), f^a / (f^a + R^a) otherwise (`[cache] share_exponent`).
+fn share_of_fills(f: f64, rate: f64, a: f64) -> f64 {
+    if a == 1.0 {
+        f / (f + rate)
+    } else {
+        f.powf(a) / (f.powf(a) + rate.powf(a))
+    }
+}
+
 /// Most steps of the reuse law's fixed point on the run's time (`CostInputs::shared_by_reuse`).
 const REUSE_FIXED_POINT_STEPS: usize = 100;
 
@@ -385,12 +397,8 @@ impl CostInputs {
             let f = fills(w_all, &mut cut);
             return (cut, Some(LastLevelShare { ways: w_all, of_ways, fills_per_ns: f, depth_ways: w_all }));
         }
-        // LRU's proportional share at 1 (the same arithmetic as before the exponent existed, so
-        // results without the key are unchanged to the bit); F^a / (F^a + R^a) otherwise.
         let a = m.cache.as_ref().map_or(1.0, |c| c.share_exponent);
-        let rate_a = rate.powf(a);
-        let kept = |f: f64| if a == 1.0 { f / (f + rate) } else { f.powf(a) / (f.powf(a) + rate_a) };
-        let gap = |w: f64, f: f64| w / w_all - kept(f);
+        let gap = |w: f64, f: f64| w / w_all - share_of_fills(f, rate, a);
         let (mut lo, mut hi) = (0.0, w_all);
         for _ in 0..60 {
             let mid = 0.5 * (lo + hi);
@@ -420,7 +428,7 @@ impl CostInputs {
         let spec = m.cache.as_ref().expect("a shared level has a [cache]");
         let a = spec.share_exponent;
         let w_all = of_ways as f64;
-        let sets = spec.levels.last().map_or(1.0, |l| ((l.bytes / spec.line_bytes as u64) / (l.ways as u64).max(1)).max(1) as f64);
+        let sets = spec.levels.last().map_or(1, |l| l.sets(spec.line_bytes)) as f64;
         let n = self.cache_data.len();
         let level_refs = (self.cache_data[n - 2] + self.cache_data[n - 1] + self.cache_walk[n - 2] + self.cache_walk[n - 1]) as f64;
         // The model's time (ns) and the program's fills of the level with `cut`'s hits.
@@ -445,13 +453,7 @@ impl CostInputs {
             }
         }
         let f = if ns > 0.0 { dram / ns } else { 0.0 };
-        let share = if f <= 0.0 {
-            1.0
-        } else if a == 1.0 {
-            f / (f + rate)
-        } else {
-            f.powf(a) / (f.powf(a) + rate.powf(a))
-        };
+        let share = if f <= 0.0 { 1.0 } else { share_of_fills(f, rate, a) };
         let depth_ways = self.depth_ways_keeping(&cut);
         (cut, Some(LastLevelShare { ways: w_all * share, of_ways, fills_per_ns: f, depth_ways }))
     }

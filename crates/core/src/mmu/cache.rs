@@ -53,6 +53,13 @@ pub struct CacheLevelSpec {
     pub cycles: f64,
 }
 
+impl CacheLevelSpec {
+    /// The sets the level has with lines of `line_bytes` (`CacheLevel::shape`).
+    pub fn sets(&self, line_bytes: u32) -> usize {
+        CacheLevel::shape(self, line_bytes).0
+    }
+}
+
 /// A machine's `[cache]` section.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CacheSpec {
@@ -617,8 +624,6 @@ pub struct LevelCounts {
     pub misses: [u64; 2],
     /// A shared level's hits by depth in the set (`CacheLevel::depth`); empty elsewhere.
     pub depth: Vec<[u64; 2]>,
-    /// Under the reuse law, its hits by depth and time since last use (`CacheLevel::reuse`).
-    pub reuse: Vec<[u64; 2]>,
 }
 
 /// The levels, what they served, and the queue of references the replaying levels have not
@@ -784,7 +789,7 @@ impl Caches {
     pub fn counts(&self) -> (Vec<LevelCounts>, [u64; 2]) {
         let mut i = self.inner.borrow_mut();
         let rest = i.settle();
-        let of = |l: &CacheLevel| LevelCounts { name: l.name.clone(), hits: l.hits, misses: l.misses, depth: l.depth.clone(), reuse: l.reuse.clone() };
+        let of = |l: &CacheLevel| LevelCounts { name: l.name.clone(), hits: l.hits, misses: l.misses, depth: l.depth.clone() };
         (self.first.iter().chain(&rest.levels).map(of).collect(), rest.dram)
     }
 

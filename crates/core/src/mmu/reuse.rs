@@ -11,11 +11,10 @@
 //! program's lines since. Here T is counted from the time since the line's last use instead:
 //! the tenants bring R_e lines a ns into the level, spread over its S sets, so T is Poisson
 //! with mean R_e t / S, and the hit is kept with the chance P(d + T < W). The time t is the
-//! level's own references since the line's last use (its clock: `gap`), and the tenants' rate
-//! is the one that gives the program its share w under LRU's proportional law, R_e = F (W /
-//! w - 1), F its fills a ns; in references, the mean is gap (W / w - 1) m / S, m the share of
-//! the level's references that miss (its fills over its references). At w = W nothing is
-//! lost; as w falls toward 0 every hit is.
+//! level's own references since the line's last use (its clock: `gap`) times the run's ns a
+//! reference of the level, which the cost model gives (stats.rs `CostInputs::shared_by_reuse`
+//! finds it as a fixed point, and R_e). Without tenants nothing is lost; as they grow busier
+//! every hit is.
 //!
 //! The level counts its hits by (depth, gap bucket) (`CacheLevel::reuse`); the gap is bucketed
 //! in quarter octaves, so a bucket's gaps are within 19% of the one it stands for.
@@ -52,9 +51,9 @@ pub fn gap_of(b: usize) -> f64 {
 
 /// The hits a shared level keeps under the reuse law: `hist[d * BUCKETS + b]` hits found at
 /// depth d with a gap in bucket b, of a level of `ways` ways, where the tenants bring in
-/// `per_gap` lines to each set for every reference of the gap (the module's (W / w - 1) m / S).
-/// Each hit counts by its chance P(d + T < W), T Poisson of mean gap x `per_gap`. A `per_gap`
-/// that is infinite or not a number (w = 0) keeps nothing.
+/// `per_gap` lines to each set for every reference of the gap (the module's R_e t / S, per
+/// reference). Each hit counts by its chance P(d + T < W), T Poisson of mean gap x `per_gap`.
+/// A `per_gap` that is infinite or not a number keeps nothing.
 pub fn kept(hist: &[u64], ways: usize, per_gap: f64) -> f64 {
     debug_assert_eq!(hist.len(), ways * BUCKETS);
     if !per_gap.is_finite() {
