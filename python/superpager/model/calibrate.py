@@ -646,8 +646,11 @@ FAR_FACTOR = 4
 #: Memory the far probe leaves free beyond its footprint, at least (it maps the footprint twice
 #: in turn, never at once; the rest is for everything else on the machine).
 FAR_HEADROOM = 2 << 30
-#: The exponents the share's fit tries, each with `walk_hiding` 0 (`fit_share_exponent`).
-SHARE_EXPONENTS = (1.0, 0.85, 0.7, 0.6, 0.5)
+#: The exponents the share's fit tries, each with `walk_hiding` 0 (`fit_share_exponent`). Down
+#: to 0.3 since the fifty-eighth session: under the reuse law both fits of the fifty-seventh
+#: chose 0.5, the floor then, and 0.4 and 0.3 bracket the nearest (docs/RUNTIME_MODEL.md, "The
+#: share's exponent, fitted").
+SHARE_EXPONENTS = (1.0, 0.85, 0.7, 0.6, 0.5, 0.4, 0.3)
 
 
 def memory_available() -> int | None:
