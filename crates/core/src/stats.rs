@@ -187,6 +187,8 @@ pub struct CostInputs {
     /// Hits per TLB structure.
     pub tlb_hits: Vec<u64>,
     pub walks: u64,
+    /// Of `walks`, those into a sequential stream's next page (`walks.sequential`).
+    pub sequential_walks: u64,
     pub walk_refs: u64,
     pub faults: u64,
     pub zeroed_bytes: u64,
@@ -241,6 +243,7 @@ impl CostInputs {
             instructions: e.instructions,
             tlb_hits: e.mmu.counters.iter().map(|c| c.hits.iter().sum()).collect(),
             walks: e.mmu.walk.walks.iter().sum(),
+            sequential_walks: e.mmu.walk.sequential,
             walk_refs: e.mmu.walk.refs,
             faults: e.os.counters.faults + e.os.counters.cow_faults,
             zeroed_bytes: e.os.counters.zeroed_bytes,
@@ -270,6 +273,7 @@ impl CostInputs {
             instructions: self.instructions.saturating_sub(earlier.instructions),
             tlb_hits: sub(&self.tlb_hits, &earlier.tlb_hits),
             walks: self.walks.saturating_sub(earlier.walks),
+            sequential_walks: self.sequential_walks.saturating_sub(earlier.sequential_walks),
             walk_refs: self.walk_refs.saturating_sub(earlier.walk_refs),
             faults: self.faults.saturating_sub(earlier.faults),
             zeroed_bytes: self.zeroed_bytes.saturating_sub(earlier.zeroed_bytes),
@@ -495,7 +499,7 @@ fn tlb_beyond_first(m: &crate::mmu::machine::Machine, i: &CostInputs) -> (f64, u
 
 /// The overlap model's inputs from `i`: the translations, and the program's references.
 fn translation_of<'a>(i: &'a CostInputs, tlb: (f64, u64)) -> (crate::mmu::cache::Translation<'a>, u64) {
-    let t = crate::mmu::cache::Translation { walk: &i.cache_walk, walks: i.walks, tlb_cycles: tlb.0, tlb_hits: tlb.1 };
+    let t = crate::mmu::cache::Translation { walk: &i.cache_walk, walks: i.walks, sequential: i.sequential_walks, tlb_cycles: tlb.0, tlb_hits: tlb.1 };
     (t, i.cache_data.iter().sum())
 }
 

@@ -154,6 +154,7 @@ pub fn calibration_input() -> superpager_core::mmu::host::CalibrationInput {
         scan_probe: None,
         walk_probe_far: None,
         share_fit: None,
+        stream_probe: None,
     }
 }
 

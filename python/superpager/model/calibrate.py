@@ -1029,6 +1029,57 @@ HOST_FRAMES_CONTROL = 68 << 10
 HOST_SCATTERED_BELOW = 1.5
 
 
+#: The stream probe's footprint (`stream_probe`): four times a 32MiB last level, so a sweep's
+#: page-table lines come from memory as a large array's do, and small enough that the model's
+#: run of the same sweep takes a second or two.
+STREAM_PROBE_BYTES = 256 << 20
+#: Passes of the probe's timed sweep, and of the model's (after one untimed pass in both).
+STREAM_PROBE_PASSES = 2
+
+
+def stream_probe(binary: Path, repeats: int) -> dict | None:
+    """ns a 4KB page of a sequential read over STREAM_PROBE_BYTES on 4KB pages and on 2MB pages
+    (chase.c `sweep`), the medians of `repeats` runs of each, alternating; None where 2MB pages
+    are not to be had. `fit_stream_ahead` reads it (docs/RUNTIME_MODEL.md, "Streams across
+    pages")."""
+    steps = STREAM_PROBE_PASSES * STREAM_PROBE_BYTES // 8
+    runs: dict[str, list[float]] = {"4k": [], "2m": []}
+    for _ in range(repeats):
+        for pages in ("4k", "2m"):
+            f = _run_chase(binary, ["sweep", str(STREAM_PROBE_BYTES), pages, str(steps)], f"the stream probe on {pages} pages (chase sweep)")
+            if pages == "2m" and int(f["huge_bytes"]) < STREAM_PROBE_BYTES // 2:
+                return None
+            runs[pages].append(float(f["ns_page"]))
+    return {"footprint": STREAM_PROBE_BYTES, "ns_4k": round(statistics.median(runs["4k"]), 3), "ns_2m": round(statistics.median(runs["2m"]), 3)}
+
+
+def fit_stream_ahead(machine_toml: str, probe: dict) -> dict:
+    """The share of a sequential stream's walks the machine does ahead of it (`[cache]
+    stream_ahead`), from the stream probe `probe`: the model (the machine as written so far,
+    `stream_ahead` 0) runs the same sweep (`gen seq`, one read a line, one untimed pass and
+    STREAM_PROBE_PASSES timed ones, as chase.c's) on 4KB and on 2MB pages, and its walk stall a
+    4KB page on each is set beside the probe's times. What the machine's 4KB pages add, over
+    what the model's add, is the part of the walks it does not hide: stream_ahead = 1 -
+    (ns_4k - ns_2m) / (model_4k - model_2m), within 0 and 1 (0 where the model's walks add
+    nothing). Returns the probe with `model_4k`, `model_2m` and `stream_ahead`."""
+    import tempfile
+    from .. import api
+    from .predict import predict
+    fp = int(probe["footprint"])
+    pages = fp // 4096
+    with tempfile.TemporaryDirectory(prefix="superpager-fit-") as d:
+        trace = str(Path(d) / "sweep.spt")
+        api.gen("seq", trace, size=size_text(fp), elem=64, passes=1 + STREAM_PROBE_PASSES, seed=1, progress=False)
+        with host_from(machine_toml):
+            rows = predict(trace, "host+dependence=0+stream_ahead=0", ["base", "fixed:2MiB"], progress=False)
+    # The whole run's walk stall over every pass's crossings: the first pass's walks are the
+    # others' (the sweep's page-table lines come from memory in each pass alike).
+    m4, m2 = (r["walk"] * 1e9 / (pages * (1 + STREAM_PROBE_PASSES)) for r in rows)
+    added = m4 - m2
+    ahead = 0.0 if added <= 0 else min(1.0, max(0.0, 1.0 - (probe["ns_4k"] - probe["ns_2m"]) / added))
+    return {**probe, "model_4k": round(m4, 3), "model_2m": round(m2, 3), "stream_ahead": round(ahead, 3)}
+
+
 def host_frames_probe(binary: Path, steps: int, repeats: int) -> dict | None:
     """Whether the caches see a guest 2MB page's 4KB pieces in order (the host keeps them so) or
     scattered; None when 2MB pages are not to be had here."""
@@ -1080,6 +1131,13 @@ def fit_and_write(inp: dict, levels: list[tuple[str, int, int, float]], largest:
         else:
             inp["share_fit"] = got
             text = _core.calibrated_host_toml(json.dumps(inp))
+    if isinstance(inp.get("stream_probe"), dict):
+        # Fitted on the machine as written so far; a refit file's earlier fit is not kept.
+        measured = {k: inp["stream_probe"][k] for k in ("footprint", "ns_4k", "ns_2m")}
+        if progress:
+            progress(0, 1, f"stream ahead: the model on a sweep over {size_text(int(measured['footprint']))}")
+        inp["stream_probe"] = fit_stream_ahead(text, measured)
+        text = _core.calibrated_host_toml(json.dumps(inp))
     if bounds_norm_fit and inp.get("walk_probe"):
         # Fitted on the machine as written so far (its last level, memory, walkers and window).
         norm = fit_bounds_norm(text, inp["walk_probe"], progress)
@@ -1139,7 +1197,7 @@ def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True, bou
         raise CalibrateError("the host machine has no data caches (CPUID and sysfs gave none), so there is nothing to calibrate")
     f = fit(pts, levels, float(clock))
     probes = {k: _input_of(cal[k]) if isinstance(cal.get(k), dict) else None
-              for k in ("tlb_probe", "walk_probe", "walk_probe_far", "frames", "host_frames", "window_probe", "scan_probe")}
+              for k in ("tlb_probe", "walk_probe", "walk_probe_far", "frames", "host_frames", "window_probe", "scan_probe", "stream_probe")}
     inp = {"cpu": "", "date": cal.get("date", ""), "method": cal.get("method", ""), "clock_ghz": float(clock),
            "points": [[fp, pg, ns] for fp, pg, ns in pts], **probes, **f}
     why, share_why = fit_and_write(inp, levels, max(fp for fp, _, _ in pts), out, last_level_fit, progress, bounds_norm_fit, share_fit)
@@ -1183,6 +1241,9 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
     if progress:
         progress(len(pts), len(pts), "the host-frames probe (does the L2 see a 2MB page's 4KB pieces in order?)")
     host_frames = host_frames_probe(chase_binary(), steps, repeats)
+    if progress:
+        progress(len(pts), len(pts), f"the stream probe (a sequential read over {STREAM_PROBE_BYTES >> 20} MiB: are a stream's walks done ahead of it?)")
+    stream = stream_probe(chase_binary(), repeats)
     scan = None
     if len(levels) >= 2 and largest & (largest - 1) == 0:
         if progress:
@@ -1203,6 +1264,7 @@ def calibrate(out: Path, largest: int = 1 << 30, steps: int = 2_000_000, repeats
         "host_frames": host_frames,
         "window_probe": window,
         "scan_probe": scan,
+        "stream_probe": stream,
         **f,
     }
     for r in f["read_short"]:

@@ -47,6 +47,13 @@
  * hot read, and one that keeps lines read again (scan resistance) does not. `ns_alone` is the
  * same loop with a hot cycle of one line (the random loads alone).
  *
+ * usage: chase sweep FOOTPRINT_BYTES PAGES(4k|2m) STEPS
+ * prints: ns_page=<f> huge_bytes=<n>: the stream probe. STEPS 8-byte reads in address order over
+ * FOOTPRINT (a power of two bytes), wrapping, each added to a sum: no read waits on another, and
+ * a 4KB page is crossed every 512 reads. ns per 4KB page (512 reads), after one untimed pass. On
+ * 4KB pages each crossing needs the next page's translation, on 2MB pages one in 512 does: where
+ * the two take the same time, the machine translates a stream's next page ahead of it.
+ *
  * usage: chase clock STEPS
  * prints: ns_per_add=<f>: STEPS additions, each taking the one before's result, so each takes
  * one cycle (an integer add's latency on every x86-64 and AArch64 core) and 1 / ns_per_add is
@@ -209,6 +216,18 @@ static double scan_ns(char **p, char *region, uint64_t lines, int streams, uint6
     return ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / (double)steps;
 }
 
+/* The stream probe's loop (usage above): `steps` reads of `t`'s `words` words (a power of two)
+ * in order, wrapping. Returns ns per 512 reads (a 4KB page). */
+static double sweep_ns(const uint64_t *t, uint64_t words, uint64_t steps, uint64_t *sink) {
+    uint64_t s = 0, mask = words - 1;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (uint64_t i = 0; i < steps; i++) s += t[i & mask];
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    *sink += s;
+    return ns_between(t0, t1) * 512.0 / (double)(steps ? steps : 1);
+}
+
 static long anon_huge_kb(void) {
     FILE *f = fopen("/proc/self/smaps_rollup", "r");
     char line[256]; long kb = -1;
@@ -246,6 +265,20 @@ int main(int argc, char **argv) {
         fprintf(stderr, "chase: window: no add chain for this architecture\n");
         return 3;
 #endif
+    }
+    if (argc == 5 && strcmp(argv[1], "sweep") == 0) {
+        uint64_t bytes = strtoull(argv[2], 0, 10), steps = strtoull(argv[4], 0, 10), len;
+        int huge = strcmp(argv[3], "2m") == 0;
+        uint64_t words = bytes / 8;
+        if (words < 512 || (words & (words - 1))) { fprintf(stderr, "chase: sweep needs a power of two bytes, at least 4KiB\n"); return 2; }
+        uint64_t *t = (uint64_t *)mapped(bytes, huge, &len);
+        if (!t) return 1;
+        for (uint64_t i = 0; i < words; i++) t[i] = i;
+        uint64_t sink = 0;
+        sweep_ns(t, words, words, &sink); /* one pass untimed: every page touched, as the runs find them */
+        double ns = sweep_ns(t, words, steps, &sink);
+        printf("ns_page=%.4f huge_bytes=%ld sink=%d\n", ns, anon_huge_kb() * 1024, (int)(sink & 1));
+        return 0;
     }
     if (argc == 7 && strcmp(argv[1], "scan") == 0) {
         uint64_t hot = strtoull(argv[2], 0, 10), region = strtoull(argv[3], 0, 10), steps = strtoull(argv[5], 0, 10);

@@ -90,6 +90,14 @@ pub struct CacheSpec {
     /// core predicts rather than from the loaded value: a B-tree's descent or a binary search,
     /// not a pointer chase (a property of the program: `+walk_ahead=F` sets it; 0 = none).
     pub walk_ahead: f64,
+    /// Fraction of the walks into a sequential stream's next page (`walks.sequential`: a walk
+    /// to the page next to one of the last few walks', mmu/mod.rs) that the machine does ahead
+    /// of the stream, so that they cost nothing: its prefetchers run ahead across the page
+    /// boundary, or the core runs ahead of a stream its memory bandwidth bounds. They are
+    /// taken at the average walk's cost and leave every term (docs/RUNTIME_MODEL.md, "Streams
+    /// across pages"). calibrate measures it with chase.c `sweep` (host.rs `StreamProbe`);
+    /// `+stream_ahead=F` sets it; 0 (every walk costs as the others) where absent.
+    pub stream_ahead: f64,
     /// How much of a translation's latency a full window hides (0: none, the chain model). In
     /// the window's term an access's translation shows 1 / (1 + `walk_hiding` x (c - 1)) of its
     /// latency, c the accesses the window holds, so all of it when one access is in flight and
@@ -195,6 +203,7 @@ impl CacheSpec {
             ipc: 2.0,
             dependence: 0.0,
             walk_ahead: 0.0,
+            stream_ahead: 0.0,
             walk_hiding: 0.0,
             tenant_fill_rate: None,
             share_exponent: 1.0,
@@ -841,6 +850,8 @@ impl Caches {
 pub struct Translation<'a> {
     pub walk: &'a [u64],
     pub walks: u64,
+    /// Of `walks`, those into a sequential stream's next page (`CacheSpec::stream_ahead`).
+    pub sequential: u64,
     pub tlb_cycles: f64,
     pub tlb_hits: u64,
 }
@@ -928,14 +939,17 @@ fn overlap(spec: &CacheSpec, data: &[u64], t: Translation, accesses: u64, instru
     let full = |events: f64, cap: f64| window * events / accesses as f64 > cap.max(1.0);
     let d = spec.dependence.clamp(0.0, 1.0);
     let data_raw = beyond_first(data);
-    let walk_raw: f64 = t.walk.iter().zip(lat).map(|(&n, &l)| n as f64 * l).sum();
+    // The walks a stream's run-ahead did (`stream_ahead`), at the average walk's cost, leave
+    // every term: what is left of the walks' references is the rest's.
+    let kept = if t.walks > 0 { 1.0 - spec.stream_ahead.clamp(0.0, 1.0) * t.sequential.min(t.walks) as f64 / t.walks as f64 } else { 1.0 };
+    let walk_raw: f64 = kept * t.walk.iter().zip(lat).map(|(&n, &l)| n as f64 * l).sum::<f64>();
     let data_alone = data_raw / in_flight(data_misses as f64, spec.mlp);
     let chains = in_flight(data_misses.max(t.walks).max(t.tlb_hits) as f64, window);
     let walkers = walk_raw / in_flight(t.walks as f64, spec.walkers);
     // With walk_fill_buffers, the fill buffers also hold the walk references that missed the
     // first level, each as long as a data miss served by the same level.
     let fill_events = if spec.walk_fill_buffers { data_misses + misses(t.walk) } else { data_misses } as f64;
-    let fill_buffers = if spec.walk_fill_buffers { (data_raw + beyond_first(t.walk)) / in_flight(fill_events, spec.mlp) } else { data_alone };
+    let fill_buffers = if spec.walk_fill_buffers { (data_raw + kept * beyond_first(t.walk)) / in_flight(fill_events, spec.mlp) } else { data_alone };
     let contended = [(fill_buffers, full(fill_events, spec.mlp)), (walkers, full(t.walks as f64, spec.walkers))];
     // The share of a translation the window's chain shows (all of it with one access in flight).
     let shown = 1.0 / (1.0 + spec.walk_hiding.max(0.0) * (chains - 1.0));
@@ -1192,7 +1206,7 @@ mod tests {
         // No walks, but every access hits the second-level TLB (9 cycles) and misses to memory:
         // the window takes 1000 x (196 + 9) / 50 = 4100, under the fill buffers' 19600, so the TLB
         // hits add nothing; on a dependent chain they add their 9000 in full.
-        let hits = Translation { walk: &[0, 0, 0], walks: 0, tlb_cycles: 9000.0, tlb_hits: 1000 };
+        let hits = Translation { walk: &[0, 0, 0], walks: 0, sequential: 0, tlb_cycles: 9000.0, tlb_hits: 1000 };
         let (d, w, t) = stall_cycles(&s, &[0, 0, 1000], hits, 1000, 4000);
         assert!((d - 19600.0).abs() < 1e-9 && w == 0.0 && t.abs() < 1e-9, "{d} {w} {t}");
         let (_, _, t) = stall_cycles(&chase, &[0, 0, 1000], hits, 1000, 4000);
@@ -1218,7 +1232,7 @@ mod tests {
         // Misses only to L2 (10 cycles beyond L1: 10000 in all) under walks of 14000 and TLB hits
         // of 6000: at most the 10000 of misses can hide, half of it here, shared 14:6 between
         // walks and TLB hits: 14000 - 3500 and 6000 - 1500.
-        let both = Translation { walk: &[0, 1000, 0], walks: 1000, tlb_cycles: 6000.0, tlb_hits: 1000 };
+        let both = Translation { walk: &[0, 1000, 0], walks: 1000, sequential: 0, tlb_cycles: 6000.0, tlb_hits: 1000 };
         let (d, w, t) = stall_cycles(&descent, &[0, 1000, 0], both, 1000, 4000);
         assert!((d - 10000.0).abs() < 1e-9 && (w - 10500.0).abs() < 1e-9 && (t - 4500.0).abs() < 1e-9, "{d} {w} {t}");
         // Independent misses (dependence 0) are not changed by it.
@@ -1289,6 +1303,28 @@ mod tests {
             assert!((d + w + t - largest).abs() < 1e-6, "{name}: {d} + {w} + {t} against {largest}");
         }
         assert_eq!(overlap_bounds(&base, &[1000, 0, 0], Translation::default(), 1000, 4000), OverlapBounds::default(), "every access an L1 hit");
+    }
+
+    #[test]
+    fn walks_into_a_streams_next_page_leave_the_stalls_as_stream_ahead_says() {
+        // As below: 50 accesses in the window, each walking (W = 14000) and missing to memory
+        // (D = 196000); the window is the busiest and walks add (D + W) / 50 - D / 50 = 280.
+        let s = CacheSpec { mlp: 100.0, walkers: 100.0, ..spec(&[(1 << 15, 8), (1 << 20, 16)]) };
+        let t = Translation { walk: &[0, 1000, 0], walks: 1000, sequential: 250, ..Translation::default() };
+        let walk = |s: &CacheSpec| stall_cycles(s, &[0, 0, 1000], t, 1000, 4000).1;
+        assert!((walk(&s) - 280.0).abs() < 1e-9, "stream_ahead 0: every walk costs");
+        // stream_ahead 1: the 250 sequential walks leave, 3/4 of W is left: 10500 / 50.
+        assert!((walk(&CacheSpec { stream_ahead: 1.0, ..s.clone() }) - 210.0).abs() < 1e-9);
+        // 0.5: half of them leave, 7/8 of W: 12250 / 50.
+        assert!((walk(&CacheSpec { stream_ahead: 0.5, ..s.clone() }) - 245.0).abs() < 1e-9);
+        // On a dependent chain the walk stall is W itself, cut the same way.
+        let chain = CacheSpec { dependence: 1.0, stream_ahead: 1.0, ..s.clone() };
+        assert!((walk(&chain) - 10500.0).abs() < 1e-9, "{}", walk(&chain));
+        // No sequential walks: nothing leaves, whatever the machine does ahead.
+        let none = Translation { sequential: 0, ..t };
+        assert_eq!(stall_cycles(&CacheSpec { stream_ahead: 1.0, ..s.clone() }, &[0, 0, 1000], none, 1000, 4000), stall_cycles(&s, &[0, 0, 1000], none, 1000, 4000));
+        // The data stall is the misses' alone either way.
+        assert_eq!(stall_cycles(&CacheSpec { stream_ahead: 1.0, ..s.clone() }, &[0, 0, 1000], t, 1000, 4000).0, stall_cycles(&s, &[0, 0, 1000], t, 1000, 4000).0);
     }
 
     #[test]

@@ -144,6 +144,9 @@ pub struct Calibration {
     /// The share exponent's fit (files written before the fifty-fourth session, or where the
     /// last level is not shared or a walk probe is missing, have none).
     pub share_fit: Option<ShareFit>,
+    /// The stream probe and the share of a stream's walks done ahead (files written before the
+    /// fifty-eighth session, or where 2MB pages could not be had, have none).
+    pub stream_probe: Option<StreamProbe>,
 }
 
 impl Calibration {
@@ -729,6 +732,9 @@ pub struct CalibrationInput {
     /// None where the share's fit did not run (`ShareFit`).
     #[serde(default)]
     pub share_fit: Option<ShareFit>,
+    /// None where 2MB pages could not be had (`StreamProbe`).
+    #[serde(default)]
+    pub stream_probe: Option<StreamProbe>,
 }
 
 /// The ways of a level simulated smaller than CPUID says (a size calibrate saw, or the last
@@ -803,6 +809,9 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     if let Some(p) = &c.window_probe {
         p.insert_model_keys(cache, "rob");
     }
+    if let Some(a) = c.stream_probe.as_ref().and_then(|p| p.taken()) {
+        cache.insert("stream_ahead".into(), toml::Value::Float(a));
+    }
     if let Some(r) = shared {
         cache.insert("tenant_fill_rate".into(), toml::Value::Float(r));
         if let Some(taken) = c.share_fit.as_ref().and_then(|f| f.taken()) {
@@ -842,6 +851,9 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     }
     if let Some(f) = &c.share_fit {
         cal.insert("share_fit".into(), f.to_toml());
+    }
+    if let Some(s) = &c.stream_probe {
+        cal.insert("stream_probe".into(), s.to_toml());
     }
     if let Some(m) = &c.near_memory {
         cal.insert("near_memory".into(), m.to_toml());
@@ -1146,6 +1158,76 @@ impl ShareFit {
     }
 }
 
+/// calibrate's stream probe (chase.c `sweep`, docs/RUNTIME_MODEL.md, "Streams across pages"):
+/// ns a 4KB page of a sequential read over `footprint` on 4KB pages and on 2MB pages; the
+/// model's walk stall a 4KB page of the same sweep on each, with `stream_ahead` 0 on the machine
+/// as written so far; and the share of a stream's walks the machine does ahead of it, 1 -
+/// (measured 4KB - 2MB) / (model's 4KB - 2MB) within 0 and 1, which `host` takes as `[cache]
+/// stream_ahead`.
+/// Invariants: `stream_ahead`, where present, is within 0 and 1, and the model's two figures
+/// are present with it (the fit ran) or absent with it (it did not).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+pub struct StreamProbe {
+    pub footprint: u64,
+    pub ns_4k: f64,
+    pub ns_2m: f64,
+    #[serde(default)]
+    pub model_4k: Option<f64>,
+    #[serde(default)]
+    pub model_2m: Option<f64>,
+    #[serde(default)]
+    pub stream_ahead: Option<f64>,
+}
+
+impl StreamProbe {
+    /// The share `host` takes, where the fit ran.
+    pub fn taken(&self) -> Option<f64> {
+        self.stream_ahead.filter(|a| (0.0..=1.0).contains(a))
+    }
+
+    /// What the probe measured and the fit made of it, in one line.
+    pub fn summary(&self) -> String {
+        let measured = format!(
+            "a sequential read over {} took {:.1} ns a 4KB page on 4KB pages and {:.1} on 2MB pages (chase.c sweep)",
+            Bytes(self.footprint),
+            self.ns_4k,
+            self.ns_2m
+        );
+        match (self.model_4k, self.model_2m, self.taken()) {
+            (Some(m4), Some(m2), Some(a)) => format!(
+                "{measured}; the model's walks on the same sweep stall {m4:.1} and {m2:.1} ns a page, so the machine does {a} of a stream's walks ahead of it                  (1 - {:.1} / {:.1}, within 0 and 1)",
+                self.ns_4k - self.ns_2m,
+                m4 - m2
+            ),
+            _ => format!("{measured}; not fitted"),
+        }
+    }
+
+    fn from_toml(v: &toml::Value) -> Option<StreamProbe> {
+        let num = |k: &str| v.get(k).and_then(toml_number);
+        let stream_ahead = match v.get("stream_ahead") {
+            Some(x) => Some(toml_number(x).filter(|a| (0.0..=1.0).contains(a))?),
+            None => None,
+        };
+        let (model_4k, model_2m) = (num("model_4k"), num("model_2m"));
+        if stream_ahead.is_some() != (model_4k.is_some() && model_2m.is_some()) {
+            return None;
+        }
+        Some(StreamProbe { footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0, ns_4k: num("ns_4k")?, ns_2m: num("ns_2m")?, model_4k, model_2m, stream_ahead })
+    }
+
+    fn to_toml(&self) -> toml::Value {
+        let mut p = toml::map::Map::new();
+        p.insert("footprint".into(), toml::Value::String(Bytes(self.footprint).to_string()));
+        for (k, x) in [("ns_4k", Some(self.ns_4k)), ("ns_2m", Some(self.ns_2m)), ("model_4k", self.model_4k), ("model_2m", self.model_2m), ("stream_ahead", self.stream_ahead)] {
+            if let Some(x) = x {
+                p.insert(k.into(), toml::Value::Float((x * 1000.0).round() / 1000.0));
+            }
+        }
+        toml::Value::Table(p)
+    }
+}
+
 /// The `[cache]` keys the share's fit sets where a candidate other than the model as written
 /// won: `share_exponent`, and `walk_hiding` and `tenant_fill_rate` in place of the window
 /// probe's and the last level's fit's.
@@ -1219,6 +1301,7 @@ pub fn read_calibration(path: &std::path::Path, cpu: &str, notes: &mut Vec<Strin
         window_probe: cal.get("window_probe").and_then(WindowProbe::from_toml),
         walk_probe_far: cal.get("walk_probe_far").and_then(WalkProbe::from_toml),
         share_fit: cal.get("share_fit").and_then(ShareFit::from_toml),
+        stream_probe: cal.get("stream_probe").and_then(StreamProbe::from_toml),
     })
 }
 
@@ -1886,6 +1969,9 @@ impl HostReport {
         if let Some(k) = self.usable_calibration().and_then(|c| c.window_probe.as_ref()?.walk_hiding) {
             t.insert("walk_hiding".into(), rounded(k));
         }
+        if let Some(a) = self.usable_calibration().and_then(|c| c.stream_probe.as_ref()?.taken()) {
+            t.insert("stream_ahead".into(), toml::Value::Float(a));
+        }
         if let Some(r) = self.tenant_fill_rate() {
             t.insert("tenant_fill_rate".into(), toml::Value::Float(r));
             if let Some(taken) = self.share_taken() {
@@ -2058,6 +2144,21 @@ impl HostReport {
                 law.to_string(),
                 format!("written by superpager calibrate on {} ({}): {how} ([cache] share_law; docs/RUNTIME_MODEL.md, \"A share that remembers when a line was last used\")", k.date, k.path),
             ));
+        }
+        if let Some(k) = self.usable_calibration() {
+            if let Some(s) = &k.stream_probe {
+                out.push((
+                    "stream ahead".to_string(),
+                    s.taken().map_or("0 (not fitted)".to_string(), |a| format!("{a}")),
+                    format!(
+                        "measured by superpager calibrate on {} ({}): {}; that share of the walks into a sequential stream's next page (walks.sequential) costs nothing \
+                         ([cache] stream_ahead; docs/RUNTIME_MODEL.md, \"Streams across pages\")",
+                        k.date,
+                        k.path,
+                        s.summary()
+                    ),
+                ));
+            }
         }
         if n > 0 {
             let (v, src) = self.latency(n);

@@ -254,6 +254,9 @@ struct CacheFile {
     dependence: f64,
     #[serde(default)]
     walk_ahead: f64,
+    /// Walks into a sequential stream's next page done ahead of it (cache.rs CacheSpec).
+    #[serde(default)]
+    stream_ahead: f64,
     #[serde(default)]
     walk_hiding: f64,
     /// The last level shared with other tenants who fill it at this many lines a ns
@@ -358,7 +361,7 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
             return Err(bad(k, format!("must be a number from 1 to 1e6, not {v}")));
         }
     }
-    for (k, v) in [("dependence", c.dependence), ("walk_ahead", c.walk_ahead)] {
+    for (k, v) in [("dependence", c.dependence), ("walk_ahead", c.walk_ahead), ("stream_ahead", c.stream_ahead)] {
         if !(0.0..=1.0).contains(&v) {
             return Err(bad(k, format!("a fraction from 0 to 1, not {v}")));
         }
@@ -401,6 +404,7 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
         ipc: c.ipc,
         dependence: c.dependence,
         walk_ahead: c.walk_ahead,
+        stream_ahead: c.stream_ahead,
         walk_hiding: c.walk_hiding,
         tenant_fill_rate: c.tenant_fill_rate,
         share_exponent: c.share_exponent,
@@ -615,6 +619,8 @@ impl Machine {
     /// `+nocache`: without its data caches (the one-cycle-per-access model); `+dependence=F`:
     /// the fraction of the program's misses on a dependent chain (docs/RUNTIME_MODEL.md);
     /// `+walk_ahead=F`: the fraction of that chain's translations that run ahead under its misses;
+    /// `+stream_ahead=F`: the fraction of walks into a sequential stream's next page done ahead
+    /// of it (`[cache] stream_ahead`);
     /// `+walk_hiding=K`: how much a full window hides of a translation (`[cache] walk_hiding`);
     /// `+rob=N`: the instructions the window holds (`[cache] rob`); `+walkers=N`: the page
     /// walks in flight (`[cache] walkers`); `+mlp=N`: the L1D misses in flight (`[cache] mlp`);
@@ -647,7 +653,7 @@ impl Machine {
                 if m.cache.take().is_none() {
                     return Err(Error::usage(format!("machine '{spec}': {name} has no [cache] section, so +nocache changes nothing")));
                 }
-            } else if let Some((key @ ("dependence" | "walk_ahead" | "walk_hiding" | "share_exponent" | "rob" | "walkers" | "mlp"), v)) = suffix.split_once('=')
+            } else if let Some((key @ ("dependence" | "walk_ahead" | "stream_ahead" | "walk_hiding" | "share_exponent" | "rob" | "walkers" | "mlp"), v)) = suffix.split_once('=')
             {
                 // Settings of the overlap model: two properties of the program (fractions), and
                 // what-ifs of the core (how much a full window hides of a translation, how many
@@ -658,6 +664,7 @@ impl Machine {
                 let (field, range, what) = match key {
                     "dependence" => (&mut c.dependence, 0.0..=1.0, "a fraction from 0 to 1"),
                     "walk_ahead" => (&mut c.walk_ahead, 0.0..=1.0, "a fraction from 0 to 1"),
+                    "stream_ahead" => (&mut c.stream_ahead, 0.0..=1.0, "a fraction from 0 to 1"),
                     "walk_hiding" => (&mut c.walk_hiding, 0.0..=1e6, "a number from 0 to 1e6"),
                     "share_exponent" => (&mut c.share_exponent, SHARE_EXPONENTS, "a number from 0.01 to 4"),
                     "walkers" => (&mut c.walkers, 1.0..=1e6, "a number from 1 to 1e6"),
@@ -740,7 +747,7 @@ impl Machine {
             Some(("nested", h)) => h,
             _ => {
                 return Err(Error::usage(format!(
-                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nopwc, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +walk_hiding=K, +share_exponent=A, +share_law=L, +rob=N, +walkers=N, +mlp=N, +tenant_fill_rate=R, +bounds_norm=P or +scatter=F"
+                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nopwc, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +stream_ahead=F, +walk_hiding=K, +share_exponent=A, +share_law=L, +rob=N, +walkers=N, +mlp=N, +tenant_fill_rate=R, +bounds_norm=P or +scatter=F"
                 )))
             }
         };

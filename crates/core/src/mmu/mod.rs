@@ -25,6 +25,10 @@ use tlb::{make_tag, Tlb};
 
 pub const MAX_SIZES: usize = 16;
 
+/// Walks remembered to tell a sequential stream's next page (`WalkCounters::sequential`): a
+/// few, so that a program sweeping up to four arrays in step is seen in each.
+const RECENT_WALKS: usize = 8;
+
 /// Per-structure counters, split by page-size index.
 #[derive(Clone, Debug, Default)]
 pub struct TlbCounters {
@@ -52,6 +56,12 @@ crate::counters! {
     pub struct WalkCounters {
         pub walks: [u64; MAX_SIZES] = by_hand,
         pub refs: u64 = "walk.refs",
+        /// Walks to a page whose two pages below (or two above: the same size as the TLB holds
+        /// it) are among the last `RECENT_WALKS` walks' pages: a sequential stream crossing into
+        /// its next page, seen crossing twice before, as a stream prefetcher waits to see a
+        /// stream before it runs ahead of it (`[cache] stream_ahead`, mmu/cache.rs). Two, not
+        /// one, so that a binary search's last probes, a page apart, are not taken for one.
+        pub sequential: u64 = "walks.sequential",
         pub pwc_hits: u64 = "pwc.hits",
         pub pwc_misses: u64 = "pwc.misses",
     }
@@ -127,6 +137,10 @@ pub struct Mmu {
     /// The page-table levels the last walk read, (first, leaf): with data caches, the engine
     /// sends those entries' physical addresses through them (guest levels only when nested).
     pub last_walk: (u8, u8),
+    /// The pages of the last `RECENT_WALKS` walks, each as (page number << 4) | size index
+    /// (u64::MAX: none yet), and the slot the next one takes.
+    recent_walks: [u64; RECENT_WALKS],
+    recent_at: usize,
     /// Data caches (the machine's `[cache]`), None for machines without one.
     pub caches: Option<cache::Caches>,
 }
@@ -252,6 +266,8 @@ impl Mmu {
             track_evictions: false,
             evictions: Vec::new(),
             last_walk: (0, 0),
+            recent_walks: [u64::MAX; RECENT_WALKS],
+            recent_at: 0,
             // A nested walk makes ten or more references per access, most of them to a few host
             // entry lines the first level holds: there the replay thread is the slower side, and
             // the first level runs beside the engine instead (mmu/cache.rs; docs/RUNTIME_MODEL.md,
@@ -497,6 +513,7 @@ impl Mmu {
         let start = unsafe { self.pwcs.start::<WIDE>(va, asid, top, leaf, &mut self.walk.pwc_hits, &mut self.walk.pwc_misses) };
         let guest = (start - leaf + 1) as u64;
         self.last_walk = (start, leaf);
+        self.note_sequential(va, si);
         match self.nested_host_refs {
             None => guest,
             // Each guest reference (and the final guest-physical address) is itself translated
@@ -506,6 +523,25 @@ impl Mmu {
                 (guest + 1) * (h + 1) - 1
             }
         }
+    }
+
+    /// Count the walk to `va`'s page of size `si` as sequential where the last `RECENT_WALKS`
+    /// walks went to the two pages below it, or the two above, and remember it. The page is the
+    /// one the TLB holds (`tlb_size`): a splintered 2MB page's 4KB pieces are walked one by one,
+    /// and a stream crosses from piece to piece as it would from page to page.
+    #[inline(always)]
+    fn note_sequential(&mut self, va: u64, si: u32) {
+        let held = self.tlb_size(si);
+        let key = ((va >> self.shifts[held as usize]) << 4) | (held as u64 & 0xf);
+        // A page up or down is 16 apart in the key, with the size's bits equal. A key near 0 or
+        // u64::MAX wraps to one no walk has (u64::MAX marks an empty slot).
+        let seen = |k: u64| k != u64::MAX && self.recent_walks.contains(&k);
+        let (down, up) = (key.wrapping_sub(16), key.wrapping_add(16));
+        if (seen(down) && seen(down.wrapping_sub(16))) || (seen(up) && seen(up.wrapping_add(16))) {
+            self.walk.sequential += 1;
+        }
+        self.recent_walks[self.recent_at] = key;
+        self.recent_at = (self.recent_at + 1) % RECENT_WALKS;
     }
 
     /// Drop a translation from every structure (a shootdown). A base page's shootdown also
