@@ -55,15 +55,15 @@ fn stream_ahead_takes_the_sequential_walks_off_the_walk_stall() {
 #[test]
 fn stream_ahead_is_a_fraction_in_the_file_and_as_a_modifier() {
     let file = common::skylake_file("walks-seq-key.toml", &common::TWO_LEVEL_CACHE.replacen("rob = 224\n", "rob = 224\nstream_ahead = 1.5\n", 1));
-    let e = Machine::load(&file).err().expect("1.5 is refused").to_string();
+    let e = Machine::load(&file).expect_err("1.5 is refused").to_string();
     assert!(e.contains("stream_ahead") && e.contains("1.5"), "{e}");
     let ok = common::skylake_file("walks-seq-ok.toml", &common::TWO_LEVEL_CACHE.replacen("rob = 224\n", "rob = 224\nstream_ahead = 0.25\n", 1));
     assert_eq!(Machine::load(&ok).unwrap().cache.unwrap().stream_ahead, 0.25);
     assert_eq!(Machine::load(&format!("{ok}+stream_ahead=1")).unwrap().cache.unwrap().stream_ahead, 1.0);
     for v in ["2", "-0.1", "x"] {
-        let e = Machine::load(&format!("{ok}+stream_ahead={v}")).err().expect("refused").to_string();
+        let e = Machine::load(&format!("{ok}+stream_ahead={v}")).expect_err("refused").to_string();
         assert!(e.contains(&format!("+stream_ahead={v}")), "{e}");
     }
-    let e = Machine::load("skylake+stream_ahead=1").err().expect("no [cache]").to_string();
+    let e = Machine::load("skylake+stream_ahead=1").expect_err("no [cache]").to_string();
     assert!(e.contains("+stream_ahead needs a machine with a [cache] section"), "{e}");
 }

@@ -1322,9 +1322,15 @@ mod tests {
         assert!((walk(&chain) - 10500.0).abs() < 1e-9, "{}", walk(&chain));
         // No sequential walks: nothing leaves, whatever the machine does ahead.
         let none = Translation { sequential: 0, ..t };
-        assert_eq!(stall_cycles(&CacheSpec { stream_ahead: 1.0, ..s.clone() }, &[0, 0, 1000], none, 1000, 4000), stall_cycles(&s, &[0, 0, 1000], none, 1000, 4000));
+        assert_eq!(
+            stall_cycles(&CacheSpec { stream_ahead: 1.0, ..s.clone() }, &[0, 0, 1000], none, 1000, 4000),
+            stall_cycles(&s, &[0, 0, 1000], none, 1000, 4000)
+        );
         // The data stall is the misses' alone either way.
-        assert_eq!(stall_cycles(&CacheSpec { stream_ahead: 1.0, ..s.clone() }, &[0, 0, 1000], t, 1000, 4000).0, stall_cycles(&s, &[0, 0, 1000], t, 1000, 4000).0);
+        assert_eq!(
+            stall_cycles(&CacheSpec { stream_ahead: 1.0, ..s.clone() }, &[0, 0, 1000], t, 1000, 4000).0,
+            stall_cycles(&s, &[0, 0, 1000], t, 1000, 4000).0
+        );
     }
 
     #[test]

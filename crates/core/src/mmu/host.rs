@@ -1213,13 +1213,26 @@ impl StreamProbe {
         if stream_ahead.is_some() != (model_4k.is_some() && model_2m.is_some()) {
             return None;
         }
-        Some(StreamProbe { footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0, ns_4k: num("ns_4k")?, ns_2m: num("ns_2m")?, model_4k, model_2m, stream_ahead })
+        Some(StreamProbe {
+            footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0,
+            ns_4k: num("ns_4k")?,
+            ns_2m: num("ns_2m")?,
+            model_4k,
+            model_2m,
+            stream_ahead,
+        })
     }
 
     fn to_toml(&self) -> toml::Value {
         let mut p = toml::map::Map::new();
         p.insert("footprint".into(), toml::Value::String(Bytes(self.footprint).to_string()));
-        for (k, x) in [("ns_4k", Some(self.ns_4k)), ("ns_2m", Some(self.ns_2m)), ("model_4k", self.model_4k), ("model_2m", self.model_2m), ("stream_ahead", self.stream_ahead)] {
+        for (k, x) in [
+            ("ns_4k", Some(self.ns_4k)),
+            ("ns_2m", Some(self.ns_2m)),
+            ("model_4k", self.model_4k),
+            ("model_2m", self.model_2m),
+            ("stream_ahead", self.stream_ahead),
+        ] {
             if let Some(x) = x {
                 p.insert(k.into(), toml::Value::Float((x * 1000.0).round() / 1000.0));
             }

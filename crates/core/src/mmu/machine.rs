@@ -653,7 +653,8 @@ impl Machine {
                 if m.cache.take().is_none() {
                     return Err(Error::usage(format!("machine '{spec}': {name} has no [cache] section, so +nocache changes nothing")));
                 }
-            } else if let Some((key @ ("dependence" | "walk_ahead" | "stream_ahead" | "walk_hiding" | "share_exponent" | "rob" | "walkers" | "mlp"), v)) = suffix.split_once('=')
+            } else if let Some((key @ ("dependence" | "walk_ahead" | "stream_ahead" | "walk_hiding" | "share_exponent" | "rob" | "walkers" | "mlp"), v)) =
+                suffix.split_once('=')
             {
                 // Settings of the overlap model: two properties of the program (fractions), and
                 // what-ifs of the core (how much a full window hides of a translation, how many
