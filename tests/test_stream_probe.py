@@ -26,8 +26,9 @@ def test_the_probe_alternates_page_sizes_and_takes_medians(monkeypatch):
         return {"ns_page": str(ns), "huge_bytes": str(cal.STREAM_PROBE_BYTES)}
 
     monkeypatch.setattr(cal, "_run_chase", fake)
-    p = cal.stream_probe(cal.chase_binary(), 3)
-    assert seen == ["4k", "2m"] * 3
+    monkeypatch.setattr(cal, "STREAM_PROBE_RUNS", 3)
+    p = cal.stream_probe(cal.chase_binary(), 2)
+    assert seen == ["4k", "2m"] * 3, "at least STREAM_PROBE_RUNS runs of each"
     assert p == {"footprint": cal.STREAM_PROBE_BYTES, "ns_4k": 300.0, "ns_2m": 285.0}
     # Without 2MB pages there is no probe.
     monkeypatch.setattr(cal, "_run_chase", lambda b, a, w, absent=None: {"ns_page": "1.0", "huge_bytes": "0"})

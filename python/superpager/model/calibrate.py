@@ -1035,16 +1035,22 @@ HOST_SCATTERED_BELOW = 1.5
 STREAM_PROBE_BYTES = 256 << 20
 #: Passes of the probe's timed sweep, and of the model's (after one untimed pass in both).
 STREAM_PROBE_PASSES = 2
+#: Runs of the probe on each page size, at least (`--repeats` where more). The fit reads a
+#: difference of two times near 290 ns a page against the model's 50-90 ns of walks: in the
+#: fifty-eighth session's first bench, 3 runs each read 295.7 against 285.0 ns (stream_ahead
+#: 0.79) where a run by hand an hour before read 283.8 against 434.0 (1.0, held there), so one
+#: run's noise moves the share by a fifth. A run takes about half a second.
+STREAM_PROBE_RUNS = 9
 
 
 def stream_probe(binary: Path, repeats: int) -> dict | None:
     """ns a 4KB page of a sequential read over STREAM_PROBE_BYTES on 4KB pages and on 2MB pages
-    (chase.c `sweep`), the medians of `repeats` runs of each, alternating; None where 2MB pages
-    are not to be had. `fit_stream_ahead` reads it (docs/RUNTIME_MODEL.md, "Streams across
+    (chase.c `sweep`), the medians of `repeats` runs of each (STREAM_PROBE_RUNS at least),
+    alternating; None where 2MB pages are not to be had. `fit_stream_ahead` reads it (docs/RUNTIME_MODEL.md, "Streams across
     pages")."""
     steps = STREAM_PROBE_PASSES * STREAM_PROBE_BYTES // 8
     runs: dict[str, list[float]] = {"4k": [], "2m": []}
-    for _ in range(repeats):
+    for _ in range(max(repeats, STREAM_PROBE_RUNS)):
         for pages in ("4k", "2m"):
             f = _run_chase(binary, ["sweep", str(STREAM_PROBE_BYTES), pages, str(steps)], f"the stream probe on {pages} pages (chase sweep)")
             if pages == "2m" and int(f["huge_bytes"]) < STREAM_PROBE_BYTES // 2:
