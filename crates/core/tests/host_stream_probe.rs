@@ -29,6 +29,7 @@ fn a_fitted_probe_sets_stream_ahead_in_both_files_and_explain_shows_it() {
     let (a, why) = &rows["stream ahead"];
     assert_eq!(a, "0.961");
     assert!(why.contains("283.8 ns a 4KB page on 4KB pages and 280.5 on 2MB") && why.contains("1 - 3.3 / 84.6"), "{why}");
+    assert!(!why.contains("  "), "one sentence, no run of spaces: {why}");
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }
 

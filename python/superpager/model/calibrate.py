@@ -1046,8 +1046,8 @@ STREAM_PROBE_RUNS = 9
 def stream_probe(binary: Path, repeats: int) -> dict | None:
     """ns a 4KB page of a sequential read over STREAM_PROBE_BYTES on 4KB pages and on 2MB pages
     (chase.c `sweep`), the medians of `repeats` runs of each (STREAM_PROBE_RUNS at least),
-    alternating; None where 2MB pages are not to be had. `fit_stream_ahead` reads it (docs/RUNTIME_MODEL.md, "Streams across
-    pages")."""
+    alternating; None where 2MB pages are not to be had. `fit_stream_ahead` reads it
+    (docs/RUNTIME_MODEL.md, "Streams across pages")."""
     steps = STREAM_PROBE_PASSES * STREAM_PROBE_BYTES // 8
     runs: dict[str, list[float]] = {"4k": [], "2m": []}
     for _ in range(max(repeats, STREAM_PROBE_RUNS)):

@@ -91,9 +91,10 @@ pub struct CacheSpec {
     /// not a pointer chase (a property of the program: `+walk_ahead=F` sets it; 0 = none).
     pub walk_ahead: f64,
     /// Fraction of the walks into a sequential stream's next page (`walks.sequential`: a walk
-    /// to the page next to one of the last few walks', mmu/mod.rs) that the machine does ahead
-    /// of the stream, so that they cost nothing: its prefetchers run ahead across the page
-    /// boundary, or the core runs ahead of a stream its memory bandwidth bounds. They are
+    /// whose two pages below, or two above, are among the last 8 walks', mmu/mod.rs) that the
+    /// machine does ahead of the stream, so that they cost nothing: its prefetchers run ahead
+    /// across the page boundary, or the core runs ahead of a stream its memory bandwidth
+    /// bounds. They are
     /// taken at the average walk's cost and leave every term (docs/RUNTIME_MODEL.md, "Streams
     /// across pages"). calibrate measures it with chase.c `sweep` (host.rs `StreamProbe`);
     /// `+stream_ahead=F` sets it; 0 (every walk costs as the others) where absent.

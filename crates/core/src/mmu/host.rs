@@ -1195,7 +1195,8 @@ impl StreamProbe {
         );
         match (self.model_4k, self.model_2m, self.taken()) {
             (Some(m4), Some(m2), Some(a)) => format!(
-                "{measured}; the model's walks on the same sweep stall {m4:.1} and {m2:.1} ns a page, so the machine does {a} of a stream's walks ahead of it                  (1 - {:.1} / {:.1}, within 0 and 1)",
+                "{measured}; the model's walks on the same sweep stall {m4:.1} and {m2:.1} ns a page, so the machine does {a} of a stream's walks ahead of it \
+                 (1 - {:.1} / {:.1}, within 0 and 1)",
                 self.ns_4k - self.ns_2m,
                 m4 - m2
             ),
