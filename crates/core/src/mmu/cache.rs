@@ -94,10 +94,10 @@ pub struct CacheSpec {
     /// whose two pages below, or two above, are among the last 8 walks', mmu/mod.rs) that the
     /// machine does ahead of the stream, so that they cost nothing: its prefetchers run ahead
     /// across the page boundary, or the core runs ahead of a stream its memory bandwidth
-    /// bounds. They are
-    /// taken at the average walk's cost and leave every term (docs/RUNTIME_MODEL.md, "Streams
-    /// across pages"). calibrate measures it with chase.c `sweep` (host.rs `StreamProbe`);
-    /// `+stream_ahead=F` sets it; 0 (every walk costs as the others) where absent.
+    /// bounds. They are taken at the average walk's cost and leave every term
+    /// (docs/RUNTIME_MODEL.md, "Streams across pages"). calibrate measures it with chase.c
+    /// `sweep` (host.rs `StreamProbe`); `+stream_ahead=F` sets it; 0 (every walk costs as the
+    /// others) where absent.
     pub stream_ahead: f64,
     /// How much of a translation's latency a full window hides (0: none, the chain model). In
     /// the window's term an access's translation shows 1 / (1 + `walk_hiding` x (c - 1)) of its
