@@ -135,6 +135,7 @@ def _fake_bench(monkeypatch, calls):
     monkeypatch.setattr(workloads, "build", lambda _name: "/bin/true")
     monkeypatch.setattr(bench_model, "calibrated_chase", lambda: None)
     monkeypatch.setattr(bench_model, "calibrated_tlb_probe", lambda: None)
+    monkeypatch.setattr(bench_model, "calibrated_walk_probes", lambda: None)
 
     def measure(_e, _p, _m, pol):
         calls.append("measure")
@@ -310,8 +311,8 @@ def _bench_through(monkeypatch, calls, readings, refit=("[cache]\n", "the fit's 
     it = iter(readings)
     monkeypatch.setattr(bench_model, "chase_now", lambda _fp: calls.append("chase") or next(it))
 
-    def refit_at(fp, median, _out, _say):
-        calls.append(("refit", fp, median))
+    def refit_at(fp, median, _out, _say, walks=None):
+        calls.append(("refit", fp, median) if walks is None else ("refit", fp, median, walks))
         return refit
 
     monkeypatch.setattr(bench_model, "refit_at", refit_at)
@@ -372,3 +373,40 @@ def test_a_fit_again_that_fails_leaves_host_as_calibrated_and_says_so(monkeypatc
     assert bench_model.main(a) == 0
     assert ("predict", None) in calls
     assert "failed (no points), so `host` as calibrated." in capsys.readouterr().out
+
+
+def _walk(fp, ns_4k, ns_2m):
+    return {"footprint": fp, "chains": [1, 2, 4], "ns_4k": ns_4k, "ns_2m": ns_2m}
+
+
+def test_the_shares_fit_rests_on_the_median_of_the_walk_probes_read_with_the_chase(monkeypatch, capsys):
+    # docs/RUNTIME_MODEL.md, "The share's probes through the bench".
+    calls: list = []
+    bench_model = _bench_through(monkeypatch, calls, [(260.0, 170.0), (250.0, 160.0), (240.0, 165.0)])
+    calibrated = [_walk(1 << 30, [300.0, 150.0, 80.0], [200.0, 100.0, 50.0]), _walk(4 << 30, [400.0, 200.0, 100.0], [300.0, 150.0, 75.0])]
+    monkeypatch.setattr(bench_model, "calibrated_walk_probes", lambda: calibrated)
+    # At the start, after round 1 (the far probe not read: None), at the end.
+    readings = iter([
+        [_walk(1 << 30, [280.0, 120.0, 60.0], [180.0, 90.0, 40.0]), _walk(4 << 30, [380.0, 190.0, 90.0], [280.0, 140.0, 70.0])],
+        None,
+        [_walk(1 << 30, [290.0, 140.0, 70.0], [190.0, 95.0, 45.0]), _walk(4 << 30, [420.0, 210.0, 110.0], [320.0, 160.0, 80.0])],
+    ])
+    monkeypatch.setattr(bench_model, "walk_probes_now", lambda probes: calls.append("walks") or (next(readings) if probes is calibrated else None))
+    assert bench_model.main(_bench_args(model_programs="rand,gups")) == 0
+    # Each chase reading is followed by a reading of the walk probes, before the next run.
+    assert calls[:5] == ["chase", "walks", "measure", "measure", "measure"], calls
+    refit = next(c for c in calls if isinstance(c, tuple) and c[0] == "refit")
+    near, far = refit[3][0]
+    # Medians of three readings at each k (the calibration's and the two read), the unread one left out.
+    assert near["ns_4k"] == [290.0, 140.0, 70.0] and near["ns_2m"] == [190.0, 95.0, 45.0]
+    assert far["ns_4k"] == [400.0, 200.0, 100.0] and far["ns_2m"] == [300.0, 150.0, 75.0]
+    assert refit[3][1] == 3
+    err = capsys.readouterr().err
+    assert "the share's walk probes over 1024MiB and 4096MiB, after round 1" in err
+    assert "not read (no 2MB pages, or too little memory free)" in err
+
+
+def test_the_median_of_one_calibrated_probe_and_no_readings_is_the_calibration():
+    from superpager.bench_model import median_walk_probes
+    one = [_walk(1 << 30, [300.0, 150.0, 80.0], [200.0, 100.0, 50.0])]
+    assert median_walk_probes(one, [None, None]) == (one, 1)

@@ -101,3 +101,18 @@ def test_a_refit_takes_chase_points_read_since_in_place_of_the_files(tmp_path):
     assert {k: v for k, v in got.items() if k[0] != "1GiB"} == {k: v for k, v in was.items() if k[0] != "1GiB"}
     with pytest.raises(cal.CalibrateError, match=r"has no 4k point at 3GiB to replace"):
         cal.refit(path, out, last_level_fit=False, points={(3 << 30, "4k"): 300.0})
+
+
+@pytest.mark.skipif(len(LEVELS) < 2, reason="CPUID and sysfs give fewer than two data-cache levels here")
+def test_walk_probes_read_since_must_match_the_files_footprints_and_chains(tmp_path):
+    path, _ = _written(tmp_path)
+    out = tmp_path / "refit.toml"
+    near = {"footprint": 1 << 30, "chains": [1, 2, 4, 8, 16, 32], "ns_4k": [300.0] * 6, "ns_2m": [200.0] * 6}
+    with pytest.raises(cal.CalibrateError, match=r"host.toml: calibration.walk_probe is not over the footprint and chains of the times read since \(2GiB"):
+        cal.refit(path, out, last_level_fit=False, share_probes=[{**near, "footprint": 2 << 30}, near])
+    # The file has no far probe to read again.
+    with pytest.raises(cal.CalibrateError, match=r"calibration.walk_probe_far is not over"):
+        cal.refit(path, out, last_level_fit=False, share_probes=[near, {**near, "footprint": 4 << 30}])
+    with pytest.raises(cal.CalibrateError, match=r"reads two walk probes, and 1 were given"):
+        cal.refit(path, out, last_level_fit=False, share_probes=[near])
+    assert not out.exists(), "nothing written"

@@ -85,7 +85,7 @@ def test_no_fit_without_one_chase_and_a_chase_count_from_two(monkeypatch):
 
 def test_the_far_probe_is_not_run_without_the_memory_for_it(monkeypatch):
     monkeypatch.setattr(cal, "memory_available", lambda: 5 << 30)
-    monkeypatch.setattr(cal, "walk_probe", lambda *_a, **_k: pytest.fail("the probe ran"))
+    monkeypatch.setattr(cal, "walk_times", lambda *_a, **_k: pytest.fail("the probe ran"))
     got, why = cal.walk_probe_far(cal.Path("/nonexistent"), 1 << 30, 1000, 1)
     assert got is None and why == "the far walk probe needs 6GiB free, and 5GiB is"
 
@@ -135,3 +135,16 @@ def test_fit_and_write_puts_the_fit_taken_into_cache_and_says_why_where_it_did_n
         c = cal._core.machine_info(str(out))["cache"]
         assert c["share_exponent"] == 1.0 and c["walk_hiding"] == pytest.approx(0.172), c
     assert len(seen) == 1
+
+
+@pytest.mark.skipif(len(LEVELS) < 2, reason="CPUID and sysfs give fewer than two data-cache levels here")
+def test_the_share_fit_reads_the_walk_probes_handed_over_in_place_of_the_files(tmp_path, monkeypatch):
+    # bench --model's walk probes through the bench ("The share's probes through the bench").
+    levels = [(n, s, w, 0.0) for n, s, w in LEVELS]
+    seen = []
+    monkeypatch.setattr(cal, "fit_share_exponent", lambda _t, probes, *_a: seen.append(probes) or None)
+    later = [{**NEAR, "ns_4k": [250.0] + NEAR["ns_4k"][1:]}, {**FAR, "ns_2m": [260.0] + FAR["ns_2m"][1:]}]
+    _, why = cal.fit_and_write(_input(far=True), levels, 1 << 30, tmp_path / "a.toml", last_level_fit=False, share_probes=later)
+    _, _ = cal.fit_and_write(_input(far=True), levels, 1 << 30, tmp_path / "b.toml", last_level_fit=False)
+    assert why == "the walk probes ran at no k from 2"  # the stand-in fit returns None
+    assert seen == [later, [NEAR, FAR]]

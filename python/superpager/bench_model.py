@@ -133,6 +133,51 @@ def chase_now(footprint: int, repeats: int = 3) -> tuple[float, float] | None:
     return None if huge < footprint // 2 else (ns_4k, ns_2m)
 
 
+def calibrated_walk_probes() -> list[dict] | None:
+    """The two walk probes the share's fit reads (`[calibration.walk_probe]` and
+    `walk_probe_far`: footprint, chains, ns_4k, ns_2m) as calibrate measured them, from the file
+    `host` reads; None without both, or where the file has no share's fit to redo."""
+    cal = _calibration()
+    if cal is None or not isinstance(cal.get("share_fit"), dict):
+        return None
+    from .model.calibrate import _input_of
+    out = []
+    for key in ("walk_probe", "walk_probe_far"):
+        p = cal.get(key)
+        if not isinstance(p, dict) or not all(k in p for k in ("footprint", "chains", "ns_4k", "ns_2m")):
+            return None
+        q = _input_of(p)
+        out.append({k: q[k] for k in ("footprint", "chains", "ns_4k", "ns_2m")})
+    return out
+
+
+def walk_probes_now(probes: list[dict]) -> list[dict] | None:
+    """One reading of both walk probes now, over the calibrated ones' footprints (one run of
+    each page size, `walk_times`): the share's fit's inputs in the machine's present state.
+    None where either could not be read (no 2MB pages, too little memory free for the far one)."""
+    from .model.calibrate import chase_binary, memory_available, walk_times, FAR_HEADROOM
+    b = chase_binary()
+    out = []
+    for p in probes:
+        free = memory_available()
+        if free is None or free < p["footprint"] + FAR_HEADROOM:
+            return None
+        t = walk_times(b, p["footprint"], 2_000_000)
+        if t is None or t["chains"] != list(p["chains"]):
+            return None
+        out.append(t)
+    return out
+
+
+def median_walk_probes(calibrated: list[dict], readings: list) -> tuple[list[dict], int]:
+    """The walk probes through the bench: at each chain count and page size, the median of the
+    calibrated probe and the readings since (`walk_probes_now`; None readings left out), and how
+    many readings that is, the calibrated one counted."""
+    from .model.calibrate import median_walk_times
+    seen = [calibrated] + [r for r in readings if r]
+    return [median_walk_times([r[i] for r in seen]) for i in range(len(calibrated))], len(seen)
+
+
 def median_state(cal: tuple[int, float, float, str], states: list) -> tuple[float, float]:
     """The machine's state through the bench: the median, on each page size, of calibrate's chase
     at the calibration's largest footprint as calibrated (`cal`) and as read since (`states`,
@@ -141,16 +186,20 @@ def median_state(cal: tuple[int, float, float, str], states: list) -> tuple[floa
     return statistics.median(r[0] for r in seen), statistics.median(r[1] for r in seen)
 
 
-def refit_at(footprint: int, median: tuple[float, float], out: Path, say) -> tuple[str | None, str]:
+def refit_at(footprint: int, median: tuple[float, float], out: Path, say, walks: tuple[list[dict], int] | None = None) -> tuple[str | None, str]:
     """The calibration `host` reads, fitted again (calibrate's refit: nothing measured) with its
-    chase at `footprint` taken as `median` (ns a step on 4KB, 2MB pages), written to `out`: (the
-    machine file, the report's clause on what the fit chose); (None, why) where the fit fails."""
+    chase at `footprint` taken as `median` (ns a step on 4KB, 2MB pages) and, where `walks` is
+    given (`median_walk_probes`: the probes, how many readings), the share's fit on those walk
+    probes, written to `out`: (the machine file, the report's clause on what the fit chose);
+    (None, why) where the fit fails."""
     from .cli_model import default_calibration_path
     from .model.calibrate import CalibrateError, refit, size_text
     say(f"calibrate's fit again, with its chase over {footprint >> 20}MiB at the median of the bench's readings, "
-        f"{median[0]:.1f} / {median[1]:.1f} ns (a minute or two)")
+        f"{median[0]:.1f} / {median[1]:.1f} ns" + (f", and the share's fit on the walk probes' medians over {walks[1]} readings" if walks else "")
+        + " (a few minutes)")
     try:
-        r = refit(default_calibration_path(), out, points={(footprint, "4k"): median[0], (footprint, "2m"): median[1]})
+        r = refit(default_calibration_path(), out, points={(footprint, "4k"): median[0], (footprint, "2m"): median[1]},
+                  share_probes=walks[0] if walks else None)
     except (CalibrateError, OSError) as e:
         say(f"the fit again failed ({e}); predicting from the calibration as it is")
         return None, f"calibrate's fit redone with it failed ({e}), so `host` as calibrated"
@@ -170,7 +219,10 @@ def refit_at(footprint: int, median: tuple[float, float], out: Path, say) -> tup
             chose += f", no share fit ({r.get('share_fit_skipped') or 'none ran'})"
     else:
         chose = f"no last-level fit ({r.get('last_level_fit_skipped') or 'none ran'})"
-    return out.read_text(), (f"calibrate's fit redone with it in place of the first pair, its other points and probes as calibrated, "
+    probes = ("its other points and probes as calibrated" if not walks else
+              f"the share's fit on the two walk probes' medians over {walks[1]} readings (the calibration's and {walks[1] - 1} through the bench), "
+              "its other points and probes as calibrated")
+    return out.read_text(), (f"calibrate's fit redone with it in place of the first pair, {probes}, "
                              f"chose {chose} (docs/RUNTIME_MODEL.md, \"The machine's state through the bench\")")
 
 
@@ -238,10 +290,28 @@ def main(a) -> int:
             return 2
     rows = []
     cal = calibrated_chase()
-    states = []
-    if cal is not None:
-        say(f"calibrate's chase over {cal[0] >> 20}MiB, as at the start (it was {cal[1]:.1f} / {cal[2]:.1f} ns on 4KB / 2MB pages when calibrated)")
+    states: list = []
+    # The share's fit's walk probes are read with the chase (docs/RUNTIME_MODEL.md, "The share's
+    # probes through the bench"); not where predictions are asked at calibration.
+    at_calibration = bool(getattr(a, "model_at_calibration", False))
+    walk_cal = calibrated_walk_probes() if cal is not None and not at_calibration else None
+    walks: list = []
+
+    def read_state(when: str) -> None:
+        """The machine's state between runs, read as calibrate reads it."""
+        assert cal is not None
+        say(f"calibrate's chase over {cal[0] >> 20}MiB, {when}")
         states.append(chase_now(cal[0]))
+        if walk_cal is not None:
+            sizes = " and ".join(f"{p['footprint'] >> 20}MiB" for p in walk_cal)
+            say(f"the share's walk probes over {sizes}, {when}")
+            walks.append(walk_probes_now(walk_cal))
+            say("  " + ("; ".join(f"{r['footprint'] >> 20}MiB ns_4k {r['ns_4k']} ns_2m {r['ns_2m']}" for r in walks[-1])
+                        if walks[-1] else "not read (no 2MB pages, or too little memory free)"))
+
+    if cal is not None:
+        read_state(f"as at the start (it was {cal[1]:.1f} / {cal[2]:.1f} ns on 4KB / 2MB pages when calibrated)")
+
     probe = calibrated_tlb_probe()
     probes = []
     if probe is not None:
@@ -251,7 +321,6 @@ def main(a) -> int:
     if keep:
         os.makedirs(keep, exist_ok=True)
     cases = [(program, mib) for program in programs for mib in sizes]
-    at_calibration = bool(getattr(a, "model_at_calibration", False))
     refitted = None
     with tempfile.TemporaryDirectory(prefix="superpager-model-") as tmp:
         # Captures first: a capture that fails stops the bench before its first timed run.
@@ -267,16 +336,13 @@ def main(a) -> int:
         last = None
         for rnd, case, pair in schedule(cases, a.repeats):
             if cal is not None and last is not None and rnd != last:
-                # Between rounds: the machine's state, read as calibrate reads it.
-                say(f"calibrate's chase over {cal[0] >> 20}MiB, after round {last + 1}")
-                states.append(chase_now(cal[0]))
+                read_state(f"after round {last + 1}")
             last = rnd
             for pol in pair:
                 times[(case, pol)].append(measure(exe, case[0], case[1], pol))
             say(f"round {rnd + 1} of {a.repeats}: {case[0]} {case[1]}MiB {times[(case, 'base')][-1] / times[(case, 'thp')][-1]:.3f}x")
         if cal is not None:
-            say(f"calibrate's chase over {cal[0] >> 20}MiB, as at the end")
-            states.append(chase_now(cal[0]))
+            read_state("as at the end")
         if probe is not None:
             say("calibrate's TLB probe, as at the end")
             probes.append(tlb_probe_now())
@@ -285,8 +351,9 @@ def main(a) -> int:
         if cal is not None and not at_calibration:
             median = median_state(cal, states)
             refitted, clause = (None, "the calibration's own pair, so `host` as calibrated")
-            if median != (cal[1], cal[2]):
-                refitted, clause = refit_at(cal[0], median, Path(tmp) / "host-through-the-bench.toml", say)
+            through_walks = median_walk_probes(walk_cal, walks) if walk_cal is not None and any(walks) else None
+            if median != (cal[1], cal[2]) or through_walks:
+                refitted, clause = refit_at(cal[0], median, Path(tmp) / "host-through-the-bench.toml", say, through_walks)
             through = (median, clause)
         preds = {}
         with _host_text(refitted):

@@ -311,15 +311,26 @@ def walk_probe(binary: Path, footprint: int, steps: int, repeats: int, miss_ns: 
     """The walk probe (docs/RUNTIME_MODEL.md, "The walk probe"): medians over `repeats` runs of
     k chases at once, on 4KB and 2MB pages; None when 2MB pages are not to be had here.
     `miss_ns`: a load's time without a walk where the TLB splinters 2MB pages (`walk_ns`)."""
+    t = walk_times(binary, footprint, steps, repeats)
+    if t is None:
+        return None
+    ks, ns_4k, ns_2m = t["chains"], t["ns_4k"], t["ns_2m"]
+    return {**t, "walk_ns": walk_ns(ks, ns_4k, ns_2m, miss_ns), "walkers": walkers_from(ks, ns_4k, ns_2m, miss_ns),
+            "walkers_rule": WALKERS_RULE, "mlp": mlp_from(ks, ns_2m)}
+
+
+def walk_times(binary: Path, footprint: int, steps: int, repeats: int = 1) -> dict | None:
+    """The walk probe's times over `footprint`: medians over `repeats` runs of WALK_CHAINS
+    chases at once, the page sizes in turn (`alternated`); None where 2MB pages could not be
+    had. One run of it is what `bench --model` reads again between its rounds for the share's
+    fit (docs/RUNTIME_MODEL.md, "The share's probes through the bench")."""
     ks = WALK_CHAINS
     by_pages = alternated(lambda pg, seed: chains(binary, footprint, pg, steps, seed, ks), repeats,
                           usable=lambda pg, r: pg != "2m" or r[1] >= footprint // 2)
     if by_pages is None:
         return None
     out = {pg: [round(statistics.median(r[0][i] for r in runs), 3) for i in range(len(ks))] for pg, runs in by_pages.items()}
-    return {"footprint": footprint, "chains": list(ks), "ns_4k": out["4k"], "ns_2m": out["2m"],
-            "walk_ns": walk_ns(ks, out["4k"], out["2m"], miss_ns), "walkers": walkers_from(ks, out["4k"], out["2m"], miss_ns),
-            "walkers_rule": WALKERS_RULE, "mlp": mlp_from(ks, out["2m"])}
+    return {"footprint": footprint, "chains": list(ks), "ns_4k": out["4k"], "ns_2m": out["2m"]}
 
 
 #: The adds chase.c's window probe puts after each load (its WINDOW_PADS, in its output order).
@@ -672,11 +683,19 @@ def walk_probe_far(binary: Path, largest: int, steps: int, repeats: int) -> tupl
     if free is None or free < far + FAR_HEADROOM:
         return None, (f"the far walk probe needs {size_text(far + FAR_HEADROOM)} free, and "
                       + ("MemAvailable could not be read" if free is None else f"{size_text(free)} is"))
-    p = walk_probe(binary, far, steps, repeats)
-    if p is None:
-        return None, f"2MB pages could not be had over {size_text(far)}"
     # Only its times are the fit's; walkers and misses in flight are the first probe's.
-    return {k: p[k] for k in ("footprint", "chains", "ns_4k", "ns_2m")}, None
+    p = walk_times(binary, far, steps, repeats)
+    return (None, f"2MB pages could not be had over {size_text(far)}") if p is None else (p, None)
+
+
+def median_walk_times(readings: list[dict]) -> dict:
+    """The median, at each chain count and page size, of readings of one walk probe (each a
+    `walk_times` dict over the same footprint and chains)."""
+    first = readings[0]
+    assert all(r["footprint"] == first["footprint"] and list(r["chains"]) == list(first["chains"]) for r in readings)
+    return {"footprint": first["footprint"], "chains": list(first["chains"]),
+            **{key: [round(statistics.median(r[key][i] for r in readings), 3) for i in range(len(first["chains"]))]
+               for key in ("ns_4k", "ns_2m")}}
 
 
 def share_rate(rate: float, whole: int, kept: int, a: float) -> float:
@@ -1101,12 +1120,13 @@ def host_frames_probe(binary: Path, steps: int, repeats: int) -> dict | None:
 
 
 def fit_and_write(inp: dict, levels: list[tuple[str, int, int, float]], largest: int, out: Path, last_level_fit: bool, progress=None,
-                  bounds_norm_fit: bool = False, share_fit: bool = True) -> tuple[str | None, str | None]:
+                  bounds_norm_fit: bool = False, share_fit: bool = True, share_probes: list[dict] | None = None) -> tuple[str | None, str | None]:
     """The last level's fit on `inp` (calibrate's input to the machine file, its points in
     `points`) where it can run, then the share's exponent's (`share_fit`) and the bounds' norm's
     (`bounds_norm_fit`) where asked and they can, then the machine file written to `out` whole or
-    not at all. Returns why the last level's fit and why the share's fit did not run (None where
-    each did)."""
+    not at all. `share_probes`: the two walk probes' times the share's fit reads in place of
+    `inp`'s (`refit`'s). Returns why the last level's fit and why the share's fit did not run
+    (None where each did)."""
     at_largest = {pg: ns for fp, pg, ns in inp["points"] if fp == largest}
     why = fit_skipped(last_level_fit, levels, largest, at_largest)
     if why is None:
@@ -1130,7 +1150,7 @@ def fit_and_write(inp: dict, levels: list[tuple[str, int, int, float]], largest:
                  if not inp.get("walk_probe_far") else None)
     if share_why is None:
         # Fitted on the machine as written so far (its last level, memory, walkers and window).
-        got = fit_share_exponent(text, [inp["walk_probe"], inp["walk_probe_far"]], levels[-1][1], int(shared["chosen"]),
+        got = fit_share_exponent(text, share_probes or [inp["walk_probe"], inp["walk_probe_far"]], levels[-1][1], int(shared["chosen"]),
                                  float(shared["tenant_fill_rate"]), progress)
         if got is None:
             share_why = "the walk probes ran at no k from 2"
@@ -1168,14 +1188,18 @@ def _input_of(section: dict) -> dict:
 
 
 def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True, bounds_norm_fit: bool = False,
-          points: dict[tuple[int, str], float] | None = None, share_fit: bool = True) -> dict:
+          points: dict[tuple[int, str], float] | None = None, share_fit: bool = True,
+          share_probes: list[dict] | None = None) -> dict:
     """Fit the machine file at `path` again from the measurements it holds (its chase points and
     probes; nothing is measured), by this version's rules, and write the result to `out`. For a
     file written before a rule changed (docs/RUNTIME_MODEL.md, "Memory's latency, fitted"), and to
     see what a rule makes of an earlier hour's measurements. `points`: chase points read since,
     {(footprint, "4k" or "2m"): ns a step}, which replace the file's at the same footprint and
     page size (`bench --model` gives the median of its readings over 1GiB: "The machine's state
-    through the bench"). Errors name the file and the key."""
+    through the bench"). `share_probes`: the walk probe's and the far walk probe's times read
+    since (`walk_times`: footprint, chains, ns_4k, ns_2m), which the share's fit reads in place
+    of the file's (at the same footprints and chains; the file's walkers and mlp stay as they
+    are). Errors name the file and the key."""
     import tomllib
     try:
         v = tomllib.loads(Path(path).read_text())
@@ -1206,7 +1230,16 @@ def refit(path: Path, out: Path, progress=None, last_level_fit: bool = True, bou
               for k in ("tlb_probe", "walk_probe", "walk_probe_far", "frames", "host_frames", "window_probe", "scan_probe", "stream_probe")}
     inp = {"cpu": "", "date": cal.get("date", ""), "method": cal.get("method", ""), "clock_ghz": float(clock),
            "points": [[fp, pg, ns] for fp, pg, ns in pts], **probes, **f}
-    why, share_why = fit_and_write(inp, levels, max(fp for fp, _, _ in pts), out, last_level_fit, progress, bounds_norm_fit, share_fit)
+    if share_probes is not None:
+        if len(share_probes) != 2:
+            raise CalibrateError(f"{path}: the share's fit reads two walk probes, and {len(share_probes)} were given")
+        for key, p in zip(("walk_probe", "walk_probe_far"), share_probes):
+            had = probes.get(key)
+            if not had or had.get("footprint") != p.get("footprint") or list(had.get("chains", [])) != list(p.get("chains", [])):
+                raise CalibrateError(f"{path}: calibration.{key} is not over the footprint and chains of the times read since "
+                                     f"({size_text(int(p.get('footprint') or 0))}, chains {p.get('chains')})")
+    why, share_why = fit_and_write(inp, levels, max(fp for fp, _, _ in pts), out, last_level_fit, progress, bounds_norm_fit, share_fit,
+                                   share_probes)
     return {**inp, "clock_how": f"measured nothing: refit from {path}, whose clock was {float(clock):.3f} GHz",
             "last_level_fit_skipped": why, "share_fit_skipped": share_why, "unsteady": unsteady_in(inp)}
 
