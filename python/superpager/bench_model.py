@@ -140,14 +140,16 @@ def calibrated_walk_probes() -> list[dict] | None:
     cal = _calibration()
     if cal is None or not isinstance(cal.get("share_fit"), dict):
         return None
-    from .model.calibrate import _input_of
+    from .model.calibrate import WALK_CHAINS, _input_of
+    keys = ("footprint", "chains", "ns_4k", "ns_2m")
     out = []
     for key in ("walk_probe", "walk_probe_far"):
         p = cal.get(key)
-        if not isinstance(p, dict) or not all(k in p for k in ("footprint", "chains", "ns_4k", "ns_2m")):
+        # Chains other than the probe's own could not be read again (`walk_times` runs WALK_CHAINS).
+        if not isinstance(p, dict) or not all(k in p for k in keys) or list(p["chains"]) != list(WALK_CHAINS):
             return None
         q = _input_of(p)
-        out.append({k: q[k] for k in ("footprint", "chains", "ns_4k", "ns_2m")})
+        out.append({k: q[k] for k in keys})
     return out
 
 
@@ -155,15 +157,12 @@ def walk_probes_now(probes: list[dict]) -> list[dict] | None:
     """One reading of both walk probes now, over the calibrated ones' footprints (one run of
     each page size, `walk_times`): the share's fit's inputs in the machine's present state.
     None where either could not be read (no 2MB pages, too little memory free for the far one)."""
-    from .model.calibrate import chase_binary, memory_available, walk_times, FAR_HEADROOM
+    from .model.calibrate import chase_binary, memory_short, walk_times
     b = chase_binary()
     out = []
     for p in probes:
-        free = memory_available()
-        if free is None or free < p["footprint"] + FAR_HEADROOM:
-            return None
-        t = walk_times(b, p["footprint"], 2_000_000)
-        if t is None or t["chains"] != list(p["chains"]):
+        t = None if memory_short(p["footprint"]) else walk_times(b, p["footprint"], 2_000_000)
+        if t is None:
             return None
         out.append(t)
     return out
@@ -219,9 +218,8 @@ def refit_at(footprint: int, median: tuple[float, float], out: Path, say, walks:
             chose += f", no share fit ({r.get('share_fit_skipped') or 'none ran'})"
     else:
         chose = f"no last-level fit ({r.get('last_level_fit_skipped') or 'none ran'})"
-    probes = ("its other points and probes as calibrated" if not walks else
-              f"the share's fit on the two walk probes' medians over {walks[1]} readings (the calibration's and {walks[1] - 1} through the bench), "
-              "its other points and probes as calibrated")
+    probes = (f"the share's fit on the two walk probes' medians over {walks[1]} readings (the calibration's and {walks[1] - 1} through the bench), "
+              if walks else "") + "its other points and probes as calibrated"
     return out.read_text(), (f"calibrate's fit redone with it in place of the first pair, {probes}, "
                              f"chose {chose} (docs/RUNTIME_MODEL.md, \"The machine's state through the bench\")")
 

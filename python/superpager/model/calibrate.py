@@ -675,14 +675,23 @@ def memory_available() -> int | None:
     return None
 
 
+def memory_short(footprint: int) -> str | None:
+    """Why a walk probe over `footprint` cannot run now, or None where it can: it needs that much
+    memory free and FAR_HEADROOM more."""
+    free = memory_available()
+    if free is not None and free >= footprint + FAR_HEADROOM:
+        return None
+    return (f"needs {size_text(footprint + FAR_HEADROOM)} free, and "
+            + ("MemAvailable could not be read" if free is None else f"{size_text(free)} is"))
+
+
 def walk_probe_far(binary: Path, largest: int, steps: int, repeats: int) -> tuple[dict | None, str | None]:
     """The walk probe over FAR_FACTOR times `largest`, and why it did not run (None where it
     did): it needs that much memory free and more (FAR_HEADROOM), and 2MB pages."""
     far = FAR_FACTOR * largest
-    free = memory_available()
-    if free is None or free < far + FAR_HEADROOM:
-        return None, (f"the far walk probe needs {size_text(far + FAR_HEADROOM)} free, and "
-                      + ("MemAvailable could not be read" if free is None else f"{size_text(free)} is"))
+    short = memory_short(far)
+    if short:
+        return None, f"the far walk probe {short}"
     # Only its times are the fit's; walkers and misses in flight are the first probe's.
     p = walk_times(binary, far, steps, repeats)
     return (None, f"2MB pages could not be had over {size_text(far)}") if p is None else (p, None)
