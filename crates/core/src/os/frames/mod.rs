@@ -782,10 +782,47 @@ impl PhysMem {
         let s = self.scatter.as_mut()?;
         let new_run = s.rng.unit() < s.fraction;
         let next = s.last.map(|l| l + 1).filter(|_| !new_run);
-        if let Some(n) = next.filter(|&n| self.scatter_target(n)) {
-            self.counters.scatter_run_continued += 1;
-            return Some(self.take_scattered(n));
+        let got = match next.filter(|&n| self.scatter_target(n)) {
+            Some(n) => {
+                self.counters.scatter_run_continued += 1;
+                Some(self.take_scattered(n))
+            }
+            None => self.scatter_new_run(),
+        };
+        self.prefetch_next_scattered();
+        got
+    }
+
+    /// Where the next scattered allocation would start a new run on its first pick (the pool's
+    /// pageblock and offset its generator's next draws give, read from a copy of it), bring the
+    /// frame-table lines it will read toward the host's caches: a new run's frame is picked at
+    /// random, and taking it off its free block waited on each of them in turn. A hint only:
+    /// the generator itself is not advanced, and no result changes.
+    #[inline]
+    fn prefetch_next_scattered(&self) {
+        let Some(s) = self.scatter.as_ref() else { return };
+        let mut rng = s.rng.clone();
+        let _ = rng.unit();
+        let (slot, offset) = (rng.below(SCATTER_POOL as u64) as usize, rng.below(1u64 << self.pageblock_order));
+        let pb = s.pool[slot];
+        if pb == NIL {
+            return;
         }
+        let pfn = ((pb as u64) << self.pageblock_order) + offset;
+        let block = (pb as u64) << self.pageblock_order;
+        for f in [pfn, block] {
+            if f < self.frames {
+                let i = f as usize;
+                crate::hint::prefetch(&self.kind[i]);
+                crate::hint::prefetch(&self.order[i]);
+                crate::hint::prefetch(&self.next[i]);
+                crate::hint::prefetch(&self.prev[i]);
+            }
+        }
+    }
+
+    /// A scattered allocation's new run: a frame picked at random in the pool's pageblocks.
+    fn scatter_new_run(&mut self) -> Option<Pfn> {
         let span = 1u64 << self.pageblock_order;
         for _ in 0..SCATTER_TRIES {
             let s = self.scatter.as_mut().expect("checked above");
