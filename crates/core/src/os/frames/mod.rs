@@ -247,6 +247,14 @@ impl Scatter {
     pub fn new(fraction: f64, seed: u64) -> Option<Scatter> {
         (fraction > 0.0).then(|| Scatter { fraction, rng: crate::trace::gen::Rng::new(seed ^ 0x5343_4154), last: None, pool: vec![NIL; SCATTER_POOL] })
     }
+
+    /// A new run's pick from `rng`: a pool slot and an offset in its pageblock of `span` frames.
+    /// One function for the pick and for the look ahead at it (`prefetch_next_scattered`), so
+    /// the two draw alike.
+    #[inline(always)]
+    fn pick(rng: &mut crate::trace::gen::Rng, span: u64) -> (usize, u64) {
+        (rng.below(SCATTER_POOL as u64) as usize, rng.below(span))
+    }
 }
 
 /// Names blocks (pfn, order) by calling the function it is given on each.
@@ -802,15 +810,15 @@ impl PhysMem {
     fn prefetch_next_scattered(&self) {
         let Some(s) = self.scatter.as_ref() else { return };
         let mut rng = s.rng.clone();
+        // `alloc_scattered`'s draw of whether a new run starts, then the pick.
         let _ = rng.unit();
-        let (slot, offset) = (rng.below(SCATTER_POOL as u64) as usize, rng.below(1u64 << self.pageblock_order));
+        let (slot, offset) = Scatter::pick(&mut rng, 1u64 << self.pageblock_order);
         let pb = s.pool[slot];
         if pb == NIL {
             return;
         }
-        let pfn = ((pb as u64) << self.pageblock_order) + offset;
         let block = (pb as u64) << self.pageblock_order;
-        for f in [pfn, block] {
+        for f in [block + offset, block] {
             if f < self.frames {
                 let i = f as usize;
                 crate::hint::prefetch(&self.kind[i]);
@@ -826,7 +834,7 @@ impl PhysMem {
         let span = 1u64 << self.pageblock_order;
         for _ in 0..SCATTER_TRIES {
             let s = self.scatter.as_mut().expect("checked above");
-            let (slot, offset) = (s.rng.below(SCATTER_POOL as u64) as usize, s.rng.below(span));
+            let (slot, offset) = Scatter::pick(&mut s.rng, span);
             let mut pb = s.pool[slot];
             if pb == NIL || (self.pb_free[pb as usize] as u64) < span / 8 {
                 // The next pageblock the lists would split: the head of the smallest movable
