@@ -16,8 +16,12 @@
  * stores (docs/RUNTIME_MODEL.md, "What-ifs on the 4GiB misses"):
  *   gupsread  gups's generator, the words read and summed (no stores)
  *   randrmw   rand's generator, the words read, changed and written back
+ * and one of bsearch, in the bench only when asked (`--model-programs`), to tell its branches
+ * from its loads (docs/RUNTIME_MODEL.md, "A binary search without branches"):
+ *   bsearchcmov  bsearch's searches, the same probes in the same order, with the half picked by
+ *             a mask instead of a branch, so the next probe's address waits on the loaded key
  * usage: model_access KIND MiB [ops (millions; default: rand/gups/hashjoin and the crossings 8,
- *        chase 4, bsearch/btree 1, stream 64)]
+ *        chase 4, bsearch/bsearchcmov/btree 1, stream 64)]
  * prints one line of key=value: populate_s access_s ops checksum table_offset (the table's
  * address modulo 2MiB: 0, wherever malloc put it) */
 #include <stdint.h>
@@ -44,14 +48,14 @@ static uint64_t next(void) /* xorshift64*, fixed seed: the same accesses every r
     return rng * 2685821657736338717ULL;
 }
 
-static const char *KINDS[] = {"rand", "gups", "chase", "bsearch", "btree", "hashjoin", "stream", "gupsread", "randrmw"};
-static const double DEFAULT_OPS[] = {8, 8, 4, 1, 1, 8, 64, 8, 8};
-enum { RAND, GUPS, CHASE, BSEARCH, BTREE, HASHJOIN, STREAM, GUPSREAD, RANDRMW, NKINDS };
+static const char *KINDS[] = {"rand", "gups", "chase", "bsearch", "btree", "hashjoin", "stream", "gupsread", "randrmw", "bsearchcmov"};
+static const double DEFAULT_OPS[] = {8, 8, 4, 1, 1, 8, 64, 8, 8, 1};
+enum { RAND, GUPS, CHASE, BSEARCH, BTREE, HASHJOIN, STREAM, GUPSREAD, RANDRMW, BSEARCHCMOV, NKINDS };
 
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: model_access rand|gups|chase|bsearch|btree|hashjoin|stream|gupsread|randrmw MiB [ops millions]\n");
+        fprintf(stderr, "usage: model_access rand|gups|chase|bsearch|btree|hashjoin|stream|gupsread|randrmw|bsearchcmov MiB [ops millions]\n");
         return 2;
     }
     int k = -1;
@@ -184,6 +188,22 @@ int main(int argc, char **argv)
                     lo = mid + 1;
                 else
                     hi = mid;
+            }
+            sum += lo < words && t[lo] == key;
+        }
+        break;
+    case BSEARCHCMOV:
+        /* bsearch without its branch: the core cannot guess which half comes next and run
+         * ahead down it, so each probe's address, and its walk, waits for the key before it
+         * (the mask compiles to conditional moves, or to and/or; never to a jump on the key). */
+        for (size_t i = 0; i < ops; i++) {
+            uint64_t key = next() % (2 * words);
+            size_t lo = 0, hi = words;
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                size_t below = -(size_t)(t[mid] < key); /* all ones where the key is above mid */
+                lo = ((mid + 1) & below) | (lo & ~below);
+                hi = (hi & below) | (mid & ~below);
             }
             sum += lo < words && t[lo] == key;
         }

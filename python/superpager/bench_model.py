@@ -30,7 +30,12 @@ from pathlib import Path
 START = "<!-- bench --model: start -->"
 END = "<!-- bench --model: end -->"
 PROGRAMS = ["rand", "gups", "chase", "bsearch", "btree", "hashjoin", "stream", "python3-dict"]
-DEPENDENCE = {"rand": 0.0, "gups": 0.0, "chase": 1.0, "bsearch": 1.0, "btree": 1.0, "hashjoin": 0.0, "stream": 0.0, "python3-dict": 0.0}
+# Benched only when `--model-programs` names them: bsearch's searches without its branches, to
+# tell what the branches hide from what the loads cost (docs/RUNTIME_MODEL.md, "A binary search
+# without branches").
+OPTIONAL = ["bsearchcmov"]
+DEPENDENCE = {"rand": 0.0, "gups": 0.0, "chase": 1.0, "bsearch": 1.0, "btree": 1.0, "hashjoin": 0.0, "stream": 0.0, "python3-dict": 0.0,
+              "bsearchcmov": 1.0}
 WALK_AHEAD = {
     "chase": 0.0,
     # The next probe is one of two candidates half the remaining range apart: in the levels that
@@ -40,6 +45,9 @@ WALK_AHEAD = {
     # one 4KB page for 7 blocks in 8; in the eighth the last child is on the next page, and a
     # guess is in the right page (7/8)^2 + (1/8)^2 of the time: 7/8 + 1/8 x 50/64 = 0.97.
     "btree": 0.97,
+    # The half is picked by a mask on the loaded key, not a branch: nothing is guessed, so the
+    # next probe's address, and its walk, waits for the key (0).
+    "bsearchcmov": 0.0,
 }
 
 
@@ -270,9 +278,9 @@ def main(a) -> int:
     exe = str(workloads.build("model_access"))
     sizes = [int(s) for s in a.model_sizes.split(",")] if a.model_sizes else SIZES_MIB
     programs = a.model_programs.split(",") if a.model_programs else PROGRAMS
-    bad = [p for p in programs if p not in PROGRAMS]
+    bad = [p for p in programs if p not in PROGRAMS + OPTIONAL]
     if bad:
-        print(f"superpager: error: bench --model: unknown program(s) {', '.join(bad)} (one of {', '.join(PROGRAMS)})", file=sys.stderr)
+        print(f"superpager: error: bench --model: unknown program(s) {', '.join(bad)} (one of {', '.join(PROGRAMS + OPTIONAL)})", file=sys.stderr)
         return 2
     fresh = bool(getattr(a, "model_calibrate", False))
     if fresh:
