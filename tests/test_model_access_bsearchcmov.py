@@ -18,8 +18,8 @@ SEARCHES = 2000
 
 
 def table_loads(tmp_path, kind: str) -> list[str]:
-    """The records of the access phase's loads from the table, in order (a record is a run of
-    loads in one page: its first address and how many)."""
+    """The records of the access phase's loads from the table, in order, as text: kind, address,
+    size, and `xN` where a record stands for a run of N loads in one page."""
     out = str(tmp_path / f"{kind}.spt")
     exe = str(workloads.build("model_access"))
     r = cap.capture([exe, kind, str(MIB), str(SEARCHES / 1e6)], out, stdout=subprocess.DEVNULL)
