@@ -168,8 +168,9 @@ def test_the_bound_names_the_busiest_of_the_overlap_counters(gups):
 
 
 def test_bench_marks_walk_ahead_only_on_dependent_programs():
-    from superpager.bench_model import DEPENDENCE, PROGRAMS, WALK_AHEAD
-    assert set(WALK_AHEAD) <= set(PROGRAMS)
+    from superpager.bench_model import DEPENDENCE, OPTIONAL, PROGRAMS, WALK_AHEAD
+    assert set(DEPENDENCE) == set(PROGRAMS + OPTIONAL), "every program the bench takes has its mark"
+    assert set(WALK_AHEAD) <= set(PROGRAMS + OPTIONAL)
     assert all(DEPENDENCE[p] > 0 and 0 <= f <= 1 for p, f in WALK_AHEAD.items())
     assert WALK_AHEAD["chase"] == 0, "a pointer chase's next address is the loaded word"
 
