@@ -82,6 +82,9 @@ def test_model_traces_keeps_captures_and_predicts_from_them_next_time(tmp_path, 
     monkeypatch.setattr(bench_model, "measure", lambda _e, _p, _m, pol: 1.0 if pol == "base" else 0.8)
     monkeypatch.setattr(bench_model, "_capture", fake_capture)
     monkeypatch.setattr(bench_model, "predicted", lambda trace, _p: (1.2, 4.0, 0.1, None, ("window", "window")) if open(trace).read() == "trace" else (0, 0, 0, None, ("none", "none")))
+    # A fake capture is collapsed by line; any other file stands for an older capture, by page.
+    monkeypatch.setattr(importlib.import_module("superpager.model.predict"), "trace_collapse",
+                        lambda trace: "line" if open(trace).read() == "trace" else "page")
     keep = tmp_path / "traces"
     a = _bench_args(model_programs="rand,gups", model_traces=str(keep))
     assert bench_model.main(a) == 0
@@ -92,9 +95,14 @@ def test_model_traces_keeps_captures_and_predicts_from_them_next_time(tmp_path, 
     assert bench_model.main(a) == 0
     assert captured == [("rand", 64), ("gups", 64)]
     assert "predicting from" in capsys.readouterr().err
+    # A kept capture whose runs were collapsed by page is captured again, by line.
+    (keep / "rand-64.spt").write_text("old")
+    assert bench_model.main(a) == 0
+    assert captured == [("rand", 64), ("gups", 64), ("rand", 64)]
+    assert "rand-64.spt has runs collapsed by page, not by line: capturing again" in capsys.readouterr().err
     # Without it, captures are temporary.
     a.model_traces = None
-    assert bench_model.main(a) == 0 and len(captured) == 4
+    assert bench_model.main(a) == 0 and len(captured) == 5
 
 
 def test_the_report_gives_the_machines_state_when_calibrated_and_at_the_start_and_end():

@@ -65,6 +65,11 @@ SIZES_MIB = [64, 256, 1024, 4096]
 # access per resident page), which is what makes the 1GiB and 4GiB captures possible. The
 # other programs build their tables with a few accesses per word and are captured whole.
 FROM_MARK = {"python3-dict"}
+# A record per cache line, not per page (`capture --collapse line`, since the sixty-third session):
+# a run collapsed to its page hands the model's caches only its first line, so a binary search's
+# last probes, all inside one page, and a sweep's lines after the first counted as first-level
+# hits (docs/RUNTIME_MODEL.md, "A record per line").
+CAPTURE_COLLAPSE = "line"
 TOLERANCE = 0.15
 
 
@@ -268,6 +273,7 @@ def tlb_probe_now(repeats: int = 3) -> tuple[float, bool] | None:
 def main(a) -> int:
     from . import _core, workloads
     from .live.run import thp_mode
+    from .model.predict import trace_collapse
 
     def say(m: str) -> None:
         print(f"bench --model: {m}", file=sys.stderr, flush=True)
@@ -333,8 +339,11 @@ def main(a) -> int:
         traces = {}
         for program, mib in cases:
             trace = traces[(program, mib)] = os.path.join(keep or tmp, f"{program}-{mib}.spt")
-            if keep and os.path.exists(trace):
+            if keep and os.path.exists(trace) and trace_collapse(trace) == CAPTURE_COLLAPSE:
                 say(f"{program} {mib}MiB: captured before ({trace})")
+            elif keep and os.path.exists(trace):
+                say(f"{program} {mib}MiB: {trace} has runs collapsed by {trace_collapse(trace)}, not by {CAPTURE_COLLAPSE}: capturing again")
+                _capture(exe, program, mib, trace)
             else:
                 say(f"{program} {mib}MiB: capturing")
                 _capture(exe, program, mib, trace)
@@ -407,7 +416,8 @@ def schedule(cases: list, repeats: int):
 def _capture(exe: str, program: str, mib: int, trace: str) -> None:
     import subprocess
     from .capture import capture
-    capture(command(exe, program, mib), trace, stdout=subprocess.DEVNULL, from_mark=program in FROM_MARK)
+    capture(command(exe, program, mib), trace, stdout=subprocess.DEVNULL, from_mark=program in FROM_MARK,
+            collapse=CAPTURE_COLLAPSE)
 
 
 def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh: bool = False, tlb=None,

@@ -414,7 +414,7 @@ def cmd_gen(a) -> int:
 
 
 def cmd_trace_import(a) -> int:
-    s = api.trace_import(a.file, a.fmt, a.out, fetches=not a.no_fetches, collapse=not a.no_collapse)
+    s = api.trace_import(a.file, a.fmt, a.out, fetches=not a.no_fetches, collapse=False if a.no_collapse else a.collapse)
     print(f"wrote {s['path']}: {human(s['accesses'])} accesses in {human(s['records'])} records, {human_bytes(s['bytes'])}")
     return 0
 
@@ -542,6 +542,7 @@ EPILOG_CAPTURE = """examples:
   superpager capture --out ls.spt --fetches -- ls -l /   # instruction fetches too
   superpager capture --lackey -- ./prog                # Valgrind lackey (slow), for what qemu-user cannot run
   superpager capture --from-mark -- python3 workloads/model_dict.py 1024   # only the phase after its mark
+  superpager capture --collapse line -o bs.spt -- ./bsearch   # a record per cache line, for `predict`
   superpager trace info gzip.spt && superpager simulate gzip.spt --policy linux-thp
 
 The program runs under qemu-user with superpager's TCG plugin: every load and store (and with
@@ -618,7 +619,7 @@ def cmd_capture(a) -> int:
     out = a.out or (os.path.basename(cmd[0]) + ".spt")
     bar = _Counter("capture")
     try:
-        r = cap.capture(cmd, out, fetches=a.fetches, lackey=a.lackey, progress=bar, from_mark=a.from_mark)
+        r = cap.capture(cmd, out, fetches=a.fetches, lackey=a.lackey, progress=bar, from_mark=a.from_mark, collapse=a.collapse)
     except cap.CaptureError as e:
         bar.close()
         print(f"superpager: error: {e}", file=sys.stderr)
@@ -776,6 +777,9 @@ def build_parser() -> argparse.ArgumentParser:
     ti.add_argument("-o", "--out", required=True)
     ti.add_argument("--no-fetches", action="store_true", help="drop instruction fetches")
     ti.add_argument("--no-collapse", action="store_true", help="keep every access as its own record")
+    ti.add_argument("--collapse", choices=["page", "line"], default="page",
+                    help="join consecutive accesses to one 4KiB page (page, the default) or one 64-byte cache line "
+                         "(line: every line a run touches stays visible to the runtime model's caches) into one record")
     ti.set_defaults(fn=cmd_trace_import)
     tj = tsub.add_parser("join", help="several traces one after another, as one trace of several processes",
                          formatter_class=raw,
@@ -857,7 +861,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(fn=cmd_bench)
 
     cp = sub.add_parser("capture", help="run a program and record its memory accesses and address-space syscalls",
-                        usage="superpager capture [--out FILE] [--fetches] [--from-mark] [--lackey] -- CMD [ARGS ...]",
+                        usage="superpager capture [--out FILE] [--fetches] [--from-mark] [--collapse page|line] [--lackey] -- CMD [ARGS ...]",
                         epilog=EPILOG_CAPTURE, formatter_class=raw)
     cp.add_argument("--out", "-o", metavar="FILE", help="trace to write (default: CMD's name + .spt)")
     cp.add_argument("--fetches", action="store_true", help="record instruction fetches too (one run per basic block)")
@@ -865,6 +869,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="record accesses only from the program's first phase mark (a zero-length madvise) on; "
                          "before it, the address-space events and touches of the resident pages near each and, at "
                          "the mark, of all of them (the build runs at qemu's speed, untraced)")
+    cp.add_argument("--collapse", choices=["page", "line"], default="page",
+                    help="a thread's consecutive data accesses join into one record while they stay in one 4KiB page "
+                         "(page, the default) or one 64-byte cache line (line: bigger traces, but every line a run "
+                         "touches reaches the runtime model's caches; `predict` wants it)")
     cp.add_argument("--lackey", action="store_true", help="use Valgrind lackey instead of qemu-user (100x slower)")
     cp.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the program to run, after --")
     cp.set_defaults(fn=cmd_capture)

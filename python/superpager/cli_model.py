@@ -85,7 +85,7 @@ examples:
 
 def cmd_predict(a) -> int:
     import sys
-    from .model.predict import predict
+    from .model.predict import collapse_note, predict
     machine = a.machine
     if a.dependence is not None:
         machine = f"{machine}+dependence={a.dependence}"
@@ -95,6 +95,9 @@ def cmd_predict(a) -> int:
     if not policies:
         raise _core.UsageError(f"--policies '{a.policies}' names no policy (e.g. --policies base,fixed:2MiB)")
     rows = predict(a.trace, machine, policies, memory=a.memory)
+    note = collapse_note(a.trace, machine)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     if a.machine.split("+")[0] == "host":
         # What the host machine's numbers rest on, where that limits the prediction (estimated
         # latencies, a calibration of another CPU, 2MB pages the TLB splinters).

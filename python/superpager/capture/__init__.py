@@ -142,13 +142,21 @@ def _signal_name(n: int) -> str:
 
 def capture(cmd: Sequence[str], out: str, fetches: bool = False, lackey: bool = False,
             progress: Callable[[int, float], None] | None = None, stdout=None,
-            cwd: str | None = None, from_mark: bool = False) -> CaptureResult:
+            cwd: str | None = None, from_mark: bool = False, collapse: str = "page") -> CaptureResult:
     """Run `cmd` and record it into `out`. `progress(accesses, seconds)` is called about twice a
     second. The program's output goes where ours goes unless `stdout` says otherwise (as for
     subprocess); `cwd` is the directory it runs in. `from_mark`: before the program's first phase
     mark (a zero-length madvise), record no accesses but touches of the pages it has resident,
     before each address-space event near them and at the mark; from the mark on, everything
-    (docs/CAPTURE.md, "From the mark")."""
+    (docs/CAPTURE.md, "From the mark"). `collapse`: consecutive data accesses of a thread join
+    into one record while they stay in one 4KiB page ("page") or one 64-byte line ("line", so a
+    data cache model sees every line; docs/CAPTURE.md, "Runs")."""
+    from ..api import collapse_shift
+
+    try:
+        shift = collapse_shift(collapse)
+    except ValueError as e:
+        raise CaptureError(f"capture: {e}") from None
     if from_mark and lackey:
         raise CaptureError("capture: --from-mark works with qemu-user only, not with --lackey")
     argv = resolve_command(cmd)
@@ -160,7 +168,7 @@ def capture(cmd: Sequence[str], out: str, fetches: bool = False, lackey: bool = 
         raise CaptureError(f"capture: {e}") from None
     run = dict(stdout=stdout, cwd=cwd, start_new_session=True)
     if lackey:
-        return _capture_lackey(argv, list(cmd), out, fetches, progress, run)
+        return _capture_lackey(argv, list(cmd), out, fetches, progress, run, collapse)
     qemu = find_qemu()
     so = plugin_path()
     outdir = os.path.dirname(os.path.abspath(out))
@@ -172,13 +180,15 @@ def capture(cmd: Sequence[str], out: str, fetches: bool = False, lackey: bool = 
             s.setsockopt(socket.SOL_SOCKET, opt, 4 << 20)
         except OSError:
             pass
-    plugin_arg = f"{so},out={tx.fileno()}" + (",fetches=on" if fetches else "") + (",from_mark=on" if from_mark else "")
+    plugin_arg = (f"{so},out={tx.fileno()},collapse={collapse}" + (",fetches=on" if fetches else "")
+                  + (",from_mark=on" if from_mark else ""))
     meta = {
         "source": "capture",
         "recorder": "qemu-user TCG plugin (superpager spt_capture.c, plugin API v1)",
         "command": list(cmd),
         "fetches": fetches,
         "from_mark": from_mark,
+        "collapse": collapse,
         "qemu": _qemu_version(qemu),
         "host": f"{platform.system()} {platform.release()} {platform.machine()}",
     }
@@ -191,7 +201,7 @@ def capture(cmd: Sequence[str], out: str, fetches: bool = False, lackey: bool = 
         raise CaptureError(f"capture: cannot start {qemu}: {e}") from None
     tx.close()
     try:
-        session = _core.CaptureSession(rx.fileno(), out, proc.pid, json.dumps(meta))
+        session = _core.CaptureSession(rx.fileno(), out, proc.pid, json.dumps(meta), shift)
     except Exception:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -281,7 +291,9 @@ def _result(out, cmd, recorder, s, returncode, seconds, interrupted) -> CaptureR
                          write_error=s.get("write_error"), notes=notes, phase_marks=s.get("phase_marks", 0))
 
 
-def _capture_lackey(argv, cmd, out, fetches, progress, run) -> CaptureResult:
+def _capture_lackey(argv, cmd, out, fetches, progress, run, collapse) -> CaptureResult:
+    from ..api import collapse_shift
+
     valgrind = shutil.which("valgrind")
     if not valgrind:
         raise CaptureError("capture: valgrind not found; install the Debian package valgrind (make setup does)")
@@ -294,7 +306,7 @@ def _capture_lackey(argv, cmd, out, fetches, progress, run) -> CaptureResult:
 
     def convert():
         try:
-            result["summary"] = _core.trace_import(f"/dev/fd/{r}", "lackey", out, fetches=fetches)
+            result["summary"] = _core.trace_import(f"/dev/fd/{r}", "lackey", out, fetches=fetches, collapse_shift=collapse_shift(collapse))
         except Exception as e:  # reported below, after the program is stopped
             result["error"] = e
 

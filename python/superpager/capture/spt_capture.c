@@ -7,8 +7,9 @@
  * SOCK_SEQPACKET socket whose other end is superpager's Rust trace writer (docs/CAPTURE.md).
  *
  * Hot path. A memory callback either extends the calling thread's open run (same 4KiB page,
- * same stream: the run collapse of the .spt format, done here so sequential code costs a
- * compare and an increment) or closes the run into the thread's packet buffer. Nothing on it
+ * or with `collapse=line` the same 64-byte line; same stream: the run collapse of the .spt
+ * format, done here so sequential code costs a compare and an increment) or closes the run
+ * into the thread's packet buffer. Nothing on it
  * allocates, locks or makes a system call; a full buffer is sent with one send(2).
  *
  * Threads. Every guest thread is a QEMU vCPU with its own state and packet buffer. A packet
@@ -101,6 +102,10 @@ struct vcpu {
 static struct vcpu *vcpus[MAX_VCPUS];
 static int sock = -1;
 static int want_fetches;
+/* Data runs collapse within aligned blocks of 2^run_block_shift bytes: 12, a 4KiB page (the
+ * .spt format's collapse), or 6 with collapse=line, a cache line, so that a data cache model
+ * sees every line a run touches. */
+static unsigned run_block_shift = 12;
 static qemu_plugin_id_t plugin_id;
 /* from_mark=on: touches of resident pages only, until the first phase mark (a zero-length
  * madvise); cleared, atomically, by the thread that makes the mark. */
@@ -222,7 +227,7 @@ static inline void data_access(unsigned int vcpu_index, qemu_plugin_meminfo_t in
                                int kind)
 {
     struct vcpu *c = vcpus[vcpu_index];
-    if (c->run_open && ((va ^ c->run_addr) >> 12) == 0 && c->run_kind != K_FETCH &&
+    if (c->run_open && ((va ^ c->run_addr) >> run_block_shift) == 0 && c->run_kind != K_FETCH &&
         c->run_count < RUN_MAX) {
         c->run_count++;
         if (c->run_kind != kind)
@@ -792,6 +797,10 @@ SP_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t 
             want_fetches = 0;
         else if (strcmp(argv[i], "from_mark=on") == 0)
             warming = 1;
+        else if (strcmp(argv[i], "collapse=line") == 0)
+            run_block_shift = 6;
+        else if (strcmp(argv[i], "collapse=page") == 0)
+            run_block_shift = 12;
         else {
             fprintf(stderr, "superpager capture plugin: unknown argument '%s'\n", argv[i]);
             return -1;

@@ -9,7 +9,25 @@ prediction is of what follows the mark, which is what `superpager run` and the w
 
 from __future__ import annotations
 
-from .. import api
+import json
+
+from .. import _core, api
+
+
+def trace_collapse(trace: str) -> str:
+    """How a trace's runs were collapsed, from its header: "line", "page" or "none" ("page"
+    where the header does not say, as in every capture before the sixty-third session)."""
+    return json.loads(_core.TraceDumper(trace).header()).get("collapse", "page")
+
+
+def collapse_note(trace: str, machine: str) -> str | None:
+    """A note for a prediction with data caches from a trace whose runs were collapsed by page:
+    its caches saw only the first line of each run (docs/RUNTIME_MODEL.md, "A record per line")."""
+    if _core.machine_info(machine).get("cache") is None or trace_collapse(trace) != "page":
+        return None
+    return (f"{trace}: runs were collapsed by 4KiB page, so the data caches saw only the first line of each run "
+            "and count its other lines as hits; capture with --collapse line for every line (docs/RUNTIME_MODEL.md, "
+            "\"A record per line\")")
 
 #: The breakdown columns: (column, the cycles.* keys it sums). Daemon work (background copies
 #: and zeroing) runs on another core and is reported in `daemon_copy_mib`, not charged.

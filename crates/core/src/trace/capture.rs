@@ -307,6 +307,12 @@ impl Receiver {
 
     /// Read packets from `fd` (the receiving end of the plugin's SOCK_SEQPACKET socket) until
     /// every sender has closed it, or `progress.stop` is set.
+    /// Collapse runs within 2^shift bytes (the plugin's `collapse=line` sends runs of one line;
+    /// the writer must not join them again into runs of a page).
+    pub fn set_collapse_shift(&mut self, shift: u32) {
+        self.writer.set_collapse_shift(shift);
+    }
+
     pub fn receive(&mut self, fd: i32, progress: &Progress) -> Result<()> {
         let mut buf = vec![0u8; MAX_PACKET + 1];
         loop {

@@ -20,6 +20,10 @@ pub mod varint;
 /// The page granularity at which the writer collapses runs. 4KiB is the smallest base page of
 /// every machine preset, so a run inside one 4KiB page is inside one page of any size.
 pub const COLLAPSE_SHIFT: u32 = 12;
+/// The finer granularity a writer may be asked for (`capture --collapse line`): one record per
+/// cache line a run touches, so a data cache model sees every line (64 bytes, the line of
+/// every machine preset), where a page-collapsed run hands it only the first.
+pub const LINE_COLLAPSE_SHIFT: u32 = 6;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]

@@ -17,7 +17,7 @@
 //! record counts and access counts per chunk, varints that end inside the chunk.
 
 use super::varint::{get_u64, put_u64, unzigzag, zigzag};
-use super::{Access, AccessKind, Chunk, Event, Provenance, RecordSink, COLLAPSE_SHIFT};
+use super::{Access, AccessKind, Chunk, Event, Provenance, RecordSink, COLLAPSE_SHIFT, LINE_COLLAPSE_SHIFT};
 use crate::error::{Error, Result};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
@@ -85,6 +85,9 @@ pub struct SptWriter<W: Write> {
     chunk_accesses: u64,
     max_records: u32,
     collapse: bool,
+    /// Runs collapse within aligned blocks of 2^collapse_shift bytes (`COLLAPSE_SHIFT`, or
+    /// `LINE_COLLAPSE_SHIFT` to keep each cache line of a page as its own record).
+    collapse_shift: u32,
     offset: u64,
     index: Vec<ChunkInfo>,
     summary: WriteSummary,
@@ -147,6 +150,7 @@ impl<W: Write> SptWriter<W> {
             chunk_accesses: 0,
             max_records: DEFAULT_CHUNK_RECORDS,
             collapse: true,
+            collapse_shift: COLLAPSE_SHIFT,
             offset: head.len() as u64,
             index: Vec::new(),
             summary: WriteSummary::default(),
@@ -158,6 +162,12 @@ impl<W: Write> SptWriter<W> {
     /// Keep every access as its own record (no same-page run collapsing).
     pub fn set_collapse(&mut self, on: bool) {
         self.collapse = on;
+    }
+    /// Collapse runs within aligned blocks of 2^shift bytes instead of 4KiB pages. Only a
+    /// finer block than a page is allowed (6..=12): a run must stay inside one page of any size.
+    pub fn set_collapse_shift(&mut self, shift: u32) {
+        assert!((LINE_COLLAPSE_SHIFT..=COLLAPSE_SHIFT).contains(&shift), "collapse block of 2^{shift} bytes is outside 64B..4KiB");
+        self.collapse_shift = shift;
     }
     pub fn set_chunk_records(&mut self, n: u32) {
         self.max_records = n.max(1);
@@ -421,7 +431,7 @@ impl<W: Write> RecordSink for SptWriter<W> {
     fn access(&mut self, a: Access) -> Result<()> {
         if self.collapse {
             if let Some(p) = &mut self.pending {
-                if p.addr >> COLLAPSE_SHIFT == a.addr >> COLLAPSE_SHIFT && p.kind.is_fetch() == a.kind.is_fetch() && p.count < u32::MAX - a.count {
+                if p.addr >> self.collapse_shift == a.addr >> self.collapse_shift && p.kind.is_fetch() == a.kind.is_fetch() && p.count < u32::MAX - a.count {
                     p.count += a.count;
                     p.kind = p.kind.merge(a.kind);
                     return Ok(());
