@@ -26,8 +26,13 @@ counters: fill_buffers (misses in flight, mlp), window (instructions the core ho
 walkers (page walks in flight); none without data caches; dependent with --dependence 1
 (every miss waits for the one before: nothing overlaps).
 
+Capture the trace with `capture --collapse line`: a trace collapsed by 4KiB page (the default)
+hands the caches only the first line of each run of accesses inside a page, and predict says so
+in a note.
+
 examples:
   superpager calibrate                                   # once per machine: measure latencies
+  superpager capture --collapse line -o gups.spt -- ./gups   # every line a run touches, for the caches
   superpager predict gups.spt --policies base,fixed:2MiB
   superpager predict chase.spt --dependence 1            # a pointer chase: misses serialize
   superpager predict btree.spt --dependence 1 --walk-ahead 0.97   # a B-tree descent: walks start early
