@@ -44,9 +44,9 @@ def gen(
     progress: Callable[[float], None] | None = None,
     warm: bool = False,
 ) -> dict: ...
-def trace_import(src: str, fmt: str, out: str, fetches: bool = True, collapse: bool = True,
-                 progress: Callable[[float], None] | None = None, collapse_shift: int = 12) -> dict:
-    """Runs collapse within 2^`collapse_shift` bytes (12 a page, 6 a line) unless `collapse` is False."""
+def trace_import(src: str, fmt: str, out: str, fetches: bool = True, collapse: str = "page",
+                 progress: Callable[[float], None] | None = None) -> dict:
+    """`collapse`: runs join within a 4KiB page ("page"), a 64-byte line ("line"), or not at all ("none")."""
 def trace_join(inputs: list[str], out: str, progress: Callable[[float], None] | None = None) -> dict: ...
 def replacements() -> list[tuple[str, str, str]]: ...
 def trace_merge(inputs: list[str], out: str, slice: int = 10000, quantum: int | None = None, progress: Callable[[float], None] | None = None) -> dict: ...
@@ -133,9 +133,9 @@ class TraceDumper:
 
 class CaptureSession:
     """The receiving end of a capture: reads the qemu plugin's packets from the SOCK_SEQPACKET
-    socket `fd` on a thread of its own and writes the .spt trace `out`. Runs collapse within
-    2^`collapse_shift` bytes: 12 a 4KiB page (the default), 6 a 64-byte cache line."""
-    def __init__(self, fd: int, out: str, root_pid: int, meta: str, collapse_shift: int = 12) -> None: ...
+    socket `fd` on a thread of its own and writes the .spt trace `out`. Runs collapse within a
+    4KiB page (`collapse` "page", the default) or a 64-byte cache line ("line")."""
+    def __init__(self, fd: int, out: str, root_pid: int, meta: str, collapse: str = "page") -> None: ...
     def progress(self) -> tuple[int, int, int, bool, bool]:
         """(accesses, packets, bytes received, receiving finished, writing failed)"""
     def stop(self) -> None: ...

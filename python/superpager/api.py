@@ -335,29 +335,14 @@ def trace_info(trace: str, page_sizes: Sequence[str] = ("4KiB", "2MiB", "1GiB"),
     return _with_progress("reading", progress, lambda cb: _core.trace_info(os.fspath(trace), list(page_sizes), allow_truncated, cb))
 
 
-#: How finely a writer collapses runs of accesses (docs/TRACE_FORMAT.md): within a 4KiB page
-#: (the default), or within a 64-byte cache line (for the runtime model's data caches); the
-#: value is the block's log2 size.
-COLLAPSE_SHIFTS = {"page": 12, "line": 6}
-
-
-def collapse_shift(collapse: str) -> int:
-    """The block size (log2) of a collapse name; a clear error for an unknown one."""
-    try:
-        return COLLAPSE_SHIFTS[collapse]
-    except KeyError:
-        raise ValueError(f"unknown collapse '{collapse}'; use {' or '.join(COLLAPSE_SHIFTS)}") from None
-
-
 def trace_import(src: str, fmt: str, out: str, fetches: bool = True, collapse: bool | str = True,
                  progress: bool | None = None) -> dict:
     """Convert a lackey, ChampSim or text trace into .spt. `collapse`: "page" (or True) joins
     consecutive accesses to one 4KiB page into a record, "line" to one 64-byte line; False keeps
     every access as its own record."""
-    on = collapse is not False
-    shift = collapse_shift("page" if collapse is True or collapse is False else collapse)
+    how = "none" if collapse is False else "page" if collapse is True else collapse
     return _with_progress(f"importing {fmt}", progress,
-                          lambda cb: _core.trace_import(os.fspath(src), fmt, os.fspath(out), fetches, on, cb, shift))
+                          lambda cb: _core.trace_import(os.fspath(src), fmt, os.fspath(out), fetches, how, cb))
 
 
 def trace_join(inputs: Sequence[str], out: str, progress: bool | None = None) -> dict:

@@ -339,14 +339,15 @@ def main(a) -> int:
         traces = {}
         for program, mib in cases:
             trace = traces[(program, mib)] = os.path.join(keep or tmp, f"{program}-{mib}.spt")
-            if keep and os.path.exists(trace) and trace_collapse(trace) == CAPTURE_COLLAPSE:
+            kept = trace_collapse(trace) if keep and os.path.exists(trace) else None
+            if kept == CAPTURE_COLLAPSE:
                 say(f"{program} {mib}MiB: captured before ({trace})")
-            elif keep and os.path.exists(trace):
-                say(f"{program} {mib}MiB: {trace} has runs collapsed by {trace_collapse(trace)}, not by {CAPTURE_COLLAPSE}: capturing again")
-                _capture(exe, program, mib, trace)
+                continue
+            if kept:
+                say(f"{program} {mib}MiB: {trace} has runs collapsed by {kept}, not by {CAPTURE_COLLAPSE}: capturing again")
             else:
                 say(f"{program} {mib}MiB: capturing")
-                _capture(exe, program, mib, trace)
+            _capture(exe, program, mib, trace)
         times: dict = {(c, pol): [] for c in cases for pol in ("base", "thp")}
         last = None
         for rnd, case, pair in schedule(cases, a.repeats):

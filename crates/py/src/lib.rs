@@ -592,43 +592,36 @@ fn gen(
     summary_dict(py, &s, out)
 }
 
-/// Convert a foreign trace (lackey, champsim, text) into .spt.
-#[pyfunction]
-#[pyo3(signature = (src, fmt, out, fetches=true, collapse=true, progress=None, collapse_shift=12))]
-#[allow(clippy::too_many_arguments)]
-fn trace_import(
-    py: Python<'_>,
-    src: &str,
-    fmt: &str,
-    out: &str,
-    fetches: bool,
-    collapse: bool,
-    progress: Option<PyObject>,
-    collapse_shift: u32,
-) -> PyResult<PyObject> {
-    if collapse_shift != tr::LINE_COLLAPSE_SHIFT && collapse_shift != tr::COLLAPSE_SHIFT {
-        return Err(usage(format!("trace import: collapse_shift {collapse_shift} is neither 6 (a line) nor 12 (a page)")));
+/// The block a run collapse named `page` or `line` (`capture --collapse`, `trace import
+/// --collapse`) joins accesses within, as the log2 of its size; `none` (import only) is None.
+fn collapse_block(what: &str, collapse: &str, none_allowed: bool) -> PyResult<Option<u32>> {
+    match collapse {
+        "page" => Ok(Some(tr::COLLAPSE_SHIFT)),
+        "line" => Ok(Some(tr::LINE_COLLAPSE_SHIFT)),
+        "none" if none_allowed => Ok(None),
+        other => Err(usage(format!("{what}: unknown collapse '{other}'; use page{} or line", if none_allowed { ", none" } else { "" }))),
     }
+}
+
+/// Convert a foreign trace (lackey, champsim, text) into .spt. `collapse`: `page`, `line` or
+/// `none` (every access its own record).
+#[pyfunction]
+#[pyo3(signature = (src, fmt, out, fetches=true, collapse="page", progress=None))]
+fn trace_import(py: Python<'_>, src: &str, fmt: &str, out: &str, fetches: bool, collapse: &str, progress: Option<PyObject>) -> PyResult<PyObject> {
+    let block = collapse_block("trace import", collapse, true)?;
     let total = std::fs::metadata(src).map(|m| m.len()).unwrap_or(1).max(1);
     let mut report = |done: u64| -> bool { report_progress(&progress, done as f64 / total as f64) };
     let mut meta = BTreeMap::new();
     meta.insert("source".to_string(), format!("imported from {fmt}"));
     meta.insert("original".to_string(), std::path::Path::new(src).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
-    let block = if !collapse {
-        "none"
-    } else if collapse_shift == tr::COLLAPSE_SHIFT {
-        "page"
-    } else {
-        "line"
-    };
-    meta.insert("collapse".to_string(), block.to_string());
+    meta.insert("collapse".to_string(), collapse.to_string());
     tr::spt::check_output(out, &[src]).map_err(err)?;
     let tmp = format!("{out}.partial");
     let s = py
         .allow_threads(|| -> core::Result<tr::spt::WriteSummary> {
             let mut w = SptWriter::create(&tmp, &provenance(meta))?;
-            w.set_collapse(collapse);
-            w.set_collapse_shift(collapse_shift);
+            w.set_collapse(block.is_some());
+            w.set_collapse_shift(block.unwrap_or(tr::COLLAPSE_SHIFT));
             let open = || std::fs::File::open(src).map_err(|e| core::Error::io(src, &e));
             match fmt {
                 "lackey" => {
@@ -930,20 +923,18 @@ struct CaptureSession {
 #[pymethods]
 impl CaptureSession {
     /// `fd`: the receiving socket; `root_pid`: the host pid of the traced command;
-    /// `meta`: provenance for the trace header (JSON object text); `collapse_shift`: runs
-    /// collapse within 2^shift bytes (12 a page, 6 a cache line).
+    /// `meta`: provenance for the trace header (JSON object text); `collapse`: runs collapse
+    /// within a 4KiB page (`page`) or a 64-byte line (`line`), as the plugin was told.
     #[new]
-    #[pyo3(signature = (fd, out, root_pid, meta, collapse_shift = 12))]
-    fn new(fd: i32, out: &str, root_pid: u32, meta: &str, collapse_shift: u32) -> PyResult<Self> {
-        if collapse_shift != tr::LINE_COLLAPSE_SHIFT && collapse_shift != tr::COLLAPSE_SHIFT {
-            return Err(usage(format!("capture: collapse_shift {collapse_shift} is neither 6 (a line) nor 12 (a page)")));
-        }
+    #[pyo3(signature = (fd, out, root_pid, meta, collapse = "page"))]
+    fn new(fd: i32, out: &str, root_pid: u32, meta: &str, collapse: &str) -> PyResult<Self> {
+        let block = collapse_block("capture", collapse, false)?.unwrap_or(tr::COLLAPSE_SHIFT);
         let extra: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(meta).map_err(|e| usage(format!("capture metadata is not a JSON object: {e}")))?;
         let mut prov = provenance(BTreeMap::new());
         prov.extend(extra);
         let mut rx = tr::capture::Receiver::create(out, &prov, root_pid).map_err(err)?;
-        rx.set_collapse_shift(collapse_shift);
+        rx.set_collapse_shift(block);
         let progress = std::sync::Arc::new(tr::capture::Progress::default());
         let p = progress.clone();
         let worker = std::thread::Builder::new()

@@ -31,6 +31,9 @@ from .. import _core
 
 HERE = Path(__file__).resolve().parent
 PLUGIN_SOURCES = [HERE / "spt_capture.c", HERE / "qemu_plugin_v1.h"]
+# How finely a thread's consecutive data accesses join into one record: within a 4KiB page, or a
+# 64-byte line (docs/CAPTURE.md, "Runs"); the plugin's `collapse=` argument and the writer's.
+COLLAPSES = ("page", "line")
 
 
 class CaptureError(Exception):
@@ -151,12 +154,8 @@ def capture(cmd: Sequence[str], out: str, fetches: bool = False, lackey: bool = 
     (docs/CAPTURE.md, "From the mark"). `collapse`: consecutive data accesses of a thread join
     into one record while they stay in one 4KiB page ("page") or one 64-byte line ("line", so a
     data cache model sees every line; docs/CAPTURE.md, "Runs")."""
-    from ..api import collapse_shift
-
-    try:
-        shift = collapse_shift(collapse)
-    except ValueError as e:
-        raise CaptureError(f"capture: {e}") from None
+    if collapse not in COLLAPSES:
+        raise CaptureError(f"capture: unknown collapse '{collapse}'; use {' or '.join(COLLAPSES)}")
     if from_mark and lackey:
         raise CaptureError("capture: --from-mark works with qemu-user only, not with --lackey")
     argv = resolve_command(cmd)
@@ -201,7 +200,7 @@ def capture(cmd: Sequence[str], out: str, fetches: bool = False, lackey: bool = 
         raise CaptureError(f"capture: cannot start {qemu}: {e}") from None
     tx.close()
     try:
-        session = _core.CaptureSession(rx.fileno(), out, proc.pid, json.dumps(meta), shift)
+        session = _core.CaptureSession(rx.fileno(), out, proc.pid, json.dumps(meta), collapse)
     except Exception:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -292,8 +291,6 @@ def _result(out, cmd, recorder, s, returncode, seconds, interrupted) -> CaptureR
 
 
 def _capture_lackey(argv, cmd, out, fetches, progress, run, collapse) -> CaptureResult:
-    from ..api import collapse_shift
-
     valgrind = shutil.which("valgrind")
     if not valgrind:
         raise CaptureError("capture: valgrind not found; install the Debian package valgrind (make setup does)")
@@ -306,7 +303,7 @@ def _capture_lackey(argv, cmd, out, fetches, progress, run, collapse) -> Capture
 
     def convert():
         try:
-            result["summary"] = _core.trace_import(f"/dev/fd/{r}", "lackey", out, fetches=fetches, collapse_shift=collapse_shift(collapse))
+            result["summary"] = _core.trace_import(f"/dev/fd/{r}", "lackey", out, fetches=fetches, collapse=collapse)
         except Exception as e:  # reported below, after the program is stopped
             result["error"] = e
 
