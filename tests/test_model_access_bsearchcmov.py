@@ -42,5 +42,7 @@ def test_bsearchcmov_probes_the_table_exactly_as_bsearch_does(tmp_path):
 
 def test_the_bench_marks_bsearchcmov_a_chain_that_runs_nothing_ahead():
     assert "bsearchcmov" in bench_model.OPTIONAL and "bsearchcmov" not in bench_model.PROGRAMS
-    assert bench_model.DEPENDENCE["bsearchcmov"] == bench_model.DEPENDENCE["bsearch"] == 1.0
+    # Without a branch nothing is guessed: every probe waits (1), where bsearch's guessed half
+    # lets one miss in two run under the one before (0.5).
+    assert bench_model.DEPENDENCE["bsearchcmov"] == 1.0 > bench_model.DEPENDENCE["bsearch"] == 0.5
     assert bench_model.WALK_AHEAD["bsearchcmov"] == 0.0 < bench_model.WALK_AHEAD["bsearch"]

@@ -5,11 +5,13 @@ medians of alternating runs taken in rounds over every case (`schedule`), beside
 program (its phase mark starts the costed part), with the runtime model (host) and with the old
 linear model (host+nocache).
 
-Which programs chase dependent loads is marked here from their code, not fitted: a pointer chase,
-a binary search and a B-tree descent issue each load from the one before (dependence 1); random
-reads, GUPS, a hash join's probes and a sweep issue independent loads (dependence 0). The real
-Debian program is python3 (workloads/model_dict.py: lookups of random keys in a large dict); its
-lookups are independent of each other (dependence 0).
+Which programs chase dependent loads is marked here from their code, not fitted: a pointer chase
+issues each load from the word the one before loaded (dependence 1); a binary search and a B-tree
+descent pick the next load by a branch on the loaded key, so the misses that wait are those the
+core's guess gets wrong (0.5 and 0.875; DEPENDENCE's comments derive each); random reads, GUPS, a
+hash join's probes and a sweep issue independent loads (dependence 0). The real Debian program is
+python3 (workloads/model_dict.py: lookups of random keys in a large dict); its lookups are
+independent of each other (dependence 0).
 
 How far a dependent chain's translations run ahead of it is marked from the code the same way
 (`walk_ahead`, docs/RUNTIME_MODEL.md, "Walks ahead of a dependent chain"): a pointer chase's next
@@ -34,8 +36,23 @@ PROGRAMS = ["rand", "gups", "chase", "bsearch", "btree", "hashjoin", "stream", "
 # tell what the branches hide from what the loads cost (docs/RUNTIME_MODEL.md, "A binary search
 # without branches").
 OPTIONAL = ["bsearchcmov"]
-DEPENDENCE = {"rand": 0.0, "gups": 0.0, "chase": 1.0, "bsearch": 1.0, "btree": 1.0, "hashjoin": 0.0, "stream": 0.0, "python3-dict": 0.0,
-              "bsearchcmov": 1.0}
+# The share of a program's misses that wait for the one before (`+dependence=F`), argued from its
+# code in model_access.c, never fitted (docs/RUNTIME_MODEL.md, "Marks argued from the branch").
+DEPENDENCE = {
+    "rand": 0.0, "gups": 0.0, "hashjoin": 0.0, "stream": 0.0, "python3-dict": 0.0,
+    # Each step's address is the word the step before loaded: nothing can be issued early.
+    "chase": 1.0,
+    # The compare on a random key goes the way the core guessed one time in two; a right guess has
+    # the next probe's load issued under the current miss, so one miss in two waits (the same coin
+    # as its walk_ahead 0.5). Since the sixty-fourth session; 1 before.
+    "bsearch": 0.5,
+    # A node's scan leaves at one of its eight keys: the core's guess names the child whose line
+    # is loaded next about one time in eight, so 7 misses in 8 wait. Since the sixty-fourth
+    # session; 1 before.
+    "btree": 0.875,
+    # The half is picked by a mask on the loaded key: no guess, every probe waits for the key.
+    "bsearchcmov": 1.0,
+}
 WALK_AHEAD = {
     "chase": 0.0,
     # The next probe is one of two candidates half the remaining range apart: in the levels that

@@ -35,7 +35,7 @@ examples:
   superpager capture --collapse line -o gups.spt -- ./gups   # every line a run touches, for the caches
   superpager predict gups.spt --policies base,fixed:2MiB
   superpager predict chase.spt --dependence 1            # a pointer chase: misses serialize
-  superpager predict btree.spt --dependence 1 --walk-ahead 0.97   # a B-tree descent: walks start early
+  superpager predict btree.spt --dependence 0.875 --walk-ahead 0.97   # a B-tree descent: walks start early
   superpager predict prog.spt --machine host --policies base,linux-thp,navarro --linear
 """
 
