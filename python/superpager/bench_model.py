@@ -37,7 +37,8 @@ PROGRAMS = ["rand", "gups", "chase", "bsearch", "btree", "hashjoin", "stream", "
 # without branches").
 OPTIONAL = ["bsearchcmov"]
 # The share of a program's misses that wait for the one before (`+dependence=F`), argued from its
-# code in model_access.c, never fitted (docs/RUNTIME_MODEL.md, "Marks argued from the branch").
+# code in model_access.c, never fitted (docs/RUNTIME_MODEL.md, "Marks argued from the branch,
+# through the bench").
 DEPENDENCE = {
     "rand": 0.0, "gups": 0.0, "hashjoin": 0.0, "stream": 0.0, "python3-dict": 0.0,
     # Each step's address is the word the step before loaded: nothing can be issued early.

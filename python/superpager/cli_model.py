@@ -411,7 +411,8 @@ def add_parsers(sub, raw) -> None:
     p.add_argument("--machine", default="host", help="machine (default: host, this CPU with its data caches)")
     p.add_argument("--policies", default="base,fixed:2MiB", help="comma-separated policies; speedups are over the first (default: base,fixed:2MiB)")
     p.add_argument("--dependence", type=float, metavar="F",
-                   help="fraction of the program's misses on a chain of dependent loads (1 for a pointer chase; default: the machine's, 0)")
+                   help="fraction of the program's misses on a chain of dependent loads (a pointer chase 1; a B-tree descent 0.875 and "
+                        "a binary search 0.5, the share of their branches the core guesses wrong; default: the machine's, 0)")
     p.add_argument("--walk-ahead", type=float, metavar="F",
                    help="fraction of that chain's walks that start under the step before's miss, because branches the core "
                         "predicts pick the next address (a B-tree descent 0.97, a binary search 0.5, a pointer chase 0; default: the machine's, 0)")
