@@ -20,8 +20,13 @@
  * from its loads (docs/RUNTIME_MODEL.md, "A binary search without branches"):
  *   bsearchcmov  bsearch's searches, the same probes in the same order, with the half picked by
  *             a mask instead of a branch, so the next probe's address waits on the loaded key
+ * and one of btree, likewise only when asked, to tell the node scan's branches from its loads
+ * (docs/RUNTIME_MODEL.md, "A B-tree without branches"):
+ *   btreecmov  btree's lookups, the same nodes in the same order, with the child picked by
+ *             counting the node's keys below the key instead of a loop that leaves at the first
+ *             key at or above it, so the next node's address waits on the loaded keys
  * usage: model_access KIND MiB [ops (millions; default: rand/gups/hashjoin and the crossings 8,
- *        chase 4, bsearch/bsearchcmov/btree 1, stream 64)]
+ *        chase 4, bsearch/bsearchcmov/btree/btreecmov 1, stream 64)]
  * prints one line of key=value: populate_s access_s ops checksum table_offset (the table's
  * address modulo 2MiB: 0, wherever malloc put it) */
 #include <stdint.h>
@@ -48,14 +53,14 @@ static uint64_t next(void) /* xorshift64*, fixed seed: the same accesses every r
     return rng * 2685821657736338717ULL;
 }
 
-static const char *KINDS[] = {"rand", "gups", "chase", "bsearch", "btree", "hashjoin", "stream", "gupsread", "randrmw", "bsearchcmov"};
-static const double DEFAULT_OPS[] = {8, 8, 4, 1, 1, 8, 64, 8, 8, 1};
-enum { RAND, GUPS, CHASE, BSEARCH, BTREE, HASHJOIN, STREAM, GUPSREAD, RANDRMW, BSEARCHCMOV, NKINDS };
+static const char *KINDS[] = {"rand", "gups", "chase", "bsearch", "btree", "hashjoin", "stream", "gupsread", "randrmw", "bsearchcmov", "btreecmov"};
+static const double DEFAULT_OPS[] = {8, 8, 4, 1, 1, 8, 64, 8, 8, 1, 1};
+enum { RAND, GUPS, CHASE, BSEARCH, BTREE, HASHJOIN, STREAM, GUPSREAD, RANDRMW, BSEARCHCMOV, BTREECMOV, NKINDS };
 
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: model_access rand|gups|chase|bsearch|btree|hashjoin|stream|gupsread|randrmw|bsearchcmov MiB [ops millions]\n");
+        fprintf(stderr, "usage: model_access rand|gups|chase|bsearch|btree|hashjoin|stream|gupsread|randrmw|bsearchcmov|btreecmov MiB [ops millions]\n");
         return 2;
     }
     int k = -1;
@@ -90,7 +95,7 @@ int main(int argc, char **argv)
         }
         for (size_t i = 0; i < words; i++) /* Knuth's MMIX LCG constants */
             t[i] = (6364136223846793005ULL * i + 1442695040888963407ULL) & (words - 1);
-    } else if (k == BTREE) {
+    } else if (k == BTREE || k == BTREECMOV) {
         /* Nodes of 8 words: word 0 = number of keys' level marker unused, words 1..7 keys.
          * Implicit layout: node i's children are 8i+1 .. 8i+8 (a complete 8-ary tree in
          * breadth-first order); keys are filled in order by an in-order walk below. */
@@ -221,6 +226,30 @@ int main(int argc, char **argv)
                     break;
                 }
                 node = 8 * node + c; /* child c-1 of node: 8*node + 1 + (c-1) */
+            }
+        }
+        break;
+    case BTREECMOV:
+        /* btree without the scan's branches: the child is 1 + the number of the node's keys
+         * below the key (sorted keys, so the same child the scan leaves at), summed from
+         * compares (set-on-below and adds, never a jump on a key), so the core cannot guess
+         * the child and run ahead into it: the next node's address, and its walk, waits for
+         * this node's keys. The one branch left is the found key's exit, which is not taken
+         * in all but the last level a lookup reaches; it reads word c & 7, word 0 (never a key)
+         * where c is 8, so no compare on c branches either. Every read is in the node's line,
+         * so the lines read, and their order, are btree's. */
+        for (size_t i = 0; i < ops; i++) {
+            uint64_t key = next() % (2 * n * 7);
+            size_t node = 0;
+            while (node < n) {
+                const uint64_t *keys = t + node * 8;
+                size_t c = 1 + (keys[1] < key) + (keys[2] < key) + (keys[3] < key) + (keys[4] < key) +
+                           (keys[5] < key) + (keys[6] < key) + (keys[7] < key);
+                if (keys[c & 7] == key) {
+                    sum++;
+                    break;
+                }
+                node = 8 * node + c;
             }
         }
         break;

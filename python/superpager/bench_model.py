@@ -34,8 +34,9 @@ END = "<!-- bench --model: end -->"
 PROGRAMS = ["rand", "gups", "chase", "bsearch", "btree", "hashjoin", "stream", "python3-dict"]
 # Benched only when `--model-programs` names them: bsearch's searches without its branches, to
 # tell what the branches hide from what the loads cost (docs/RUNTIME_MODEL.md, "A binary search
+# without branches"); and btree's lookups without the node scan's branches likewise ("A B-tree
 # without branches").
-OPTIONAL = ["bsearchcmov"]
+OPTIONAL = ["bsearchcmov", "btreecmov"]
 # The share of a program's misses that wait for the one before (`+dependence=F`), argued from its
 # code in model_access.c, never fitted (docs/RUNTIME_MODEL.md, "Marks argued from the branch,
 # through the bench").
@@ -53,6 +54,9 @@ DEPENDENCE = {
     "btree": 0.875,
     # The half is picked by a mask on the loaded key: no guess, every probe waits for the key.
     "bsearchcmov": 1.0,
+    # The child is a count of compares on the loaded keys: no guess, every node waits for the one
+    # before.
+    "btreecmov": 1.0,
 }
 WALK_AHEAD = {
     "chase": 0.0,
@@ -66,6 +70,8 @@ WALK_AHEAD = {
     # The half is picked by a mask on the loaded key, not a branch: nothing is guessed, so the
     # next probe's address, and its walk, waits for the key (0).
     "bsearchcmov": 0.0,
+    # The child is counted from the loaded keys, not guessed: the next node's walk waits for them.
+    "btreecmov": 0.0,
 }
 
 
