@@ -17,12 +17,13 @@ MIB = 1
 SEARCHES = 2000
 
 
-def table_loads(tmp_path, kind: str) -> list[str]:
+def table_loads(tmp_path, kind: str, collapse: str = "page") -> list[str]:
     """The records of the access phase's loads from the table, in order, as text: kind, address,
-    size, and `xN` where a record stands for a run of N loads in one page."""
+    size, and `xN` where a record stands for a run of N loads in one page (in one line, with
+    `collapse` "line"). SEARCHES searches or lookups of `kind` over MIB."""
     out = str(tmp_path / f"{kind}.spt")
     exe = str(workloads.build("model_access"))
-    r = cap.capture([exe, kind, str(MIB), str(SEARCHES / 1e6)], out, stdout=subprocess.DEVNULL)
+    r = cap.capture([exe, kind, str(MIB), str(SEARCHES / 1e6)], out, stdout=subprocess.DEVNULL, collapse=collapse)
     assert r.status == 0 and r.phase_marks == 1 and not r.truncated, r.notes
     _, from_mark = split_at_mark(records(out))
     page = int(from_mark[0].split()[1], 16)  # the mark is at the table's page

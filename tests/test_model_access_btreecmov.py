@@ -5,30 +5,17 @@ at the first key at or above the one sought. So the bench's difference between t
 not another access pattern; and the model, which sees only the lines, is given the difference as
 `dependence` and `walk_ahead` alone (bench_model.DEPENDENCE, WALK_AHEAD)."""
 
-import subprocess
-
-from test_capture import need_cc, need_qemu, records
-from test_capture_from_mark import split_at_mark
+from test_capture import need_cc, need_qemu
+from test_model_access_bsearchcmov import SEARCHES as LOOKUPS
+from test_model_access_bsearchcmov import table_loads
 
 from superpager import bench_model
-from superpager import capture as cap
-from superpager import workloads
-
-MIB = 1
-LOOKUPS = 2000
 
 
 def table_lines(tmp_path, kind: str) -> list[int]:
     """The lines (address / 64) of the access phase's loads from the table, in order, one a
     record: captured by line, so a record is a run of loads inside one line."""
-    out = str(tmp_path / f"{kind}.spt")
-    exe = str(workloads.build("model_access"))
-    r = cap.capture([exe, kind, str(MIB), str(LOOKUPS / 1e6)], out, stdout=subprocess.DEVNULL, collapse="line")
-    assert r.status == 0 and r.phase_marks == 1 and not r.truncated, r.notes
-    _, from_mark = split_at_mark(records(out))
-    page = int(from_mark[0].split()[1], 16)  # the mark is at the table's page
-    span = range(page, page + (MIB << 20))
-    return [int(line.split()[1], 16) >> 6 for line in from_mark[1:] if line[:2] == "L " and int(line.split()[1], 16) in span]
+    return [int(r.split()[1], 16) >> 6 for r in table_loads(tmp_path, kind, collapse="line")]
 
 
 @need_qemu
