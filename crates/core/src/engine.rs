@@ -547,6 +547,9 @@ impl Engine {
         // first level's set operations would become calls (0.4x the refs/s on host).
         // SAFETY (every defer_in and defer_host_walk below): the caller's contract.
         let pt = &self.os.procs[self.cur_pi].pt;
+        // The data's guest-physical address, read once: the final host walk and the data
+        // reference both need it (a fetch needs it only for the walk).
+        let data_pa = if walked || !a.kind.is_fetch() { pt.paddr(a.addr) } else { None };
         if walked && machine.software_handler_cycles.is_none() {
             let (first, leaf) = *last_walk;
             let mut out = [0u64; 8];
@@ -563,7 +566,7 @@ impl Engine {
                 unsafe { caches.defer_in::<WIDE>(hpa, Requester::Walk) };
             }
             // The final guest-physical address's host walk.
-            if let Some(((t, w), pa)) = host.and_then(|h| Some((h, pt.paddr(a.addr)?))) {
+            if let Some(((t, w), pa)) = host.and_then(|h| Some((h, data_pa?))) {
                 spared += unsafe { defer_host_walk::<WIDE>(caches, host_pwcs, t, pa, w) };
             }
             walk.refs -= spared;
@@ -571,7 +574,7 @@ impl Engine {
         if a.kind.is_fetch() {
             return;
         }
-        if let Some(pa) = pt.paddr(a.addr) {
+        if let Some(pa) = data_pa {
             // By host-physical address on a nested machine (mmu/host_tables.rs `hpa`).
             let pa = self.host_tables.as_ref().map_or(pa, |t| t.hpa(pa));
             unsafe { caches.defer_in::<WIDE>(pa, Requester::Data) };
