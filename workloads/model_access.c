@@ -234,10 +234,11 @@ int main(int argc, char **argv)
          * below the key (sorted keys, so the same child the scan leaves at), summed from
          * compares (set-on-below and adds, never a jump on a key), so the core cannot guess
          * the child and run ahead into it: the next node's address, and its walk, waits for
-         * this node's keys. The one branch left is the found key's exit, which is not taken
-         * in all but the last level a lookup reaches; it reads word c & 7, word 0 (never a key)
-         * where c is 8, so no compare on c branches either. Every read is in the node's line,
-         * so the lines read, and their order, are btree's. */
+         * this node's keys. Two branches are left, and neither picks the child: the found
+         * key's exit, rarely taken above the last level a lookup reaches, and the loop's own at
+         * a leaf. The found check reads word c & 7, word 0 (never a key) where c is 8, so no
+         * compare on c branches either. Every read is in the node's line, so the lines read,
+         * and their order, are btree's. */
         for (size_t i = 0; i < ops; i++) {
             uint64_t key = next() % (2 * n * 7);
             size_t node = 0;
