@@ -547,9 +547,10 @@ impl Engine {
         // first level's set operations would become calls (0.4x the refs/s on host).
         // SAFETY (every defer_in and defer_host_walk below): the caller's contract.
         let pt = &self.os.procs[self.cur_pi].pt;
-        // The data's guest-physical address, read once: the final host walk and the data
-        // reference both need it (a fetch needs it only for the walk).
-        let data_pa = if walked || !a.kind.is_fetch() { pt.paddr(a.addr) } else { None };
+        // The data's guest-physical address, read once: the final host walk (nested, walked)
+        // and the data reference (not a fetch) both need it; neither does a fetch on a native
+        // machine, which read none before.
+        let data_pa = if (walked && host.is_some()) || !a.kind.is_fetch() { pt.paddr(a.addr) } else { None };
         if walked && machine.software_handler_cycles.is_none() {
             let (first, leaf) = *last_walk;
             let mut out = [0u64; 8];
