@@ -73,6 +73,25 @@ WALK_AHEAD = {
     # The child is counted from the loaded keys, not guessed: the next node's walk waits for them.
     "btreecmov": 0.0,
 }
+# The core runs ahead down its guesses more than one step: a walk can start under the misses of
+# the two or three steps before it where the guess made that far back lands in the walk's page
+# (`+walk_ahead2=F`, `+walk_ahead3=F`; docs/RUNTIME_MODEL.md, "Walks ahead of a dependent chain",
+# sixty-sixth session). Argued from the layout as WALK_AHEAD is, never fitted; the model
+# credits them only as far as the window holds that many steps (a btree level is about 25
+# instructions, a bsearch level about 6, against a window of hundreds).
+WALK_AHEAD2 = {
+    # Both guesses right: 1/2 x 1/2 (in the levels that walk, a wrong one is a page away or more).
+    "bsearch": 0.25,
+    # Node a's 64 grandchildren are nodes 64a + 9 to 64a + 72, 55 of them in one 4KB page and 9
+    # in the next (64 nodes a page): a guess lands in the right page (55^2 + 9^2) / 64^2.
+    "btree": 0.758,
+}
+WALK_AHEAD3 = {
+    "bsearch": 0.125,
+    # Its 512 great-grandchildren, nodes 512a + 73 to 512a + 584: 55, then 7 pages of 64, then 9:
+    # (55^2 + 7 x 64^2 + 9^2) / 512^2.
+    "btree": 0.121,
+}
 
 
 def command(exe: str, program: str, mib: int) -> list[str]:
@@ -116,6 +135,7 @@ def predicted(trace: str, program: str) -> tuple[float, float, float, float | No
     from . import _core
     from .model.predict import predict
     dep = f"+dependence={DEPENDENCE[program]}+walk_ahead={WALK_AHEAD.get(program, 0.0)}"
+    dep += "".join(f"+{k}={v[program]}" for k, v in (("walk_ahead2", WALK_AHEAD2), ("walk_ahead3", WALK_AHEAD3)) if program in v)
     nested = bool(_core.machine_info("host")["nested"])
     m = predict(trace, f"host{dep}", ["base", "fixed:2MiB"])
     # The old linear model is the native one: one-cycle accesses, walk references at a fixed

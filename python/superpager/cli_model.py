@@ -35,7 +35,8 @@ examples:
   superpager capture --collapse line -o gups.spt -- ./gups   # every line a run touches, for the caches
   superpager predict gups.spt --policies base,fixed:2MiB
   superpager predict chase.spt --dependence 1            # a pointer chase: misses serialize
-  superpager predict btree.spt --dependence 0.875 --walk-ahead 0.97   # a B-tree descent: walks start early
+  superpager predict btree.spt --dependence 0.875 --walk-ahead 0.97 --walk-ahead2 0.758 --walk-ahead3 0.121
+                                                         # a B-tree descent: walks start early
   superpager predict prog.spt --machine host --policies base,linux-thp,navarro --linear
 """
 
@@ -94,8 +95,9 @@ def cmd_predict(a) -> int:
     machine = a.machine
     if a.dependence is not None:
         machine = f"{machine}+dependence={a.dependence}"
-    if a.walk_ahead is not None:
-        machine = f"{machine}+walk_ahead={a.walk_ahead}"
+    for key in ("walk_ahead", "walk_ahead2", "walk_ahead3"):
+        if getattr(a, key) is not None:
+            machine = f"{machine}+{key}={getattr(a, key)}"
     policies = [p for p in _split(a.policies)]
     if not policies:
         raise _core.UsageError(f"--policies '{a.policies}' names no policy (e.g. --policies base,fixed:2MiB)")
@@ -416,6 +418,11 @@ def add_parsers(sub, raw) -> None:
     p.add_argument("--walk-ahead", type=float, metavar="F",
                    help="fraction of that chain's walks that start under the step before's miss, because branches the core "
                         "predicts pick the next address (a B-tree descent 0.97, a binary search 0.5, a pointer chase 0; default: the machine's, 0)")
+    p.add_argument("--walk-ahead2", type=float, metavar="F",
+                   help="fraction of that chain's walks whose guess made two steps before lands in the walk's page, so that the walk "
+                        "starts under both steps' misses (a B-tree descent 0.758, a binary search 0.25; at most --walk-ahead; default: the machine's, 0)")
+    p.add_argument("--walk-ahead3", type=float, metavar="F",
+                   help="the same from three steps before (a B-tree descent 0.121, a binary search 0.125; at most --walk-ahead2; default: the machine's, 0)")
     p.add_argument("--memory", default="64GiB", help="simulated physical memory (default: 64GiB)")
     p.add_argument("--linear", action="store_true", help="also show the old linear model's prediction (MACHINE+nocache)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per policy")

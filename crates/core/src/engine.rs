@@ -571,6 +571,10 @@ impl Engine {
                 spared += unsafe { defer_host_walk::<WIDE>(caches, host_pwcs, t, pa, w) };
             }
             walk.refs -= spared;
+            if caches.marks {
+                // The walk's end, for the step fit of a chain that walks ahead (mmu/cache.rs).
+                caches.end_walk();
+            }
         }
         if a.kind.is_fetch() {
             return;

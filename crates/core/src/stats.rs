@@ -212,6 +212,11 @@ pub struct CostInputs {
     /// and by the walker; empty elsewhere.
     pub last_reuse_data: Vec<u64>,
     pub last_reuse_walk: Vec<u64>,
+    /// Where the machine walks ahead of a dependent chain (`[cache] walk_ahead`): the walks'
+    /// cycles that fit under the data misses of the 1, 2 and 3 steps before each, and the
+    /// walks' cycles in all (mmu/cache.rs `StepFit`, rounded to cycles); 0 elsewhere.
+    pub ahead_fit_cycles: [u64; crate::mmu::cache::AHEAD_STEPS],
+    pub ahead_walk_cycles: u64,
 }
 
 /// The part of a shared last level a run keeps (`CostInputs::shared`).
@@ -238,6 +243,7 @@ impl CostInputs {
             Some(c) => c.served_depths_reuse(reuse),
             None => Default::default(),
         };
+        let (fit, walked) = e.mmu.caches.as_ref().map_or(([0.0; crate::mmu::cache::AHEAD_STEPS], 0.0), |c| c.ahead_fit());
         CostInputs {
             accesses: e.accesses,
             instructions: e.instructions,
@@ -262,6 +268,8 @@ impl CostInputs {
             last_depth_walk,
             last_reuse_data,
             last_reuse_walk,
+            ahead_fit_cycles: fit.map(|f| f.round() as u64),
+            ahead_walk_cycles: walked.round() as u64,
         }
     }
 
@@ -288,6 +296,8 @@ impl CostInputs {
             last_depth_walk: sub(&self.last_depth_walk, &earlier.last_depth_walk),
             last_reuse_data: sub(&self.last_reuse_data, &earlier.last_reuse_data),
             last_reuse_walk: sub(&self.last_reuse_walk, &earlier.last_reuse_walk),
+            ahead_fit_cycles: std::array::from_fn(|k| self.ahead_fit_cycles[k].saturating_sub(earlier.ahead_fit_cycles[k])),
+            ahead_walk_cycles: self.ahead_walk_cycles.saturating_sub(earlier.ahead_walk_cycles),
         }
     }
 
@@ -499,7 +509,9 @@ fn tlb_beyond_first(m: &crate::mmu::machine::Machine, i: &CostInputs) -> (f64, u
 
 /// The overlap model's inputs from `i`: the translations, and the program's references.
 fn translation_of<'a>(i: &'a CostInputs, tlb: (f64, u64)) -> (crate::mmu::cache::Translation<'a>, u64) {
-    let t = crate::mmu::cache::Translation { walk: &i.cache_walk, walks: i.walks, sequential: i.sequential_walks, tlb_cycles: tlb.0, tlb_hits: tlb.1 };
+    // The shares of the walks that fit under the misses before each, where steps were marked.
+    let ahead_fit = (i.ahead_walk_cycles > 0).then(|| i.ahead_fit_cycles.map(|f| f as f64 / i.ahead_walk_cycles as f64));
+    let t = crate::mmu::cache::Translation { walk: &i.cache_walk, walks: i.walks, sequential: i.sequential_walks, tlb_cycles: tlb.0, tlb_hits: tlb.1, ahead_fit };
     (t, i.cache_data.iter().sum())
 }
 
@@ -534,6 +546,13 @@ pub fn insert_model_counters(
     }
     if let Some(b) = overlap_bounds_of(m, kept) {
         insert_overlap(c, &b);
+    }
+    if m.cache.as_ref().is_some_and(|s| s.walk_ahead > 0.0 && s.dependence > 0.0) {
+        // The step fit that caps the walks a chain's guesses hide (mmu/cache.rs `StepFit`).
+        for (k, f) in whole.ahead_fit_cycles.iter().enumerate() {
+            c.insert(format!("walk_ahead.fit{}_cycles", k + 1), *f);
+        }
+        c.insert("walk_ahead.walk_cycles".into(), whole.ahead_walk_cycles);
     }
 }
 

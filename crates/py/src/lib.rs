@@ -169,6 +169,8 @@ fn machine_info(py: Python<'_>, spec: &str) -> PyResult<PyObject> {
             x.set_item("ipc", c.ipc)?;
             x.set_item("dependence", c.dependence)?;
             x.set_item("walk_ahead", c.walk_ahead)?;
+            x.set_item("walk_ahead2", c.walk_ahead2)?;
+            x.set_item("walk_ahead3", c.walk_ahead3)?;
             x.set_item("stream_ahead", c.stream_ahead)?;
             x.set_item("walk_hiding", c.walk_hiding)?;
             x.set_item("tenant_fill_rate", c.tenant_fill_rate)?;

@@ -90,6 +90,13 @@ pub struct CacheSpec {
     /// core predicts rather than from the loaded value: a B-tree's descent or a binary search,
     /// not a pointer chase (a property of the program: `+walk_ahead=F` sets it; 0 = none).
     pub walk_ahead: f64,
+    /// Of the same chain's walks, the fractions whose guess made two and three steps before
+    /// lands in the right page, so that the walk starts under those steps' misses too (at most
+    /// `walk_ahead`, and `walk_ahead3` at most this; 0 = none: a guess reaches one step). Read
+    /// with the step fit (`StepFit`); a property of the program, as `walk_ahead`
+    /// (`+walk_ahead2=F`, `+walk_ahead3=F`).
+    pub walk_ahead2: f64,
+    pub walk_ahead3: f64,
     /// Fraction of the walks into a sequential stream's next page (`walks.sequential`: a walk
     /// whose two pages below, or two above, are among the last 8 walks', mmu/mod.rs) that the
     /// machine does ahead of the stream, so that they cost nothing: its prefetchers run ahead
@@ -204,6 +211,8 @@ impl CacheSpec {
             ipc: 2.0,
             dependence: 0.0,
             walk_ahead: 0.0,
+            walk_ahead2: 0.0,
+            walk_ahead3: 0.0,
             stream_ahead: 0.0,
             walk_hiding: 0.0,
             tenant_fill_rate: None,
@@ -409,6 +418,82 @@ pub struct CacheState {
     pub dram: [u64; 2],
     /// Some level takes the AVX2 set operations: replay through the AVX2-compiled loop.
     wide: bool,
+    /// How much of each walk fits under the data miss before it (`StepFit`); None where the
+    /// machine marks no steps (`CacheSpec::walk_ahead` 0), and the queue then holds no marks.
+    steps: Option<StepFit>,
+}
+
+/// A queued word that is not a reference but the end of a walk (`Caches::end_walk`): this bit,
+/// the walk's references that hit a first level replayed elsewhere (`<< AHEAD_STEPS`), and, in
+/// bit j below that, whether the data reference j + 1 before the walk hit that level (so was not
+/// queued). A line never reaches bit 63 (tags name at most 2^32 sets' worth of lines,
+/// `Caches::check_memory`).
+const WALK_END: u64 = 1 << 63;
+
+/// How many steps back a chain's walk may have started (`CacheSpec::walk_ahead`,
+/// `walk_ahead2`, `walk_ahead3`).
+pub const AHEAD_STEPS: usize = 3;
+
+/// Per step of a dependent chain, how much of its walk fits under the data misses of the steps
+/// before it (docs/RUNTIME_MODEL.md, "Walks ahead of a dependent chain"): a walk started on a
+/// guess k steps ahead runs while those k steps' misses are outstanding, and no longer, so of
+/// a walk of w cycles after misses of m1 (the step just before), m2, m3, min(w, m1 + ... + mk)
+/// can hide. The overlap model takes the run's sums; summed over the run, min(W, D) credits a
+/// long walk after a short miss (or after a hit) with the slack of other steps' misses, which
+/// a machine cannot lend it.
+///
+/// Invariants: `walk` holds the queued walk references' latencies since the last walk end;
+/// `fit[0] <= fit[1] <= fit[2] <= walked` (each step adds min(w, S_k), nondecreasing in k, and
+/// w); `last` holds the stalls of the last AHEAD_STEPS queued data references, most recent
+/// first; `lat` has one latency per level this state replays, then memory's. Latencies are the
+/// levels' own (a shared last level counts whole here: the share is solved later, over the
+/// run's counts, and this is a ratio of them).
+#[derive(Clone, Debug)]
+struct StepFit {
+    lat: Vec<f64>,
+    /// The first level's latency: a data reference stalls beyond it, and a walk reference that
+    /// hit it where it runs on the engine's side costs it.
+    first: f64,
+    walk: f64,
+    last: [f64; AHEAD_STEPS],
+    fit: [f64; AHEAD_STEPS],
+    walked: f64,
+}
+
+impl StepFit {
+    fn of(spec: &CacheSpec) -> Option<StepFit> {
+        let lat = spec.latencies();
+        (spec.walk_ahead > 0.0 && spec.dependence > 0.0).then(|| StepFit { first: lat[0], lat, walk: 0.0, last: [0.0; AHEAD_STEPS], fit: [0.0; AHEAD_STEPS], walked: 0.0 })
+    }
+
+    /// A reference served by this state's level `served` (`levels.len()`: memory).
+    #[inline(always)]
+    fn served(&mut self, served: usize, r: usize) {
+        let l = self.lat[served];
+        if r == Requester::Walk as usize {
+            self.walk += l;
+        } else {
+            self.last.rotate_right(1);
+            self.last[0] = l - self.first;
+        }
+    }
+
+    /// A walk's end (`WALK_END`).
+    #[inline(always)]
+    fn walk_end(&mut self, word: u64) {
+        let w = self.walk + ((word & !WALK_END) >> AHEAD_STEPS) as f64 * self.first;
+        // The steps before, most recent first: a first-level hit where the engine ran it
+        // stalled nothing and was not queued; the others are `last` in turn.
+        let (mut queued, mut before) = (self.last.iter(), 0.0);
+        for k in 0..AHEAD_STEPS {
+            if word >> k & 1 == 0 {
+                before += queued.next().copied().unwrap_or(0.0);
+            }
+            self.fit[k] += w.min(before);
+        }
+        self.walked += w;
+        self.walk = 0.0;
+    }
 }
 
 impl CacheState {
@@ -512,8 +597,17 @@ impl CacheState {
                 self.prefetch(e >> 1);
             }
             let e = refs[i];
+            if let Some(st) = &mut self.steps {
+                if e & WALK_END != 0 {
+                    st.walk_end(e);
+                    continue;
+                }
+            }
             // SAFETY: the caller's contract, passed on.
-            unsafe { self.apply::<WIDE>(e >> 1, (e & 1) as usize) };
+            let served = unsafe { self.apply::<WIDE>(e >> 1, (e & 1) as usize) };
+            if let Some(st) = &mut self.steps {
+                st.served(served, (e & 1) as usize);
+            }
         }
         // The last AHEAD references prefetched `next`'s first AHEAD.
         !next.is_empty() && q >= AHEAD
@@ -619,7 +713,7 @@ impl Inner {
 
 impl CacheState {
     pub(super) fn empty() -> CacheState {
-        CacheState { levels: Vec::new(), dram: [0; 2], wide: false }
+        CacheState { levels: Vec::new(), dram: [0; 2], wide: false, steps: None }
     }
 }
 
@@ -649,6 +743,13 @@ pub struct Caches {
     /// The first level where it runs on the engine's side, applied as each reference is made
     /// (`with_first_level_here`); None where it replays with the others (or there are no levels).
     first: Option<CacheLevel>,
+    /// The machine marks each walk's end in the queue (`end_walk`, `StepFit`).
+    pub marks: bool,
+    /// Where the first level runs here: whether each of the last AHEAD_STEPS data references
+    /// hit it (bit 0 the most recent), and its walk hits at the last walk's end (`end_walk`
+    /// hands the replay both).
+    data_hits: u64,
+    walk_hits_at_end: u64,
     // A RefCell so that readers holding `&Caches` (results, samples, `Engine::now`) can
     // settle the queue before they count.
     inner: std::cell::RefCell<Inner>,
@@ -666,9 +767,19 @@ impl Caches {
         let by_reuse = spec.share_law == ShareLaw::Reuse;
         let levels: Vec<CacheLevel> = spec.levels.iter().enumerate().map(|(i, l)| CacheLevel::new(l, spec.line_bytes, shared(i), by_reuse)).collect();
         let wide = levels.iter().any(|l| l.wide);
-        let replay = Replay::Here(CacheState { levels, dram: [0; 2], wide });
+        let steps = StepFit::of(spec);
+        let marks = steps.is_some();
+        let replay = Replay::Here(CacheState { levels, dram: [0; 2], wide, steps });
         let inner = Inner { batch: Batch::EMPTY, replay, pending_first_level_hits: 0, reads: 0, refs: 0 };
-        let mut c = Caches { spec: spec.clone(), line_shift: spec.line_bytes.trailing_zeros(), first: None, inner: std::cell::RefCell::new(inner) };
+        let mut c = Caches {
+            spec: spec.clone(),
+            line_shift: spec.line_bytes.trailing_zeros(),
+            first: None,
+            marks,
+            data_hits: 0,
+            walk_hits_at_end: 0,
+            inner: std::cell::RefCell::new(inner),
+        };
         if thread {
             c.set_replay_thread(true);
         }
@@ -687,6 +798,11 @@ impl Caches {
         if !s.levels.is_empty() {
             self.first = Some(s.levels.remove(0));
             s.wide = s.levels.iter().any(|l| l.wide);
+            if let Some(st) = &mut s.steps {
+                // This side tells the replay of its hits (`end_walk`); the latencies left are
+                // the replayed levels'.
+                st.lat.remove(0);
+            }
         }
         self
     }
@@ -753,6 +869,10 @@ impl Caches {
         // random here.
         f.hits[who as usize] += hit as u64;
         f.misses[who as usize] += !hit as u64;
+        if who == Requester::Data {
+            // A constant test where this inlines (every call site names its requester).
+            self.data_hits = (self.data_hits << 1 | hit as u64) & ((1 << AHEAD_STEPS) - 1);
+        }
         hit
     }
 
@@ -792,6 +912,36 @@ impl Caches {
             Some(f) => f.hits[Requester::Data as usize] += n,
             None => self.inner.get_mut().pending_first_level_hits += n,
         }
+    }
+
+    /// The end of a walk's references, queued where the machine marks steps (`marks`): the
+    /// replay then knows how long the walk took against the data misses before it (`StepFit`).
+    /// With the first level on this side, the walk's hits in it and which of the last data
+    /// references hit it go with the mark, since none of them was queued.
+    #[inline(always)]
+    pub fn end_walk(&mut self) {
+        let (hits, data_hits) = match &self.first {
+            Some(f) => {
+                let h = f.hits[Requester::Walk as usize];
+                (h - std::mem::replace(&mut self.walk_hits_at_end, h), self.data_hits)
+            }
+            None => (0, 0),
+        };
+        let i = self.inner.get_mut();
+        i.batch.refs[i.batch.n] = WALK_END | hits << AHEAD_STEPS | data_hits;
+        i.batch.n += 1;
+        if i.batch.n == BATCH {
+            i.flush();
+        }
+    }
+
+    /// The marked steps' walk cycles that fit under the data misses of the 1, 2 and 3 steps
+    /// before each, and their walk cycles in all (`StepFit`; 0 where the machine marks none),
+    /// every queued reference applied.
+    pub fn ahead_fit(&self) -> ([f64; AHEAD_STEPS], f64) {
+        let mut i = self.inner.borrow_mut();
+        let rest = i.settle();
+        rest.steps.as_ref().map_or(([0.0; AHEAD_STEPS], 0.0), |s| (s.fit, s.walked))
     }
 
     /// What each level served, first level first, and what memory served (references no level
@@ -855,6 +1005,10 @@ pub struct Translation<'a> {
     pub sequential: u64,
     pub tlb_cycles: f64,
     pub tlb_hits: u64,
+    /// Of the dependent chain's walk cycles, the shares that fit under the data misses of the
+    /// 1, 2 and 3 steps before each (`StepFit`); None where no steps were marked: the run's sums
+    /// alone cap what `walk_ahead` hides.
+    pub ahead_fit: Option<[f64; AHEAD_STEPS]>,
 }
 
 /// Stall cycles the caches add, from what each level served (the overlap model of
@@ -961,8 +1115,26 @@ fn overlap(spec: &CacheSpec, data: &[u64], t: Translation, accesses: u64, instru
     let part = |raw: f64, overlapped: f64| d * raw + (1.0 - d) * overlapped;
     // The chain's translations that run under its data misses, as a share of each.
     let translate = walk_raw + t.tlb_cycles;
-    let exposed = if translate > 0.0 { 1.0 - spec.walk_ahead.clamp(0.0, 1.0) * data_raw.min(translate) / translate } else { 1.0 };
+    let exposed = if translate > 0.0 { 1.0 - ahead_share(spec, t.ahead_fit, window) * data_raw.min(translate) / translate } else { 1.0 };
     ((part(data_raw, data_alone), part(walk_raw * exposed, with_walks - data_alone), part(t.tlb_cycles * exposed, with_all - with_walks)), bounds)
+}
+
+/// The share of a dependent chain's translations its guesses hide. A walk starts under the
+/// misses of the steps since the first guess that lands in its page: k steps back with
+/// probability p_k - p_(k+1) (`walk_ahead`, `walk_ahead2`, `walk_ahead3`: the chance that a
+/// guess made k steps before lands in the right page; p_4 = 0), and then hides what fits under
+/// those k misses (`fit[k-1]`, the step fit's share). A guess k steps ahead needs the window to
+/// hold the k steps before the walk's and its own (`window`, in accesses): p_k is 0 beyond it.
+/// Without step figures, `walk_ahead` alone, capped by the run's sums as before the step fit.
+fn ahead_share(spec: &CacheSpec, fit: Option<[f64; AHEAD_STEPS]>, window: f64) -> f64 {
+    let p1 = spec.walk_ahead.clamp(0.0, 1.0);
+    let Some(fit) = fit else { return p1 };
+    // Nested: a guess that lands in the right page k steps before does from k - 1 steps too.
+    let held = |k: f64, p: f64| if window >= k + 1.0 { p } else { 0.0 };
+    let p2 = held(2.0, spec.walk_ahead2.clamp(0.0, p1));
+    let p3 = held(3.0, spec.walk_ahead3.clamp(0.0, p2));
+    let p = [p1, p2, p3, 0.0];
+    (0..AHEAD_STEPS).map(|k| (p[k] - p[k + 1]) * fit[k].clamp(0.0, 1.0)).sum()
 }
 
 #[cfg(test)]
@@ -1207,7 +1379,7 @@ mod tests {
         // No walks, but every access hits the second-level TLB (9 cycles) and misses to memory:
         // the window takes 1000 x (196 + 9) / 50 = 4100, under the fill buffers' 19600, so the TLB
         // hits add nothing; on a dependent chain they add their 9000 in full.
-        let hits = Translation { walk: &[0, 0, 0], walks: 0, sequential: 0, tlb_cycles: 9000.0, tlb_hits: 1000 };
+        let hits = Translation { walk: &[0, 0, 0], walks: 0, sequential: 0, tlb_cycles: 9000.0, tlb_hits: 1000, ahead_fit: None };
         let (d, w, t) = stall_cycles(&s, &[0, 0, 1000], hits, 1000, 4000);
         assert!((d - 19600.0).abs() < 1e-9 && w == 0.0 && t.abs() < 1e-9, "{d} {w} {t}");
         let (_, _, t) = stall_cycles(&chase, &[0, 0, 1000], hits, 1000, 4000);
@@ -1233,12 +1405,78 @@ mod tests {
         // Misses only to L2 (10 cycles beyond L1: 10000 in all) under walks of 14000 and TLB hits
         // of 6000: at most the 10000 of misses can hide, half of it here, shared 14:6 between
         // walks and TLB hits: 14000 - 3500 and 6000 - 1500.
-        let both = Translation { walk: &[0, 1000, 0], walks: 1000, sequential: 0, tlb_cycles: 6000.0, tlb_hits: 1000 };
+        let both = Translation { walk: &[0, 1000, 0], walks: 1000, sequential: 0, tlb_cycles: 6000.0, tlb_hits: 1000, ahead_fit: None };
         let (d, w, t) = stall_cycles(&descent, &[0, 1000, 0], both, 1000, 4000);
         assert!((d - 10000.0).abs() < 1e-9 && (w - 10500.0).abs() < 1e-9 && (t - 4500.0).abs() < 1e-9, "{d} {w} {t}");
         // Independent misses (dependence 0) are not changed by it.
         let free = CacheSpec { walk_ahead: 1.0, ..s.clone() };
         assert_eq!(stall_cycles(&free, &[0, 0, 1000], w1, 1000, 4000), stall_cycles(&s, &[0, 0, 1000], w1, 1000, 4000));
+    }
+
+    #[test]
+    fn a_walk_ahead_hides_only_what_fits_under_the_miss_just_before_it() {
+        let s = spec(&[(1 << 15, 8), (1 << 20, 16)]);
+        let descent = CacheSpec { dependence: 1.0, walk_ahead: 0.5, ..s.clone() };
+        // As in the test above, 1000 steps of an L2 walk reference (14000) and a memory miss
+        // (196000), of which a quarter of the walks' cycles fit step by step under the miss
+        // before: 0.5 x 0.25 x 14000 = 1750 hide, 12250 remain (7000 from the sums alone).
+        let w1 = Translation { walk: &[0, 1000, 0], walks: 1000, ahead_fit: Some([0.25, 0.5, 1.0]), ..Translation::default() };
+        let (d, w, _) = stall_cycles(&descent, &[0, 0, 1000], w1, 1000, 4000);
+        assert!((d - 196000.0).abs() < 1e-9 && (w - 12250.0).abs() < 1e-9, "{d} {w}");
+        // Every walk fits: the sums' cap, as without the fit.
+        let whole = Translation { ahead_fit: Some([1.0; AHEAD_STEPS]), ..w1 };
+        let (_, w, _) = stall_cycles(&descent, &[0, 0, 1000], whole, 1000, 4000);
+        assert!((w - 7000.0).abs() < 1e-9, "{w}");
+        // Guesses two and three steps back land in the right page 0.3 and 0.1 of the time: the
+        // walk starts one step back 0.2 of the time (fits 0.25), two 0.2 (0.5), three 0.1 (all):
+        // 0.05 + 0.1 + 0.1 = 0.25 of 14000 hide, 10500 remain.
+        let deeper = CacheSpec { walk_ahead2: 0.3, walk_ahead3: 0.1, ..descent.clone() };
+        let (_, w, _) = stall_cycles(&deeper, &[0, 0, 1000], w1, 1000, 4000);
+        assert!((w - 10500.0).abs() < 1e-9, "{w}");
+        // A window of 3 accesses (rob 12, 4 instructions an access) holds the walk's step and two
+        // before it, not three: 0.2 x 0.25 + 0.3 x 0.5 = 0.2 of 14000 hide, 11200 remain.
+        let short = CacheSpec { rob: 12.0, ..deeper.clone() };
+        let (_, w, _) = stall_cycles(&short, &[0, 0, 1000], w1, 1000, 4000);
+        assert!((w - 11200.0).abs() < 1e-9, "{w}");
+        // Without step figures the deeper marks change nothing: walk_ahead and the sums.
+        let plain = Translation { ahead_fit: None, ..w1 };
+        assert_eq!(stall_cycles(&deeper, &[0, 0, 1000], plain, 1000, 4000), stall_cycles(&descent, &[0, 0, 1000], plain, 1000, 4000));
+    }
+
+    /// The step fit of a short chain, worked by hand, through `defer` and `end_walk` (L1 4
+    /// cycles, L2 14, memory 200: a data reference from memory stalls 196).
+    fn step_fit_of(c: &mut Caches) -> ([f64; AHEAD_STEPS], f64) {
+        let line = |i: u64| i << 20; // lines far apart: each new one comes from memory
+        c.defer(line(1), Requester::Data); // a miss: 196
+        c.defer(line(2), Requester::Walk); // a walk from memory: 200, after a miss of 196
+        c.end_walk(); // fits 196 of its 200
+        c.defer(line(3), Requester::Data); // a miss: 196
+        c.defer(line(2), Requester::Walk); // the same entry, now in L1: 4
+        c.end_walk(); // fits all 4
+        c.defer(line(1), Requester::Data); // an L1 hit: no stall
+        c.defer(line(4), Requester::Walk); // 200, after a data reference that stalled nothing
+        c.end_walk(); // fits nothing
+        c.defer(line(5), Requester::Data);
+        c.ahead_fit()
+    }
+
+    #[test]
+    fn a_chains_walk_fits_step_by_step_under_the_miss_before_it_wherever_its_levels_replay() {
+        let s = CacheSpec { dependence: 1.0, walk_ahead: 0.5, ..spec(&[(1 << 15, 8), (1 << 20, 16)]) };
+        for (thread, here) in [(false, false), (true, false), (false, true), (true, true)] {
+            let mut c = Caches::with_replay_thread(&s, thread);
+            if here {
+                c = c.with_first_level_here();
+            }
+            assert!(c.marks);
+            // Of 200 + 4 + 200 walk cycles, one step back: 196 + 4 + 0; two: 196 + 4 + 196 (the
+            // hit, then the second miss); three: 196 + 4 + 200 (0 + 196 + 196 before it).
+            assert_eq!(step_fit_of(&mut c), ([200.0, 396.0, 400.0], 404.0), "thread {thread}, first level here {here}");
+        }
+        // A machine that walks nothing ahead marks no steps (end_walk is the engine's to skip).
+        let none = Caches::new(&CacheSpec { walk_ahead: 0.0, ..s.clone() });
+        assert!(!none.marks);
+        assert_eq!(none.ahead_fit(), ([0.0; AHEAD_STEPS], 0.0));
     }
 
     #[test]

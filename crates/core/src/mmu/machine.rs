@@ -254,6 +254,10 @@ struct CacheFile {
     dependence: f64,
     #[serde(default)]
     walk_ahead: f64,
+    #[serde(default)]
+    walk_ahead2: f64,
+    #[serde(default)]
+    walk_ahead3: f64,
     /// Walks into a sequential stream's next page done ahead of it (cache.rs CacheSpec).
     #[serde(default)]
     stream_ahead: f64,
@@ -361,10 +365,13 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
             return Err(bad(k, format!("must be a number from 1 to 1e6, not {v}")));
         }
     }
-    for (k, v) in [("dependence", c.dependence), ("walk_ahead", c.walk_ahead), ("stream_ahead", c.stream_ahead)] {
+    for (k, v) in [("dependence", c.dependence), ("walk_ahead", c.walk_ahead), ("walk_ahead2", c.walk_ahead2), ("walk_ahead3", c.walk_ahead3), ("stream_ahead", c.stream_ahead)] {
         if !(0.0..=1.0).contains(&v) {
             return Err(bad(k, format!("a fraction from 0 to 1, not {v}")));
         }
+    }
+    if let Some(m) = walk_ahead_out_of_order(c.walk_ahead, c.walk_ahead2, c.walk_ahead3) {
+        return Err(bad(m.0, m.1));
     }
     #[allow(clippy::neg_cmp_op_on_partial_ord)]
     if !(c.walk_hiding >= 0.0) || c.walk_hiding > 1e6 {
@@ -404,6 +411,8 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
         ipc: c.ipc,
         dependence: c.dependence,
         walk_ahead: c.walk_ahead,
+        walk_ahead2: c.walk_ahead2,
+        walk_ahead3: c.walk_ahead3,
         stream_ahead: c.stream_ahead,
         walk_hiding: c.walk_hiding,
         tenant_fill_rate: c.tenant_fill_rate,
@@ -619,6 +628,8 @@ impl Machine {
     /// `+nocache`: without its data caches (the one-cycle-per-access model); `+dependence=F`:
     /// the fraction of the program's misses on a dependent chain (docs/RUNTIME_MODEL.md);
     /// `+walk_ahead=F`: the fraction of that chain's translations that run ahead under its misses;
+    /// `+walk_ahead2=F`, `+walk_ahead3=F`: the fractions of its walks whose guess made two and
+    /// three steps before lands in the right page (`[cache] walk_ahead2`, `walk_ahead3`);
     /// `+stream_ahead=F`: the fraction of walks into a sequential stream's next page done ahead
     /// of it (`[cache] stream_ahead`);
     /// `+walk_hiding=K`: how much a full window hides of a translation (`[cache] walk_hiding`);
@@ -653,7 +664,7 @@ impl Machine {
                 if m.cache.take().is_none() {
                     return Err(Error::usage(format!("machine '{spec}': {name} has no [cache] section, so +nocache changes nothing")));
                 }
-            } else if let Some((key @ ("dependence" | "walk_ahead" | "stream_ahead" | "walk_hiding" | "share_exponent" | "rob" | "walkers" | "mlp"), v)) =
+            } else if let Some((key @ ("dependence" | "walk_ahead" | "walk_ahead2" | "walk_ahead3" | "stream_ahead" | "walk_hiding" | "share_exponent" | "rob" | "walkers" | "mlp"), v)) =
                 suffix.split_once('=')
             {
                 // Settings of the overlap model: two properties of the program (fractions), and
@@ -665,6 +676,8 @@ impl Machine {
                 let (field, range, what) = match key {
                     "dependence" => (&mut c.dependence, 0.0..=1.0, "a fraction from 0 to 1"),
                     "walk_ahead" => (&mut c.walk_ahead, 0.0..=1.0, "a fraction from 0 to 1"),
+                    "walk_ahead2" => (&mut c.walk_ahead2, 0.0..=1.0, "a fraction from 0 to 1"),
+                    "walk_ahead3" => (&mut c.walk_ahead3, 0.0..=1.0, "a fraction from 0 to 1"),
                     "stream_ahead" => (&mut c.stream_ahead, 0.0..=1.0, "a fraction from 0 to 1"),
                     "walk_hiding" => (&mut c.walk_hiding, 0.0..=1e6, "a number from 0 to 1e6"),
                     "share_exponent" => (&mut c.share_exponent, SHARE_EXPONENTS, "a number from 0.01 to 4"),
@@ -735,6 +748,9 @@ impl Machine {
             }
             m.name = format!("{}+{suffix}", m.name);
         }
+        if let Some((key, why)) = m.cache.as_ref().and_then(|c| walk_ahead_out_of_order(c.walk_ahead, c.walk_ahead2, c.walk_ahead3)) {
+            return Err(Error::usage(format!("machine '{spec}': {key} {why}")));
+        }
         if any {
             m.origin = spec.to_string();
         }
@@ -748,7 +764,7 @@ impl Machine {
             Some(("nested", h)) => h,
             _ => {
                 return Err(Error::usage(format!(
-                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nopwc, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +stream_ahead=F, +walk_hiding=K, +share_exponent=A, +share_law=L, +rob=N, +walkers=N, +mlp=N, +tenant_fill_rate=R, +bounds_norm=P or +scatter=F"
+                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nopwc, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +walk_ahead2=F, +walk_ahead3=F, +stream_ahead=F, +walk_hiding=K, +share_exponent=A, +share_law=L, +rob=N, +walkers=N, +mlp=N, +tenant_fill_rate=R, +bounds_norm=P or +scatter=F"
                 )))
             }
         };
@@ -1079,6 +1095,19 @@ zero_cycles_per_kib = 0
         let sizes: Vec<String> = self.page_sizes.iter().map(|p| p.to_string()).collect();
         let tl: Vec<String> = self.tlbs.iter().map(|t| format!("{} {}x{}", t.name, t.entries, t.ways)).collect();
         format!("{} [{}]", sizes.join("/"), tl.join(", "))
+    }
+}
+
+/// Where a guess that lands in the right page k steps before a walk is said to be likelier than
+/// one from fewer steps (`[cache] walk_ahead` >= `walk_ahead2` >= `walk_ahead3`: a guess made
+/// further back lands in the right page only if the nearer ones do): the key and why.
+fn walk_ahead_out_of_order(p1: f64, p2: f64, p3: f64) -> Option<(&'static str, String)> {
+    if p2 > p1 {
+        Some(("walk_ahead2", format!("{p2} is more than walk_ahead {p1}: a guess two steps back lands in the right page only where one step back does")))
+    } else if p3 > p2 {
+        Some(("walk_ahead3", format!("{p3} is more than walk_ahead2 {p2}: a guess three steps back lands in the right page only where two steps back does")))
+    } else {
+        None
     }
 }
 
