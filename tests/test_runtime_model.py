@@ -175,11 +175,24 @@ def test_bench_marks_walk_ahead_only_on_dependent_programs():
     assert WALK_AHEAD["chase"] == 0, "a pointer chase's next address is the loaded word"
 
 
+def test_bench_marks_deeper_guesses_no_likelier_than_nearer_ones_and_host_takes_them():
+    from superpager.bench_model import WALK_AHEAD, WALK_AHEAD2, WALK_AHEAD3
+    assert set(WALK_AHEAD3) <= set(WALK_AHEAD2) <= {p for p, f in WALK_AHEAD.items() if f > 0}
+    for p, f2 in WALK_AHEAD2.items():
+        f3 = WALK_AHEAD3.get(p, 0.0)
+        assert WALK_AHEAD[p] >= f2 >= f3 >= 0, p
+        c = _core.machine_info(f"host+dependence=1+walk_ahead={WALK_AHEAD[p]}+walk_ahead2={f2}+walk_ahead3={f3}")["cache"]
+        assert (c["walk_ahead"], c["walk_ahead2"], c["walk_ahead3"]) == (WALK_AHEAD[p], f2, f3)
+
+
 @pytest.mark.parametrize("spec,want", [
     ("skylake+dependence=0.5", "[cache]"),
     ("host+dependence=2", "fraction"),
     ("skylake+walk_ahead=0.5", "[cache]"),
     ("host+walk_ahead=-1", "fraction"),
+    ("host+walk_ahead2=2", "fraction"),
+    ("host+walk_ahead=0.5+walk_ahead2=0.6", "walk_ahead2 0.6 is more than walk_ahead 0.5"),
+    ("host+walk_ahead=0.5+walk_ahead2=0.4+walk_ahead3=0.45", "walk_ahead3 0.45 is more than walk_ahead2 0.4"),
     ("skylake+walk_hiding=0.5", "[cache]"),
     ("host+walk_hiding=-1", "0 to 1e6"),
     ("host+rob=0", "1 to 1e6"),
