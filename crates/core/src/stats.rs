@@ -511,7 +511,8 @@ fn tlb_beyond_first(m: &crate::mmu::machine::Machine, i: &CostInputs) -> (f64, u
 fn translation_of<'a>(i: &'a CostInputs, tlb: (f64, u64)) -> (crate::mmu::cache::Translation<'a>, u64) {
     // The shares of the walks that fit under the misses before each, where steps were marked.
     let ahead_fit = (i.ahead_walk_cycles > 0).then(|| i.ahead_fit_cycles.map(|f| f as f64 / i.ahead_walk_cycles as f64));
-    let t = crate::mmu::cache::Translation { walk: &i.cache_walk, walks: i.walks, sequential: i.sequential_walks, tlb_cycles: tlb.0, tlb_hits: tlb.1, ahead_fit };
+    let t =
+        crate::mmu::cache::Translation { walk: &i.cache_walk, walks: i.walks, sequential: i.sequential_walks, tlb_cycles: tlb.0, tlb_hits: tlb.1, ahead_fit };
     (t, i.cache_data.iter().sum())
 }
 

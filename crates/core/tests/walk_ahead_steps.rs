@@ -41,7 +41,12 @@ fn a_chains_walks_hide_by_the_share_that_fits_under_the_steps_before_them() {
 
 #[test]
 fn deeper_guesses_are_fractions_no_likelier_than_the_nearer_ones() {
-    let with = |extra: &str| common::skylake_file(&format!("walk-ahead-key{}.toml", extra.len()), &common::TWO_LEVEL_CACHE.replacen("rob = 224\n", &format!("rob = 224\n{extra}"), 1));
+    let with = |extra: &str| {
+        common::skylake_file(
+            &format!("walk-ahead-key{}.toml", extra.len()),
+            &common::TWO_LEVEL_CACHE.replacen("rob = 224\n", &format!("rob = 224\n{extra}"), 1),
+        )
+    };
     let ok = with("walk_ahead = 0.9\nwalk_ahead2 = 0.6\nwalk_ahead3 = 0.1\n");
     let c = Machine::load(&ok).unwrap().cache.unwrap();
     assert_eq!((c.walk_ahead, c.walk_ahead2, c.walk_ahead3), (0.9, 0.6, 0.1));

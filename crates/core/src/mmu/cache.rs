@@ -420,7 +420,7 @@ pub struct CacheState {
     wide: bool,
     /// How much of each walk fits under the data miss before it (`StepFit`); None where the
     /// machine marks no steps (`CacheSpec::walk_ahead` 0), and the queue then holds no marks.
-    steps: Option<StepFit>,
+    steps: Option<Box<StepFit>>,
 }
 
 /// A queued word that is not a reference but the end of a walk (`Caches::end_walk`): this bit,
@@ -463,7 +463,14 @@ struct StepFit {
 impl StepFit {
     fn of(spec: &CacheSpec) -> Option<StepFit> {
         let lat = spec.latencies();
-        (spec.walk_ahead > 0.0 && spec.dependence > 0.0).then(|| StepFit { first: lat[0], lat, walk: 0.0, last: [0.0; AHEAD_STEPS], fit: [0.0; AHEAD_STEPS], walked: 0.0 })
+        (spec.walk_ahead > 0.0 && spec.dependence > 0.0).then(|| StepFit {
+            first: lat[0],
+            lat,
+            walk: 0.0,
+            last: [0.0; AHEAD_STEPS],
+            fit: [0.0; AHEAD_STEPS],
+            walked: 0.0,
+        })
     }
 
     /// A reference served by this state's level `served` (`levels.len()`: memory).
@@ -767,7 +774,7 @@ impl Caches {
         let by_reuse = spec.share_law == ShareLaw::Reuse;
         let levels: Vec<CacheLevel> = spec.levels.iter().enumerate().map(|(i, l)| CacheLevel::new(l, spec.line_bytes, shared(i), by_reuse)).collect();
         let wide = levels.iter().any(|l| l.wide);
-        let steps = StepFit::of(spec);
+        let steps = StepFit::of(spec).map(Box::new);
         let marks = steps.is_some();
         let replay = Replay::Here(CacheState { levels, dram: [0; 2], wide, steps });
         let inner = Inner { batch: Batch::EMPTY, replay, pending_first_level_hits: 0, reads: 0, refs: 0 };
@@ -843,7 +850,8 @@ impl Caches {
     }
 
     /// One reference to physical address `pa`, applied now. Returns the index of the level
-    /// that served it (`levels.len()` = memory).
+    /// that served it (`levels.len()` = memory). The step fit (`StepFit`) reads the queue
+    /// only: the engine's references, and their walks' ends, all go through `defer`.
     pub fn access(&mut self, pa: u64, who: Requester) -> usize {
         let line = pa >> self.line_shift;
         // SAFETY: WIDE = false takes no AVX2 path (the answer is the same either way).

@@ -365,7 +365,13 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
             return Err(bad(k, format!("must be a number from 1 to 1e6, not {v}")));
         }
     }
-    for (k, v) in [("dependence", c.dependence), ("walk_ahead", c.walk_ahead), ("walk_ahead2", c.walk_ahead2), ("walk_ahead3", c.walk_ahead3), ("stream_ahead", c.stream_ahead)] {
+    for (k, v) in [
+        ("dependence", c.dependence),
+        ("walk_ahead", c.walk_ahead),
+        ("walk_ahead2", c.walk_ahead2),
+        ("walk_ahead3", c.walk_ahead3),
+        ("stream_ahead", c.stream_ahead),
+    ] {
         if !(0.0..=1.0).contains(&v) {
             return Err(bad(k, format!("a fraction from 0 to 1, not {v}")));
         }
@@ -664,8 +670,11 @@ impl Machine {
                 if m.cache.take().is_none() {
                     return Err(Error::usage(format!("machine '{spec}': {name} has no [cache] section, so +nocache changes nothing")));
                 }
-            } else if let Some((key @ ("dependence" | "walk_ahead" | "walk_ahead2" | "walk_ahead3" | "stream_ahead" | "walk_hiding" | "share_exponent" | "rob" | "walkers" | "mlp"), v)) =
-                suffix.split_once('=')
+            } else if let Some((
+                key @ ("dependence" | "walk_ahead" | "walk_ahead2" | "walk_ahead3" | "stream_ahead" | "walk_hiding" | "share_exponent" | "rob" | "walkers"
+                | "mlp"),
+                v,
+            )) = suffix.split_once('=')
             {
                 // Settings of the overlap model: two properties of the program (fractions), and
                 // what-ifs of the core (how much a full window hides of a translation, how many
