@@ -947,6 +947,11 @@ impl Caches {
     /// before each, and their walk cycles in all (`StepFit`; 0 where the machine marks none),
     /// every queued reference applied.
     pub fn ahead_fit(&self) -> ([f64; AHEAD_STEPS], f64) {
+        if !self.marks {
+            // Nothing to settle for: a read here would count toward the replay thread's
+            // reads-per-reference rule (`THREAD_MIN_REFS_PER_READ`) for nothing.
+            return ([0.0; AHEAD_STEPS], 0.0);
+        }
         let mut i = self.inner.borrow_mut();
         let rest = i.settle();
         rest.steps.as_ref().map_or(([0.0; AHEAD_STEPS], 0.0), |s| (s.fit, s.walked))
