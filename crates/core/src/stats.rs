@@ -548,7 +548,7 @@ pub fn insert_model_counters(
     if let Some(b) = overlap_bounds_of(m, kept) {
         insert_overlap(c, &b);
     }
-    if m.cache.as_ref().is_some_and(|s| s.walk_ahead > 0.0 && s.dependence > 0.0) {
+    if m.cache.as_ref().is_some_and(|s| s.marks_steps()) {
         // The step fit that caps the walks a chain's guesses hide (mmu/cache.rs `StepFit`).
         for (k, f) in whole.ahead_fit_cycles.iter().enumerate() {
             c.insert(format!("walk_ahead.fit{}_cycles", k + 1), *f);

@@ -297,3 +297,8 @@ pub fn caches_after(
     }
     c
 }
+
+/// A result's counter `key`, which the test expects to be there.
+pub fn count(r: &superpager_core::stats::Results, key: &str) -> u64 {
+    *r.counters.get(key).unwrap_or_else(|| panic!("no counter {key}"))
+}

@@ -3,11 +3,9 @@
 //! `StepFit`; docs/RUNTIME_MODEL.md, "Walks ahead of a dependent chain").
 mod common;
 
-use superpager_core::mmu::machine::Machine;
+use common::count;
 
-fn count(r: &superpager_core::stats::Results, key: &str) -> u64 {
-    *r.counters.get(key).unwrap_or_else(|| panic!("no counter {key}"))
-}
+use superpager_core::mmu::machine::Machine;
 
 #[test]
 fn a_chains_walks_hide_by_the_share_that_fits_under_the_steps_before_them() {

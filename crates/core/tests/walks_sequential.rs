@@ -3,11 +3,9 @@
 //! docs/RUNTIME_MODEL.md, "Streams across pages").
 mod common;
 
-use superpager_core::mmu::machine::Machine;
+use common::count;
 
-fn count(r: &superpager_core::stats::Results, key: &str) -> u64 {
-    *r.counters.get(key).unwrap_or_else(|| panic!("no counter {key}"))
-}
+use superpager_core::mmu::machine::Machine;
 
 #[test]
 fn a_sweep_walks_into_its_next_page_once_it_has_crossed_two() {

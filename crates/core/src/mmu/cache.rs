@@ -222,6 +222,12 @@ impl CacheSpec {
         }
     }
 
+    /// Whether runs on this machine mark each walk's end for the step fit (`StepFit`): a
+    /// dependent chain whose walks start ahead of it.
+    pub fn marks_steps(&self) -> bool {
+        self.walk_ahead > 0.0 && self.dependence > 0.0
+    }
+
     /// Latency of each level (then memory), in cycles.
     pub fn latencies(&self) -> Vec<f64> {
         self.levels.iter().map(|l| l.cycles).chain(std::iter::once(self.dram_cycles)).collect()
@@ -463,14 +469,7 @@ struct StepFit {
 impl StepFit {
     fn of(spec: &CacheSpec) -> Option<StepFit> {
         let lat = spec.latencies();
-        (spec.walk_ahead > 0.0 && spec.dependence > 0.0).then(|| StepFit {
-            first: lat[0],
-            lat,
-            walk: 0.0,
-            last: [0.0; AHEAD_STEPS],
-            fit: [0.0; AHEAD_STEPS],
-            walked: 0.0,
-        })
+        spec.marks_steps().then(|| StepFit { first: lat[0], lat, walk: 0.0, last: [0.0; AHEAD_STEPS], fit: [0.0; AHEAD_STEPS], walked: 0.0 })
     }
 
     /// A reference served by this state's level `served` (`levels.len()`: memory).
