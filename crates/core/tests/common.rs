@@ -4,9 +4,28 @@
 use superpager_core::trace::spt::SptWriter;
 use superpager_core::trace::{Access, Chunk, Event, Provenance, RecordSink};
 
+/// A path for a test's file `name`, in this test process's own directory under Cargo's
+/// temporary directory for integration tests (target/tmp), not the system's /tmp: the tests
+/// write thousands of files a run and cannot remove them when the process exits, so the first
+/// call removes what processes no longer running left behind.
 pub fn tmp(name: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("superpager-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let base = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("superpager-test");
+        if let Ok(entries) = std::fs::read_dir(&base) {
+            for e in entries.flatten() {
+                let pid = e.file_name().to_string_lossy().strip_prefix('p').and_then(|p| p.parse::<u32>().ok());
+                // A process still running keeps its directory (where /proc can't say, every one).
+                let running = !cfg!(target_os = "linux") || pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
+                if !running {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let dir = base.join(format!("p{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    });
     dir.join(name).to_string_lossy().into_owned()
 }
 
