@@ -61,7 +61,7 @@ def test_the_last_levels_latency_is_read_where_the_size_tried_holds_the_chase_wh
     assert read(2 * mib) == pytest.approx(16.553 * 3.789)
     assert read(1536 << 10) is None, "no point past the level above lies within 1536KiB"
     assert read(mib) is None, "the level above's own point is not the level's"
-    # Never faster than the level above; 4KB points never count.
+    # Never faster than the level above; a footprint with a 4KB point only is not read.
     assert cal.held_whole_cycles(points, mib, 2 * mib, 3.789, 80.0) == 80.0
     assert cal.held_whole_cycles({(2 * mib, "4k"): 126.98}, mib, 2 * mib, 3.789, 53.4) is None
 
@@ -80,6 +80,39 @@ def test_a_point_a_shared_level_did_not_hold_is_passed_over_and_the_largest_it_h
     # Right at the spread it is still held; just past it, not.
     edge = {(2 * mib, "2m"): 10.0, (4 * mib, "2m"): 20.0, (8 * mib, "2m"): 20.01}
     assert cal.held_whole_cycles(edge, mib, 8 * mib, 1.0, 1.0) == pytest.approx(20.0)
+
+
+def test_a_levels_latency_is_read_on_the_faster_page_size_at_each_footprint():
+    # The Zen 4 VM's calibration of the sixty-sixth session (1MiB L2, 32MiB L3 shared; clock
+    # 3.635 GHz): the 2MB run at 2MiB fell in a slow spell (24.4 ns) and its 4KB turn did not
+    # (13.6 ns), so 4MiB's 46.9 ns read as held whole at the 4MiB size and the L3 at 170.6 cycles.
+    mib, clock = 1 << 20, 3.635
+    points = {(2 * mib, "2m"): 24.444, (2 * mib, "4k"): 13.614, (4 * mib, "2m"): 46.94, (4 * mib, "4k"): 49.942,
+              (8 * mib, "2m"): 123.483, (8 * mib, "4k"): 82.323, (16 * mib, "4k"): 1.0}
+    assert cal.level_points(points) == [(2 * mib, 13.614), (4 * mib, 46.94), (8 * mib, 82.323)], \
+        "the faster page size a footprint; 16MiB has no 2MB point"
+    # 4MiB's 46.9 ns is over twice the 2MiB footprint's 13.6: not held whole, so every size reads 2MiB.
+    assert cal.held_whole_cycles(points, mib, 4 * mib, clock, 14.5) == pytest.approx(13.614 * clock)
+    assert cal.held_whole_cycles(points, mib, 8 * mib, clock, 14.5) == pytest.approx(13.614 * clock)
+    # The 2MB points alone (the rule before) read 4MiB as held, at 46.94 ns.
+    only_2m = {k: v for k, v in points.items() if k[1] == "2m"}
+    assert cal.held_whole_cycles(only_2m, mib, 4 * mib, clock, 14.5) == pytest.approx(46.94 * clock)
+    # The level latencies of `fit`, from four times the level above to half the level: the L2 of
+    # that calibration read 8.06, 8.10 and 4.97 ns at 128KiB, 256KiB and 512KiB on 2MB pages, the
+    # first two in a slow spell on both page sizes, so 512KiB's 4.97 ns (18.1 cycles, where a
+    # quarter of the level read 29.3).
+    levels = [("L1d", 32 << 10, 8, 0.0), ("L2", mib, 8, 0.0), ("L3", 32 * mib, 16, 0.0)]
+    pts = [(16 << 10, "2m", 1.086), (16 << 10, "4k", 1.104), (64 << 10, "2m", 4.301), (64 << 10, "4k", 3.85),
+           (128 << 10, "2m", 8.058), (128 << 10, "4k", 8.253), (256 << 10, "2m", 8.102), (256 << 10, "4k", 8.201),
+           (512 << 10, "2m", 4.972), (512 << 10, "4k", 7.281), (mib, "2m", 17.373), (mib, "4k", 19.6),
+           (2 * mib, "2m", 24.444), (2 * mib, "4k", 13.614), (4 * mib, "2m", 46.94), (4 * mib, "4k", 49.942),
+           (8 * mib, "2m", 123.483), (8 * mib, "4k", 82.323), (1 << 30, "2m", 167.155), (1 << 30, "4k", 228.325)]
+    f = cal.fit(pts, levels, clock)
+    assert f["level_cycles"][:2] == [pytest.approx(1.086 * clock, abs=0.01), pytest.approx(4.972 * clock, abs=0.01)], \
+        "64KiB (3.85 ns, twice the L1) is not read for the L2"
+    # A 4KB turn faster than its 2MB one is taken.
+    faster_4k = [(fp, pg, 4.0 if (fp, pg) == (512 << 10, "4k") else ns) for fp, pg, ns in pts]
+    assert cal.fit(faster_4k, levels, clock)["level_cycles"][1] == pytest.approx(4.0 * clock, abs=0.01)
 
 
 def _input(levels):

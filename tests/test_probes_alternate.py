@@ -22,10 +22,27 @@ def test_the_chase_points_alternate_and_keep_their_order(monkeypatch):
     monkeypatch.setattr(calibrate, "chase", chase)
     monkeypatch.setattr(calibrate, "footprints", lambda largest: [1 << 20, 1 << 21])
     pts = calibrate.measure(1 << 21, 1000, 3)
-    assert calls[:4] == [(1 << 20, "2m", 1), (1 << 20, "4k", 1), (1 << 20, "2m", 2), (1 << 20, "4k", 2)]
+    # In passes: a footprint's runs a pass apart (a slow spell lands on one of them), its page
+    # sizes in turn within each pass.
+    assert calls == [(fp, pg, seed) for seed in (1, 2, 3) for fp in (1 << 20, 1 << 21) for pg in ("2m", "4k")]
     assert [(fp, pg) for fp, pg, _ in pts] == [(1 << 20, "2m"), (1 << 21, "2m"), (1 << 20, "4k"), (1 << 21, "4k")]
     by = {(fp, pg): ns for fp, pg, ns in pts}
-    assert by[1 << 20, "4k"] - by[1 << 20, "2m"] == 1.0, "the medians of runs 1,3,5 and 2,4,6"
+    assert by[1 << 20, "4k"] - by[1 << 20, "2m"] == 1.0, "the medians of runs 1,5,9 and 2,6,10"
+    assert by[1 << 20, "2m"] == 105.0 and by[1 << 21, "2m"] == 107.0
+
+
+def test_a_slow_spell_over_one_pass_leaves_the_points_medians(monkeypatch):
+    # Runs 5 to 8 (the second pass's first footprint and its neighbour) take twice as long: with
+    # the runs in passes each footprint has one slow run of three, which its median leaves out.
+    calls = []
+
+    def chase(_b, footprint, pages, _steps, seed, layout="dense"):
+        calls.append(footprint)
+        return (20.0 if 5 <= len(calls) <= 8 else 10.0), 0
+    monkeypatch.setattr(calibrate, "chase_binary", lambda: None)
+    monkeypatch.setattr(calibrate, "chase", chase)
+    monkeypatch.setattr(calibrate, "footprints", lambda largest: [1 << 20, 1 << 21])
+    assert all(ns == 10.0 for _, _, ns in calibrate.measure(1 << 21, 1000, 3))
 
 
 def test_the_window_probe_alternates(monkeypatch):

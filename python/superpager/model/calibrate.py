@@ -123,19 +123,26 @@ def footprints(largest: int) -> list[int]:
 
 
 def measure(largest: int = 1 << 30, steps: int = 2_000_000, repeats: int = 3, pages=("2m", "4k"), progress=None) -> list[tuple[int, str, float]]:
-    """(footprint, pages, median ns per step) for every footprint and page size; at each
-    footprint the page sizes take turns (`alternated`)."""
+    """(footprint, pages, median ns per step) for every footprint and page size. The runs go in
+    `repeats` passes over every footprint, each footprint's page sizes in turn (as `alternated`
+    has them), so one footprint's runs lie a pass apart, not back to back: a slow spell of a few
+    seconds on this shared VM then lands on one of a point's runs, which the median leaves out,
+    where before it landed on all of them (the sixty-sixth session's calibration read the L2 at
+    twice its latency from two neighbouring footprints; docs/RUNTIME_MODEL.md, "A level's
+    latency, read on either page size")."""
     b = chase_binary()
     fps = footprints(largest)
-    ns: dict[tuple[int, str], float] = {}
-    for i, fp in enumerate(fps):
-        runs = alternated(lambda pg, seed, fp=fp: chase(b, fp, pg, steps, seed)[0], repeats, pages)
-        assert runs is not None, "no `usable` check: every run is kept"
-        for pg in pages:
-            ns[fp, pg] = statistics.median(runs[pg])
-        if progress:
-            progress(i + 1, len(fps), f"{fp >> 10} KiB: " + ", ".join(f"{ns[fp, pg]:.1f} ns on {pg}" for pg in pages))
-    return [(fp, pg, ns[fp, pg]) for pg in pages for fp in fps]
+    runs: dict[tuple[int, str], list[float]] = {(fp, pg): [] for fp in fps for pg in pages}
+    done, total = 0, repeats * len(fps)
+    for seed in range(1, repeats + 1):
+        for fp in fps:
+            for pg in pages:
+                runs[fp, pg].append(chase(b, fp, pg, steps, seed)[0])
+            done += 1
+            if progress:
+                progress(done, total, f"pass {seed} of {repeats}, {fp >> 10} KiB: "
+                         + ", ".join(f"{runs[fp, pg][-1]:.1f} ns on {pg}" for pg in pages))
+    return [(fp, pg, statistics.median(runs[fp, pg])) for pg in pages for fp in fps]
 
 
 def alternated(run, repeats: int, pages=("2m", "4k"), usable=None) -> dict[str, list] | None:
@@ -429,20 +436,46 @@ def size_text(n: int) -> str:
     return str(n)
 
 
+def level_points(points) -> list[tuple[int, float]]:
+    """The chase's time at each footprint with a 2MB point, as a cache level's latency is read:
+    the faster of that point and the 4KB one at the same footprint. Each is a level's latency
+    plus what the page size adds (nothing on 2MB pages; a second-level TLB hit, or a walk, on 4KB
+    pages) plus whatever the machine's load added while it ran, which only ever adds; so the
+    faster reading is the nearer one. On this shared VM a slow spell of a few seconds lands on a
+    few footprints' 2MB runs and not always on their 4KB turns (the sixty-sixth session's
+    calibration read 8.1 ns at 128KiB and 256KiB on both page sizes, the L2 twice the
+    sixty-fifth's 3.9, and 24.4 ns at 2MiB on 2MB pages against 13.6 on 4KB pages; docs/
+    RUNTIME_MODEL.md, "A level's latency, read on either page size"). A footprint with only a
+    4KB point is not read (`points`: (footprint, pages, ns) triples or a {(footprint, pages):
+    ns} dict)."""
+    items = points.items() if isinstance(points, dict) else (((fp, pg), ns) for fp, pg, ns in points)
+    by_fp: dict[int, dict[str, float]] = {}
+    for (fp, pg), ns in items:
+        if ns > 0:
+            by_fp.setdefault(fp, {})[pg] = ns
+    return sorted((fp, min(t.values())) for fp, t in by_fp.items() if "2m" in t)
+
+
 def fit(points: list[tuple[int, str, float]], levels: list[tuple[str, int, int, float]], clock: float, line: int = 64) -> dict:
     """Latencies (cycles) per level and memory, and the sizes the chase saw, from the 2MB
-    points. `levels`: (name, bytes, ways, cycles) of the host's `[cache]`."""
+    points (each level's latency from `level_points`). `levels`: (name, bytes, ways, cycles) of
+    the host's `[cache]`."""
     huge = sorted((fp, ns) for fp, pg, ns in points if pg == "2m")
     if not huge:
         raise CalibrateError("no 2MB-page points measured")
+    fastest = level_points(points)
     dram = huge[-1][1]
     memory = memory_ns(huge, levels[-1][1] if levels else 0)
     lat, sizes, read_short = [], [], []
     prev = 0
     for i, (_name, size, ways, _) in enumerate(levels):
-        inside = [ns for fp, ns in huge if fp <= size // 4 and fp >= 4 * prev] or [ns for fp, ns in huge if fp <= size // 2 and fp > prev]
+        # Past four times the level above (which a cyclic chase then never hits) and up to half
+        # this level: every such point reads this level's latency or more (a miss, a TLB miss, a
+        # slow spell all add), so the fastest is the nearest.
+        inside = ([ns for fp, ns in fastest if fp <= size // 2 and fp >= 4 * prev]
+                  or [ns for fp, ns in fastest if fp <= size // 2 and fp > prev])
         if not inside:
-            inside = [min(ns for fp, ns in huge if fp > prev)] if any(fp > prev for fp, _ in huge) else [dram]
+            inside = [min(ns for fp, ns in fastest if fp > prev)] if any(fp > prev for fp, _ in fastest) else [dram]
         ns = min(inside)
         short = short_level_point(huge, prev, ns, memory)
         if short is not None:
@@ -852,12 +885,12 @@ HELD_WHOLE_SPREAD = 2.0
 
 
 def held_whole_cycles(points: dict, above: int, size: int, clock: float, floor: float) -> float | None:
-    """The last level's latency (cycles) at `size`: the 2MB chase at the largest footprint past
-    the level above (`above` bytes) that `size` holds whole, at least `floor` (the level above's
-    latency); None where no point lies between. A point read at more than HELD_WHOLE_SPREAD
-    times the fastest past the level above is not held whole (other tenants of a shared level
-    took part of it while it ran) and is passed over."""
-    past = [(fp, ns) for (fp, pg), ns in points.items() if pg == "2m" and above < fp and ns > 0]
+    """The last level's latency (cycles) at `size`: the chase (`level_points`: the faster page
+    size's) at the largest footprint past the level above (`above` bytes) that `size` holds
+    whole, at least `floor` (the level above's latency); None where no point lies between. A
+    point read at more than HELD_WHOLE_SPREAD times the fastest past the level above is not held
+    whole (other tenants of a shared level took part of it while it ran) and is passed over."""
+    past = [(fp, ns) for fp, ns in level_points(points) if above < fp]
     if not past:
         return None
     fastest = min(ns for _, ns in past)
