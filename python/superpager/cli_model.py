@@ -42,8 +42,10 @@ examples:
 
 CALIBRATE_EPILOG = """\
 Runs a dependent pointer chase (model/chase.c, compiled on first use) over footprints from 16KiB
-to --largest, on 2MB and on 4KB pages, and takes each cache level's latency, memory's latency and
-the sizes the levels are seen to hold. Then the TLB probe: one line per 4KB page over 32MiB on 2MB
+to --largest, on 2MB and on 4KB pages, in --repeats passes over every footprint (a point's median
+is of runs a pass apart), and takes each cache level's latency (the fastest point, on either page
+size, from four times the level above to half the level), memory's latency and the sizes the
+levels are seen to hold. Then the TLB probe: one line per 4KB page over 32MiB on 2MB
 pages against the same lines packed together, which tells whether the TLB holds 2MB pages whole (a
 virtual machine whose host uses 4KB pages splinters them); where it does not, host is modelled as
 that guest: nested walks over 4KB host pages, and memory's latency taken short of the TLB's reach,
