@@ -326,7 +326,8 @@ def test_memory_is_read_beyond_the_last_level_not_at_the_largest_footprint():
     assert calibrate_mod.memory_ns(huge, 32 << 20) == 164.783
     assert calibrate_mod.memory_ns(huge, 4 << 30) == 209.541, "no point beyond the level: the largest"
     f = fit([(fp, "2m", ns) for fp, ns in huge], levels, clock=3.7)
-    assert f["read_short"] == [{"level": 2, "footprint": 2 << 20, "ns": 15.712, "ns_inside": 155.864}]
+    # Inside the L3 (4MiB up to half its 32MiB) the fastest point is 16MiB's 153.1 ns, also memory's.
+    assert f["read_short"] == [{"level": 2, "footprint": 2 << 20, "ns": 15.712, "ns_inside": 153.054}]
     assert f["level_cycles"][2] == pytest.approx(15.712 * 3.7, abs=0.01)
     assert f["dram_cycles"] == pytest.approx(209.541 * 3.7, abs=0.01), "memory at the largest, as before"
 
