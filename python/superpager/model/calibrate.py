@@ -436,7 +436,7 @@ def size_text(n: int) -> str:
     return str(n)
 
 
-def level_points(points) -> list[tuple[int, float]]:
+def level_points(points: dict[tuple[int, str], float]) -> list[tuple[int, float]]:
     """The chase's time at each footprint with a 2MB point, as a cache level's latency is read:
     the faster of that point and the 4KB one at the same footprint. Each is a level's latency
     plus what the page size adds (nothing on 2MB pages; a second-level TLB hit, or a walk, on 4KB
@@ -446,11 +446,9 @@ def level_points(points) -> list[tuple[int, float]]:
     calibration read 8.1 ns at 128KiB and 256KiB on both page sizes, the L2 twice the
     sixty-fifth's 3.9, and 24.4 ns at 2MiB on 2MB pages against 13.6 on 4KB pages; docs/
     RUNTIME_MODEL.md, "A level's latency, read on either page size"). A footprint with only a
-    4KB point is not read (`points`: (footprint, pages, ns) triples or a {(footprint, pages):
-    ns} dict)."""
-    items = points.items() if isinstance(points, dict) else (((fp, pg), ns) for fp, pg, ns in points)
+    4KB point is not read (`points`: {(footprint, pages): ns})."""
     by_fp: dict[int, dict[str, float]] = {}
-    for (fp, pg), ns in items:
+    for (fp, pg), ns in points.items():
         if ns > 0:
             by_fp.setdefault(fp, {})[pg] = ns
     return sorted((fp, min(t.values())) for fp, t in by_fp.items() if "2m" in t)
@@ -463,7 +461,7 @@ def fit(points: list[tuple[int, str, float]], levels: list[tuple[str, int, int, 
     huge = sorted((fp, ns) for fp, pg, ns in points if pg == "2m")
     if not huge:
         raise CalibrateError("no 2MB-page points measured")
-    fastest = level_points(points)
+    fastest = level_points({(fp, pg): ns for fp, pg, ns in points})
     dram = huge[-1][1]
     memory = memory_ns(huge, levels[-1][1] if levels else 0)
     lat, sizes, read_short = [], [], []
