@@ -201,6 +201,10 @@ pub struct CostInputs {
     /// the walker.
     pub cache_data: Vec<u64>,
     pub cache_walk: Vec<u64>,
+    /// Of the program's references the second level missed, those in a sequential stream
+    /// (mmu/cache.rs `Streams`; `cache.<L2>.data.streamed`): the overlap model times
+    /// `[cache] stream_prefetch` of them as the second level's hits (`timed_by_prefetch`).
+    pub streamed_data: u64,
     /// Where the last level is shared (`[cache] tenant_fill_rate`): its hits by their depth in
     /// the set, by the program and by the walker (mmu/cache.rs `LevelCounts::depth`); empty
     /// elsewhere. `cache_data` and `cache_walk` count the level whole: `shared` cuts it to the
@@ -239,8 +243,8 @@ impl CostInputs {
 
     /// `of`, with the reuse law's counts (`last_reuse_*`) read only where `reuse`.
     pub fn of_with(e: &Snapshot, reuse: bool) -> CostInputs {
-        let ([cache_data, cache_walk], [last_depth_data, last_depth_walk], [last_reuse_data, last_reuse_walk]) = match &e.mmu.caches {
-            Some(c) => c.served_depths_reuse(reuse),
+        let ([cache_data, cache_walk], [last_depth_data, last_depth_walk], [last_reuse_data, last_reuse_walk], streamed_data) = match &e.mmu.caches {
+            Some(c) => c.served_depths_reuse_streamed(reuse),
             None => Default::default(),
         };
         let (fit, walked) = e.mmu.caches.as_ref().map_or(([0.0; crate::mmu::cache::AHEAD_STEPS], 0.0), |c| c.ahead_fit());
@@ -264,6 +268,7 @@ impl CostInputs {
             bookkeeping_cycles: e.os.counters.bookkeeping_cycles,
             cache_data,
             cache_walk,
+            streamed_data,
             last_depth_data,
             last_depth_walk,
             last_reuse_data,
@@ -292,6 +297,7 @@ impl CostInputs {
             bookkeeping_cycles: self.bookkeeping_cycles.saturating_sub(earlier.bookkeeping_cycles),
             cache_data: sub(&self.cache_data, &earlier.cache_data),
             cache_walk: sub(&self.cache_walk, &earlier.cache_walk),
+            streamed_data: self.streamed_data.saturating_sub(earlier.streamed_data),
             last_depth_data: sub(&self.last_depth_data, &earlier.last_depth_data),
             last_depth_walk: sub(&self.last_depth_walk, &earlier.last_depth_walk),
             last_reuse_data: sub(&self.last_reuse_data, &earlier.last_reuse_data),
@@ -516,12 +522,23 @@ fn translation_of<'a>(i: &'a CostInputs, tlb: (f64, u64)) -> (crate::mmu::cache:
     (t, i.cache_data.iter().sum())
 }
 
+/// The program's references by the level that served them as the overlap model times them
+/// (streams the prefetcher ran ahead of as the second level's hits: mmu/cache.rs
+/// `timed_by_prefetch`), in `buf` (a machine has at most 4 levels, so memory's entry fits).
+fn timed_data<'a>(spec: &crate::mmu::cache::CacheSpec, i: &CostInputs, buf: &'a mut [u64; 8]) -> &'a [u64] {
+    let d = &mut buf[..i.cache_data.len()];
+    d.copy_from_slice(&i.cache_data);
+    crate::mmu::cache::timed_by_prefetch(spec, d, i.streamed_data);
+    d
+}
+
 /// What bounds the overlapped part of the stalls of inputs already cut to the program's share
 /// (`mmu::cache::OverlapBounds`); None without data caches.
 pub fn overlap_bounds_of(m: &crate::mmu::machine::Machine, i: &CostInputs) -> Option<crate::mmu::cache::OverlapBounds> {
     let spec = m.cache.as_ref()?;
     let (t, data_accesses) = translation_of(i, tlb_beyond_first(m, i));
-    Some(crate::mmu::cache::overlap_bounds(spec, &i.cache_data, t, data_accesses, i.instructions))
+    let mut buf = [0u64; 8];
+    Some(crate::mmu::cache::overlap_bounds(spec, timed_data(spec, i, &mut buf), t, data_accesses, i.instructions))
 }
 
 /// The counters of `overlap_bounds_of`: `overlap.fill_buffers_cycles`, `overlap.window_cycles`
@@ -563,7 +580,8 @@ pub fn cost_parts_of(m: &crate::mmu::machine::Machine, i: &CostInputs) -> [(&'st
     let (tlb_raw, tlb_hits) = tlb_beyond_first(m, i);
     let stalls = m.cache.as_ref().map(|spec| {
         let (t, data_accesses) = translation_of(i, (tlb_raw, tlb_hits));
-        let (d, w, tlb) = crate::mmu::cache::stall_cycles(spec, &i.cache_data, t, data_accesses, i.instructions);
+        let mut buf = [0u64; 8];
+        let (d, w, tlb) = crate::mmu::cache::stall_cycles(spec, timed_data(spec, i, &mut buf), t, data_accesses, i.instructions);
         (d, w, i.cache_walk.iter().sum::<u64>(), tlb)
     });
     let access = match &m.cache {
@@ -800,6 +818,10 @@ impl Results {
                 }
             }
             let n = levels.len();
+            if let Some(second) = levels.get(1) {
+                // Why a miss cost as the second level's hit: it was in a stream (mmu/cache.rs `Streams`).
+                c.insert(format!("cache.{}.data.streamed", second.name), kept.streamed_data);
+            }
             c.insert("cache.dram.data".into(), kept.cache_data[n]);
             c.insert("cache.dram.walk".into(), kept.cache_walk[n]);
             debug_assert!(kept.cache_data[n] >= dram[0] && kept.cache_walk[n] >= dram[1]);

@@ -106,6 +106,17 @@ pub struct CacheSpec {
     /// `sweep` (host.rs `StreamProbe`); `+stream_ahead=F` sets it; 0 (every walk costs as the
     /// others) where absent.
     pub stream_ahead: f64,
+    /// Fraction of the data references in a sequential stream that miss the second level
+    /// (`streamed`, `Streams`) which its stream prefetcher brings in ahead of them, so that they
+    /// cost as its hits: AMD's and Intel's cores prefetch lines that follow a run of misses in
+    /// either direction into the L2 (AMD, Software Optimization Guide for AMD64 Processors,
+    /// 25112 rev. 3.06, 5.6 "Hardware Prefetching": lines l and l + 1 start a prefetch of
+    /// l + 3; Intel, IA-32 Optimization Reference Manual, ch. 6 "Optimizing Cache Usage": up to
+    /// 8 streams, none across a 4K boundary). Every count stays as it is (a prefetched line
+    /// enters the levels as the demand would have); only the time changes
+    /// (docs/RUNTIME_MODEL.md, "Streams the prefetcher runs ahead of"). `host` sets 1;
+    /// `+stream_prefetch=F` sets it; 0 (every miss costs its level) where absent.
+    pub stream_prefetch: f64,
     /// How much of a translation's latency a full window hides (0: none, the chain model). In
     /// the window's term an access's translation shows 1 / (1 + `walk_hiding` x (c - 1)) of its
     /// latency, c the accesses the window holds, so all of it when one access is in flight and
@@ -214,6 +225,7 @@ impl CacheSpec {
             walk_ahead2: 0.0,
             walk_ahead3: 0.0,
             stream_ahead: 0.0,
+            stream_prefetch: 0.0,
             walk_hiding: 0.0,
             tenant_fill_rate: None,
             share_exponent: 1.0,
@@ -422,11 +434,118 @@ pub struct CacheState {
     pub levels: Vec<CacheLevel>,
     /// References no level held, by requester.
     pub dram: [u64; 2],
+    /// Which of `levels` is the hierarchy's second (the first may run on the engine's side:
+    /// `Caches::with_first_level_here`); `usize::MAX` where there is none.
+    second: usize,
+    /// The data references that missed the second level, watched for streams (`Streams`; boxed,
+    /// as `steps`, so the state moves between threads as a small value).
+    streams: Box<Streams>,
     /// Some level takes the AVX2 set operations: replay through the AVX2-compiled loop.
     wide: bool,
     /// How much of each walk fits under the data miss before it (`StepFit`); None where the
     /// machine marks no steps (`CacheSpec::walk_ahead` 0), and the queue then holds no marks.
     steps: Option<Box<StepFit>>,
+}
+
+/// Streams the second level's prefetcher follows at once, one to a 4KB frame (Intel, IA-32
+/// Optimization Reference Manual, ch. 6: "up to 8 simultaneous independent streams from eight
+/// different 4K regions", "only one stream per 4K page").
+const STREAMS: usize = 8;
+
+/// Misses in a row, one line apart in one direction, that make the last of them streamed:
+/// AMD's misses to l and l + 1 start a prefetch of l + 3, and l + 2 is missed on the way, so
+/// the fourth line of a run is the first the prefetcher brought in.
+const STREAM_RUN: u32 = 4;
+
+/// The second level's stream prefetcher as the model sees it (`CacheSpec::stream_prefetch`):
+/// the data references that miss the second level, followed per 4KB frame. A miss one line
+/// above the frame's last (or below it) extends the frame's run in that direction; any other
+/// starts a new run of one. A miss that makes its run `STREAM_RUN` long or longer is
+/// *streamed*. The prefetcher works on physical lines and does not cross a 4K boundary
+/// (Intel's manual, "independent of paging modes"), so a run starts again at each 4KB frame
+/// whatever the page size: a sweep's first three lines of each frame are not streamed.
+/// A frame not followed takes the place of the one least recently missed.
+///
+/// Invariants: each of `frame` (`u64::MAX`: none yet) appears at most once; `last[i]` is a
+/// line of `frame[i]`; `run[i]` is the run's length, positive ascending and negative
+/// descending (1: no direction yet); `used[i]` is when entry i last missed, in misses, all
+/// distinct where nonzero; `streamed` is at most the misses seen.
+#[derive(Clone, Debug)]
+struct Streams {
+    frame: [u64; STREAMS],
+    last: [u64; STREAMS],
+    run: [i32; STREAMS],
+    used: [u64; STREAMS],
+    misses: u64,
+    frame_shift: u32,
+    streamed: u64,
+}
+
+impl Streams {
+    fn new(line_bytes: u32) -> Streams {
+        Streams {
+            frame: [u64::MAX; STREAMS],
+            last: [0; STREAMS],
+            run: [0; STREAMS],
+            used: [0; STREAMS],
+            misses: 0,
+            frame_shift: 12u32.saturating_sub(line_bytes.trailing_zeros()),
+            streamed: 0,
+        }
+    }
+
+    /// A data reference to `line` that missed the second level.
+    #[inline(always)]
+    fn missed(&mut self, line: u64) {
+        let frame = line >> self.frame_shift;
+        self.misses += 1;
+        let i = match self.frame.iter().position(|&f| f == frame) {
+            Some(i) => {
+                let run = self.run[i];
+                self.run[i] = match line.wrapping_sub(self.last[i]) {
+                    1 => run.max(1) + 1,
+                    d if d == u64::MAX => run.min(-1) - 1,
+                    _ => 1,
+                };
+                i
+            }
+            None => {
+                // The least recently missed frame's place (an unused one first: `used` 0).
+                let i = (0..STREAMS).min_by_key(|&i| self.used[i]).unwrap_or(0);
+                self.frame[i] = frame;
+                self.run[i] = 1;
+                i
+            }
+        };
+        self.last[i] = line;
+        self.used[i] = self.misses;
+        self.streamed += (self.run[i].unsigned_abs() >= STREAM_RUN) as u64;
+    }
+}
+
+/// `data` (references served by each level, then memory) as the overlap model times it:
+/// `stream_prefetch` of the `streamed` references, which missed the second level, served by
+/// it instead, taken from the levels below it in proportion to what each served (which of
+/// them a streamed reference came from is not kept: a shared last level's share is solved on
+/// the counts). Unchanged with fewer than three entries or nothing streamed.
+pub fn timed_by_prefetch(spec: &CacheSpec, data: &mut [u64], streamed: u64) {
+    let n = data.len();
+    let f = spec.stream_prefetch.clamp(0.0, 1.0);
+    if n < 3 || streamed == 0 || f == 0.0 {
+        return;
+    }
+    let mut beyond: u64 = data[2..].iter().sum();
+    let mut moved = (f * streamed.min(beyond) as f64).round() as u64;
+    data[1] += moved;
+    // From memory up, each level's part of what is left; the last one visited takes the rest.
+    for j in (2..n).rev() {
+        let take = if beyond == data[j] { moved } else { ((moved as f64 * data[j] as f64 / beyond as f64).round() as u64).min(moved) };
+        let take = take.min(data[j]);
+        beyond -= data[j];
+        data[j] -= take;
+        moved -= take;
+    }
+    debug_assert_eq!(moved, 0);
 }
 
 /// A queued word that is not a reference but the end of a walk (`Caches::end_walk`): this bit,
@@ -531,6 +650,9 @@ impl CacheState {
                 return i;
             }
             l.misses[r] += 1;
+            if i == self.second && r == Requester::Data as usize {
+                self.streams.missed(line);
+            }
         }
         self.dram[r] += 1;
         n
@@ -725,7 +847,7 @@ impl Inner {
 
 impl CacheState {
     pub(super) fn empty() -> CacheState {
-        CacheState { levels: Vec::new(), dram: [0; 2], wide: false, steps: None }
+        CacheState { levels: Vec::new(), dram: [0; 2], second: usize::MAX, streams: Box::new(Streams::new(64)), wide: false, steps: None }
     }
 }
 
@@ -781,7 +903,9 @@ impl Caches {
         let wide = levels.iter().any(|l| l.wide);
         let steps = StepFit::of(spec).map(Box::new);
         let marks = steps.is_some();
-        let replay = Replay::Here(CacheState { levels, dram: [0; 2], wide, steps });
+        let second = if levels.len() >= 2 { 1 } else { usize::MAX };
+        let streams = Box::new(Streams::new(spec.line_bytes));
+        let replay = Replay::Here(CacheState { levels, dram: [0; 2], second, streams, wide, steps });
         let inner = Inner { batch: Batch::EMPTY, replay, pending_first_level_hits: 0, reads: 0, refs: 0 };
         let mut c = Caches {
             spec: spec.clone(),
@@ -809,6 +933,8 @@ impl Caches {
         let s = i.settle();
         if !s.levels.is_empty() {
             self.first = Some(s.levels.remove(0));
+            // The second level is now this state's first.
+            s.second = s.second.checked_sub(1).unwrap_or(usize::MAX);
             s.wide = s.levels.iter().any(|l| l.wide);
             if let Some(st) = &mut s.steps {
                 // This side tells the replay of its hits (`end_walk`); the latencies left are
@@ -1002,13 +1128,26 @@ impl Caches {
     /// `served_by_both`, and under the reuse law (with `reuse`) the last level's hits by depth
     /// and time since last use (`CacheLevel::reuse`), by requester; empty elsewhere.
     pub fn served_depths_reuse(&self, reuse: bool) -> (ByRequester, ByRequester, ByRequester) {
+        let (served, depths, by_reuse, _) = self.served_depths_reuse_streamed(reuse);
+        (served, depths, by_reuse)
+    }
+
+    /// `served_depths_reuse`, and the data references in a stream that missed the second level
+    /// (`Streams`), from one read of the counts.
+    pub fn served_depths_reuse_streamed(&self, reuse: bool) -> (ByRequester, ByRequester, ByRequester, u64) {
         let mut i = self.inner.borrow_mut();
         let rest = i.settle();
         let levels: Vec<&CacheLevel> = self.first.iter().chain(&rest.levels).collect();
         let served = |r: usize| levels.iter().map(|l| l.hits[r]).chain(std::iter::once(rest.dram[r])).collect();
         let depths = |r: usize| levels.last().map_or(Vec::new(), |l| l.depth.iter().map(|d| d[r]).collect());
         let by_reuse = |r: usize| if reuse { levels.last().map_or(Vec::new(), |l| l.reuse.iter().map(|d| d[r]).collect()) } else { Vec::new() };
-        ([served(0), served(1)], [depths(0), depths(1)], [by_reuse(0), by_reuse(1)])
+        ([served(0), served(1)], [depths(0), depths(1)], [by_reuse(0), by_reuse(1)], rest.streams.streamed)
+    }
+
+    /// The data references in a sequential stream that missed the second level (`Streams`),
+    /// every queued reference applied.
+    pub fn streamed(&self) -> u64 {
+        self.served_depths_reuse_streamed(false).3
     }
 }
 

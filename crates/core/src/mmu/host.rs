@@ -1352,6 +1352,24 @@ pub fn walk_fill_buffers(vendor: &str) -> (bool, &'static str) {
     )
 }
 
+/// The share of the data misses in a sequential stream that the second level's prefetcher
+/// runs ahead of (`[cache] stream_prefetch`), by vendor, and where that comes from.
+pub fn stream_prefetch(vendor: &str) -> (f64, &'static str) {
+    match vendor {
+        "AuthenticAMD" | "HygonGenuine" => (
+            1.0,
+            "AMD's Software Optimization Guide for AMD64 Processors (25112 rev. 3.06, 5.6 \"Hardware Prefetching\"): misses to lines l and l + 1 \
+             start a prefetch of l + 3 into the L2, ascending or descending; later guides keep the L2 stream prefetcher. Not measured here",
+        ),
+        "GenuineIntel" => (
+            1.0,
+            "Intel's IA-32 Optimization Reference Manual (ch. 6, \"Optimizing Cache Usage\"): the streamer follows up to 8 streams into the L2, \
+             none across a 4K boundary; later manuals keep it. Not measured here",
+        ),
+        _ => (0.0, "ESTIMATE: nothing known of this vendor's prefetchers here: every miss costs its level"),
+    }
+}
+
 /// Known cores by (vendor, family, model); unknown ones get ESTIMATEs.
 pub fn core_resources(vendor: &str, family: u32, model: u32) -> CoreResources {
     match (vendor, family, model) {
@@ -1979,6 +1997,7 @@ impl HostReport {
         t.insert("mlp".into(), toml::Value::Integer(self.mlp().0 as i64));
         t.insert("walkers".into(), toml::Value::Integer(self.walkers().0 as i64));
         t.insert("walk_fill_buffers".into(), toml::Value::Boolean(walk_fill_buffers(&self.vendor).0));
+        t.insert("stream_prefetch".into(), toml::Value::Float(stream_prefetch(&self.vendor).0));
         t.insert("rob".into(), toml::Value::Integer(self.window().0 as i64));
         if let Some(k) = self.usable_calibration().and_then(|c| c.window_probe.as_ref()?.walk_hiding) {
             t.insert("walk_hiding".into(), rounded(k));
@@ -2250,6 +2269,12 @@ impl HostReport {
             }
             let (fb, src) = walk_fill_buffers(&self.vendor);
             out.push(("walk loads in fill buffers".to_string(), if fb { "yes" } else { "no" }.to_string(), src.to_string()));
+            let (pf, src) = stream_prefetch(&self.vendor);
+            out.push((
+                "stream prefetch".to_string(),
+                format!("{pf}"),
+                format!("{src}; that share of the L2's data misses in a sequential stream costs as its hits ([cache] stream_prefetch; docs/RUNTIME_MODEL.md, \"Streams the prefetcher runs ahead of\")"),
+            ));
         }
         out
     }
