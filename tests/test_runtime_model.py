@@ -167,6 +167,27 @@ def test_the_bound_names_the_busiest_of_the_overlap_counters(gups):
     assert bound({}, 1.0) == "none"
 
 
+def test_memory_s_line_rate_is_a_floor_under_the_whole_access_time(gups):
+    # `+dram_line_cycles=N` (docs/RUNTIME_MODEL.md, "Memory's line rate"): at 5,000 cycles a line
+    # GUPS's lines from memory take longer than its work and stalls, so the shortfall is
+    # `cycles.bandwidth`, in predict's data column, and the bound says so; no count moves.
+    from superpager.model.predict import bound, prediction
+    plain = sp.simulate(gups, machine="host+dependence=0+dram_line_cycles=0", policy="base")
+    slow = sp.simulate(gups, machine="host+dependence=0+dram_line_cycles=5000", policy="base")
+    assert "cycles.bandwidth" not in plain.counters, "no rate, no part"
+    lines = slow["cache.dram.data"] + slow["cache.dram.walk"]
+    busy = sum(slow[k] for k in ("cycles.access", "cycles.data", "cycles.walk", "cycles.tlb"))
+    assert slow["cycles.bandwidth"] > 0 and abs(busy + slow["cycles.bandwidth"] - 5000 * lines) <= 5
+    assert slow["overlap.bandwidth_cycles"] == 5000 * lines
+    for k in ["walks", "walk.refs", "cache.dram.data", "cache.dram.walk", "cycles.data", "cycles.walk"]:
+        assert slow[k] == plain[k], k
+    row = prediction(slow, 1.0)
+    assert bound(slow.counters) == row["bound"] == "bandwidth"
+    assert row["data"] == (slow["cycles.data"] + slow["cycles.bandwidth"]) / 1e9
+    assert bound(plain.counters) != "bandwidth"
+    assert _core.machine_info("host+dram_line_cycles=7.5")["cache"]["dram_line_cycles"] == 7.5
+
+
 def test_bench_marks_walk_ahead_only_on_dependent_programs():
     from superpager.bench_model import DEPENDENCE, OPTIONAL, PROGRAMS, WALK_AHEAD
     assert set(DEPENDENCE) == set(PROGRAMS + OPTIONAL), "every program the bench takes has its mark"

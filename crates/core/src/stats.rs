@@ -493,7 +493,7 @@ fn insert_share(c: &mut BTreeMap<String, u64>, level: &str, s: &LastLevelShare, 
     }
 }
 
-fn cycle_parts(e: &Snapshot) -> [(&'static str, f64); 11] {
+fn cycle_parts(e: &Snapshot) -> [(&'static str, f64); 12] {
     cost_parts(&e.mmu.machine, &CostInputs::of(e))
 }
 
@@ -501,7 +501,7 @@ fn cycle_parts(e: &Snapshot) -> [(&'static str, f64); 11] {
 /// data stalls and walk references come from what each level served and the overlap model
 /// (mmu/cache.rs); a nested walk's host references, which do not go through them, cost
 /// `walker.ref_cycles` each.
-pub fn cost_parts(m: &crate::mmu::machine::Machine, i: &CostInputs) -> [(&'static str, f64); 11] {
+pub fn cost_parts(m: &crate::mmu::machine::Machine, i: &CostInputs) -> [(&'static str, f64); 12] {
     cost_parts_of(m, &i.shared(m).0)
 }
 
@@ -517,19 +517,16 @@ fn tlb_beyond_first(m: &crate::mmu::machine::Machine, i: &CostInputs) -> (f64, u
 fn translation_of<'a>(i: &'a CostInputs, tlb: (f64, u64)) -> (crate::mmu::cache::Translation<'a>, u64) {
     // The shares of the walks that fit under the misses before each, where steps were marked.
     let ahead_fit = (i.ahead_walk_cycles > 0).then(|| i.ahead_fit_cycles.map(|f| f as f64 / i.ahead_walk_cycles as f64));
-    let t =
-        crate::mmu::cache::Translation { walk: &i.cache_walk, walks: i.walks, sequential: i.sequential_walks, tlb_cycles: tlb.0, tlb_hits: tlb.1, ahead_fit };
+    let t = crate::mmu::cache::Translation {
+        walk: &i.cache_walk,
+        walks: i.walks,
+        sequential: i.sequential_walks,
+        streamed: i.streamed_data,
+        tlb_cycles: tlb.0,
+        tlb_hits: tlb.1,
+        ahead_fit,
+    };
     (t, i.cache_data.iter().sum())
-}
-
-/// The program's references by the level that served them as the overlap model times them
-/// (streams the prefetcher ran ahead of as the second level's hits: mmu/cache.rs
-/// `timed_by_prefetch`), in `buf` (a machine has at most 4 levels, so memory's entry fits).
-fn timed_data<'a>(spec: &crate::mmu::cache::CacheSpec, i: &CostInputs, buf: &'a mut [u64; 8]) -> &'a [u64] {
-    let d = &mut buf[..i.cache_data.len()];
-    d.copy_from_slice(&i.cache_data);
-    crate::mmu::cache::timed_by_prefetch(spec, d, i.streamed_data);
-    d
 }
 
 /// What bounds the overlapped part of the stalls of inputs already cut to the program's share
@@ -537,8 +534,7 @@ fn timed_data<'a>(spec: &crate::mmu::cache::CacheSpec, i: &CostInputs, buf: &'a 
 pub fn overlap_bounds_of(m: &crate::mmu::machine::Machine, i: &CostInputs) -> Option<crate::mmu::cache::OverlapBounds> {
     let spec = m.cache.as_ref()?;
     let (t, data_accesses) = translation_of(i, tlb_beyond_first(m, i));
-    let mut buf = [0u64; 8];
-    Some(crate::mmu::cache::overlap_bounds(spec, timed_data(spec, i, &mut buf), t, data_accesses, i.instructions))
+    Some(crate::mmu::cache::overlap_bounds(spec, &i.cache_data, t, data_accesses, i.instructions))
 }
 
 /// The counters of `overlap_bounds_of`: `overlap.fill_buffers_cycles`, `overlap.window_cycles`
@@ -547,6 +543,7 @@ fn insert_overlap(c: &mut BTreeMap<String, u64>, b: &crate::mmu::cache::OverlapB
     c.insert("overlap.fill_buffers_cycles".into(), b.fill_buffers.round() as u64);
     c.insert("overlap.window_cycles".into(), b.window.round() as u64);
     c.insert("overlap.walkers_cycles".into(), b.walkers.round() as u64);
+    c.insert("overlap.bandwidth_cycles".into(), b.bandwidth.round() as u64);
 }
 
 /// The counters the model adds on a machine with data caches, for the whole run or a phase:
@@ -576,13 +573,12 @@ pub fn insert_model_counters(
 
 /// `cost_parts` on inputs whose last level is already cut to the program's share (what
 /// `CostInputs::shared` gives), for a caller that needs the share too and solves it once.
-pub fn cost_parts_of(m: &crate::mmu::machine::Machine, i: &CostInputs) -> [(&'static str, f64); 11] {
+pub fn cost_parts_of(m: &crate::mmu::machine::Machine, i: &CostInputs) -> [(&'static str, f64); 12] {
     let (tlb_raw, tlb_hits) = tlb_beyond_first(m, i);
     let stalls = m.cache.as_ref().map(|spec| {
         let (t, data_accesses) = translation_of(i, (tlb_raw, tlb_hits));
-        let mut buf = [0u64; 8];
-        let (d, w, tlb) = crate::mmu::cache::stall_cycles(spec, timed_data(spec, i, &mut buf), t, data_accesses, i.instructions);
-        (d, w, i.cache_walk.iter().sum::<u64>(), tlb)
+        let ((d, w, tlb), b) = crate::mmu::cache::stalls_and_bounds(spec, &i.cache_data, t, data_accesses, i.instructions);
+        (d, w, i.cache_walk.iter().sum::<u64>(), tlb, b.bandwidth)
     });
     let access = match &m.cache {
         // With caches, the program's own work: at least its instructions at `ipc`.
@@ -592,13 +588,18 @@ pub fn cost_parts_of(m: &crate::mmu::machine::Machine, i: &CostInputs) -> [(&'st
     let tlb = stalls.map_or(tlb_raw, |s| s.3);
     let walk = match (m.software_handler_cycles, stalls) {
         (Some(h), _) => i.walks as f64 * h,
-        (None, Some((_, w, cached, _))) => w + i.walk_refs.saturating_sub(cached) as f64 * m.walk_ref_cycles,
+        (None, Some((_, w, cached, _, _))) => w + i.walk_refs.saturating_sub(cached) as f64 * m.walk_ref_cycles,
         (None, None) => i.walk_refs as f64 * m.walk_ref_cycles,
     };
+    // Memory's line rate (`[cache] dram_line_cycles`): the accesses take at least the lines they
+    // read from memory at that rate, work and stalls together (a core streaming at the rate
+    // works while the lines come), so what is short of it is waiting on memory.
+    let bandwidth = stalls.map_or(0.0, |s| (s.4 - (access + s.0 + walk + tlb)).max(0.0));
     let kib = |b: u64| b as f64 / 1024.0;
     [
         ("cycles.access", access),
         ("cycles.data", stalls.map_or(0.0, |s| s.0)),
+        ("cycles.bandwidth", bandwidth),
         ("cycles.tlb", tlb),
         ("cycles.walk", walk),
         ("cycles.fault", i.faults as f64 * m.fault_cycles),
@@ -611,7 +612,8 @@ pub fn cost_parts_of(m: &crate::mmu::machine::Machine, i: &CostInputs) -> [(&'st
     ]
 }
 
-/// The `cycles.*` breakdown of `parts` with its total; `cycles.data` only with data caches.
+/// The `cycles.*` breakdown of `parts` with its total; `cycles.data` only with data caches, and
+/// `cycles.bandwidth` only with memory's line rate (`[cache] dram_line_cycles`).
 pub fn cycle_map(m: &crate::mmu::machine::Machine, parts: &[(&'static str, f64)]) -> BTreeMap<String, u64> {
     let total: f64 = parts.iter().map(|(_, v)| v).sum();
     let mut out = BTreeMap::new();
@@ -619,6 +621,10 @@ pub fn cycle_map(m: &crate::mmu::machine::Machine, parts: &[(&'static str, f64)]
         // `cycles.data` exists only in the model with data caches: results of machines without
         // a `[cache]` section stay byte-identical to what they were before it existed.
         if *k == "cycles.data" && m.cache.is_none() {
+            continue;
+        }
+        // Likewise `cycles.bandwidth`, only where the machine has memory's line rate.
+        if *k == "cycles.bandwidth" && m.cache.as_ref().is_none_or(|c| c.dram_line_cycles <= 0.0) {
             continue;
         }
         out.insert(k.to_string(), v.round() as u64);

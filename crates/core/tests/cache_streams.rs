@@ -5,10 +5,6 @@ mod common;
 
 use common::count;
 use superpager_core::mmu::cache::{timed_by_prefetch, CacheLevelSpec, CacheSpec, Caches, Requester};
-use superpager_core::mmu::machine::Machine;
-use superpager_core::trace::gen::{generate, GenParams};
-use superpager_core::trace::spt::SptWriter;
-use superpager_core::trace::{Provenance, LINE_COLLAPSE_SHIFT};
 
 /// Three small levels (1KiB, 8KiB, 32KiB), so a sweep over a mebibyte misses all of them.
 fn small() -> CacheSpec {
@@ -113,11 +109,7 @@ fn stream_prefetch_changes_the_data_stall_of_a_sweep_and_no_count() {
     // 8MiB read once, 8 bytes at a time, on a two-level machine, in a trace that keeps each line
     // (as `capture --collapse line`; a trace collapsed by page shows a page's first line only):
     // every line misses the L2.
-    let p = common::tmp("streams-sweep.spt");
-    let mut w = SptWriter::create(&p, &Provenance::new()).unwrap();
-    w.set_collapse_shift(LINE_COLLAPSE_SHIFT);
-    generate(&GenParams { kind: "seq".into(), size: 8 << 20, ..Default::default() }, &mut w, &mut |_| {}).unwrap();
-    w.finish().unwrap();
+    let p = common::line_sweep("streams-sweep.spt", 8 << 20);
     let file = common::skylake_file("streams-machine.toml", common::TWO_LEVEL_CACHE);
     let at = |f: &str| common::simulate(&p, &format!("{file}+stream_prefetch={f}"), "base", false);
     let (off, on) = (at("0"), at("1"));
@@ -136,18 +128,5 @@ fn stream_prefetch_changes_the_data_stall_of_a_sweep_and_no_count() {
 
 #[test]
 fn stream_prefetch_is_a_fraction_in_the_file_and_as_a_modifier() {
-    let with = |v: &str| common::TWO_LEVEL_CACHE.replacen("rob = 224\n", &format!("rob = 224\nstream_prefetch = {v}\n"), 1);
-    let e = Machine::load(&common::skylake_file("streams-key.toml", &with("1.5"))).expect_err("1.5 is refused").to_string();
-    assert!(e.contains("stream_prefetch") && e.contains("1.5"), "{e}");
-    let ok = common::skylake_file("streams-ok.toml", &with("0.25"));
-    assert_eq!(Machine::load(&ok).unwrap().cache.unwrap().stream_prefetch, 0.25);
-    assert_eq!(Machine::load(&format!("{ok}+stream_prefetch=1")).unwrap().cache.unwrap().stream_prefetch, 1.0);
-    for v in ["2", "-0.1", "x"] {
-        let e = Machine::load(&format!("{ok}+stream_prefetch={v}")).expect_err("refused").to_string();
-        assert!(e.contains(&format!("+stream_prefetch={v}")), "{e}");
-    }
-    let absent = common::skylake_file("streams-absent.toml", common::TWO_LEVEL_CACHE);
-    assert_eq!(Machine::load(&absent).unwrap().cache.unwrap().stream_prefetch, 0.0, "absent: no prefetcher");
-    let e = Machine::load("skylake+stream_prefetch=1").expect_err("no [cache]").to_string();
-    assert!(e.contains("+stream_prefetch needs a machine with a [cache] section"), "{e}");
+    common::check_cache_key("stream_prefetch", |c| c.stream_prefetch, "1.5", 0.25, 1.0, &["2", "-0.1", "x"]);
 }

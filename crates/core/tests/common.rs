@@ -83,6 +83,19 @@ pub fn gen_file(name: &str, kind: &str, size: u64, accesses: u64, seed: u64) -> 
     p
 }
 
+/// A sequential read of `size` bytes, 8 at a time, in a trace that keeps each cache line as a
+/// record (as `capture --collapse line`; a trace collapsed by page shows a page's first line
+/// only), and its path.
+pub fn line_sweep(name: &str, size: u64) -> String {
+    use superpager_core::trace::gen::{generate, GenParams};
+    let p = tmp(name);
+    let mut w = SptWriter::create(&p, &Provenance::new()).unwrap();
+    w.set_collapse_shift(superpager_core::trace::LINE_COLLAPSE_SHIFT);
+    generate(&GenParams { kind: "seq".into(), size, ..Default::default() }, &mut w, &mut |_| {}).unwrap();
+    w.finish().unwrap();
+    p
+}
+
 /// The results of one simulation of `path` on `machine` under `policy`.
 pub fn simulate(path: &str, machine: &str, policy: &str, validate: bool) -> superpager_core::stats::Results {
     let m = superpager_core::mmu::machine::Machine::load(machine).unwrap();
@@ -190,6 +203,28 @@ pub fn skylake_file(name: &str, extra: &str) -> String {
     let p = tmp(name);
     std::fs::write(&p, format!("{sky}{extra}")).unwrap();
     p
+}
+
+/// A `[cache]` key of the overlap model, checked in a machine file and as a modifier: `bad` in
+/// the file is refused naming the key; `good` in the file and `modifier` after it are read back
+/// (through `field`); each of `refused` after it is refused naming the modifier; absent, it
+/// reads 0. Returns nothing: it asserts.
+pub fn check_cache_key(key: &str, field: fn(&superpager_core::mmu::cache::CacheSpec) -> f64, bad: &str, good: f64, modifier: f64, refused: &[&str]) {
+    use superpager_core::mmu::machine::Machine;
+    let with = |v: &str| TWO_LEVEL_CACHE.replacen("rob = 224\n", &format!("rob = 224\n{key} = {v}\n"), 1);
+    let read = |spec: &str| field(&Machine::load(spec).unwrap().cache.unwrap());
+    let e = Machine::load(&skylake_file(&format!("{key}-bad.toml"), &with(bad))).expect_err("refused").to_string();
+    assert!(e.contains(key) && e.contains(bad), "{e}");
+    let ok = skylake_file(&format!("{key}-ok.toml"), &with(&good.to_string()));
+    assert_eq!(read(&ok), good);
+    assert_eq!(read(&format!("{ok}+{key}={modifier}")), modifier);
+    for v in refused {
+        let e = Machine::load(&format!("{ok}+{key}={v}")).expect_err("refused").to_string();
+        assert!(e.contains(&format!("+{key}={v}")), "{e}");
+    }
+    assert_eq!(read(&skylake_file(&format!("{key}-absent.toml"), TWO_LEVEL_CACHE)), 0.0, "absent: 0");
+    let e = Machine::load(&format!("skylake+{key}=1")).expect_err("no [cache]").to_string();
+    assert!(e.contains(&format!("+{key} needs a machine with a [cache] section")), "{e}");
 }
 
 /// The static host preset (TLBs, walker, costs) with a two-level `[cache]`, as CPUID gives one.

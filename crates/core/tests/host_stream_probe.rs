@@ -1,6 +1,7 @@
 //! calibrate's stream probe (docs/RUNTIME_MODEL.md, "Streams across pages") survives the
-//! calibration file, sets `[cache] stream_ahead` where its fit ran (and only there), and
-//! `machines host --explain` says what it measured.
+//! calibration file, sets `[cache] stream_ahead` where its fit ran (and only there) and `[cache]
+//! dram_line_cycles` from its 2MB time wherever it ran, and `machines host --explain` says what
+//! it measured.
 
 use std::collections::HashMap;
 use superpager_core::mmu::host::{calibrated_toml, CalibrationInput, StreamProbe};
@@ -30,6 +31,13 @@ fn a_fitted_probe_sets_stream_ahead_in_both_files_and_explain_shows_it() {
     assert_eq!(a, "0.961");
     assert!(why.contains("283.8 ns a 4KB page on 4KB pages and 280.5 on 2MB") && why.contains("1 - 3.3 / 84.6"), "{why}");
     assert!(!why.contains("  "), "one sentence, no run of spaces: {why}");
+    // Memory's line rate: 280.5 ns a 4KB page on 2MB pages over its 64 lines at 2.5 GHz,
+    // 10.96 cycles a line, to a tenth.
+    assert_eq!(v["cache"]["dram_line_cycles"].as_float(), Some(11.0), "{text}");
+    assert_eq!(r.cache_toml().unwrap()["dram_line_cycles"].as_float(), Some(11.0));
+    let (l, why) = &rows["memory's line rate"];
+    assert_eq!(l, "11 cycles a line");
+    assert!(why.contains("280.5 ns a 4KB page over its 64-byte lines at 2.50 GHz") && why.contains("dram_line_cycles"), "{why}");
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }
 
@@ -37,8 +45,14 @@ fn a_fitted_probe_sets_stream_ahead_in_both_files_and_explain_shows_it() {
 fn a_probe_without_its_fit_changes_nothing_in_cache() {
     let bare = StreamProbe { model_4k: None, model_2m: None, stream_ahead: None, ..fitted() };
     let text = with(Some(bare.clone()));
-    let cache = |t: &str| toml::from_str::<toml::Value>(t).unwrap()["cache"].clone();
-    assert_eq!(cache(&text), cache(&with(None)), "[cache] as without the probe");
+    // [cache] as without the probe, but for memory's line rate, which needs no fit.
+    let cache = |t: &str| {
+        let mut c = toml::from_str::<toml::Value>(t).unwrap()["cache"].clone();
+        let line = c.as_table_mut().unwrap().remove("dram_line_cycles");
+        (c, line)
+    };
+    assert_eq!(cache(&text).0, cache(&with(None)).0, "[cache] as without the probe");
+    assert_eq!((cache(&text).1, cache(&with(None)).1), (Some(toml::Value::Float(11.0)), None));
     let (cal, path) = common::read_calibration_back(&text, "stream-bare");
     assert_eq!(cal.stream_probe, Some(bare));
     let r = common::two_level_report(cal);

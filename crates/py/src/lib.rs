@@ -173,6 +173,7 @@ fn machine_info(py: Python<'_>, spec: &str) -> PyResult<PyObject> {
             x.set_item("walk_ahead3", c.walk_ahead3)?;
             x.set_item("stream_ahead", c.stream_ahead)?;
             x.set_item("stream_prefetch", c.stream_prefetch)?;
+            x.set_item("dram_line_cycles", c.dram_line_cycles)?;
             x.set_item("walk_hiding", c.walk_hiding)?;
             x.set_item("tenant_fill_rate", c.tenant_fill_rate)?;
             x.set_item("share_exponent", c.share_exponent)?;

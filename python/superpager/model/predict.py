@@ -33,7 +33,7 @@ def collapse_note(trace: str, machine: str) -> str | None:
 #: and zeroing) runs on another core and is reported in `daemon_copy_mib`, not charged.
 PARTS = (
     ("work", ("cycles.access",)),
-    ("data", ("cycles.data",)),
+    ("data", ("cycles.data", "cycles.bandwidth")),
     ("walk", ("cycles.walk", "cycles.tlb")),
     ("faults", ("cycles.fault", "cycles.io")),
     ("zeroing", ("cycles.zero",)),
@@ -71,10 +71,14 @@ BOUNDS = ("fill_buffers", "window", "walkers")
 
 def bound(counters: dict, dependence: float = 0.0) -> str:
     """Which resource bounds the independent misses' stalls (`overlap.*_cycles`, the largest;
-    ties to the first of BOUNDS): "fill_buffers", "window" or "walkers"; "none" where nothing
-    stalls, or on a machine without data caches (no overlap model); "dependent" where the
-    machine's `dependence` is 1, so that no miss overlaps another and none of the three bounds
-    anything (the counters still hold what they would bound)."""
+    ties to the first of BOUNDS): "fill_buffers", "window" or "walkers"; "bandwidth" where
+    memory's line rate (`[cache] dram_line_cycles`) held the whole run longer than its work and
+    stalls (`cycles.bandwidth` above 0); "none" where nothing stalls, or on a machine without
+    data caches (no overlap model); "dependent" where the machine's `dependence` is 1, so that
+    no miss overlaps another and none of the three bounds anything (the counters still hold what
+    they would bound)."""
+    if counters.get("cycles.bandwidth", 0) > 0:
+        return "bandwidth"
     vals = [(counters.get(f"overlap.{b}_cycles", 0), b) for b in BOUNDS]
     best = max(vals, key=lambda v: v[0])  # max keeps the first of equals
     if best[0] <= 0:

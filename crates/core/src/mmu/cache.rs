@@ -117,6 +117,13 @@ pub struct CacheSpec {
     /// (docs/RUNTIME_MODEL.md, "Streams the prefetcher runs ahead of"). `host` sets 1;
     /// `+stream_prefetch=F` sets it; 0 (every miss costs its level) where absent.
     pub stream_prefetch: f64,
+    /// Cycles a line read from memory takes at the rate one core streams lines in: the run's
+    /// independent part takes at least the lines it reads from memory (data and walk, streamed
+    /// or not) times this, a fourth bound beside the three the overlap model takes the busiest
+    /// of (`OverlapBounds::bandwidth`; docs/RUNTIME_MODEL.md, "Memory's line rate"). `host`:
+    /// calibrate's stream probe (chase.c `sweep` on 2MB pages, ns a 4KB page over its lines, at
+    /// the clock); `+dram_line_cycles=N` sets it; 0 (no such bound) where absent.
+    pub dram_line_cycles: f64,
     /// How much of a translation's latency a full window hides (0: none, the chain model). In
     /// the window's term an access's translation shows 1 / (1 + `walk_hiding` x (c - 1)) of its
     /// latency, c the accesses the window holds, so all of it when one access is in flight and
@@ -226,6 +233,7 @@ impl CacheSpec {
             walk_ahead3: 0.0,
             stream_ahead: 0.0,
             stream_prefetch: 0.0,
+            dram_line_cycles: 0.0,
             walk_hiding: 0.0,
             tenant_fill_rate: None,
             share_exponent: 1.0,
@@ -1160,6 +1168,9 @@ pub struct Translation<'a> {
     pub walks: u64,
     /// Of `walks`, those into a sequential stream's next page (`CacheSpec::stream_ahead`).
     pub sequential: u64,
+    /// Of the program's references (not a translation's, but read beside them), the misses of
+    /// the second level in a sequential stream (`Streams`, `CacheSpec::stream_prefetch`).
+    pub streamed: u64,
     pub tlb_cycles: f64,
     pub tlb_hits: u64,
     /// Of the dependent chain's walk cycles, the shares that fit under the data misses of the
@@ -1216,6 +1227,15 @@ pub struct OverlapBounds {
     pub fill_buffers: f64,
     pub window: f64,
     pub walkers: f64,
+    /// The lines read from memory at `CacheSpec::dram_line_cycles` each (0 without it): not
+    /// one of the three, but a floor under the run's whole time, its work included
+    /// (stats::cost_parts_of, `cycles.bandwidth`).
+    pub bandwidth: f64,
+}
+
+/// `stall_cycles` and `overlap_bounds` from one pass.
+pub fn stalls_and_bounds(spec: &CacheSpec, data: &[u64], t: Translation, accesses: u64, instructions: u64) -> ((f64, f64, f64), OverlapBounds) {
+    overlap(spec, data, t, accesses, instructions)
 }
 
 /// `stall_cycles` and the bounds it took the busiest of (`OverlapBounds`).
@@ -1223,10 +1243,25 @@ pub fn overlap_bounds(spec: &CacheSpec, data: &[u64], t: Translation, accesses: 
     overlap(spec, data, t, accesses, instructions).1
 }
 
-fn overlap(spec: &CacheSpec, data: &[u64], t: Translation, accesses: u64, instructions: u64) -> ((f64, f64, f64), OverlapBounds) {
+fn overlap(spec: &CacheSpec, served: &[u64], t: Translation, accesses: u64, instructions: u64) -> ((f64, f64, f64), OverlapBounds) {
     if accesses == 0 {
         return ((0.0, 0.0, 0.0), OverlapBounds::default());
     }
+    // What the program's references stall: streams the prefetcher ran ahead of as the second
+    // level's hits (`timed_by_prefetch`), on the stack where they fit.
+    let mut timed = [0u64; 8];
+    let heap_timed;
+    let data: &[u64] = if served.len() <= timed.len() {
+        let d = &mut timed[..served.len()];
+        d.copy_from_slice(served);
+        timed_by_prefetch(spec, d, t.streamed);
+        d
+    } else {
+        let mut d = served.to_vec();
+        timed_by_prefetch(spec, &mut d, t.streamed);
+        heap_timed = d;
+        &heap_timed
+    };
     // The latencies on the stack where they fit (a machine file has at most 4 levels): the
     // shared last level's bisection calls this sixty times a cost.
     let mut buf = [0.0f64; 8];
@@ -1256,6 +1291,11 @@ fn overlap(spec: &CacheSpec, data: &[u64], t: Translation, accesses: u64, instru
     let kept = if t.walks > 0 { 1.0 - spec.stream_ahead.clamp(0.0, 1.0) * t.sequential.min(t.walks) as f64 / t.walks as f64 } else { 1.0 };
     let walk_raw: f64 = kept * t.walk.iter().zip(lat).map(|(&n, &l)| n as f64 * l).sum::<f64>();
     let data_alone = data_raw / in_flight(data_misses as f64, spec.mlp);
+    // Memory's line rate (`dram_line_cycles`): every line read from memory, the program's and
+    // the walker's, streamed or not (a prefetched line is read all the same). A floor under the
+    // run's whole time, work included (stats::cost_parts_of), not under its stalls alone.
+    let from_memory = |r: &[u64]| r.last().copied().unwrap_or(0) as f64 * spec.dram_line_cycles.max(0.0);
+    let bandwidth = from_memory(served) + from_memory(t.walk);
     let chains = in_flight(data_misses.max(t.walks).max(t.tlb_hits) as f64, window);
     let walkers = walk_raw / in_flight(t.walks as f64, spec.walkers);
     // With walk_fill_buffers, the fill buffers also hold the walk references that missed the
@@ -1268,7 +1308,7 @@ fn overlap(spec: &CacheSpec, data: &[u64], t: Translation, accesses: u64, instru
     let window_of = |translate: f64| (data_raw + translate * shown) / chains;
     let busiest = |translate: f64| combine_bounds(spec.bounds_norm, window_of(translate), contended);
     let (with_walks, with_all) = (busiest(walk_raw), busiest(walk_raw + t.tlb_cycles));
-    let bounds = OverlapBounds { fill_buffers, window: window_of(walk_raw + t.tlb_cycles), walkers };
+    let bounds = OverlapBounds { fill_buffers, window: window_of(walk_raw + t.tlb_cycles), walkers, bandwidth };
     let part = |raw: f64, overlapped: f64| d * raw + (1.0 - d) * overlapped;
     // The chain's translations that run under its data misses, as a share of each.
     let translate = walk_raw + t.tlb_cycles;
@@ -1536,7 +1576,7 @@ mod tests {
         // No walks, but every access hits the second-level TLB (9 cycles) and misses to memory:
         // the window takes 1000 x (196 + 9) / 50 = 4100, under the fill buffers' 19600, so the TLB
         // hits add nothing; on a dependent chain they add their 9000 in full.
-        let hits = Translation { walk: &[0, 0, 0], walks: 0, sequential: 0, tlb_cycles: 9000.0, tlb_hits: 1000, ahead_fit: None };
+        let hits = Translation { walk: &[0, 0, 0], walks: 0, sequential: 0, streamed: 0, tlb_cycles: 9000.0, tlb_hits: 1000, ahead_fit: None };
         let (d, w, t) = stall_cycles(&s, &[0, 0, 1000], hits, 1000, 4000);
         assert!((d - 19600.0).abs() < 1e-9 && w == 0.0 && t.abs() < 1e-9, "{d} {w} {t}");
         let (_, _, t) = stall_cycles(&chase, &[0, 0, 1000], hits, 1000, 4000);
@@ -1562,7 +1602,7 @@ mod tests {
         // Misses only to L2 (10 cycles beyond L1: 10000 in all) under walks of 14000 and TLB hits
         // of 6000: at most the 10000 of misses can hide, half of it here, shared 14:6 between
         // walks and TLB hits: 14000 - 3500 and 6000 - 1500.
-        let both = Translation { walk: &[0, 1000, 0], walks: 1000, sequential: 0, tlb_cycles: 6000.0, tlb_hits: 1000, ahead_fit: None };
+        let both = Translation { walk: &[0, 1000, 0], walks: 1000, sequential: 0, streamed: 0, tlb_cycles: 6000.0, tlb_hits: 1000, ahead_fit: None };
         let (d, w, t) = stall_cycles(&descent, &[0, 1000, 0], both, 1000, 4000);
         assert!((d - 10000.0).abs() < 1e-9 && (w - 10500.0).abs() < 1e-9 && (t - 4500.0).abs() < 1e-9, "{d} {w} {t}");
         // Independent misses (dependence 0) are not changed by it.

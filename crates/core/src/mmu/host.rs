@@ -812,6 +812,9 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     if let Some(a) = c.stream_probe.as_ref().and_then(|p| p.taken()) {
         cache.insert("stream_ahead".into(), toml::Value::Float(a));
     }
+    if let Some(l) = c.stream_probe.as_ref().and_then(|p| p.line_cycles(line, c.clock_ghz)) {
+        cache.insert("dram_line_cycles".into(), toml::Value::Float(l));
+    }
     if let Some(r) = shared {
         cache.insert("tenant_fill_rate".into(), toml::Value::Float(r));
         if let Some(taken) = c.share_fit.as_ref().and_then(|f| f.taken()) {
@@ -1180,6 +1183,14 @@ pub struct StreamProbe {
 }
 
 impl StreamProbe {
+    /// Cycles a line of `line_bytes` took in the sweep on 2MB pages at `clock_ghz`: memory's
+    /// line rate as one core streams (`[cache] dram_line_cycles`; docs/RUNTIME_MODEL.md,
+    /// "Memory's line rate"), to a tenth of a cycle; None where the probe read no time.
+    pub fn line_cycles(&self, line_bytes: u64, clock_ghz: f64) -> Option<f64> {
+        let c = self.ns_2m * line_bytes as f64 / 4096.0 * clock_ghz;
+        (c.is_finite() && c > 0.0).then(|| (c * 10.0).round() / 10.0)
+    }
+
     /// The share `host` takes, where the fit ran.
     pub fn taken(&self) -> Option<f64> {
         self.stream_ahead.filter(|a| (0.0..=1.0).contains(a))
@@ -2005,6 +2016,9 @@ impl HostReport {
         if let Some(a) = self.usable_calibration().and_then(|c| c.stream_probe.as_ref()?.taken()) {
             t.insert("stream_ahead".into(), toml::Value::Float(a));
         }
+        if let Some(l) = self.usable_calibration().and_then(|c| c.stream_probe.as_ref()?.line_cycles(caches[0].line as u64, c.clock_ghz)) {
+            t.insert("dram_line_cycles".into(), toml::Value::Float(l));
+        }
         if let Some(r) = self.tenant_fill_rate() {
             t.insert("tenant_fill_rate".into(), toml::Value::Float(r));
             if let Some(taken) = self.share_taken() {
@@ -2191,6 +2205,18 @@ impl HostReport {
                         s.summary()
                     ),
                 ));
+                let line = self.data_caches().first().map_or(64, |c| c.line as u64);
+                if let Some(l) = s.line_cycles(line, k.clock_ghz) {
+                    out.push((
+                        "memory's line rate".to_string(),
+                        format!("{l} cycles a line"),
+                        format!(
+                            "calibrate's sweep on 2MB pages, {:.1} ns a 4KB page over its {line}-byte lines at {:.2} GHz ({}, {}): a run takes at least its lines from \
+                             memory times this ([cache] dram_line_cycles; docs/RUNTIME_MODEL.md, \"Memory's line rate\")",
+                            s.ns_2m, k.clock_ghz, k.date, k.path
+                        ),
+                    ));
+                }
             }
         }
         if n > 0 {

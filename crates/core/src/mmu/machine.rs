@@ -264,6 +264,9 @@ struct CacheFile {
     /// Streamed misses of the second level its prefetcher runs ahead of (cache.rs CacheSpec).
     #[serde(default)]
     stream_prefetch: f64,
+    /// Cycles a line from memory takes at one core's streaming rate (cache.rs CacheSpec).
+    #[serde(default)]
+    dram_line_cycles: f64,
     #[serde(default)]
     walk_hiding: f64,
     /// The last level shared with other tenants who fill it at this many lines a ns
@@ -384,6 +387,10 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
         return Err(bad(m.0, m.1));
     }
     #[allow(clippy::neg_cmp_op_on_partial_ord)]
+    if !(c.dram_line_cycles >= 0.0) || c.dram_line_cycles > MAX_COST_CYCLES {
+        return Err(bad("dram_line_cycles", format!("must be a number of cycles from 0 to {MAX_COST_CYCLES}, not {}", c.dram_line_cycles)));
+    }
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
     if !(c.walk_hiding >= 0.0) || c.walk_hiding > 1e6 {
         return Err(bad("walk_hiding", format!("must be a number from 0 to 1e6, not {}", c.walk_hiding)));
     }
@@ -425,6 +432,7 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
         walk_ahead3: c.walk_ahead3,
         stream_ahead: c.stream_ahead,
         stream_prefetch: c.stream_prefetch,
+        dram_line_cycles: c.dram_line_cycles,
         walk_hiding: c.walk_hiding,
         tenant_fill_rate: c.tenant_fill_rate,
         share_exponent: c.share_exponent,
@@ -645,6 +653,8 @@ impl Machine {
     /// of it (`[cache] stream_ahead`);
     /// `+stream_prefetch=F`: the fraction of the data misses in a sequential stream that the
     /// second level's prefetcher runs ahead of (`[cache] stream_prefetch`);
+    /// `+dram_line_cycles=N`: the cycles a line from memory takes at one core's streaming rate
+    /// (`[cache] dram_line_cycles`; 0: no such bound);
     /// `+walk_hiding=K`: how much a full window hides of a translation (`[cache] walk_hiding`);
     /// `+rob=N`: the instructions the window holds (`[cache] rob`); `+walkers=N`: the page
     /// walks in flight (`[cache] walkers`); `+mlp=N`: the L1D misses in flight (`[cache] mlp`);
@@ -678,8 +688,8 @@ impl Machine {
                     return Err(Error::usage(format!("machine '{spec}': {name} has no [cache] section, so +nocache changes nothing")));
                 }
             } else if let Some((
-                key @ ("dependence" | "walk_ahead" | "walk_ahead2" | "walk_ahead3" | "stream_ahead" | "stream_prefetch" | "walk_hiding" | "share_exponent"
-                | "rob" | "walkers" | "mlp"),
+                key @ ("dependence" | "walk_ahead" | "walk_ahead2" | "walk_ahead3" | "stream_ahead" | "stream_prefetch" | "dram_line_cycles" | "walk_hiding"
+                | "share_exponent" | "rob" | "walkers" | "mlp"),
                 v,
             )) = suffix.split_once('=')
             {
@@ -696,6 +706,7 @@ impl Machine {
                     "walk_ahead3" => (&mut c.walk_ahead3, 0.0..=1.0, "a fraction from 0 to 1"),
                     "stream_ahead" => (&mut c.stream_ahead, 0.0..=1.0, "a fraction from 0 to 1"),
                     "stream_prefetch" => (&mut c.stream_prefetch, 0.0..=1.0, "a fraction from 0 to 1"),
+                    "dram_line_cycles" => (&mut c.dram_line_cycles, 0.0..=MAX_COST_CYCLES, "a number of cycles from 0 up"),
                     "walk_hiding" => (&mut c.walk_hiding, 0.0..=1e6, "a number from 0 to 1e6"),
                     "share_exponent" => (&mut c.share_exponent, SHARE_EXPONENTS, "a number from 0.01 to 4"),
                     "walkers" => (&mut c.walkers, 1.0..=1e6, "a number from 1 to 1e6"),
@@ -781,7 +792,7 @@ impl Machine {
             Some(("nested", h)) => h,
             _ => {
                 return Err(Error::usage(format!(
-                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nopwc, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +walk_ahead2=F, +walk_ahead3=F, +stream_ahead=F, +stream_prefetch=F, +walk_hiding=K, +share_exponent=A, +share_law=L, +rob=N, +walkers=N, +mlp=N, +tenant_fill_rate=R, +bounds_norm=P or +scatter=F"
+                    "machine '{spec}': '+{suffix}' is not +nested, +nested=HOSTPAGE (a page size, or guest), +native, +nopwc, +nocoalesce, +base=SIZE, +nocache, +dependence=F, +walk_ahead=F, +walk_ahead2=F, +walk_ahead3=F, +stream_ahead=F, +stream_prefetch=F, +dram_line_cycles=N, +walk_hiding=K, +share_exponent=A, +share_law=L, +rob=N, +walkers=N, +mlp=N, +tenant_fill_rate=R, +bounds_norm=P or +scatter=F"
                 )))
             }
         };
