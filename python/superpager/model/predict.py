@@ -26,8 +26,8 @@ def collapse_note(trace: str, machine: str) -> str | None:
     if _core.machine_info(machine).get("cache") is None or trace_collapse(trace) != "page":
         return None
     return (f"{trace}: runs were collapsed by 4KiB page, so the data caches saw only the first line of each run "
-            "and count its other lines as hits; capture with --collapse line for every line (docs/RUNTIME_MODEL.md, "
-            "\"A record per line\")")
+            "and count its other lines as hits, and the prefetcher sees no stream; capture with --collapse line for "
+            "every line (docs/RUNTIME_MODEL.md, \"A record per line\")")
 
 #: The breakdown columns: (column, the cycles.* keys it sums). Daemon work (background copies
 #: and zeroing) runs on another core and is reported in `daemon_copy_mib`, not charged.
