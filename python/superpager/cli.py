@@ -363,7 +363,7 @@ def cmd_machines(a) -> int:
         else:
             lv = ", ".join(f"{n} {human_bytes(b)} {w}-way {cyc:g} cyc" for n, b, w, cyc in c["levels"])
             print(f"  data caches: {lv}; memory {c['dram_cycles']:g} cyc; {c['mlp']:g} misses and {c['walkers']:g} walks in flight"
-                  f"{' (walk loads in the fill buffers too)' if c.get('walk_fill_buffers') else ''}, ROB {c['rob']:g}, dependence {c['dependence']:g}, walk ahead {c.get('walk_ahead', 0):g}{''.join(f'/{c[k]:g}' for k in ('walk_ahead2', 'walk_ahead3') if c.get(k))}, stream ahead {c.get('stream_ahead', 0):g}, stream prefetch {c.get('stream_prefetch', 0):g}, memory {c.get('dram_line_cycles', 0):g} cyc a line at most, walk hiding {c.get('walk_hiding', 0):g}"
+                  f"{' (walk loads in the fill buffers too)' if c.get('walk_fill_buffers') else ''}, ROB {c['rob']:g}, dependence {c['dependence']:g}, walk ahead {c.get('walk_ahead', 0):g}{''.join(f'/{c[k]:g}' for k in ('walk_ahead2', 'walk_ahead3') if c.get(k))}, stream ahead {c.get('stream_ahead', 0):g}, stream prefetch {c.get('stream_prefetch', 0):g}, memory's line rate {c.get('dram_line_cycles', 0):g} cyc a line, walk hiding {c.get('walk_hiding', 0):g}"
                   f"{'; the last level shared with tenants filling ' + format(c['tenant_fill_rate'], 'g') + ' lines a ns' + (', shares grown by the exponent ' + format(c['share_exponent'], 'g') if c.get('share_exponent', 1) != 1 else '') + (', hits kept by the ' + c['share_law'] + ' law' if c.get('share_law') == 'reuse' else '') if c.get('tenant_fill_rate') else ''}"
                   f"{'; bounds combined by their ' + format(c['bounds_norm'], 'g') + '-norm' if c.get('bounds_norm') else ''}; clock {info['clock_ghz']:g} GHz")
         return 0

@@ -1129,9 +1129,6 @@ impl Engine {
             if let Some(c) = &self.mmu.caches {
                 let keys: Vec<String> = c.spec.levels.iter().map(|l| format!("cache.{}.", l.name)).collect();
                 crate::stats::insert_model_counters(&mut phase, m, &d, &kept, share);
-                if let Some(second) = c.spec.levels.get(1) {
-                    phase.insert(format!("cache.{}.data.streamed", second.name), kept.streamed_data);
-                }
                 for (who, served) in [("data", &kept.cache_data), ("walk", &kept.cache_walk)] {
                     for (i, n) in served.iter().enumerate() {
                         let key = keys.get(i).map_or(format!("cache.dram.{who}"), |k| format!("{k}{who}.hits"));

@@ -548,7 +548,8 @@ fn insert_overlap(c: &mut BTreeMap<String, u64>, b: &crate::mmu::cache::OverlapB
 
 /// The counters the model adds on a machine with data caches, for the whole run or a phase:
 /// a shared last level's (`insert_share`, from `whole` and the `share` solved for it) and the
-/// overlap bounds of `kept`, the inputs cut to that share (`insert_overlap`).
+/// overlap bounds of `kept`, the inputs cut to that share (`insert_overlap`), and the second
+/// level's streamed data misses (`cache.<L2>.data.streamed`).
 pub fn insert_model_counters(
     c: &mut BTreeMap<String, u64>,
     m: &crate::mmu::machine::Machine,
@@ -561,6 +562,10 @@ pub fn insert_model_counters(
     }
     if let Some(b) = overlap_bounds_of(m, kept) {
         insert_overlap(c, &b);
+    }
+    if let Some(second) = m.cache.as_ref().and_then(|s| s.levels.get(1)) {
+        // Why a miss cost as the second level's hit: it was in a stream (mmu/cache.rs `Streams`).
+        c.insert(format!("cache.{}.data.streamed", second.name), kept.streamed_data);
     }
     if m.cache.as_ref().is_some_and(|s| s.marks_steps()) {
         // The step fit that caps the walks a chain's guesses hide (mmu/cache.rs `StepFit`).
@@ -824,10 +829,6 @@ impl Results {
                 }
             }
             let n = levels.len();
-            if let Some(second) = levels.get(1) {
-                // Why a miss cost as the second level's hit: it was in a stream (mmu/cache.rs `Streams`).
-                c.insert(format!("cache.{}.data.streamed", second.name), kept.streamed_data);
-            }
             c.insert("cache.dram.data".into(), kept.cache_data[n]);
             c.insert("cache.dram.walk".into(), kept.cache_walk[n]);
             debug_assert!(kept.cache_data[n] >= dram[0] && kept.cache_walk[n] >= dram[1]);

@@ -117,10 +117,11 @@ pub struct CacheSpec {
     /// (docs/RUNTIME_MODEL.md, "Streams the prefetcher runs ahead of"). `host` sets 1;
     /// `+stream_prefetch=F` sets it; 0 (every miss costs its level) where absent.
     pub stream_prefetch: f64,
-    /// Cycles a line read from memory takes at the rate one core streams lines in: the run's
-    /// independent part takes at least the lines it reads from memory (data and walk, streamed
-    /// or not) times this, a fourth bound beside the three the overlap model takes the busiest
-    /// of (`OverlapBounds::bandwidth`; docs/RUNTIME_MODEL.md, "Memory's line rate"). `host`:
+    /// Cycles a line read from memory takes at the rate one core streams lines in: the accesses
+    /// take at least the lines they read from memory (data and walk, streamed or not) times
+    /// this, work and stalls together, a floor outside the three bounds the overlap model takes
+    /// the busiest of (`OverlapBounds::bandwidth`, stats::cost_parts_of `cycles.bandwidth`;
+    /// docs/RUNTIME_MODEL.md, "Memory's line rate"). `host`:
     /// calibrate's stream probe (chase.c `sweep` on 2MB pages, ns a 4KB page over its lines, at
     /// the clock); `+dram_line_cycles=N` sets it; 0 (no such bound) where absent.
     pub dram_line_cycles: f64,
