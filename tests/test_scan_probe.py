@@ -9,13 +9,22 @@ from superpager.model import calibrate as cal
 
 
 def test_chase_scan_times_the_loop_with_and_without_the_hot_set():
-    # 200,000 iterations (tens of ms): at 20,000 one scheduler pause in either timing could halve
-    # the ratio on a busy 2-core machine (it failed once, 2026-12-05, in a run of eight test files).
-    f = cal._run_chase(cal.chase_binary(), ["scan", str(64 << 10), str(4 << 20), "2", "200000", "1"], "the scan probe")
-    assert float(f["ns_hot"]) > 0 and float(f["ns_alone"]) > 0
-    # The hot chain runs through every iteration: with a one-line cycle it is an L1 hit, so the
-    # loop with 64KiB of hot lines cannot be much faster than the one without.
-    assert float(f["ns_hot"]) > 0.5 * float(f["ns_alone"]), f
+    # 200,000 iterations (tens of ms). One scheduler pause in either timing can still halve the
+    # ratio on a busy 2-core machine (it failed at 20,000 iterations on 2026-12-05, in a run of
+    # eight test files, and again at 200,000 in the sixty-eighth session, with lint running
+    # beside it). A pause only ever lengthens a timing, and only one lengthened without the hot
+    # set fails the bound, so the test reads up to three times and holds the best ratio to it.
+    # A loop that really ran faster with its hot set would fail all three.
+    ratios = []
+    for seed in (1, 2, 3):
+        f = cal._run_chase(cal.chase_binary(), ["scan", str(64 << 10), str(4 << 20), "2", "200000", str(seed)], "the scan probe")
+        assert float(f["ns_hot"]) > 0 and float(f["ns_alone"]) > 0, f
+        ratios.append(float(f["ns_hot"]) / float(f["ns_alone"]))
+        # The hot chain runs through every iteration: with a one-line cycle it is an L1 hit, so
+        # the loop with 64KiB of hot lines cannot be much faster than the one without.
+        if ratios[-1] > 0.5:
+            break
+    assert max(ratios) > 0.5, ratios
 
 
 @pytest.mark.parametrize("args", [
