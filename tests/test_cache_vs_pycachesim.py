@@ -54,3 +54,12 @@ def test_served_per_level_matches_pycachesim(levels):
 def test_bad_geometry_is_refused():
     with pytest.raises(_core.UsageError):
         _core.cache_served([(1024, 3)], 64, [0])
+
+
+def test_no_levels_or_more_than_four_is_refused_with_the_count():
+    # A machine file has 1 to 4 levels (mmu/cache.rs MAX_LEVELS); so does this entry point.
+    with pytest.raises(_core.UsageError, match="1 to 4 levels, not 5"):
+        _core.cache_served([(1024, 2)] * 5, 64, [0])
+    with pytest.raises(_core.UsageError, match="not 0"):
+        _core.cache_served([], 64, [0])
+    assert _core.cache_served([(1024, 2)] * 4, 64, [0, 0]) == [1, 0, 0, 0, 1]

@@ -88,7 +88,10 @@ fn calibrated_host_toml(input_json: &str) -> PyResult<String> {
 /// cache model against an independent simulator.
 #[pyfunction]
 fn cache_served(levels: Vec<(u64, u32)>, line: u32, addrs: Vec<u64>) -> PyResult<Vec<u64>> {
-    use superpager_core::mmu::cache::{CacheLevelSpec, CacheSpec, Caches, Requester};
+    use superpager_core::mmu::cache::{CacheLevelSpec, CacheSpec, Caches, Requester, MAX_LEVELS};
+    if levels.is_empty() || levels.len() > MAX_LEVELS {
+        return Err(UsageError::new_err(format!("cache_served: 1 to {MAX_LEVELS} levels, not {}", levels.len())));
+    }
     if !line.is_power_of_two() || levels.iter().any(|&(b, w)| w == 0 || b < line as u64 || !(b / line as u64).is_multiple_of(w as u64)) {
         return Err(UsageError::new_err("cache_served: each level's lines must divide into its ways, and line be a power of two"));
     }

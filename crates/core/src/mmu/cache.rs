@@ -60,10 +60,16 @@ impl CacheLevelSpec {
     }
 }
 
+/// The most cache levels a machine has (a machine file is refused with more: mmu/machine.rs).
+/// Four covers every CPU CPUID describes (L1 to an L4 such as Intel's eDRAM); it lets the
+/// overlap model keep a level's counts and latencies on the stack.
+pub const MAX_LEVELS: usize = 4;
+
 /// A machine's `[cache]` section.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CacheSpec {
     pub line_bytes: u32,
+    /// One to `MAX_LEVELS` levels, nearest the core first.
     pub levels: Vec<CacheLevelSpec>,
     /// Latency of a reference no level holds (DRAM), in cycles.
     pub dram_cycles: f64,
@@ -218,6 +224,7 @@ impl CacheSpec {
     /// hidden, the last level not shared. For code that builds caches without a machine file:
     /// the tests, and `cache_served`, which reads only what each level served.
     pub fn of_levels(line_bytes: u32, levels: Vec<CacheLevelSpec>) -> CacheSpec {
+        assert!((1..=MAX_LEVELS).contains(&levels.len()), "a cache of {} levels (1 to {MAX_LEVELS})", levels.len());
         CacheSpec {
             line_bytes,
             levels,
@@ -1249,33 +1256,19 @@ fn overlap(spec: &CacheSpec, served: &[u64], t: Translation, accesses: u64, inst
         return ((0.0, 0.0, 0.0), OverlapBounds::default());
     }
     // What the program's references stall: streams the prefetcher ran ahead of as the second
-    // level's hits (`timed_by_prefetch`), on the stack where they fit.
-    let mut timed = [0u64; 8];
-    let heap_timed;
-    let data: &[u64] = if served.len() <= timed.len() {
-        let d = &mut timed[..served.len()];
-        d.copy_from_slice(served);
-        timed_by_prefetch(spec, d, t.streamed);
-        d
-    } else {
-        let mut d = served.to_vec();
-        timed_by_prefetch(spec, &mut d, t.streamed);
-        heap_timed = d;
-        &heap_timed
-    };
-    // The latencies on the stack where they fit (a machine file has at most 4 levels): the
-    // shared last level's bisection calls this sixty times a cost.
-    let mut buf = [0.0f64; 8];
-    let heap;
-    let lat: &[f64] = if spec.levels.len() < buf.len() {
-        for (b, l) in buf.iter_mut().zip(spec.levels.iter().map(|l| l.cycles).chain(std::iter::once(spec.dram_cycles))) {
-            *b = l;
-        }
-        &buf[..spec.levels.len() + 1]
-    } else {
-        heap = spec.latencies();
-        &heap
-    };
+    // level's hits (`timed_by_prefetch`). On the stack, as the latencies are: the shared last
+    // level's bisection calls this sixty times a cost.
+    debug_assert!(served.len() == spec.levels.len() + 1 && served.len() <= MAX_LEVELS + 1);
+    let mut timed = [0u64; MAX_LEVELS + 1];
+    let data = &mut timed[..served.len()];
+    data.copy_from_slice(served);
+    timed_by_prefetch(spec, data, t.streamed);
+    let data: &[u64] = data;
+    let mut lat = [0.0f64; MAX_LEVELS + 1];
+    for (b, l) in lat.iter_mut().zip(spec.levels.iter().map(|l| l.cycles).chain(std::iter::once(spec.dram_cycles))) {
+        *b = l;
+    }
+    let lat = &lat[..spec.levels.len() + 1];
     let ipa = if instructions > 0 { instructions as f64 / accesses as f64 } else { spec.instructions_per_access };
     let window = spec.rob / ipa.max(1e-9); // accesses the window holds
                                            // References served beyond the first level, and the cycles they stall beyond its latency.

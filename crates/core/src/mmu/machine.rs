@@ -336,8 +336,8 @@ fn cache_spec(c: &CacheFile) -> std::result::Result<CacheSpec, (String, String)>
     if !c.line_bytes.is_power_of_two() || !(8..=4096).contains(&c.line_bytes) {
         return Err(bad("line_bytes", format!("{} is not a power of two from 8 to 4096", c.line_bytes)));
     }
-    if c.levels.is_empty() || c.levels.len() > 4 {
-        return Err(bad("levels", "between 1 and 4 levels".into()));
+    if c.levels.is_empty() || c.levels.len() > crate::mmu::cache::MAX_LEVELS {
+        return Err(bad("levels", format!("between 1 and {} levels", crate::mmu::cache::MAX_LEVELS)));
     }
     let mut levels = Vec::new();
     let mut prev = 0.0f64;
