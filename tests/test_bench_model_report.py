@@ -418,3 +418,28 @@ def test_the_median_of_one_calibrated_probe_and_no_readings_is_the_calibration()
     from superpager.bench_model import median_walk_probes
     one = [_walk(1 << 30, [300.0, 150.0, 80.0], [200.0, 100.0, 50.0])]
     assert median_walk_probes(one, [None, None]) == (one, 1)
+
+
+def test_the_interval_around_a_median_is_the_sign_tests():
+    from superpager.bench_model import interval_rank, median_interval
+    # 5 pairs: only the range holds the median with 90% or more (1 - 2/32).
+    assert median_interval([1.3, 1.0, 1.8, 1.1, 1.2]) == (1.0, 1.8, 0.9375)
+    # 9: the 2nd to the 8th (1 - 2 x 10/512); the 3rd to the 7th would be 82%.
+    lo, hi, cov = median_interval([float(x) for x in range(9, 0, -1)])
+    assert (lo, hi) == (2.0, 8.0) and abs(cov - (1 - 20 / 512)) < 1e-12
+    # 3: nothing reaches 90%; the range, with its 75%.
+    assert median_interval([2.0, 1.0, 3.0]) == (1.0, 3.0, 0.75)
+    assert interval_rank(8) == (2, 1 - 2 * 9 / 256)
+    assert interval_rank(20, 0.95)[0] == 6  # 1 - 2 P(B <= 5) = 0.9586; j = 7 gives 0.885
+
+
+def test_the_report_says_which_misses_lie_inside_their_medians_interval():
+    # The 13th entry: (lo, hi, coverage). rand's 1.12 is inside 1.05-1.20 and ok; chase's 1.35
+    # misses, outside 1.60-1.70; a third row misses inside its wide interval.
+    rs = [rows()[0] + (None, None, (1.05, 1.2, 0.9375)), rows()[1] + (None, None, (1.6, 1.7, 0.9375)),
+          ("gups", 4096, 0.3, 0.15, 1.9, 1.2, 2.5, 2.4, 5.8, 0.3, None, None, (1.2, 2.5, 0.9375))]
+    r = render(rs, 5, notes=[])
+    line = next(x for x in r.splitlines() if x.startswith("How far the runs pin"))
+    assert "2 of 3 predictions lie inside" in line and "93.8% confidence" in line and "their range at 5 pairs" in line, line
+    assert "do not tell from noise: gups 4096MiB (1.20–2.50); misses outside theirs: chase 1024MiB (1.60–1.70)." in line, line
+    assert "How far" not in render(rows(), 5, notes=[]), "rows without intervals: no line"

@@ -426,7 +426,8 @@ def main(a) -> int:
         base, thp = times[(case, "base")], times[(case, "thp")]
         ms, ls, base_pred, native, bounds = preds[case]
         speed = [b / t for b, t in zip(base, thp)]
-        rows.append((case[0], case[1], statistics.median(base), statistics.median(thp), statistics.median(speed), min(speed), max(speed), ms, ls, base_pred, native, bounds))
+        rows.append((case[0], case[1], statistics.median(base), statistics.median(thp), statistics.median(speed), min(speed), max(speed), ms, ls, base_pred, native, bounds,
+                     median_interval(speed)))
         say(f"{case[0]} {case[1]}MiB: measured {rows[-1][4]:.3f}x, model {ms:.3f}x, linear {ls:.3f}x")
     from .model.calibrate import unsteady_in
     calibration = _calibration()
@@ -443,6 +444,38 @@ def main(a) -> int:
         say(f"wrote {a.out}")
     print(report)
     return 0
+
+
+# How sure the interval around a measured median is (`median_interval`): 90% or more.
+INTERVAL_LEVEL = 0.90
+
+
+def interval_rank(n: int, level: float = INTERVAL_LEVEL) -> tuple[int, float]:
+    """(j, coverage): of n values, the interval from the j-th smallest to the j-th largest is
+    the narrowest that holds the median of what they were drawn from with at least `level`
+    probability. Each value falls below the median with chance one half, so the interval misses
+    it only where j or more fall on one side: coverage = 1 - 2 P(B < j), B binomial (n, 1/2)
+    (the sign test's interval; nothing assumed of the noise's shape). With 5 to 7 values only
+    their range reaches 90% (93.75% at 5); with 9, the 2nd to the 8th (96.1%). Where nothing
+    reaches `level` (fewer than 5 values), the range (j = 1), with its lower coverage."""
+    from math import comb
+    if n < 1:
+        raise ValueError("interval_rank: no values")
+
+    def coverage(j: int) -> float:
+        return 1.0 - 2.0 * sum(comb(n, i) for i in range(j)) / 2.0 ** n
+
+    j = 1
+    while j + 1 <= (n + 1) // 2 and coverage(j + 1) >= level:
+        j += 1
+    return j, coverage(j)
+
+
+def median_interval(values: list[float], level: float = INTERVAL_LEVEL) -> tuple[float, float, float]:
+    """(lo, hi, coverage): `interval_rank`'s interval over `values`."""
+    xs = sorted(values)
+    j, cov = interval_rank(len(xs), level)
+    return xs[j - 1], xs[len(xs) - j], cov
 
 
 def schedule(cases: list, repeats: int):
@@ -478,7 +511,8 @@ def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh
     measured (model/calibrate.py `unsteady_in`), or None."""
     from .hostinfo import cpu_model
     # Rows may carry an 11th entry, the native model's speedup (None where host was not nested),
-    # and a 12th, the bounds of the model's base and fixed:2MiB predictions (`predicted`).
+    # a 12th, the bounds of the model's base and fixed:2MiB predictions (`predicted`), and a
+    # 13th, the interval around the measured median (`median_interval`).
     any_native = any(len(r) > 10 and r[10] is not None for r in rows)
     out = [START, f"Measured on {cpu_model()}; access-phase speedup of 2MB pages (thp) over 4KB pages (base), median of {repeats} "
            f"alternating pairs, with the range of the pairs' ratios, one pair a case in each of {repeats} rounds over every case; predictions from one capture each (`superpager predict "
@@ -491,12 +525,16 @@ def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh
            "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if any_native else "")]
     ok = native_ok = 0
     misses = []
+    intervals = []  # (inside, a miss, "program MiB (lo-hi)", coverage) of each row that has one
     for program, mib, b, t, s, lo, hi, ms, ls, bp, *rest in rows:
         e, le = ms / s - 1, ls / s - 1
         ok += abs(e) <= TOLERANCE
         mark = "ok" if abs(e) <= TOLERANCE else "**miss**"
         line = f"| {program} | {mib}MiB | {b:.3f} | {t:.3f} | {s:.3f}x | {lo:.2f}–{hi:.2f} | {ms:.3f}x | {e:+.1%} {mark} | {ls:.2f}x | {le:+.0%} | {bp:.3f} |"
         nat = rest[0] if rest else None
+        if len(rest) > 2 and rest[2]:
+            ilo, ihi, cov = rest[2]
+            intervals.append((ilo <= ms <= ihi, abs(e) > TOLERANCE, f"{program} {mib}MiB ({ilo:.2f}–{ihi:.2f})", cov))
         if abs(e) > TOLERANCE and len(rest) > 1 and rest[1]:
             misses.append(f"{program} {mib}MiB {'over' if e > 0 else 'under'}, {rest[1][0]} / {rest[1][1]}")
         if any_native:
@@ -513,6 +551,8 @@ def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh
         out.append("Where the misses sit: the resource that bounds the model's overlap of independent misses on 4KB / 2MB pages "
                    "(`predict`'s `bound`; a row the walkers bound follows the walkers number alone, docs/RUNTIME_MODEL.md, "
                    "\"Which bound each miss sits on\"): " + "; ".join(misses) + ".")
+    if intervals:
+        out.append(interval_line(intervals, repeats))
     if notes is None:
         from . import _core
         notes = _core.host_explain()[1]
@@ -539,6 +579,25 @@ def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh
         out.append("`host` was calibrated by this bench (`--model-calibrate`), right before its first run.")
     out.append(END)
     return "\n".join(out)
+
+
+def interval_line(intervals: list, repeats: int) -> str:
+    """The report's line on how far the runs pin each speedup down: the predictions inside the
+    interval that holds the measured median with `INTERVAL_LEVEL` confidence or more
+    (`median_interval`), and where each miss's prediction falls against its own. A miss inside
+    its interval is one the runs cannot tell from noise; the count within ±15% stays the test."""
+    j, cov = interval_rank(repeats)
+    how = "their range" if j == 1 else f"the {j}th smallest to the {j}th largest"
+    line = (f"How far the runs pin the speedups down: {sum(i for i, *_ in intervals)} of {len(intervals)} predictions lie inside the "
+            f"interval that holds the measured median with {cov:.1%} confidence (the sign test's interval over the pairs' ratios: "
+            f"{how} at {repeats} pairs; nothing assumed of the noise's shape)")
+    inside = [w for i, m, w, _ in intervals if m and i]
+    outside = [w for i, m, w, _ in intervals if m and not i]
+    if inside:
+        line += "; misses inside theirs, which these runs do not tell from noise: " + ", ".join(inside)
+    if outside:
+        line += "; misses outside theirs: " + ", ".join(outside)
+    return line + "."
 
 
 def frames_line(calibration: dict) -> str:
