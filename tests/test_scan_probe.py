@@ -11,8 +11,8 @@ from superpager.model import calibrate as cal
 def test_chase_scan_times_the_loop_with_and_without_the_hot_set():
     # 200,000 iterations (tens of ms). One scheduler pause in either timing can still halve the
     # ratio on a busy 2-core machine (it failed at 20,000 iterations on 2026-12-05, in a run of
-    # eight test files, and again at 200,000 in the sixty-eighth session, with lint running
-    # beside it). A pause only ever lengthens a timing, and only one lengthened without the hot
+    # eight test files, and again at 200,000 in the sixty-eighth session, while a re-prediction
+    # ran on both cores: ns_hot 7.2 against ns_alone 32.1). A pause only ever lengthens a timing, and only one lengthened without the hot
     # set fails the bound, so the test reads up to three times and holds the best ratio to it.
     # A loop that really ran faster with its hot set would fail all three.
     ratios = []
