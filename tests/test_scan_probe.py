@@ -12,9 +12,10 @@ def test_chase_scan_times_the_loop_with_and_without_the_hot_set():
     # 200,000 iterations (tens of ms). One scheduler pause in either timing can still halve the
     # ratio on a busy 2-core machine (it failed at 20,000 iterations on 2026-12-05, in a run of
     # eight test files, and again at 200,000 in the sixty-eighth session, while a re-prediction
-    # ran on both cores: ns_hot 7.2 against ns_alone 32.1). A pause only ever lengthens a timing, and only one lengthened without the hot
-    # set fails the bound, so the test reads up to three times and holds the best ratio to it.
-    # A loop that really ran faster with its hot set would fail all three.
+    # ran on both cores: ns_hot 7.2 against ns_alone 32.1). A pause only ever lengthens a
+    # timing, and only one lengthened without the hot set fails the bound, so the test reads up
+    # to three times and holds the best ratio to it. A loop that really ran faster with its hot
+    # set would fail all three.
     ratios = []
     for seed in (1, 2, 3):
         f = cal._run_chase(cal.chase_binary(), ["scan", str(64 << 10), str(4 << 20), "2", "200000", str(seed)], "the scan probe")
