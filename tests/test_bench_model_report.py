@@ -443,3 +443,12 @@ def test_the_report_says_which_misses_lie_inside_their_medians_interval():
     assert "2 of 3 predictions lie inside" in line and "93.8% confidence" in line and "their range at 5 pairs" in line, line
     assert "do not tell from noise: gups 4096MiB (1.20–2.50); misses outside theirs: chase 1024MiB (1.60–1.70)." in line, line
     assert "How far" not in render(rows(), 5, notes=[]), "rows without intervals: no line"
+
+
+def test_with_nine_pairs_the_line_names_the_order_statistics():
+    from superpager.bench_model import interval_line
+    line = interval_line([(True, False, "rand 64MiB (1.00–1.10)")], 9)
+    assert "96.1% confidence" in line and "the 2nd smallest to the 2nd largest at 9 pairs" in line, line
+    # 11 pairs: the 3rd to the 3rd largest (1 - 2 x 67/2048 = 93.5%; the 4th would be 77.4%).
+    assert "93.5% confidence" in interval_line([(True, False, "x")], 11)
+    assert "the 3rd smallest to the 3rd largest at 11 pairs" in interval_line([(True, False, "x")], 11)

@@ -525,7 +525,7 @@ def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh
            "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if any_native else "")]
     ok = native_ok = 0
     misses = []
-    intervals = []  # (inside, a miss, "program MiB (lo-hi)", coverage) of each row that has one
+    intervals = []  # (inside, a miss, "program MiB (lo-hi)") of each row that has one
     for program, mib, b, t, s, lo, hi, ms, ls, bp, *rest in rows:
         e, le = ms / s - 1, ls / s - 1
         ok += abs(e) <= TOLERANCE
@@ -533,8 +533,8 @@ def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh
         line = f"| {program} | {mib}MiB | {b:.3f} | {t:.3f} | {s:.3f}x | {lo:.2f}–{hi:.2f} | {ms:.3f}x | {e:+.1%} {mark} | {ls:.2f}x | {le:+.0%} | {bp:.3f} |"
         nat = rest[0] if rest else None
         if len(rest) > 2 and rest[2]:
-            ilo, ihi, cov = rest[2]
-            intervals.append((ilo <= ms <= ihi, abs(e) > TOLERANCE, f"{program} {mib}MiB ({ilo:.2f}–{ihi:.2f})", cov))
+            ilo, ihi, _ = rest[2]
+            intervals.append((ilo <= ms <= ihi, abs(e) > TOLERANCE, f"{program} {mib}MiB ({ilo:.2f}–{ihi:.2f})"))
         if abs(e) > TOLERANCE and len(rest) > 1 and rest[1]:
             misses.append(f"{program} {mib}MiB {'over' if e > 0 else 'under'}, {rest[1][0]} / {rest[1][1]}")
         if any_native:
@@ -587,12 +587,13 @@ def interval_line(intervals: list, repeats: int) -> str:
     (`median_interval`), and where each miss's prediction falls against its own. A miss inside
     its interval is one the runs cannot tell from noise; the count within ±15% stays the test."""
     j, cov = interval_rank(repeats)
-    how = "their range" if j == 1 else f"the {j}th smallest to the {j}th largest"
-    line = (f"How far the runs pin the speedups down: {sum(i for i, *_ in intervals)} of {len(intervals)} predictions lie inside the "
+    nth = f"{j}{'nd' if j % 10 == 2 and j % 100 != 12 else 'rd' if j % 10 == 3 and j % 100 != 13 else 'th'}"
+    how = "their range" if j == 1 else f"the {nth} smallest to the {nth} largest"
+    line = (f"How far the runs pin the speedups down: {sum(i for i, _, _ in intervals)} of {len(intervals)} predictions lie inside the "
             f"interval that holds the measured median with {cov:.1%} confidence (the sign test's interval over the pairs' ratios: "
             f"{how} at {repeats} pairs; nothing assumed of the noise's shape)")
-    inside = [w for i, m, w, _ in intervals if m and i]
-    outside = [w for i, m, w, _ in intervals if m and not i]
+    inside = [w for i, m, w in intervals if m and i]
+    outside = [w for i, m, w in intervals if m and not i]
     if inside:
         line += "; misses inside theirs, which these runs do not tell from noise: " + ", ".join(inside)
     if outside:
