@@ -809,11 +809,8 @@ pub fn calibrated_toml(host_toml: &str, c: &CalibrationInput) -> std::result::Re
     if let Some(p) = &c.window_probe {
         p.insert_model_keys(cache, "rob");
     }
-    if let Some(a) = c.stream_probe.as_ref().and_then(|p| p.taken()) {
-        cache.insert("stream_ahead".into(), toml::Value::Float(a));
-    }
-    if let Some(l) = c.stream_probe.as_ref().and_then(|p| p.line_cycles(line, c.clock_ghz)) {
-        cache.insert("dram_line_cycles".into(), toml::Value::Float(l));
+    if let Some(p) = &c.stream_probe {
+        p.insert_model_keys(cache, line, c.clock_ghz);
     }
     if let Some(r) = shared {
         cache.insert("tenant_fill_rate".into(), toml::Value::Float(r));
@@ -1194,6 +1191,18 @@ impl StreamProbe {
     /// The share `host` takes, where the fit ran.
     pub fn taken(&self) -> Option<f64> {
         self.stream_ahead.filter(|a| (0.0..=1.0).contains(a))
+    }
+
+    /// The `[cache]` keys the probe sets, in both files `host` is written to (`calibrated_toml`,
+    /// `HostReport::cache_toml`): `stream_ahead` where its fit ran, `dram_line_cycles` wherever
+    /// it read a time (`line_cycles` for lines of `line_bytes` at `clock_ghz`).
+    fn insert_model_keys(&self, t: &mut toml::map::Map<String, toml::Value>, line_bytes: u64, clock_ghz: f64) {
+        if let Some(a) = self.taken() {
+            t.insert("stream_ahead".into(), toml::Value::Float(a));
+        }
+        if let Some(l) = self.line_cycles(line_bytes, clock_ghz) {
+            t.insert("dram_line_cycles".into(), toml::Value::Float(l));
+        }
     }
 
     /// What the probe measured and the fit made of it, in one line.
@@ -2013,11 +2022,10 @@ impl HostReport {
         if let Some(k) = self.usable_calibration().and_then(|c| c.window_probe.as_ref()?.walk_hiding) {
             t.insert("walk_hiding".into(), rounded(k));
         }
-        if let Some(a) = self.usable_calibration().and_then(|c| c.stream_probe.as_ref()?.taken()) {
-            t.insert("stream_ahead".into(), toml::Value::Float(a));
-        }
-        if let Some(l) = self.usable_calibration().and_then(|c| c.stream_probe.as_ref()?.line_cycles(caches[0].line as u64, c.clock_ghz)) {
-            t.insert("dram_line_cycles".into(), toml::Value::Float(l));
+        if let Some(c) = self.usable_calibration() {
+            if let Some(p) = &c.stream_probe {
+                p.insert_model_keys(&mut t, caches[0].line as u64, c.clock_ghz);
+            }
         }
         if let Some(r) = self.tenant_fill_rate() {
             t.insert("tenant_fill_rate".into(), toml::Value::Float(r));
