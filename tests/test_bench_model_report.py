@@ -71,9 +71,11 @@ def test_model_traces_keeps_captures_and_predicts_from_them_next_time(tmp_path, 
     from superpager import bench_model, workloads
     live_run = importlib.import_module("superpager.live.run")
     captured = []
+    ran = {}  # each fake capture's command line, as a real capture's header keeps it
 
-    def fake_capture(_exe, program, mib, trace):
+    def fake_capture(exe, program, mib, trace):
         captured.append((program, mib))
+        ran[trace] = bench_model.command(exe, program, mib)
         with open(trace, "w") as f:
             f.write("trace")
 
@@ -85,6 +87,7 @@ def test_model_traces_keeps_captures_and_predicts_from_them_next_time(tmp_path, 
     # A fake capture is collapsed by line; any other file stands for an older capture, by page.
     monkeypatch.setattr(importlib.import_module("superpager.model.predict"), "trace_collapse",
                         lambda trace: "line" if open(trace).read() == "trace" else "page")
+    monkeypatch.setattr(importlib.import_module("superpager.model.predict"), "trace_command", lambda trace: ran.get(trace))
     keep = tmp_path / "traces"
     a = _bench_args(model_programs="rand,gups", model_traces=str(keep))
     assert bench_model.main(a) == 0
@@ -100,9 +103,15 @@ def test_model_traces_keeps_captures_and_predicts_from_them_next_time(tmp_path, 
     assert bench_model.main(a) == 0
     assert captured == [("rand", 64), ("gups", 64), ("rand", 64)]
     assert "rand-64.spt has runs collapsed by page, not by line: capturing again" in capsys.readouterr().err
+    # A kept capture of another command (here GUPS at model_access.c's default length, not OPS's)
+    # is captured again.
+    ran[str(keep / "gups-64.spt")] = ["/bin/true", "gups", "64"]
+    assert bench_model.main(a) == 0
+    assert captured[-1] == ("gups", 64) and len(captured) == 4
+    assert f"gups-64.spt ran gups 64, not gups 64 {bench_model.OPS['gups']}: capturing again" in capsys.readouterr().err
     # Without it, captures are temporary.
     a.model_traces = None
-    assert bench_model.main(a) == 0 and len(captured) == 5
+    assert bench_model.main(a) == 0 and len(captured) == 6
 
 
 def test_the_report_gives_the_machines_state_when_calibrated_and_at_the_start_and_end():
@@ -452,3 +461,20 @@ def test_with_nine_pairs_the_line_names_the_order_statistics():
     # 11 pairs: the 3rd to the 3rd largest (1 - 2 x 67/2048 = 93.5%; the 4th would be 77.4%).
     assert "93.5% confidence" in interval_line([(True, False, "x")], 11)
     assert "the 3rd smallest to the 3rd largest at 11 pairs" in interval_line([(True, False, "x")], 11)
+
+
+def test_a_kept_capture_is_the_same_command_by_arguments_not_by_paths():
+    from superpager.bench_model import OPS, command, same_command
+    now = command("/root/.cache/superpager/workloads/model_access-0123abcd", "gups", 64)
+    assert now[1:] == ["gups", "64", str(OPS["gups"])]
+    # Another build of the workload, the same arguments: the same command.
+    assert same_command(["/elsewhere/model_access-ffff", "gups", "64", str(OPS["gups"])], now)
+    # model_access.c's default length (no operations argument), another size, another program.
+    assert not same_command(["/x/model_access-ffff", "gups", "64"], now)
+    assert not same_command(["/x/model_access-ffff", "gups", "256", str(OPS["gups"])], now)
+    assert not same_command(["/x/model_access-ffff", "rand", "64", str(OPS["gups"])], now)
+    assert not same_command(["/x/other-ffff", "gups", "64", str(OPS["gups"])], now)
+    assert not same_command(None, now)
+    # python3 on model_dict.py, wherever the source directory is.
+    py = command("unused", "python3-dict", 256)
+    assert same_command(["/usr/bin/python3", "/somewhere/else/model_dict.py", "256"], py)

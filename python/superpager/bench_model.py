@@ -94,14 +94,35 @@ WALK_AHEAD3 = {
 }
 
 
+# The access phase's length, in millions of operations, where model_access.c's default
+# (DEFAULT_OPS there) makes it short: every program's phase runs about half a second or more at
+# 64MiB on 4KB pages (the sixty-ninth session's table: rand 0.136 s, GUPS 0.078, hash join
+# 0.170, the sweep 0.123 and btree 0.243 s at the defaults; chase, bsearch and python3-dict ran
+# 0.59 s or more). A phase of a tenth of a second is as long as the other tenants' bursts, and
+# its pairs' ratios spread the most: GUPS 4GiB's 8 alternating pairs ranged 1.53-3.38 at 8M
+# operations and 2.54-3.02 at 32M (docs/RUNTIME_MODEL.md, "Longer access phases", seventieth
+# session). The capture runs the same command, so the prediction is of the same phase.
+OPS = {"rand": 32, "gups": 64, "hashjoin": 32, "stream": 256, "btree": 2, "btreecmov": 2}
+
+
 def command(exe: str, program: str, mib: int) -> list[str]:
-    """The command line of `program` at `mib` (model_access.c's kinds, or python3 on model_dict.py)."""
+    """The command line of `program` at `mib` (model_access.c's kinds, with OPS's operations where
+    it names them, or python3 on model_dict.py)."""
     if program == "python3-dict":
         import shutil
         from .workloads import sources_dir
         py = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else (shutil.which("python3") or "python3")
         return [py, str(sources_dir() / "model_dict.py"), str(mib)]
-    return [exe, program, str(mib)]
+    return [exe, program, str(mib)] + ([str(OPS[program])] if program in OPS else [])
+
+
+def same_command(captured: list[str] | None, now: list[str]) -> bool:
+    """Whether a kept capture ran `now`: the same arguments, file names compared by their last
+    part (the workload's build and the source directory may have moved since)."""
+    if not captured or len(captured) != len(now):
+        return False
+    return all(os.path.basename(a) == os.path.basename(b) for a, b in zip(captured[1:], now[1:])) and \
+        os.path.basename(captured[0]).split("-")[0] == os.path.basename(now[0]).split("-")[0]
 SIZES_MIB = [64, 256, 1024, 4096]
 # python3 executes tens of accesses per byte of its dict while building it (3.2G accesses at 64MiB):
 # its capture records from the phase mark on only (`capture --from-mark`: before the mark, one
@@ -317,7 +338,7 @@ def tlb_probe_now(repeats: int = 3) -> tuple[float, bool] | None:
 def main(a) -> int:
     from . import _core, workloads
     from .live.run import thp_mode
-    from .model.predict import trace_collapse
+    from .model.predict import trace_collapse, trace_command
 
     def say(m: str) -> None:
         print(f"bench --model: {m}", file=sys.stderr, flush=True)
@@ -384,11 +405,15 @@ def main(a) -> int:
         for program, mib in cases:
             trace = traces[(program, mib)] = os.path.join(keep or tmp, f"{program}-{mib}.spt")
             kept = trace_collapse(trace) if keep and os.path.exists(trace) else None
-            if kept == CAPTURE_COLLAPSE:
+            ran = trace_command(trace) if kept else None
+            if kept == CAPTURE_COLLAPSE and same_command(ran, command(exe, program, mib)):
                 say(f"{program} {mib}MiB: captured before ({trace})")
                 continue
-            if kept:
+            if kept and kept != CAPTURE_COLLAPSE:
                 say(f"{program} {mib}MiB: {trace} has runs collapsed by {kept}, not by {CAPTURE_COLLAPSE}: capturing again")
+            elif kept:
+                say(f"{program} {mib}MiB: {trace} ran {' '.join(ran[1:]) if ran else 'an unknown command'}, "
+                    f"not {' '.join(command(exe, program, mib)[1:])}: capturing again")
             else:
                 say(f"{program} {mib}MiB: capturing")
             _capture(exe, program, mib, trace)

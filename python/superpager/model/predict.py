@@ -20,6 +20,13 @@ def trace_collapse(trace: str) -> str:
     return json.loads(_core.TraceDumper(trace).header()).get("collapse", "page")
 
 
+def trace_command(trace: str) -> list[str] | None:
+    """The command line a capture ran, from its header (None where it does not say: a trace
+    generated or converted, not captured)."""
+    cmd = json.loads(_core.TraceDumper(trace).header()).get("command")
+    return [str(a) for a in cmd] if isinstance(cmd, list) else None
+
+
 def collapse_note(trace: str, machine: str) -> str | None:
     """A note for a prediction with data caches from a trace whose runs were collapsed by page:
     its caches saw only the first line of each run (docs/RUNTIME_MODEL.md, "A record per line")."""
