@@ -834,7 +834,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--model", action="store_true", help="instead: the runtime model's predicted 2MB-page speedups against measured ones on this machine (root; docs/RUNTIME_MODEL.md)")
     b.add_argument("--model-sizes", metavar="MIB,...", help="with --model: table sizes in MiB (default 64,256,1024,4096)")
     b.add_argument("--model-traces", metavar="DIR", help="with --model: keep each capture as DIR/PROGRAM-MIB.spt, and predict from one "
-                   "already there instead of capturing again (delete it to recapture); default: captures are temporary")
+                   "already there instead of capturing again (delete it to recapture; one collapsed by page, or that ran another command, is "
+                   "captured again); default: captures are temporary")
     b.add_argument("--model-calibrate", action="store_true", help="with --model: run `superpager calibrate` first (its defaults, a few minutes; "
                    "the file SUPERPAGER_CALIBRATION names, else the default one, is replaced), so the predictions rest on the machine as it is "
                    "when the bench starts; on a shared host it drifts (docs/RUNTIME_MODEL.md)")
