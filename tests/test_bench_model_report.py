@@ -103,12 +103,12 @@ def test_model_traces_keeps_captures_and_predicts_from_them_next_time(tmp_path, 
     assert bench_model.main(a) == 0
     assert captured == [("rand", 64), ("gups", 64), ("rand", 64)]
     assert "rand-64.spt has runs collapsed by page, not by line: capturing again" in capsys.readouterr().err
-    # A kept capture of another command (here GUPS at model_access.c's default length, not OPS's)
-    # is captured again.
-    ran[str(keep / "gups-64.spt")] = ["/bin/true", "gups", "64"]
+    # A kept capture of another command (here GUPS with a longer phase, 64M operations, as the
+    # seventieth session's trial captured it) is captured again.
+    ran[str(keep / "gups-64.spt")] = ["/bin/true", "gups", "64", "64"]
     assert bench_model.main(a) == 0
     assert captured[-1] == ("gups", 64) and len(captured) == 4
-    assert f"gups-64.spt ran gups 64, not gups 64 {bench_model.OPS['gups']}: capturing again" in capsys.readouterr().err
+    assert "gups-64.spt ran gups 64 64, not gups 64: capturing again" in capsys.readouterr().err
     # Without it, captures are temporary.
     a.model_traces = None
     assert bench_model.main(a) == 0 and len(captured) == 6
@@ -464,16 +464,16 @@ def test_with_nine_pairs_the_line_names_the_order_statistics():
 
 
 def test_a_kept_capture_is_the_same_command_by_arguments_not_by_paths():
-    from superpager.bench_model import OPS, command, same_command
+    from superpager.bench_model import command, same_command
     now = command("/root/.cache/superpager/workloads/model_access-0123abcd", "gups", 64)
-    assert now[1:] == ["gups", "64", str(OPS["gups"])]
+    assert now[1:] == ["gups", "64"]
     # Another build of the workload, the same arguments: the same command.
-    assert same_command(["/elsewhere/model_access-ffff", "gups", "64", str(OPS["gups"])], now)
-    # model_access.c's default length (no operations argument), another size, another program.
-    assert not same_command(["/x/model_access-ffff", "gups", "64"], now)
-    assert not same_command(["/x/model_access-ffff", "gups", "256", str(OPS["gups"])], now)
-    assert not same_command(["/x/model_access-ffff", "rand", "64", str(OPS["gups"])], now)
-    assert not same_command(["/x/other-ffff", "gups", "64", str(OPS["gups"])], now)
+    assert same_command(["/elsewhere/model_access-ffff", "gups", "64"], now)
+    # A longer phase (an operations argument), another size, another program, another executable.
+    assert not same_command(["/x/model_access-ffff", "gups", "64", "64"], now)
+    assert not same_command(["/x/model_access-ffff", "gups", "256"], now)
+    assert not same_command(["/x/model_access-ffff", "rand", "64"], now)
+    assert not same_command(["/x/other-ffff", "gups", "64"], now)
     assert not same_command(None, now)
     # python3 on model_dict.py, wherever the source directory is.
     py = command("unused", "python3-dict", 256)

@@ -94,26 +94,14 @@ WALK_AHEAD3 = {
 }
 
 
-# The access phase's length, in millions of operations, where model_access.c's default
-# (DEFAULT_OPS there) makes it short: every program's phase runs about half a second or more at
-# 64MiB on 4KB pages (the sixty-ninth session's table: rand 0.136 s, GUPS 0.078, hash join
-# 0.170, the sweep 0.123 and btree 0.243 s at the defaults; chase, bsearch and python3-dict ran
-# 0.59 s or more). A phase of a tenth of a second is as long as the other tenants' bursts, and
-# its pairs' ratios spread the most: GUPS 4GiB's 8 alternating pairs ranged 1.53-3.38 at 8M
-# operations and 2.54-3.02 at 32M (docs/RUNTIME_MODEL.md, "Longer access phases", seventieth
-# session). The capture runs the same command, so the prediction is of the same phase.
-OPS = {"rand": 32, "gups": 64, "hashjoin": 32, "stream": 256, "btree": 2, "btreecmov": 2}
-
-
 def command(exe: str, program: str, mib: int) -> list[str]:
-    """The command line of `program` at `mib` (model_access.c's kinds, with OPS's operations where
-    it names them, or python3 on model_dict.py)."""
+    """The command line of `program` at `mib` (model_access.c's kinds, or python3 on model_dict.py)."""
     if program == "python3-dict":
         import shutil
         from .workloads import sources_dir
         py = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else (shutil.which("python3") or "python3")
         return [py, str(sources_dir() / "model_dict.py"), str(mib)]
-    return [exe, program, str(mib)] + ([str(OPS[program])] if program in OPS else [])
+    return [exe, program, str(mib)]
 
 
 def same_command(captured: list[str] | None, now: list[str]) -> bool:
