@@ -23,6 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_FILES = ("docs/RUNTIME_MODEL.md", "docs/RUNTIME_MODEL_HISTORY.md")
+
+
+def default_files() -> list[str]:
+    """The two docs: under the current directory if it is a checkout, else beside this module's
+    checkout (an editable install), else as named (and the error says so)."""
+    for root in (Path.cwd(), Path(__file__).resolve().parents[2]):
+        if all((root / f).exists() for f in DEFAULT_FILES):
+            return [str(root / f) for f in DEFAULT_FILES]
+    return list(DEFAULT_FILES)
 # The issue's tolerance (issue 24): a prediction within ±15% of the measured speedup.
 TOLERANCE = 15.0
 
@@ -208,7 +217,7 @@ def summary(tables: list[Table], tolerance: float = TOLERANCE, min_tables: int =
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m superpager.model_record", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("files", nargs="*", default=list(DEFAULT_FILES), help="markdown files holding `bench --model` tables "
+    ap.add_argument("files", nargs="*", default=None, help="markdown files holding `bench --model` tables "
                     "(default: the two runtime-model docs)")
     ap.add_argument("--machine", default=None, help="only tables whose `Measured on` line contains this text")
     ap.add_argument("--min-rows", type=int, default=1, metavar="N", help="only tables of N rows or more (32: the full benches)")
@@ -218,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", action="store_true", help="print the rows as a markdown table")
     a = ap.parse_args(argv)
     tables: list[Table] = []
-    for f in a.files:
+    for f in a.files or default_files():
         try:
             tables += parse(f)
         except OSError as e:
