@@ -111,6 +111,8 @@ def same_command(captured: list[str] | None, now: list[str]) -> bool:
         return False
     return all(os.path.basename(a) == os.path.basename(b) for a, b in zip(captured[1:], now[1:])) and \
         os.path.basename(captured[0]).split("-")[0] == os.path.basename(now[0]).split("-")[0]
+
+
 SIZES_MIB = [64, 256, 1024, 4096]
 # python3 executes tens of accesses per byte of its dict while building it (3.2G accesses at 64MiB):
 # its capture records from the phase mark on only (`capture --from-mark`: before the mark, one
