@@ -461,6 +461,9 @@ def test_with_nine_pairs_the_line_names_the_order_statistics():
     # 11 pairs: the 3rd to the 3rd largest (1 - 2 x 67/2048 = 93.5%; the 4th would be 77.4%).
     assert "93.5% confidence" in interval_line([(True, False, "x")], 11)
     assert "the 3rd smallest to the 3rd largest at 11 pairs" in interval_line([(True, False, "x")], 11)
+    # Ordinals past ten: the 12th at 33 pairs, the 21st at 53.
+    assert "the 12th smallest to the 12th largest at 33 pairs" in interval_line([(True, False, "x")], 33)
+    assert "the 21st smallest to the 21st largest at 53 pairs" in interval_line([(True, False, "x")], 53)
 
 
 def test_a_kept_capture_is_the_same_command_by_arguments_not_by_paths():

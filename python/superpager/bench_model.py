@@ -602,7 +602,7 @@ def interval_line(intervals: list, repeats: int) -> str:
     (`median_interval`), and where each miss's prediction falls against its own. A miss inside
     its interval is one the runs cannot tell from noise; the count within ±15% stays the test."""
     j, cov = interval_rank(repeats)
-    nth = f"{j}{'nd' if j % 10 == 2 and j % 100 != 12 else 'rd' if j % 10 == 3 and j % 100 != 13 else 'th'}"
+    nth = f"{j}{'th' if j % 100 in (11, 12, 13) else {1: 'st', 2: 'nd', 3: 'rd'}.get(j % 10, 'th')}"
     how = "their range" if j == 1 else f"the {nth} smallest to the {nth} largest"
     line = (f"How far the runs pin the speedups down: {sum(i for i, _, _ in intervals)} of {len(intervals)} predictions lie inside the "
             f"interval that holds the measured median with {cov:.1%} confidence (the sign test's interval over the pairs' ratios: "
