@@ -25,8 +25,12 @@
  *   btreecmov  btree's lookups, the same nodes in the same order, with the child picked by
  *             counting the node's keys below the key instead of a loop that leaves at the first
  *             key at or above it, so the next node's address waits on the loaded keys
+ * and one of stream, likewise only when asked, to time a sweep by memory rather than by its
+ * index's division (docs/RUNTIME_MODEL.md, "A sweep without a division"):
+ *   sweep     stream's reads, the same words in the same order, the index wrapped by a compare
+ *             instead of stream's modulo (a 64-bit division an element, which sets stream's pace)
  * usage: model_access KIND MiB [ops (millions; default: rand/gups/hashjoin and the crossings 8,
- *        chase 4, bsearch/bsearchcmov/btree/btreecmov 1, stream 64)]
+ *        chase 4, bsearch/bsearchcmov/btree/btreecmov 1, stream 64, sweep 256)]
  * prints one line of key=value: populate_s access_s ops checksum table_offset (the table's
  * address modulo 2MiB: 0, wherever malloc put it) */
 #include <stdint.h>
@@ -53,14 +57,14 @@ static uint64_t next(void) /* xorshift64*, fixed seed: the same accesses every r
     return rng * 2685821657736338717ULL;
 }
 
-static const char *KINDS[] = {"rand", "gups", "chase", "bsearch", "btree", "hashjoin", "stream", "gupsread", "randrmw", "bsearchcmov", "btreecmov"};
-static const double DEFAULT_OPS[] = {8, 8, 4, 1, 1, 8, 64, 8, 8, 1, 1};
-enum { RAND, GUPS, CHASE, BSEARCH, BTREE, HASHJOIN, STREAM, GUPSREAD, RANDRMW, BSEARCHCMOV, BTREECMOV, NKINDS };
+static const char *KINDS[] = {"rand", "gups", "chase", "bsearch", "btree", "hashjoin", "stream", "gupsread", "randrmw", "bsearchcmov", "btreecmov", "sweep"};
+static const double DEFAULT_OPS[] = {8, 8, 4, 1, 1, 8, 64, 8, 8, 1, 1, 256};
+enum { RAND, GUPS, CHASE, BSEARCH, BTREE, HASHJOIN, STREAM, GUPSREAD, RANDRMW, BSEARCHCMOV, BTREECMOV, SWEEP, NKINDS };
 
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: model_access rand|gups|chase|bsearch|btree|hashjoin|stream|gupsread|randrmw|bsearchcmov|btreecmov MiB [ops millions]\n");
+        fprintf(stderr, "usage: model_access rand|gups|chase|bsearch|btree|hashjoin|stream|gupsread|randrmw|bsearchcmov|btreecmov|sweep MiB [ops millions]\n");
         return 2;
     }
     int k = -1;
@@ -266,6 +270,17 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < ops; i++)
             sum += t[i % words];
         break;
+    case SWEEP: {
+        /* stream's reads in stream's order, the wrap a compare: nothing but the loads and the
+         * adds sets its pace, so memory's line rate and the prefetcher do. */
+        size_t j = 0;
+        for (size_t i = 0; i < ops; i++) {
+            sum += t[j];
+            if (++j == words)
+                j = 0;
+        }
+        break;
+    }
     }
     double t2 = now();
     printf("model_access kind=%s mib=%zu ops=%zu populate_s=%.4f access_s=%.4f checksum=%llx table_offset=%zu\n", KINDS[k], mib, ops,

@@ -845,7 +845,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "runs it is held against did; where the calibration has a share's fit, calibrate's two walk probes are read at the same moments "
                    "(about 35 s each time) and the share's fit is redone on their medians (docs/RUNTIME_MODEL.md, \"The machine's state through the bench\", "
                    "\"The share's probes through the bench\")")
-    b.add_argument("--model-programs", metavar="NAME,...", help="with --model: programs (default rand,gups,chase,bsearch,btree,hashjoin,stream of model_access.c, and python3-dict, Debian's python3 on model_dict.py; also bsearchcmov and btreecmov, bsearch's searches and btree's lookups without their branches, only when named)")
+    b.add_argument("--model-programs", metavar="NAME,...", help="with --model: programs (default rand,gups,chase,bsearch,btree,hashjoin,stream of model_access.c, and python3-dict, Debian's python3 on model_dict.py; also bsearchcmov and btreecmov, bsearch's searches and btree's lookups without their branches, and sweep, stream's reads without its division, only when named)")
     b.add_argument("--live", action="store_true", help="instead: real programs' access-phase speedup under the live policies on this machine (root; docs/LIVE.md)")
     b.add_argument("--live-sizes", metavar="MIB,...", help="with --live: table sizes in MiB (default 128,512,1024,4096, plus gups with holes at 1024 and a long gups at 4096)")
     b.add_argument("--live-programs", metavar="NAME,...", help="with --live: programs (default gups,chase,bsearch)")
