@@ -62,6 +62,8 @@ def test_the_record_gathers_each_rows_errors_across_tables():
     assert rows[("gups", 4096)].misses_inside(tolerance=1) == (0, 1)  # the second table has no range
     text = mr.summary(mr.parse("x.md", DOC), markdown=True)
     assert "2 tables (first listed first: 1/2, 2/2)" in text
+    assert "Tables with every row within ±15%: 1 of 2 (the 2nd listed)." in text
+    assert "every row within ±1%: 0 of 2." in mr.summary(mr.parse("x.md", DOC), tolerance=1)
     assert "| gups | 4096MiB | 2 | 1 | +12.0% | +5.0% to +19.0% | 0 of 1 | -26.7% |" in text
     assert "inside the range of the measured pairs' ratios: 0 of 1" in text
 

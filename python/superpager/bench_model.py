@@ -597,13 +597,18 @@ def render(rows, repeats: int, notes: list[str] | None = None, state=None, fresh
     return "\n".join(out)
 
 
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th to 13th, 21st."""
+    return f"{n}{'th' if n % 100 in (11, 12, 13) else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
 def interval_line(intervals: list, repeats: int) -> str:
     """The report's line on how far the runs pin each speedup down: the predictions inside the
     interval that holds the measured median with `INTERVAL_LEVEL` confidence or more
     (`median_interval`), and where each miss's prediction falls against its own. A miss inside
     its interval is one the runs cannot tell from noise; the count within ±15% stays the test."""
     j, cov = interval_rank(repeats)
-    nth = f"{j}{'th' if j % 100 in (11, 12, 13) else {1: 'st', 2: 'nd', 3: 'rd'}.get(j % 10, 'th')}"
+    nth = ordinal(j)
     how = "their range" if j == 1 else f"the {nth} smallest to the {nth} largest"
     line = (f"How far the runs pin the speedups down: {sum(i for i, _, _ in intervals)} of {len(intervals)} predictions lie inside the "
             f"interval that holds the measured median with {cov:.1%} confidence (the sign test's interval over the pairs' ratios: "

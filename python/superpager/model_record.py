@@ -194,8 +194,13 @@ def summary(tables: list[Table], tolerance: float = TOLERANCE, min_tables: int =
     totals = [f"{t.within(tolerance)}/{len(t.rows)}" for t in tables]
     machines = sorted({t.machine for t in tables if t.machine})
     inside = [r.misses_inside(tolerance) for r in rows]
+    # One table with every row within is one hour's luck or the model's; how many of the tables
+    # had it is the record's answer.
+    whole = [i + 1 for i, t in enumerate(tables) if t.rows and t.within(tolerance) == len(t.rows)]
     out = [
         f"{len(tables)} tables (first listed first: {', '.join(totals)}); machines: {'; '.join(machines) or 'not named'}",
+        f"Tables with every row within ±{tolerance:g}%: {len(whole)} of {len(tables)}"
+        + (f" (the {', '.join(bench_model.ordinal(i) for i in whole)} listed)." if whole else "."),
         f"Misses (beyond ±{tolerance:g}%) whose prediction lies inside the range of the measured pairs' ratios: "
         f"{sum(i for i, _ in inside)} of {sum(n for _, n in inside)} (of the tables with a range column).",
         f"Each row: the tables that have it, how many put it within ±{tolerance:g}%, its error's median and range, "
