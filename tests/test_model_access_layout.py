@@ -14,8 +14,10 @@ from superpager import workloads
 from superpager.live.run import shim_library
 
 
-def _run(exe, program, env=None):
-    out = subprocess.run([exe, program, "3", "0.001"], capture_output=True, text=True, check=True, env={**os.environ, **(env or {})}).stdout
+def _run(exe, program, env=None, mib=3, ops_millions=0.001):
+    """model_access's one line of key=value, as a dict, for `program` over `mib` MiB."""
+    out = subprocess.run([exe, program, str(mib), str(ops_millions)], capture_output=True, text=True, check=True,
+                         env={**os.environ, **(env or {})}).stdout
     return dict(re.findall(r"(\w+)=(\S+)", out))
 
 

@@ -5,11 +5,9 @@ the two (docs/RUNTIME_MODEL.md, "A sweep without a division") is the divider's, 
 access pattern; the model, which sees only the accesses and the instruction counts, gets the
 same loads from both captures."""
 
-import re
-import subprocess
-
 from test_capture import need_cc, need_qemu
 from test_model_access_bsearchcmov import table_loads
+from test_model_access_layout import _run
 
 from superpager import bench_model
 from superpager import workloads
@@ -18,15 +16,10 @@ from superpager import workloads
 OPS_MILLIONS = 0.32768
 
 
-def run(kind: str) -> dict[str, str]:
-    exe = str(workloads.build("model_access"))
-    out = subprocess.run([exe, kind, "1", str(OPS_MILLIONS)], capture_output=True, text=True, check=True).stdout
-    return dict(re.findall(r"(\w+)=(\S+)", out))
-
-
 @need_cc
 def test_sweep_sums_the_words_stream_sums():
-    stream, sweep = run("stream"), run("sweep")
+    exe = str(workloads.build("model_access"))
+    stream, sweep = (_run(exe, kind, mib=1, ops_millions=OPS_MILLIONS) for kind in ("stream", "sweep"))
     assert sweep["kind"] == "sweep" and sweep["ops"] == stream["ops"] == "327680"
     # Over 2.5 passes of odd keys 2i + 1 the sum is not a multiple of any one pass: a sweep that
     # wrapped early or late, or skipped a word, would sum something else.
