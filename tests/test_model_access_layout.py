@@ -5,12 +5,12 @@ straddled two lines in one run and not in the other. The program reports the tab
 modulo 2MiB as `table_offset`."""
 
 import os
-import re
 import subprocess
 
 from test_capture import need_cc
 
 from superpager import workloads
+from superpager.bench_live import key_values
 from superpager.live.run import shim_library
 
 
@@ -18,7 +18,7 @@ def _run(exe, program, env=None, mib=3, ops_millions=0.001):
     """model_access's one line of key=value, as a dict, for `program` over `mib` MiB."""
     out = subprocess.run([exe, program, str(mib), str(ops_millions)], capture_output=True, text=True, check=True,
                          env={**os.environ, **(env or {})}).stdout
-    return dict(re.findall(r"(\w+)=(\S+)", out))
+    return key_values(out)
 
 
 @need_cc

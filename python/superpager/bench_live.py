@@ -42,16 +42,28 @@ class Run:
     """damon-live on another agent's monitor: its DAMON aggregations that arrived during the run."""
 
 
-def one(exe: str, program: str, mib: int, policy: str, holes: bool, ops: str | None = None) -> Run:
+def key_values(text: str) -> dict[str, str]:
+    """The `key=value` words a program of ours prints (model_access's one line), as a dict."""
+    return dict(re.findall(r"(\w+)=(\S+)", text))
+
+
+def run_program(cmd: list[str], policy: str, bench: str, what: str | None = None):
+    """Run `cmd` under a live `policy`, its output kept: the live report and the output's
+    `key=value` words. A non-zero exit is an error naming the bench and `what` ran (the
+    command by default) with the end of its output."""
     from . import live
     with tempfile.TemporaryFile("w+") as out:
-        cmd = [exe, program, str(mib)] + ([ops or _ops(program)] if holes or ops else []) + (["holes"] if holes else [])
         rep = live.run(cmd, policy, quiet=True, stdout=out)
         out.seek(0)
         text = out.read()
     if rep.exit_status != 0:
-        raise RuntimeError(f"bench --live: {' '.join(cmd)} under {policy} exited with {rep.exit_status}: {text.strip()[-200:]}")
-    kv = dict(re.findall(r"(\w+)=(\S+)", text))
+        raise RuntimeError(f"{bench}: {what or ' '.join(cmd)} under {policy} exited with {rep.exit_status}: {text.strip()[-200:]}")
+    return rep, key_values(text)
+
+
+def one(exe: str, program: str, mib: int, policy: str, holes: bool, ops: str | None = None) -> Run:
+    cmd = [exe, program, str(mib)] + ([ops or _ops(program)] if holes or ops else []) + (["holes"] if holes else [])
+    rep, kv = run_program(cmd, policy, "bench --live")
     rss, touched, huge = int(kv["rss_bytes"]), int(kv["touched_bytes"]), int(kv["anon_huge_bytes"])
     return Run(float(kv["access_s"]), float(kv["populate_s"]), max(0, rss - touched), int(rep.counters.get("collapsed", 0)),
                rep.step_cpu_s, huge / rss if rss else 0.0, int(rep.counters.get("aggregations", 0)))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import statistics
 import sys
 import tempfile
@@ -129,14 +128,9 @@ TOLERANCE = 0.15
 
 
 def measure(exe: str, program: str, mib: int, policy: str) -> float:
-    from . import live
-    with tempfile.TemporaryFile("w+") as out:
-        rep = live.run(command(exe, program, mib), policy, quiet=True, stdout=out)
-        out.seek(0)
-        text = out.read()
-    if rep.exit_status != 0:
-        raise RuntimeError(f"bench --model: {program} {mib}MiB under {policy} exited with {rep.exit_status}: {text.strip()[-200:]}")
-    return float(dict(re.findall(r"(\w+)=(\S+)", text))["access_s"])
+    from .bench_live import run_program
+    _, kv = run_program(command(exe, program, mib), policy, "bench --model", f"{program} {mib}MiB")
+    return float(kv["access_s"])
 
 
 def predicted(trace: str, program: str) -> tuple[float, float, float, float | None, tuple[str, str]]:
