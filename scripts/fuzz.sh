@@ -18,7 +18,7 @@ if [ "${1:-}" = "--build" ]; then BUILD_ONLY=1; shift; fi
 SECONDS_EACH=${1:-${FUZZ_SECONDS:-60}}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(spt text lackey champsim machine_toml scenario_toml policy_spec simulate_text)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(spt text lackey champsim machine_toml scenario_toml policy_spec simulate_text predict_text)
 
 if ! cargo +nightly --version >/dev/null 2>&1; then
   echo "fuzz: skipped: no nightly Rust toolchain (cargo-fuzz needs one: rustup toolchain install nightly)" >&2

@@ -12,7 +12,7 @@ use crate::units::Bytes;
 use std::io::Write;
 
 /// The targets, by the names `fuzz/fuzz_targets/*.rs` and the corpus folders use.
-pub const TARGETS: &[&str] = &["spt", "text", "lackey", "champsim", "machine_toml", "scenario_toml", "policy_spec", "simulate_text"];
+pub const TARGETS: &[&str] = &["spt", "text", "lackey", "champsim", "machine_toml", "scenario_toml", "policy_spec", "simulate_text", "predict_text"];
 
 /// Run target `name` on `data`. Panics only on a bug (or on an unknown name).
 pub fn run(name: &str, data: &[u8]) {
@@ -25,6 +25,7 @@ pub fn run(name: &str, data: &[u8]) {
         "scenario_toml" => scenario_toml(data),
         "policy_spec" => policy_spec(data),
         "simulate_text" => simulate_text(data),
+        "predict_text" => predict_text(data),
         _ => panic!("unknown fuzz target {name}"),
     }
 }
@@ -174,4 +175,96 @@ pub fn simulate_text(data: &[u8]) {
         return;
     }
     let _ = e.results();
+}
+
+/// The runtime model's machine for `predict_text`: skylake's TLBs and walker with three small
+/// data-cache levels (so that a short trace evicts), the last shared with tenants, and every
+/// part of the overlap model turned on. `{law}`, `{frames}` and `{nested}` are filled in by the
+/// selector byte.
+const PREDICT_MACHINE: &str = "
+[cache]
+dram_cycles = 300
+dram_line_cycles = 16
+mlp = 10
+walkers = 4
+rob = 224
+walk_hiding = 0.5
+stream_ahead = 1.0
+stream_prefetch = 1.0
+tenant_fill_rate = 0.3
+share_exponent = 0.6
+bounds_norm = 4
+share_law = \"{law}\"
+[[cache.levels]]
+name = \"L1d\"
+size = \"4KiB\"
+ways = 4
+cycles = 5
+[[cache.levels]]
+name = \"L2\"
+size = \"16KiB\"
+ways = 4
+cycles = 14
+[[cache.levels]]
+name = \"L3\"
+size = \"64KiB\"
+ways = 8
+cycles = 45
+{frames}
+{nested}
+";
+
+/// A text trace through the runtime model (data caches, nested walks, the overlap), twice:
+/// the caches replaying on this thread and on a thread of their own must give the same
+/// counters, and every level must account for each reference it saw (a hit, or a miss passed
+/// on to the next level or to memory). The first byte picks the policy (bits 0-2), a nested
+/// machine whose host scatters its frames (bit 3), the reuse law (bit 4), a dependent chain
+/// with walks ahead (bit 5), swap (bit 6) and scattered guest frames (bit 7).
+pub fn predict_text(data: &[u8]) {
+    let Some((&sel, rest)) = data.split_first() else { return };
+    let mut c = collect();
+    if crate::trace::text::import(rest, "fuzz.txt", &mut c, &mut |_| true).is_err() {
+        return;
+    }
+    const POLICIES: [&str; 8] = ["base", "fixed:2MiB", "fixed:1GiB", "linux-thp:enabled=always", "navarro", "trident", "romer:asap", "linux-thp:enabled=always,defrag=always"];
+    let policy = POLICIES[sel as usize % POLICIES.len()];
+    let extra = PREDICT_MACHINE
+        .replace("{law}", if sel & 0x10 != 0 { "reuse" } else { "depth" })
+        .replace("{frames}", if sel & 0x80 != 0 { "[frames]\nscatter = 0.4" } else { "" })
+        .replace("{nested}", if sel & 0x08 != 0 { "[walker.nested]\nhost_levels = 4\nhost_page_size = \"4KiB\"\nhost_frames = \"scattered\"" } else { "" });
+    let src = format!("{}{extra}", include_str!("machines/skylake.toml"));
+    let mut m = Machine::from_toml(&src, "fuzz-predict.toml").expect("the fuzz machine parses");
+    if sel & 0x20 != 0 {
+        let cs = m.cache.as_mut().expect("[cache]");
+        (cs.dependence, cs.walk_ahead, cs.walk_ahead2, cs.walk_ahead3) = (0.8, 0.5, 0.3, 0.1);
+    }
+    let swap = if sel & 0x40 != 0 { Bytes(8 << 20) } else { Bytes(0) };
+    let run = |thread: bool| -> Option<crate::stats::Results> {
+        let pol = crate::policy::build(policy, &m.page_sizes).expect("policy");
+        let cfg = EngineConfig { memory: Bytes(64 << 20), swap, validate: true, sample_every: 64, ..EngineConfig::default() };
+        let mut e = Engine::new(m.clone(), pol, cfg).expect("engine");
+        e.mmu.caches.as_mut().expect("caches").set_replay_thread(thread);
+        if let Err(err) = e.run_chunk(&c.chunk) {
+            let msg = err.to_string();
+            assert!(!msg.contains("invariant broken"), "{policy}: {msg}");
+            return None;
+        }
+        Some(e.results())
+    };
+    let (Some(here), Some(there)) = (run(false), run(true)) else { return };
+    assert_eq!(here.counters, there.counters, "{policy}: the caches' thread changed a count");
+    assert_eq!(here.phase, there.phase, "{policy}: the caches' thread changed the phase");
+    let k = &here.counters;
+    let get = |key: String| k.get(&key).copied().unwrap_or(0);
+    for who in ["data", "walk"] {
+        let mut reaching = None;
+        for level in ["L1d", "L2", "L3"] {
+            let (hits, misses) = (get(format!("cache.{level}.{who}.hits")), get(format!("cache.{level}.{who}.misses")));
+            if let Some(r) = reaching {
+                assert_eq!(hits + misses, r, "{policy}: {level} saw {hits} + {misses} {who} references, {r} reached it");
+            }
+            reaching = Some(misses);
+        }
+        assert_eq!(get(format!("cache.dram.{who}")), reaching.unwrap_or(0), "{policy}: memory's {who} references");
+    }
 }
