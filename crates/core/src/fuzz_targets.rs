@@ -226,7 +226,8 @@ pub fn predict_text(data: &[u8]) {
     if crate::trace::text::import(rest, "fuzz.txt", &mut c, &mut |_| true).is_err() {
         return;
     }
-    const POLICIES: [&str; 8] = ["base", "fixed:2MiB", "fixed:1GiB", "linux-thp:enabled=always", "navarro", "trident", "romer:asap", "linux-thp:enabled=always,defrag=always"];
+    const POLICIES: [&str; 8] =
+        ["base", "fixed:2MiB", "fixed:1GiB", "linux-thp:enabled=always", "navarro", "trident", "romer:asap", "linux-thp:enabled=always,defrag=always"];
     let policy = POLICIES[sel as usize % POLICIES.len()];
     let extra = PREDICT_MACHINE
         .replace("{law}", if sel & 0x10 != 0 { "reuse" } else { "depth" })
