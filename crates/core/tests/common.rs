@@ -267,14 +267,27 @@ impl superpager_core::mmu::host::Cpuid for NoLeaves {
 /// A calibration file's `text` written to a directory of its own (named by `tag`) and read back
 /// as `host` reads it, with no note; and the file's path (the caller removes its directory).
 pub fn read_calibration_back(text: &str, tag: &str) -> (superpager_core::mmu::host::Calibration, std::path::PathBuf) {
+    let (cal, path, notes) = read_calibration_noting(text, tag);
+    assert!(notes.is_empty(), "{notes:?}");
+    (cal, path)
+}
+
+/// `read_calibration_back` of a file whose probe `table` (`[calibration.<table>]`) does not
+/// read: it asserts the one note, naming the table, that says it was left out.
+pub fn read_calibration_left_out(text: &str, tag: &str, table: &str) -> (superpager_core::mmu::host::Calibration, std::path::PathBuf) {
+    let (cal, path, notes) = read_calibration_noting(text, tag);
+    assert!(notes.len() == 1 && notes[0].contains(&format!("[calibration.{table}] not read")), "{notes:?}");
+    (cal, path)
+}
+
+fn read_calibration_noting(text: &str, tag: &str) -> (superpager_core::mmu::host::Calibration, std::path::PathBuf, Vec<String>) {
     let dir = std::env::temp_dir().join(format!("sp-cal-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("host.toml");
     std::fs::write(&path, text).unwrap();
     let mut notes = Vec::new();
     let cal = superpager_core::mmu::host::read_calibration(&path, "Test CPU", &mut notes).expect("reads back");
-    assert!(notes.is_empty(), "{notes:?}");
-    (cal, path)
+    (cal, path, notes)
 }
 
 /// `host` as detected with no CPUID leaves, given two data caches (a 32KiB L1 in 8 ways and a

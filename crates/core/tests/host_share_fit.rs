@@ -122,7 +122,7 @@ fn a_fit_with_a_hiding_but_no_rate_or_an_exponent_out_of_range_is_not_read() {
         // The fit's own table is the file's last mention of each key ([cache] comes first).
         let at = text.rfind(from).unwrap_or_else(|| panic!("{from} is in the file: {text}"));
         let bad = format!("{}{to}{}", &text[..at], &text[at + from.len()..]);
-        let (cal, path) = common::read_calibration_back(&bad, "share-bad");
+        let (cal, path) = common::read_calibration_left_out(&bad, "share-bad", "share_fit");
         assert_eq!(cal.share_fit, None, "{to}");
         assert_eq!(common::two_level_report(cal).tenant_fill_rate(), Some(0.0624));
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();

@@ -70,7 +70,7 @@ fn a_share_outside_0_and_1_or_a_fit_without_the_models_figures_is_not_read() {
         let at = good.find("[calibration.stream_probe]").expect("the probe's table");
         let text = format!("{}{}", &good[..at], good[at..].replacen(bad, tag, 1));
         assert_ne!(text, good, "the test changed the file");
-        let (cal, path) = common::read_calibration_back(&text, "stream-bad");
+        let (cal, path) = common::read_calibration_left_out(&text, "stream-bad", "stream_probe");
         assert_eq!(cal.stream_probe, None, "{text}");
         assert!(common::two_level_report(cal).cache_toml().unwrap().get("stream_ahead").is_none());
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();

@@ -62,7 +62,9 @@ fn a_malformed_probe_is_not_read() {
         assert_ne!(bad, text, "{from}");
         let p = tmp("cal-window-bad.toml");
         std::fs::write(&p, &bad).unwrap();
-        let cal = read_calibration(std::path::Path::new(&p), "Test CPU", &mut Vec::new()).unwrap();
+        let mut notes = Vec::new();
+        let cal = read_calibration(std::path::Path::new(&p), "Test CPU", &mut notes).unwrap();
         assert_eq!(cal.window_probe, None, "{to}");
+        assert!(notes.iter().any(|n| n.contains("[calibration.window_probe] not read")), "{to}: {notes:?}");
     }
 }

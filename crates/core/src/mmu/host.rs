@@ -1299,7 +1299,7 @@ pub fn clock_how(method: &str) -> String {
 /// unreadable, or not of this CPU (`cpu` differs from the model name), with a note saying why.
 pub fn read_calibration(path: &std::path::Path, cpu: &str, notes: &mut Vec<String>) -> Option<Calibration> {
     let src = std::fs::read_to_string(path).ok()?;
-    let shown = path.display();
+    let shown = path.display().to_string();
     let v: toml::Value = match toml::from_str(&src) {
         Ok(v) => v,
         Err(e) => {
@@ -1307,36 +1307,75 @@ pub fn read_calibration(path: &std::path::Path, cpu: &str, notes: &mut Vec<Strin
             return None;
         }
     };
-    let cal = v.get("calibration")?;
+    let Some(cal) = v.get("calibration") else {
+        notes.push(format!("{shown}: no [calibration] table (not a file superpager calibrate wrote); latencies are ESTIMATEs"));
+        return None;
+    };
     let got = cal.get("cpu").and_then(|c| c.as_str()).unwrap_or_default();
     if got != cpu {
         notes.push(format!("{shown} was calibrated on '{got}', not this CPU ('{cpu}'); latencies are ESTIMATEs (run superpager calibrate)"));
         return None;
     }
-    let cache = v.get("cache")?;
-    let levels = cache.get("levels")?.as_array()?;
-    let level_cycles: Vec<f64> = levels.iter().filter_map(|l| l.get("cycles").and_then(toml_number)).collect();
+    // What the latencies need: a bad or missing one drops the whole calibration, with a note
+    // naming the key (never silently: the predictions would change with no word why).
+    let mut refuse = |key: &str, what: &str| {
+        notes.push(format!("{shown}: {key} {what}; latencies are ESTIMATEs (run superpager calibrate again)"));
+        None
+    };
+    let Some(levels) = v.get("cache").and_then(|c| c.get("levels")).and_then(|l| l.as_array()) else {
+        return refuse("cache.levels", "is missing or not a list of levels");
+    };
+    let mut level_cycles = Vec::new();
+    for (i, l) in levels.iter().enumerate() {
+        match l.get("cycles").map(toml_number) {
+            Some(Some(c)) => level_cycles.push(c),
+            Some(None) => return refuse(&format!("cache.levels[{i}].cycles"), "is not a number"),
+            None => {}
+        }
+    }
     let level_sizes: Vec<String> = levels.iter().map(|l| l.get("size").and_then(|s| s.as_str()).unwrap_or_default().to_string()).collect();
+    let Some(dram_cycles) = v.get("cache").and_then(|c| c.get("dram_cycles")).and_then(toml_number) else {
+        return refuse("cache.dram_cycles", "is missing or not a number");
+    };
+    let clock_ghz = match v.get("cost").and_then(|c| c.get("clock_ghz")).map(toml_number) {
+        None => 2.5,
+        Some(Some(g)) if g > 0.0 && g.is_finite() => g,
+        Some(_) => return refuse("cost.clock_ghz", "is not a positive number"),
+    };
     Some(Calibration {
         path: shown.to_string(),
         cpu: got.to_string(),
         date: cal.get("date").and_then(|d| d.as_str()).unwrap_or_default().to_string(),
-        clock_ghz: v.get("cost").and_then(|c| c.get("clock_ghz")).and_then(toml_number).unwrap_or(2.5),
+        clock_ghz,
         clock_how: clock_how(cal.get("method").and_then(|m| m.as_str()).unwrap_or_default()),
         level_cycles,
         level_sizes,
-        dram_cycles: cache.get("dram_cycles").and_then(toml_number)?,
-        tlb_probe: cal.get("tlb_probe").and_then(TlbProbe::from_toml),
-        walk_probe: cal.get("walk_probe").and_then(WalkProbe::from_toml),
-        near_memory: cal.get("near_memory").and_then(NearMemory::from_toml),
-        last_level_fit: cal.get("last_level_fit").and_then(LastLevelFit::from_toml),
-        frames: cal.get("frames").and_then(FrameProbe::from_toml),
-        host_frames: cal.get("host_frames").and_then(HostFramesProbe::from_toml),
-        window_probe: cal.get("window_probe").and_then(WindowProbe::from_toml),
-        walk_probe_far: cal.get("walk_probe_far").and_then(WalkProbe::from_toml),
-        share_fit: cal.get("share_fit").and_then(ShareFit::from_toml),
-        stream_probe: cal.get("stream_probe").and_then(StreamProbe::from_toml),
+        dram_cycles,
+        tlb_probe: read_probe(cal, "tlb_probe", TlbProbe::from_toml, &shown, notes),
+        walk_probe: read_probe(cal, "walk_probe", WalkProbe::from_toml, &shown, notes),
+        near_memory: read_probe(cal, "near_memory", NearMemory::from_toml, &shown, notes),
+        last_level_fit: read_probe(cal, "last_level_fit", LastLevelFit::from_toml, &shown, notes),
+        frames: read_probe(cal, "frames", FrameProbe::from_toml, &shown, notes),
+        host_frames: read_probe(cal, "host_frames", HostFramesProbe::from_toml, &shown, notes),
+        window_probe: read_probe(cal, "window_probe", WindowProbe::from_toml, &shown, notes),
+        walk_probe_far: read_probe(cal, "walk_probe_far", WalkProbe::from_toml, &shown, notes),
+        share_fit: read_probe(cal, "share_fit", ShareFit::from_toml, &shown, notes),
+        stream_probe: read_probe(cal, "stream_probe", StreamProbe::from_toml, &shown, notes),
     })
+}
+
+/// A probe's table in a calibration file: None where it is absent (a calibration from before
+/// the probe, or one that skipped it); None with a note naming the table where it is present
+/// but not read (a key missing, of the wrong kind or out of its range), as the model then goes
+/// on without that probe and the user should know why.
+fn read_probe<T>(cal: &toml::Value, key: &str, from: fn(&toml::Value) -> Option<T>, shown: &str, notes: &mut Vec<String>) -> Option<T> {
+    let got = from(cal.get(key)?);
+    if got.is_none() {
+        notes.push(format!(
+            "{shown}: [calibration.{key}] not read (a key missing, of the wrong kind or out of its range); host goes on without that probe (run superpager calibrate again)"
+        ));
+    }
+    got
 }
 
 /// The out-of-order resources the overlap model needs, for the cores we know, with sources.
