@@ -263,8 +263,10 @@ pub fn predict_text(data: &[u8]) {
     // only with the data caches: docs/RUNTIME_MODEL.md, "Page-walk caches for the host's entries").
     if (policy.starts_with("base") || policy.starts_with("fixed")) && swap.0 == 0 && m.nested.is_none() {
         let plain = run(&Machine { cache: None, ..m.clone() }, false).expect("the run without caches fails where the one with them did not");
+        // What only the cost model counts: the caches, the cycles, the overlap, the walks ahead.
+        let cost = |k: &str| ["cache.", "cycles.", "overlap.", "walk_ahead."].iter().any(|p| k.starts_with(p));
         let decided = |r: &crate::stats::Results| -> std::collections::BTreeMap<String, u64> {
-            r.counters.iter().filter(|(k, _)| !["cache.", "cycles.", "overlap."].iter().any(|p| k.starts_with(p))).map(|(k, v)| (k.clone(), *v)).collect()
+            r.counters.iter().filter(|(k, _)| !cost(k)).map(|(k, v)| (k.clone(), *v)).collect()
         };
         let (with, without) = (decided(&here), decided(&plain));
         let differ: Vec<_> = with.iter().filter(|(k, v)| without.get(*k) != Some(v)).map(|(k, v)| (k, v, without.get(k))).collect();
