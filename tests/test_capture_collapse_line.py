@@ -111,3 +111,27 @@ def test_predict_notes_a_trace_collapsed_by_page_on_a_machine_with_caches(tmp_pa
             assert code == 0, err
             notes[how, machine] = "runs were collapsed by 4KiB page" in err and "the prefetcher sees no stream" in err
     assert notes == {("page", "host"): True, ("page", "host+nocache"): False, ("line", "host"): False, ("line", "host+nocache"): False}
+
+
+def test_gen_collapses_by_line_or_page_and_predicts_note_says_how_to_make_it_again(tmp_path, cli):
+    """`gen --collapse line` keeps a record per line (a sequential read of 8 words a line: 8 to a
+    record), `page` one per page (512 to a record); predict's note on the page trace says to
+    generate it again, and on an imported one to import it again (not to capture)."""
+    got = {}
+    for how in ("page", "line"):
+        out = str(tmp_path / f"{how}.spt")
+        code, _, err = cli("gen", "seq", "--size", "64KiB", "--collapse", how, "-o", out)
+        assert code == 0, err
+        counts = [l.split("#")[0].split() for l in records(out) if l.startswith("L ")]
+        got[how] = (len(counts), {c[3] for c in counts})
+        assert json.loads(_core.TraceDumper(out).header())["collapse"] == how
+    assert got == {"page": (16, {"x512"}), "line": (1024, {"x8"})}, got
+    code, _, err = cli("predict", str(tmp_path / "page.spt"), "--machine", "host", "--policies", "base")
+    assert code == 0 and "generate it again with --collapse line" in err, err
+    src = tmp_path / "t.txt"
+    src.write_text("".join(f"L {0x10000 + 8 * i:#x} 8\n" for i in range(64)))
+    assert cli("trace", "import", str(src), "--from", "text", "-o", str(tmp_path / "i.spt"))[0] == 0
+    code, _, err = cli("predict", str(tmp_path / "i.spt"), "--machine", "host", "--policies", "base")
+    assert code == 0 and "import it again with --collapse line" in err, err
+    code, _, err = cli("gen", "seq", "--size", "64KiB", "--collapse", "word", "-o", str(tmp_path / "w.spt"))
+    assert code == 2 and "word" in err and not (tmp_path / "w.spt").exists(), err

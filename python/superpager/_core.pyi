@@ -43,7 +43,9 @@ def gen(
     passes: int = 1,
     progress: Callable[[float], None] | None = None,
     warm: bool = False,
-) -> dict: ...
+    collapse: str = "page",
+) -> dict:
+    """`collapse`: runs join within a 4KiB page ("page") or a 64-byte line ("line")."""
 def trace_import(src: str, fmt: str, out: str, fetches: bool = True, collapse: str = "page",
                  progress: Callable[[float], None] | None = None) -> dict:
     """`collapse`: runs join within a 4KiB page ("page"), a 64-byte line ("line"), or not at all ("none")."""

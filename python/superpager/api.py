@@ -303,13 +303,14 @@ def compare(
 
 def gen(kind: str, out: str, size: str = "64MiB", accesses: int = 0, seed: int = 1, stride: str = "4KiB",
         elem: int = 8, alpha: float = 0.99, base: int = 0x7F0000000000, passes: int = 1,
-        progress: bool | None = None, warm: bool = False) -> dict:
+        progress: bool | None = None, warm: bool = False, collapse: str = "page") -> dict:
     """Generate a synthetic workload trace (see `superpager gen --help` for the kinds). `warm`
     (chase only): every page touched and the cycle run once before a phase mark, as calibrate's
-    chase.c does before it times."""
+    chase.c does before it times. `collapse`: consecutive accesses join into one record within
+    a 4KiB page ("page") or a 64-byte line ("line", for the runtime model's caches)."""
     bar = Progress(f"gen {kind}", enabled=progress)
     try:
-        return _core.gen(kind, os.fspath(out), size, accesses, seed, stride, elem, alpha, base, passes, bar.update, warm)
+        return _core.gen(kind, os.fspath(out), size, accesses, seed, stride, elem, alpha, base, passes, bar.update, warm, collapse)
     finally:
         bar.close()
 

@@ -406,7 +406,7 @@ def cmd_scenarios(a) -> int:
 
 def cmd_gen(a) -> int:
     s = api.gen(a.kind, a.out, size=a.size, accesses=a.accesses, seed=a.seed, stride=a.stride, elem=a.elem,
-                alpha=a.alpha, base=a.base, passes=a.passes, warm=a.warm)
+                alpha=a.alpha, base=a.base, passes=a.passes, warm=a.warm, collapse=a.collapse)
     note = f" ({human(a.accesses)} updates, each a load and a store)" if a.kind == "gups" and a.accesses else ""
     print(f"wrote {s['path']}: {human(s['accesses'])} accesses{note} in {human(s['records'])} records, "
           f"{human_bytes(s['bytes'])} ({s['bytes'] / max(s['accesses'], 1):.2f} bytes per access)")
@@ -747,7 +747,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("gen", help="generate a synthetic workload trace", formatter_class=raw,
                        epilog=f"kinds:\n{kinds}\n\nexamples:\n  superpager gen gups --size 4GiB --accesses 10M -o gups.spt\n"
                               "  superpager gen stride --size 1GiB --stride 4KiB -o stride.spt\n"
-                              "  superpager gen zipf --size 2GiB --alpha 1.1 --seed 7 -o zipf.spt")
+                              "  superpager gen zipf --size 2GiB --alpha 1.1 --seed 7 -o zipf.spt\n"
+                              "  superpager gen seq --size 256MiB --collapse line -o seq.spt   # every line, for predict")
     g.add_argument("kind", choices=[k for k, _ in GEN_KINDS], metavar="KIND")
     g.add_argument("-o", "--out", required=True, help="output .spt file")
     g.add_argument("--size", default="64MiB", help="footprint, e.g. 256MiB, 4GiB (default 64MiB)")
@@ -763,6 +764,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "before a phase mark, so predict times the steady state, as calibrate's chase.c does")
     g.add_argument("--base", type=int_in(0, 2**64 - 1), default=0x7F0000000000,
                    help="start address of the main region (default 0x7f0000000000); region and size stay below 2^47")
+    g.add_argument("--collapse", choices=["page", "line"], default="page",
+                   help="join consecutive accesses to one 4KiB page (page, the default) or one 64-byte cache line "
+                        "(line: every line a run touches stays visible to the runtime model's caches, for predict) into one record")
     g.set_defaults(fn=cmd_gen)
 
     t = sub.add_parser("trace", help="import, inspect and dump traces")

@@ -542,7 +542,7 @@ fn check_output(path: &str, inputs: Vec<String>) -> PyResult<()> {
 
 /// Generate a synthetic workload into an .spt file.
 #[pyfunction]
-#[pyo3(signature = (kind, out, size="64MiB", accesses=0, seed=1, stride="4KiB", elem=8, alpha=0.99, base=0x7f00_0000_0000u64, passes=1, progress=None, warm=false))]
+#[pyo3(signature = (kind, out, size="64MiB", accesses=0, seed=1, stride="4KiB", elem=8, alpha=0.99, base=0x7f00_0000_0000u64, passes=1, progress=None, warm=false, collapse="page"))]
 #[allow(clippy::too_many_arguments)]
 fn gen(
     py: Python<'_>,
@@ -558,7 +558,9 @@ fn gen(
     passes: u64,
     progress: Option<PyObject>,
     warm: bool,
+    collapse: &str,
 ) -> PyResult<PyObject> {
+    let block = collapse_block("gen", collapse, false)?.unwrap_or(tr::COLLAPSE_SHIFT);
     let p = tr::gen::GenParams {
         kind: kind.to_string(),
         size: parse_bytes(size, "--size")?.0,
@@ -580,9 +582,11 @@ fn gen(
             if warm { " warm" } else { "" }
         ),
     );
+    meta.insert("collapse".to_string(), collapse.to_string());
     tr::spt::check_output(out, &[]).map_err(err)?;
     let tmp = format!("{out}.partial");
     let mut w = SptWriter::create(&tmp, &provenance(meta)).map_err(err)?;
+    w.set_collapse_shift(block);
     let mut cb_err: Option<PyErr> = None;
     let mut report = |f: f64| forward_progress(py, &progress, &mut cb_err, |cb| cb.call1(py, (f,)));
     let r = tr::gen::generate(&p, &mut w, &mut report);

@@ -32,8 +32,12 @@ def collapse_note(trace: str, machine: str) -> str | None:
     its caches saw only the first line of each run (docs/RUNTIME_MODEL.md, "A record per line")."""
     if _core.machine_info(machine).get("cache") is None or trace_collapse(trace) != "page":
         return None
+    source = str(json.loads(_core.TraceDumper(trace).header()).get("source", ""))
+    how = ("generate it again with --collapse line" if source.startswith("superpager gen") else
+           "import it again with --collapse line" if source.startswith("imported from") else
+           "capture with --collapse line")
     return (f"{trace}: runs were collapsed by 4KiB page, so the data caches saw only the first line of each run "
-            "and count its other lines as hits, and the prefetcher sees no stream; capture with --collapse line for "
+            f"and count its other lines as hits, and the prefetcher sees no stream; {how} for "
             "every line (docs/RUNTIME_MODEL.md, \"A record per line\")")
 
 #: The breakdown columns: (column, the cycles.* keys it sums). Daemon work (background copies
