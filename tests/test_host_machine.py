@@ -24,3 +24,15 @@ def test_host_explain_names_every_source():
 def test_explain_is_for_host_only():
     r = subprocess.run(CLI + ["machines", "skylake", "--explain"], capture_output=True, text=True)
     assert r.returncode == 2 and "host machine only" in r.stderr
+
+
+def test_a_calibration_named_by_the_environment_that_does_not_exist_is_noted(cli, monkeypatch, tmp_path):
+    """SUPERPAGER_CALIBRATION names the file on purpose, so its absence is said (the default
+    file's absence is not: a machine never calibrated has none)."""
+    monkeypatch.setenv("SUPERPAGER_CALIBRATION", str(tmp_path / "missing.toml"))
+    code, out, err = cli("machines", "host", "--explain")
+    assert code == 0, err
+    assert f"SUPERPAGER_CALIBRATION names {tmp_path / 'missing.toml'}, which does not exist" in out + err
+    (tmp_path / "missing.toml").write_text("")
+    code, out, err = cli("machines", "host", "--explain")
+    assert code == 0 and "which does not exist" not in out + err, out + err

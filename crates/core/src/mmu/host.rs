@@ -1849,6 +1849,10 @@ pub fn detect(c: &dyn Cpuid, sysfs_cache: &std::path::Path) -> HostReport {
 pub fn detect_here() -> HostReport {
     let mut r = detect(&NativeCpuid, std::path::Path::new("/sys/devices/system/cpu/cpu0/cache"));
     r.calibration = calibration_path().and_then(|p| read_calibration(&p, &r.model_name, &mut r.notes));
+    if let Some(named) = std::env::var_os("SUPERPAGER_CALIBRATION").filter(|p| !std::path::Path::new(p).exists()) {
+        // Asked for by name: its absence is worth a word (the default file's is not).
+        r.notes.push(format!("SUPERPAGER_CALIBRATION names {}, which does not exist; latencies are ESTIMATEs", std::path::Path::new(&named).display()));
+    }
     if let Some(c) = r.calibration.as_ref() {
         match (c.splintered(), c.tlb_probe.as_ref().filter(|p| p.splintered)) {
             (Some(_), _) => r.notes.push(
