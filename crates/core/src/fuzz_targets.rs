@@ -217,7 +217,8 @@ cycles = 45
 /// A text trace through the runtime model (data caches, nested walks, the overlap), twice:
 /// the caches replaying on this thread and on a thread of their own must give the same
 /// counters, and every level must account for each reference it saw (a hit, or a miss passed
-/// on to the next level or to memory). The first byte picks the policy (bits 0-2), a nested
+/// on to the next level or to memory). Where nothing decides by the clock, a third run without
+/// the caches must decide everything the same (below). The first byte picks the policy (bits 0-2), a nested
 /// machine whose host scatters its frames (bit 3), the reuse law (bit 4), a dependent chain
 /// with walks ahead (bit 5), swap (bit 6) and scattered guest frames (bit 7).
 pub fn predict_text(data: &[u8]) {
