@@ -681,6 +681,13 @@ def _help(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
+def add_collapse(p: argparse.ArgumentParser) -> None:
+    """`--collapse page|line` of gen and trace import (capture words its own for a thread's accesses)."""
+    p.add_argument("--collapse", choices=["page", "line"], default="page",
+                   help="join consecutive accesses to one 4KiB page (page, the default) or one 64-byte cache line "
+                        "(line: every line a run touches stays visible to the runtime model's caches, for predict) into one record")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="superpager",
@@ -764,9 +771,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "before a phase mark, so predict times the steady state, as calibrate's chase.c does")
     g.add_argument("--base", type=int_in(0, 2**64 - 1), default=0x7F0000000000,
                    help="start address of the main region (default 0x7f0000000000); region and size stay below 2^47")
-    g.add_argument("--collapse", choices=["page", "line"], default="page",
-                   help="join consecutive accesses to one 4KiB page (page, the default) or one 64-byte cache line "
-                        "(line: every line a run touches stays visible to the runtime model's caches, for predict) into one record")
+    add_collapse(g)
     g.set_defaults(fn=cmd_gen)
 
     t = sub.add_parser("trace", help="import, inspect and dump traces")
@@ -781,9 +786,7 @@ def build_parser() -> argparse.ArgumentParser:
     ti.add_argument("-o", "--out", required=True)
     ti.add_argument("--no-fetches", action="store_true", help="drop instruction fetches")
     ti.add_argument("--no-collapse", action="store_true", help="keep every access as its own record")
-    ti.add_argument("--collapse", choices=["page", "line"], default="page",
-                    help="join consecutive accesses to one 4KiB page (page, the default) or one 64-byte cache line "
-                         "(line: every line a run touches stays visible to the runtime model's caches) into one record")
+    add_collapse(ti)
     ti.set_defaults(fn=cmd_trace_import)
     tj = tsub.add_parser("join", help="several traces one after another, as one trace of several processes",
                          formatter_class=raw,

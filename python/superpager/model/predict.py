@@ -14,25 +14,33 @@ import json
 from .. import _core, api
 
 
-def trace_collapse(trace: str) -> str:
+def trace_header(trace: str) -> dict:
+    """A trace's header: its provenance (source, collapse, command, ...)."""
+    return json.loads(_core.TraceDumper(trace).header())
+
+
+def trace_collapse(trace: str, header: dict | None = None) -> str:
     """How a trace's runs were collapsed, from its header: "line", "page" or "none" ("page"
     where the header does not say, as in every capture before the sixty-third session)."""
-    return json.loads(_core.TraceDumper(trace).header()).get("collapse", "page")
+    return (trace_header(trace) if header is None else header).get("collapse", "page")
 
 
 def trace_command(trace: str) -> list[str] | None:
     """The command line a capture ran, from its header (None where it does not say: a trace
     generated or converted, not captured)."""
-    cmd = json.loads(_core.TraceDumper(trace).header()).get("command")
+    cmd = trace_header(trace).get("command")
     return [str(a) for a in cmd] if isinstance(cmd, list) else None
 
 
 def collapse_note(trace: str, machine: str) -> str | None:
     """A note for a prediction with data caches from a trace whose runs were collapsed by page:
     its caches saw only the first line of each run (docs/RUNTIME_MODEL.md, "A record per line")."""
-    if _core.machine_info(machine).get("cache") is None or trace_collapse(trace) != "page":
+    if _core.machine_info(machine).get("cache") is None:
         return None
-    source = str(json.loads(_core.TraceDumper(trace).header()).get("source", ""))
+    header = trace_header(trace)
+    if trace_collapse(trace, header) != "page":
+        return None
+    source = str(header.get("source", ""))
     how = ("generate it again with --collapse line" if source.startswith("superpager gen") else
            "import it again with --collapse line" if source.startswith("imported from") else
            "capture with --collapse line")

@@ -1322,7 +1322,8 @@ pub fn read_calibration(path: &std::path::Path, cpu: &str, notes: &mut Vec<Strin
         notes.push(format!("{shown}: {key} {what}; latencies are ESTIMATEs (run superpager calibrate again)"));
         None
     };
-    let Some(levels) = v.get("cache").and_then(|c| c.get("levels")).and_then(|l| l.as_array()) else {
+    let cache = v.get("cache");
+    let Some(levels) = cache.and_then(|c| c.get("levels")).and_then(|l| l.as_array()) else {
         return refuse("cache.levels", "is missing or not a list of levels");
     };
     let mut level_cycles = Vec::new();
@@ -1334,7 +1335,7 @@ pub fn read_calibration(path: &std::path::Path, cpu: &str, notes: &mut Vec<Strin
         }
     }
     let level_sizes: Vec<String> = levels.iter().map(|l| l.get("size").and_then(|s| s.as_str()).unwrap_or_default().to_string()).collect();
-    let Some(dram_cycles) = v.get("cache").and_then(|c| c.get("dram_cycles")).and_then(toml_number) else {
+    let Some(dram_cycles) = cache.and_then(|c| c.get("dram_cycles")).and_then(toml_number) else {
         return refuse("cache.dram_cycles", "is missing or not a number");
     };
     let clock_ghz = match v.get("cost").and_then(|c| c.get("clock_ghz")).map(toml_number) {
