@@ -273,10 +273,11 @@ pub fn read_calibration_back(text: &str, tag: &str) -> (superpager_core::mmu::ho
 }
 
 /// `read_calibration_back` of a file whose probe `table` (`[calibration.<table>]`) does not
-/// read: it asserts the one note, naming the table, that says it was left out.
-pub fn read_calibration_left_out(text: &str, tag: &str, table: &str) -> (superpager_core::mmu::host::Calibration, std::path::PathBuf) {
+/// read: it asserts the one note, naming the table, that says it was left out, and says `why`
+/// (the key it gave up on).
+pub fn read_calibration_left_out(text: &str, tag: &str, table: &str, why: &str) -> (superpager_core::mmu::host::Calibration, std::path::PathBuf) {
     let (cal, path, notes) = read_calibration_noting(text, tag);
-    assert!(notes.len() == 1 && notes[0].contains(&format!("[calibration.{table}] not read")), "{notes:?}");
+    assert!(notes.len() == 1 && notes[0].contains(&format!("[calibration.{table}] not read: {why}")), "{notes:?}");
     (cal, path)
 }
 

@@ -73,10 +73,35 @@ fn a_probe_that_does_not_read_is_left_out_with_a_note_naming_its_table() {
     assert!(cal.frames.is_none(), "a scatter of 7 was taken");
     assert!(cal.near_memory.is_some(), "the other probe stays");
     assert_eq!(notes.len(), 1, "{notes:?}");
-    assert!(notes[0].contains("[calibration.frames] not read") && notes[0].contains("goes on without that probe"), "{}", notes[0]);
+    assert!(notes[0].contains("[calibration.frames] not read: scatter = 7 is of the wrong kind or out of its range"), "{}", notes[0]);
+    assert!(notes[0].contains("goes on without that probe"), "{}", notes[0]);
     let (cal, notes) = read(&with("calibration.near_memory", "ns", "\"slow\""), "near");
     assert!(cal.expect("read").near_memory.is_none());
-    assert!(notes[0].contains("[calibration.near_memory] not read"), "{notes:?}");
+    assert!(notes[0].contains("[calibration.near_memory] not read: ns = \"slow\" is of the wrong kind"), "{notes:?}");
+}
+
+#[test]
+fn the_note_names_a_missing_key_a_check_across_keys_or_a_value_that_is_not_a_table() {
+    let text = good();
+    let start = text.find("[calibration.near_memory]\n").expect("the probe's table");
+    let at = start + text[start..].find("\nfootprint = ").expect("its footprint") + 1;
+    let end = at + text[at..].find('\n').unwrap() + 1;
+    let (cal, notes) = read(&format!("{}{}", &text[..at], &text[end..]), "missing");
+    assert!(cal.expect("read").near_memory.is_none());
+    assert!(notes[0].contains("[calibration.near_memory] not read: footprint is missing"), "{notes:?}");
+
+    let (cal, notes) = read(&with("calibration.near_memory", "cycles", "-1.0"), "across");
+    assert!(cal.expect("read").near_memory.is_none());
+    assert!(notes[0].contains("[calibration.near_memory] not read: ns and cycles are not both above 0"), "{notes:?}");
+
+    // The frames' table replaced by a number under [calibration].
+    let start = text.find("[calibration.frames]\n").expect("the frames' table");
+    let end = text[start + 1..].find("\n[").map_or(text.len(), |e| start + 1 + e + 1);
+    let rest = format!("{}{}", &text[..start], &text[end..]);
+    let at = rest.find("[calibration]\n").expect("[calibration]") + "[calibration]\n".len();
+    let (cal, notes) = read(&format!("{}frames = 3\n{}", &rest[..at], &rest[at..]), "number");
+    assert!(cal.expect("read").frames.is_none());
+    assert!(notes[0].contains("[calibration.frames] not read: it is not a table of keys"), "{notes:?}");
 }
 
 #[test]

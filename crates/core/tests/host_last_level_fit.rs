@@ -69,7 +69,7 @@ fn a_file_without_the_fit_has_none() {
 #[test]
 fn a_fit_whose_choice_is_not_among_its_sizes_is_not_read() {
     let text = calibrated_toml(TEMPLATE, &input(Some(fit()))).unwrap().replace("chosen = \"2MiB\"", "chosen = \"4MiB\"");
-    let (cal, path) = common::read_calibration_left_out(&text, "llfit-bad", "last_level_fit");
+    let (cal, path) = common::read_calibration_left_out(&text, "llfit-bad", "last_level_fit", "chosen is not one of sizes");
     assert_eq!(cal.last_level_fit, None, "a hand-edited choice outside the sizes tried");
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }

@@ -86,7 +86,7 @@ fn a_fit_whose_level_latencies_do_not_match_its_sizes_is_not_read() {
         .unwrap()
         .replace("level_cycles = [143.5, 62.7, 143.5]", "level_cycles = [143.5, 62.7]");
     assert!(text.contains("level_cycles = [143.5, 62.7]\n"), "the edit took: {text}");
-    let (cal, path) = common::read_calibration_left_out(&text, "levelfit-short", "last_level_fit");
+    let (cal, path) = common::read_calibration_left_out(&text, "levelfit-short", "last_level_fit", "level_cycles has 2 entries for 3 sizes");
     assert_eq!(cal.last_level_fit, None, "a hand-edited fit with two latencies for three sizes");
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }

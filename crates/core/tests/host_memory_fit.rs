@@ -84,7 +84,7 @@ fn a_fit_whose_latencies_do_not_match_its_sizes_is_not_read() {
     let text = calibrated_toml(&common::host_template(), &input(fit(), true))
         .unwrap()
         .replace("memory_cycles = [604.0, 577.0, 502.0]", "memory_cycles = [604.0, 577.0]");
-    let (cal, path) = common::read_calibration_left_out(&text, "memfit-short", "last_level_fit");
+    let (cal, path) = common::read_calibration_left_out(&text, "memfit-short", "last_level_fit", "memory_cycles has 2 entries for 3 sizes");
     assert_eq!(cal.last_level_fit, None, "a hand-edited fit with two latencies for three sizes");
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }

@@ -118,11 +118,14 @@ fn a_fit_the_model_as_written_won_changes_nothing_in_cache() {
 #[test]
 fn a_fit_with_a_hiding_but_no_rate_or_an_exponent_out_of_range_is_not_read() {
     let text = calibrated_toml(TEMPLATE, &input(Some(taken()))).unwrap();
-    for (from, to) in [("tenant_fill_rate = 0.143671\n", ""), ("exponent = 0.7", "exponent = 9.0")] {
+    for (from, to, why) in [
+        ("tenant_fill_rate = 0.143671\n", "", "walk_hiding and tenant_fill_rate are not both present or both absent"),
+        ("exponent = 0.7", "exponent = 9.0", "exponent = 9.0 is of the wrong kind or out of its range"),
+    ] {
         // The fit's own table is the file's last mention of each key ([cache] comes first).
         let at = text.rfind(from).unwrap_or_else(|| panic!("{from} is in the file: {text}"));
         let bad = format!("{}{to}{}", &text[..at], &text[at + from.len()..]);
-        let (cal, path) = common::read_calibration_left_out(&bad, "share-bad", "share_fit");
+        let (cal, path) = common::read_calibration_left_out(&bad, "share-bad", "share_fit", why);
         assert_eq!(cal.share_fit, None, "{to}");
         assert_eq!(common::two_level_report(cal).tenant_fill_rate(), Some(0.0624));
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();

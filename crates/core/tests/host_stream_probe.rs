@@ -64,13 +64,16 @@ fn a_probe_without_its_fit_changes_nothing_in_cache() {
 
 #[test]
 fn a_share_outside_0_and_1_or_a_fit_without_the_models_figures_is_not_read() {
-    for (bad, tag) in [("stream_ahead = 0.961", "stream_ahead = 1.5"), ("model_2m = 10.089\n", "")] {
+    for (bad, tag, why) in [
+        ("stream_ahead = 0.961", "stream_ahead = 1.5", "stream_ahead = 1.5 is of the wrong kind or out of its range"),
+        ("model_2m = 10.089\n", "", "stream_ahead is not given with both model_4k and model_2m"),
+    ] {
         // In the probe's own table ([cache] carries a stream_ahead of its own, before it).
         let good = with(Some(fitted()));
         let at = good.find("[calibration.stream_probe]").expect("the probe's table");
         let text = format!("{}{}", &good[..at], good[at..].replacen(bad, tag, 1));
         assert_ne!(text, good, "the test changed the file");
-        let (cal, path) = common::read_calibration_left_out(&text, "stream-bad", "stream_probe");
+        let (cal, path) = common::read_calibration_left_out(&text, "stream-bad", "stream_probe", why);
         assert_eq!(cal.stream_probe, None, "{text}");
         assert!(common::two_level_report(cal).cache_toml().unwrap().get("stream_ahead").is_none());
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();

@@ -187,7 +187,7 @@ impl TlbProbe {
         )
     }
 
-    fn from_toml(v: &toml::Value) -> Option<TlbProbe> {
+    fn from_toml(v: &ProbeTable) -> Option<TlbProbe> {
         let num = |k: &str| v.get(k).and_then(toml_number);
         Some(TlbProbe {
             lines: v.get("lines")?.as_integer()? as u64,
@@ -285,7 +285,7 @@ impl WalkProbe {
         )
     }
 
-    fn from_toml(v: &toml::Value) -> Option<WalkProbe> {
+    fn from_toml(v: &ProbeTable) -> Option<WalkProbe> {
         let (chains, ns_4k, ns_2m) = read_series(v, "chains")?;
         let (walkers, mlp) = (optional_count(v, "walkers")?, optional_count(v, "mlp")?);
         let walkers_rule = v.get("walkers_rule").and_then(|r| r.as_str()).map(str::to_string);
@@ -398,7 +398,7 @@ impl WindowProbe {
         )
     }
 
-    fn from_toml(v: &toml::Value) -> Option<WindowProbe> {
+    fn from_toml(v: &ProbeTable) -> Option<WindowProbe> {
         let (pads, ns_4k, ns_2m) = read_series(v, "pads")?;
         // A walk_hiding present must be a number from 0 up (else the probe is not read at all).
         let window = optional_count(v, "window")?;
@@ -441,7 +441,7 @@ impl WindowProbe {
 
 /// A probe's count under `k`: Some(None) where absent, Some(Some(n)) for a positive integer, and
 /// None otherwise (a probe with a bad count is not read at all).
-fn optional_count(v: &toml::Value, k: &str) -> Option<Option<u32>> {
+fn optional_count(v: &ProbeTable, k: &str) -> Option<Option<u32>> {
     match v.get(k) {
         Some(w) => u32::try_from(w.as_integer()?).ok().filter(|w| *w >= 1).map(Some),
         None => Some(None),
@@ -450,11 +450,14 @@ fn optional_count(v: &toml::Value, k: &str) -> Option<Option<u32>> {
 
 /// A probe's series as its table records them: the counts under `key` (chains, pads) and ns a
 /// load at each on 4KB and 2MB pages (`ns_4k`, `ns_2m`), of one length; None otherwise.
-fn read_series(v: &toml::Value, key: &str) -> Option<(Vec<u32>, Vec<f64>, Vec<f64>)> {
+fn read_series(v: &ProbeTable, key: &str) -> Option<(Vec<u32>, Vec<f64>, Vec<f64>)> {
     let floats = |k: &str| v.get(k)?.as_array()?.iter().map(toml_number).collect::<Option<Vec<f64>>>();
     let counts: Vec<u32> = v.get(key)?.as_array()?.iter().map(|c| c.as_integer().and_then(|i| u32::try_from(i).ok())).collect::<Option<_>>()?;
     let (ns_4k, ns_2m) = (floats("ns_4k")?, floats("ns_2m")?);
-    (ns_4k.len() == counts.len() && ns_2m.len() == counts.len()).then_some((counts, ns_4k, ns_2m))
+    if ns_4k.len() != counts.len() || ns_2m.len() != counts.len() {
+        return v.refuse(&format!("{key}, ns_4k and ns_2m are not of one length"));
+    }
+    Some((counts, ns_4k, ns_2m))
 }
 
 /// The table `read_series` reads, with the probe's footprint.
@@ -536,7 +539,7 @@ impl FrameProbe {
         s
     }
 
-    fn from_toml(v: &toml::Value) -> Option<FrameProbe> {
+    fn from_toml(v: &ProbeTable) -> Option<FrameProbe> {
         let scatter = v.get("scatter").and_then(toml_number).filter(|f| (0.0..=1.0).contains(f))?;
         let list = |k: &str| -> Option<Vec<f64>> { Some(v.get(k)?.as_array()?.iter().filter_map(toml_number).collect()) };
         Some(FrameProbe {
@@ -610,9 +613,11 @@ impl HostFramesProbe {
         )
     }
 
-    fn from_toml(v: &toml::Value) -> Option<HostFramesProbe> {
+    fn from_toml(v: &ProbeTable) -> Option<HostFramesProbe> {
         let (strided_ns, control_ns) = (v.get("strided_ns").and_then(toml_number)?, v.get("control_ns").and_then(toml_number)?);
-        (strided_ns > 0.0 && control_ns > 0.0).then_some(())?;
+        if !(strided_ns > 0.0 && control_ns > 0.0) {
+            return v.refuse("strided_ns and control_ns are not both above 0");
+        }
         Some(HostFramesProbe { lines: v.get("lines")?.as_integer()? as u64, strided_ns, control_ns, scattered: v.get("scattered")?.as_bool()? })
     }
 
@@ -675,9 +680,11 @@ pub struct NearMemory {
 }
 
 impl NearMemory {
-    fn from_toml(v: &toml::Value) -> Option<NearMemory> {
+    fn from_toml(v: &ProbeTable) -> Option<NearMemory> {
         let (ns, cycles) = (v.get("ns").and_then(toml_number)?, v.get("cycles").and_then(toml_number)?);
-        (ns > 0.0 && cycles > 0.0).then_some(())?;
+        if !(ns > 0.0 && cycles > 0.0) {
+            return v.refuse("ns and cycles are not both above 0");
+        }
         Some(NearMemory { footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0, ns, cycles })
     }
 
@@ -1003,7 +1010,7 @@ impl LastLevelFit {
         )
     }
 
-    fn from_toml(v: &toml::Value) -> Option<LastLevelFit> {
+    fn from_toml(v: &ProbeTable) -> Option<LastLevelFit> {
         let floats = |k: &str| v.get(k)?.as_array()?.iter().map(toml_number).collect::<Option<Vec<f64>>>();
         let bytes = |x: &toml::Value| Bytes::parse(x.as_str()?).ok().map(|b| b.0);
         let sizes: Vec<u64> = v.get("sizes")?.as_array()?.iter().map(bytes).collect::<Option<_>>()?;
@@ -1016,14 +1023,13 @@ impl LastLevelFit {
             None => Vec::new(),
         };
         let per_size = |x: &Vec<f64>| x.is_empty() || x.len() == sizes.len();
-        if ns_4k.len() != sizes.len()
-            || ns_2m.len() != sizes.len()
-            || !sizes.contains(&chosen)
-            || !per_size(&memory_cycles)
-            || !per_size(&rms)
-            || !per_size(&level_cycles)
-        {
-            return None;
+        if !sizes.contains(&chosen) {
+            return v.refuse("chosen is not one of sizes");
+        }
+        for (k, x) in [("ns_4k", &ns_4k), ("ns_2m", &ns_2m), ("memory_cycles", &memory_cycles), ("rms", &rms), ("level_cycles", &level_cycles)] {
+            if !per_size(x) || (x.is_empty() && k.starts_with("ns_")) {
+                return v.refuse(&format!("{k} has {} entries for {} sizes", x.len(), sizes.len()));
+            }
         }
         Some(LastLevelFit {
             footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0,
@@ -1128,7 +1134,7 @@ impl ShareFit {
         )
     }
 
-    fn from_toml(v: &toml::Value) -> Option<ShareFit> {
+    fn from_toml(v: &ProbeTable) -> Option<ShareFit> {
         let exponent = v.get("exponent").and_then(toml_number).filter(|a| crate::mmu::machine::SHARE_EXPONENTS.contains(a))?;
         let optional = |k: &str| match v.get(k) {
             Some(x) => toml_number(x).filter(|x| *x >= 0.0 && x.is_finite()).map(Some),
@@ -1136,7 +1142,7 @@ impl ShareFit {
         };
         let (walk_hiding, tenant_fill_rate) = (optional("walk_hiding")?, optional("tenant_fill_rate")?);
         if walk_hiding.is_some() != tenant_fill_rate.is_some() {
-            return None;
+            return v.refuse("walk_hiding and tenant_fill_rate are not both present or both absent");
         }
         let errors = read_pairs(v.get("errors")?)?;
         Some(ShareFit { exponent, walk_hiding, tenant_fill_rate, as_written_error: v.get("as_written_error").and_then(toml_number)?, errors })
@@ -1224,7 +1230,7 @@ impl StreamProbe {
         }
     }
 
-    fn from_toml(v: &toml::Value) -> Option<StreamProbe> {
+    fn from_toml(v: &ProbeTable) -> Option<StreamProbe> {
         let num = |k: &str| v.get(k).and_then(toml_number);
         let stream_ahead = match v.get("stream_ahead") {
             Some(x) => Some(toml_number(x).filter(|a| (0.0..=1.0).contains(a))?),
@@ -1232,7 +1238,7 @@ impl StreamProbe {
         };
         let (model_4k, model_2m) = (num("model_4k"), num("model_2m"));
         if stream_ahead.is_some() != (model_4k.is_some() && model_2m.is_some()) {
-            return None;
+            return v.refuse("stream_ahead is not given with both model_4k and model_2m");
         }
         Some(StreamProbe {
             footprint: Bytes::parse(v.get("footprint")?.as_str()?).ok()?.0,
@@ -1366,17 +1372,67 @@ pub fn read_calibration(path: &std::path::Path, cpu: &str, notes: &mut Vec<Strin
 }
 
 /// A probe's table in a calibration file: None where it is absent (a calibration from before
-/// the probe, or one that skipped it); None with a note naming the table where it is present
-/// but not read (a key missing, of the wrong kind or out of its range), as the model then goes
-/// on without that probe and the user should know why.
-fn read_probe<T>(cal: &toml::Value, key: &str, from: fn(&toml::Value) -> Option<T>, shown: &str, notes: &mut Vec<String>) -> Option<T> {
-    let got = from(cal.get(key)?);
+/// the probe, or one that skipped it); None with a note naming the table and the key its reader
+/// gave up on (missing, of the wrong kind or out of its range; `ProbeTable::why`) where it is
+/// present but not read, as the model then goes on without that probe and the user should know
+/// why.
+fn read_probe<T>(cal: &toml::Value, key: &str, from: fn(&ProbeTable) -> Option<T>, shown: &str, notes: &mut Vec<String>) -> Option<T> {
+    let table = ProbeTable::new(cal.get(key)?);
+    let got = from(&table);
     if got.is_none() {
-        notes.push(format!(
-            "{shown}: [calibration.{key}] not read (a key missing, of the wrong kind or out of its range); host goes on without that probe (run superpager calibrate again)"
-        ));
+        notes.push(format!("{shown}: [calibration.{key}] not read: {}; host goes on without that probe (run superpager calibrate again)", table.why()));
     }
     got
+}
+
+/// A probe's table as its reader (`from_toml`) sees it. Every reader gives up at its first key
+/// that is missing or does not read (a `?`), so the last key it asked for is the one it gave up
+/// on: `get` remembers it, and `why` names it for `read_probe`'s note. A check across keys
+/// (series of one length, two keys given together) names its keys itself (`refuse`).
+struct ProbeTable<'a> {
+    table: &'a toml::Value,
+    last: std::cell::RefCell<Refused>,
+}
+
+enum Refused {
+    Nothing,
+    Key { key: String, present: bool },
+    Across(String),
+}
+
+impl<'a> ProbeTable<'a> {
+    fn new(table: &'a toml::Value) -> ProbeTable<'a> {
+        ProbeTable { table, last: std::cell::RefCell::new(Refused::Nothing) }
+    }
+
+    fn get(&self, key: &str) -> Option<&'a toml::Value> {
+        let got = self.table.get(key);
+        *self.last.borrow_mut() = Refused::Key { key: key.to_string(), present: got.is_some() };
+        got
+    }
+
+    /// Give up on a check across keys, `what` saying which and why.
+    fn refuse<T>(&self, what: &str) -> Option<T> {
+        *self.last.borrow_mut() = Refused::Across(what.to_string());
+        None
+    }
+
+    /// Why the reader gave up, in a phrase: the key and its value as the file has it.
+    fn why(&self) -> String {
+        if !self.table.is_table() {
+            return "it is not a table of keys".to_string();
+        }
+        match &*self.last.borrow() {
+            Refused::Nothing => "no key read".to_string(),
+            Refused::Key { key, present: false } => format!("{key} is missing"),
+            Refused::Key { key, present: true } => {
+                let value = self.table.get(key).map(|v| v.to_string()).unwrap_or_default();
+                let value = if value.chars().count() > 40 { format!("{}...", value.chars().take(40).collect::<String>()) } else { value };
+                format!("{key} = {value} is of the wrong kind or out of its range")
+            }
+            Refused::Across(what) => what.clone(),
+        }
+    }
 }
 
 /// The out-of-order resources the overlap model needs, for the cores we know, with sources.
