@@ -1022,12 +1022,19 @@ impl LastLevelFit {
             Some(f) => f.as_array()?.iter().map(bytes).collect::<Option<_>>()?,
             None => Vec::new(),
         };
-        let per_size = |x: &Vec<f64>| x.is_empty() || x.len() == sizes.len();
         if !sizes.contains(&chosen) {
             return v.refuse("chosen is not one of sizes");
         }
-        for (k, x) in [("ns_4k", &ns_4k), ("ns_2m", &ns_2m), ("memory_cycles", &memory_cycles), ("rms", &rms), ("level_cycles", &level_cycles)] {
-            if !per_size(x) || (x.is_empty() && k.starts_with("ns_")) {
+        // A value per size; the optional series (absent from older files) may be empty instead.
+        let series = [
+            ("ns_4k", &ns_4k, false),
+            ("ns_2m", &ns_2m, false),
+            ("memory_cycles", &memory_cycles, true),
+            ("rms", &rms, true),
+            ("level_cycles", &level_cycles, true),
+        ];
+        for (k, x, optional) in series {
+            if x.len() != sizes.len() && !(optional && x.is_empty()) {
                 return v.refuse(&format!("{k} has {} entries for {} sizes", x.len(), sizes.len()));
             }
         }
