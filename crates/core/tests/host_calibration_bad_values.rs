@@ -30,13 +30,26 @@ fn read(text: &str, tag: &str) -> (Option<Calibration>, Vec<String>) {
     (cal, notes)
 }
 
-/// `good()` with the first line starting `key =` inside `[table]` replaced by `key = value`.
-fn with(table: &str, key: &str, value: &str) -> String {
-    let text = good();
+/// Where the first line starting `key =` inside `[table]` is in `text`: its start and its end
+/// (the newline).
+fn key_line(text: &str, table: &str, key: &str) -> (usize, usize) {
     let start = text.find(&format!("[{table}]\n")).unwrap_or_else(|| panic!("no [{table}] in\n{text}"));
     let at = start + text[start..].find(&format!("\n{key} = ")).unwrap_or_else(|| panic!("no {key} in [{table}]")) + 1;
-    let end = at + text[at..].find('\n').unwrap();
+    (at, at + text[at..].find('\n').unwrap())
+}
+
+/// `good()` with that line replaced by `key = value`.
+fn with(table: &str, key: &str, value: &str) -> String {
+    let text = good();
+    let (at, end) = key_line(&text, table, key);
     format!("{}{key} = {value}{}", &text[..at], &text[end..])
+}
+
+/// `good()` without that line.
+fn without(table: &str, key: &str) -> String {
+    let text = good();
+    let (at, end) = key_line(&text, table, key);
+    format!("{}{}", &text[..at], &text[end + 1..])
 }
 
 #[test]
@@ -82,11 +95,7 @@ fn a_probe_that_does_not_read_is_left_out_with_a_note_naming_its_table() {
 
 #[test]
 fn the_note_names_a_missing_key_a_check_across_keys_or_a_value_that_is_not_a_table() {
-    let text = good();
-    let start = text.find("[calibration.near_memory]\n").expect("the probe's table");
-    let at = start + text[start..].find("\nfootprint = ").expect("its footprint") + 1;
-    let end = at + text[at..].find('\n').unwrap() + 1;
-    let (cal, notes) = read(&format!("{}{}", &text[..at], &text[end..]), "missing");
+    let (cal, notes) = read(&without("calibration.near_memory", "footprint"), "missing");
     assert!(cal.expect("read").near_memory.is_none());
     assert!(notes[0].contains("[calibration.near_memory] not read: footprint is missing"), "{notes:?}");
 
@@ -95,6 +104,7 @@ fn the_note_names_a_missing_key_a_check_across_keys_or_a_value_that_is_not_a_tab
     assert!(notes[0].contains("[calibration.near_memory] not read: ns and cycles are not both above 0"), "{notes:?}");
 
     // The frames' table replaced by a number under [calibration].
+    let text = good();
     let start = text.find("[calibration.frames]\n").expect("the frames' table");
     let end = text[start + 1..].find("\n[").map_or(text.len(), |e| start + 1 + e + 1);
     let rest = format!("{}{}", &text[..start], &text[end..]);

@@ -19,10 +19,15 @@ def trace_header(trace: str) -> dict:
     return json.loads(_core.TraceDumper(trace).header())
 
 
-def trace_collapse(trace: str, header: dict | None = None) -> str:
+def collapse_of(header: dict) -> str:
     """How a trace's runs were collapsed, from its header: "line", "page" or "none" ("page"
     where the header does not say, as in every capture before the sixty-third session)."""
-    return (trace_header(trace) if header is None else header).get("collapse", "page")
+    return header.get("collapse", "page")
+
+
+def trace_collapse(trace: str) -> str:
+    """`collapse_of` a trace's header."""
+    return collapse_of(trace_header(trace))
 
 
 def trace_command(trace: str) -> list[str] | None:
@@ -38,7 +43,7 @@ def collapse_note(trace: str, machine: str) -> str | None:
     if _core.machine_info(machine).get("cache") is None:
         return None
     header = trace_header(trace)
-    if trace_collapse(trace, header) != "page":
+    if collapse_of(header) != "page":
         return None
     source = str(header.get("source", ""))
     how = ("generate it again with --collapse line" if source.startswith("superpager gen") else
